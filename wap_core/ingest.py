@@ -1,0 +1,445 @@
+"""Ingest: write a source batch into a fresh audit branch (never into main), then audit it.
+
+The source must fit the table's schema (same columns, castable types); the
+schema is never evolved implicitly, because the schema is shared by all branches
+and evolving it would change main before any audit. Rows that cannot be parsed
+are never turned into NULLs: they are kept out of the branch, counted, sampled
+with their line numbers, and recorded on the snapshot so that the built-in
+``malformed_rows`` check fails the audit.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import io
+import json
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+
+from wap_core import catalog as cat
+from wap_core.audit import AuditResult, run_audit
+from wap_core.exceptions import NotFoundError, SchemaMismatchError, SourceError, ValidationError, WapError
+from wap_core.identifiers import TableId, validate_branch
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+    from pyspark.sql.types import DataType, StructType
+
+    from wap_core.lakehouse import Lakehouse
+
+FORMATS = ("csv", "parquet", "json")
+_EXT = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "json", ".jsonl": "json", ".ndjson": "json"}
+CORRUPT = "_corrupt_record"
+SAMPLE = 5
+_LINE_SCAN_LIMIT = 256 * 1024 * 1024  # bytes scanned in Python to find line numbers of bad rows
+
+
+@dataclass
+class IngestResult:
+    table: str
+    branch: str
+    created_table: bool
+    rows_written: int
+    malformed_rows: int
+    snapshot_id: int
+    fork_snapshot_id: int | None
+    sources: list[str]
+    audit: AuditResult
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "branch": self.branch,
+            "created_table": self.created_table,
+            "rows_written": self.rows_written,
+            "malformed_rows": self.malformed_rows,
+            "snapshot_id": self.snapshot_id,
+            "fork_snapshot_id": self.fork_snapshot_id,
+            "sources": self.sources,
+            "status": self.audit.status,
+            "audit": self.audit.to_dict(),
+            "seconds": round(self.seconds, 3),
+        }
+
+
+# --------------------------------------------------------------------------- sources
+
+
+def resolve_sources(sources: Sequence[str], fmt: str | None = None) -> tuple[list[str], str]:
+    """Expand files and globs; every file must exist, be readable and non-empty; one format."""
+    if not sources:
+        raise SourceError("no source given")
+    if fmt is not None and fmt not in FORMATS:
+        raise ValidationError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+    files: list[str] = []
+    for src in sources:
+        if any(ch in src for ch in "*?["):
+            matched = sorted(glob.glob(src))
+            if not matched:
+                raise SourceError(f"source pattern {src!r} matches no file")
+        else:
+            matched = [src]
+        for f in matched:
+            p = Path(f)
+            if not p.exists():
+                raise SourceError(f"source {f} does not exist")
+            if p.is_dir():
+                raise SourceError(f"source {f} is a directory; give files or a glob such as {f}/*.csv")
+            if not os.access(p, os.R_OK):
+                raise SourceError(f"source {f} is not readable")
+            if p.stat().st_size == 0:
+                raise SourceError(f"source {f} is empty")
+            files.append(str(p.resolve()))
+    if fmt is None:
+        kinds = {_EXT.get(Path(f).suffix.lower()) for f in files}
+        if None in kinds:
+            raise SourceError("cannot tell the format from the file name(s); pass --format csv|parquet|json")
+        if len(kinds) > 1:
+            raise SourceError(f"sources mix formats ({', '.join(sorted(k for k in kinds if k))}); ingest one format at a time")
+        fmt = kinds.pop()
+    assert fmt is not None
+    return files, fmt
+
+
+# --------------------------------------------------------------------------- type compatibility
+
+
+def _castable(src: DataType, dst: DataType) -> bool:
+    from pyspark.sql import types as T
+
+    if src == dst:
+        return True
+    numeric = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType, T.DecimalType)
+    temporal = (T.DateType, T.TimestampType, T.TimestampNTZType)
+    if isinstance(src, T.NullType):
+        return True
+    if isinstance(src, T.StringType):
+        return isinstance(dst, (*numeric, *temporal, T.BooleanType, T.StringType, T.BinaryType))
+    if isinstance(dst, T.StringType):
+        return isinstance(src, (*numeric, *temporal, T.BooleanType))
+    if isinstance(src, numeric) and isinstance(dst, numeric):
+        return True
+    if isinstance(src, temporal) and isinstance(dst, temporal):
+        return True
+    return False
+
+
+@dataclass
+class _Prepared:
+    df: DataFrame  # good rows only, cast to the target schema, in target column order
+    rows: int
+    malformed: int
+    sample: list[dict[str, Any]]
+
+
+def _match_columns(table: str, source_cols: Sequence[str], target: StructType) -> dict[str, str]:
+    """target column -> source column (case-insensitive); SchemaMismatchError listing every problem."""
+    by_lower: dict[str, str] = {}
+    problems: list[str] = []
+    for c in source_cols:
+        if c.lower() in by_lower:
+            problems.append(f"source has column {c!r} twice")
+        by_lower[c.lower()] = c
+    mapping: dict[str, str] = {}
+    for f in target.fields:
+        src = by_lower.pop(f.name.lower(), None)
+        if src is None:
+            problems.append(f"missing column {f.name} ({f.dataType.simpleString()})")
+        else:
+            mapping[f.name] = src
+    problems += [f"unexpected column {c} (not in the table; schema changes are not made by ingest)" for c in by_lower.values()]
+    if problems:
+        raise SchemaMismatchError(table, problems)
+    return mapping
+
+
+def _prepare(
+    table: str,
+    raw: DataFrame,
+    target: StructType,
+    mapping: dict[str, str],
+    locate: Callable[[list[dict[str, Any]]], None],
+) -> _Prepared:
+    """Cast ``raw`` to ``target``; count and sample rows that do not parse (one pass)."""
+    from pyspark.sql import functions as F
+
+    problems = [
+        f"column {f.name}: source type {raw.schema[mapping[f.name]].dataType.simpleString()} cannot become {f.dataType.simpleString()}"
+        for f in target.fields
+        if not _castable(raw.schema[mapping[f.name]].dataType, f.dataType)
+    ]
+    if problems:
+        raise SchemaMismatchError(table, problems)
+    casts: list[Column] = []
+    bads: list[Column] = []
+    for f in target.fields:
+        src = F.col(_q(mapping[f.name]))
+        casts.append(src.cast(f.dataType).alias(f.name))
+        bads.append(src.isNotNull() & src.cast(f.dataType).isNull())
+    has_corrupt = CORRUPT in raw.columns
+    corrupt = F.col(CORRUPT).isNotNull() if has_corrupt else F.lit(False)
+    any_bad = corrupt
+    for b in bads:
+        any_bad = any_bad | b
+    flagged = raw.withColumn("__bad", any_bad)
+    stats = flagged.agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.sum(F.col("__bad").cast("int")).alias("bad"),
+        *[F.sum(b.cast("int")).alias(f"bad{i}") for i, b in enumerate(bads)],
+        *[F.count(F.col(_q(mapping[f.name]))).alias(f"nn{i}") for i, f in enumerate(target.fields)],
+    ).collect()[0]
+    rows, bad = int(stats["rows"]), int(stats["bad"] or 0)
+    if rows == 0:
+        raise SourceError("the source has no data rows")
+    hopeless = [
+        f"column {f.name}: no value casts to {f.dataType.simpleString()}"
+        for i, f in enumerate(target.fields)
+        if int(stats[f"nn{i}"] or 0) > 0 and int(stats[f"bad{i}"] or 0) == int(stats[f"nn{i}"])
+        and not (has_corrupt and int(stats[f"nn{i}"]) == bad)
+    ]
+    if hopeless:
+        raise SchemaMismatchError(table, hopeless)
+    if bad == rows:
+        raise SourceError(f"none of the {rows} source rows could be parsed")
+    sample: list[dict[str, Any]] = []
+    if bad:
+        bad_cols = F.array_compact(F.array(*[F.when(b, F.lit(f.name)) for b, f in zip(bads, target.fields)]))
+        for r in flagged.where(F.col("__bad")).select(*[F.col(_q(c)) for c in raw.columns], bad_cols.alias("__cols")).limit(SAMPLE).collect():
+            d: dict[str, Any] = {k: (None if v is None else str(v)) for k, v in r.asDict().items() if k != "__cols"}
+            d["__problem"] = "ragged or unparsable line" if d.get(CORRUPT) else f"bad value in {', '.join(r['__cols'])}"
+            sample.append(d)
+        locate(sample)
+    good = flagged.where(~F.col("__bad")).select(*casts)
+    return _Prepared(good, rows - bad, bad, sample)
+
+
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _read_csv_header(path: str) -> list[str]:
+    with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+        first = next(csv.reader(fh), None)
+    if not first or not any(h.strip() for h in first):
+        raise SourceError(f"source {path} has no header line")
+    return [h.strip() for h in first]
+
+
+def _csv_header(files: list[str]) -> list[str]:
+    header = _read_csv_header(files[0])
+    for f in files[1:]:
+        other = _read_csv_header(f)
+        if [h.lower() for h in other] != [h.lower() for h in header]:
+            raise SourceError(f"CSV headers differ: {files[0]} has {header}, {f} has {other}")
+    if any(not h for h in header):
+        raise SourceError(f"source {files[0]} has an empty column name in its header")
+    return header
+
+
+def _iter_csv(files: list[str]) -> Iterator[tuple[str, int, list[str]]]:
+    for f in files:
+        if Path(f).stat().st_size > _LINE_SCAN_LIMIT:
+            continue
+        with open(f, newline="", encoding="utf-8", errors="replace") as fh:
+            reader = csv.reader(fh)
+            next(reader, None)
+            for row in reader:
+                yield Path(f).name, reader.line_num, row
+
+
+def _csv_locator(files: list[str], header: list[str]) -> Callable[[list[dict[str, Any]]], None]:
+    def locate(sample: list[dict[str, Any]]) -> None:
+        wanted: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        for d in sample:
+            if d.get(CORRUPT):
+                key = tuple(next(csv.reader(io.StringIO(d[CORRUPT])), []))
+            else:
+                key = tuple("" if d.get(h) is None else d[h] for h in header)
+            wanted.setdefault(key, []).append(d)
+        for fname, line, row in _iter_csv(files):
+            if not wanted:
+                break
+            key = tuple(row)
+            if key in wanted:
+                d = wanted[key].pop(0)
+                d["__file"], d["__line"] = fname, line
+                if not wanted[key]:
+                    del wanted[key]
+
+    return locate
+
+
+def _json_locator(files: list[str]) -> Callable[[list[dict[str, Any]]], None]:
+    def locate(sample: list[dict[str, Any]]) -> None:
+        wanted = {d[CORRUPT].strip(): d for d in sample if d.get(CORRUPT)}
+        for f in files:
+            if not wanted or Path(f).stat().st_size > _LINE_SCAN_LIMIT:
+                continue
+            with open(f, encoding="utf-8", errors="replace") as fh:
+                for n, line in enumerate(fh, start=1):
+                    d = wanted.pop(line.strip(), None)
+                    if d is not None:
+                        d["__file"], d["__line"] = Path(f).name, n
+
+    return locate
+
+
+def read_source(lh: Lakehouse, table: str, files: list[str], fmt: str, target: StructType | None) -> tuple[_Prepared, StructType]:
+    """Read, validate and cast the source. ``target`` None means: infer (table creation)."""
+    from pyspark.sql import types as T
+
+    spark = lh.spark
+    if fmt == "csv":
+        header = _csv_header(files)
+        if target is None:
+            inferred = spark.read.option("header", "true").option("inferSchema", "true").option("mode", "PERMISSIVE").csv(files).schema
+            target = T.StructType([T.StructField(f.name.strip(), f.dataType, True) for f in inferred.fields if f.name != CORRUPT])
+        mapping = _match_columns(table, header, target)
+        schema = T.StructType([T.StructField(h, T.StringType(), True) for h in header] + [T.StructField(CORRUPT, T.StringType(), True)])
+        raw = (
+            spark.read.option("header", "true").option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT)
+            .schema(schema).csv(files)
+        )
+        return _prepare(table, raw, target, mapping, _csv_locator(files, header)), target
+    if fmt == "json":
+        raw = spark.read.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT).json(files)
+        source_cols = [c for c in raw.columns if c != CORRUPT]
+        if not source_cols:
+            raise SourceError("no JSON object could be parsed from the source")
+        if target is None:
+            target = T.StructType([T.StructField(f.name, f.dataType, True) for f in raw.schema.fields if f.name != CORRUPT])
+        mapping = _match_columns(table, source_cols, target)
+        return _prepare(table, raw, target, mapping, _json_locator(files)), target
+    # parquet: every file must share one schema (read from footers, no data)
+    import pyarrow.parquet as pq
+
+    try:
+        schemas = [pq.read_schema(f) for f in files]
+    except Exception as exc:  # noqa: BLE001
+        raise SourceError(f"cannot read Parquet footer: {exc}") from exc
+    for f, s in zip(files[1:], schemas[1:]):
+        if s.names != schemas[0].names:
+            raise SourceError(f"Parquet files differ in columns: {files[0]} has {schemas[0].names}, {f} has {s.names}")
+    raw = spark.read.parquet(*files)
+    if target is None:
+        target = T.StructType([T.StructField(f.name, f.dataType, True) for f in raw.schema.fields])
+    mapping = _match_columns(table, raw.columns, target)
+    return _prepare(table, raw, target, mapping, lambda s: None), target
+
+
+# --------------------------------------------------------------------------- ingest
+
+
+def default_branch_name(existing: set[str]) -> str:
+    base = "audit_" + datetime.now(timezone.utc).strftime("%Y%m%d_%H%M%S")
+    name, n = base, 1
+    while name in existing:
+        n += 1
+        name = f"{base}_{n}"
+    return name
+
+
+def remove_branch_quietly(lh: Lakehouse, table: TableId, branch: str) -> None:
+    try:
+        tbl = lh.table(table)
+        if branch in tbl.metadata.refs:
+            tbl.manage_snapshots().remove_branch(branch).commit()
+    except Exception:  # noqa: BLE001 - best-effort cleanup after another error
+        pass
+
+
+def with_commit_retry(fn: Callable[[], None], attempts: int = 5) -> None:
+    """Retry a Spark commit that lost an optimistic-concurrency race (nothing was committed)."""
+    delay = 0.2
+    for i in range(attempts):
+        try:
+            fn()
+            return
+        except Exception as exc:  # noqa: BLE001
+            text = str(exc)
+            if i == attempts - 1 or not ("CommitFailedException" in text or "Cannot commit" in text):
+                raise
+            time.sleep(delay)
+            delay *= 2
+
+
+def ingest(
+    lh: Lakehouse,
+    table: TableId,
+    sources: Sequence[str],
+    *,
+    branch: str | None = None,
+    fmt: str | None = None,
+    create: bool = False,
+    user: str | None = None,
+) -> IngestResult:
+    t0 = time.perf_counter()
+    user = user or lh.user
+    if branch is not None:
+        validate_branch(branch)
+    try:
+        files, fmt = resolve_sources(sources, fmt)
+        return _ingest(lh, table, files, fmt, branch, create, user, t0)
+    except WapError as exc:
+        lh.journal.record(user=user, action="ingest", table=str(table), branch=branch, outcome="error", reason=str(exc).splitlines()[0][:1000],
+                          details={"sources": list(sources)})
+        raise
+
+
+def _ingest(lh: Lakehouse, table: TableId, files: list[str], fmt: str, branch: str | None, create: bool, user: str, t0: float) -> IngestResult:
+    spark = lh.spark
+    exists = cat.table_exists(lh.catalog, table)
+    if not exists and not create:
+        raise NotFoundError(f"table {table} does not exist; pass --create to create it from the source's schema")
+    target = spark.table(lh.spark_name(table)).schema if exists else None
+    prepared, target = read_source(lh, str(table), files, fmt, target)
+    created = False
+    if not exists:
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS `{lh.settings.catalog_name}`.`{table.namespace}`")
+        spark.createDataFrame([], target).writeTo(lh.spark_name(table)).using("iceberg").create()
+        created = True
+        lh.journal.record(user=user, action="create", table=str(table), outcome="created", details={"columns": [f.name for f in target.fields]})
+    tbl = lh.table(table)
+    if branch is None:
+        branch = default_branch_name(set(tbl.metadata.refs))
+    elif branch in tbl.metadata.refs:
+        raise ValidationError(f"branch {branch!r} already exists on {table}; choose another name or discard it first")
+    main_before = cat.ref_snapshot_id(tbl, "main")
+    spark.sql(f"ALTER TABLE {lh.sql_name(table)} CREATE BRANCH `{branch}`")
+    batch_id = uuid.uuid4().hex
+    props = {
+        "wap.source": ", ".join(files)[:2000],
+        "wap.format": fmt,
+        "wap.batch-id": batch_id,
+        "wap.user": user,
+        "wap.malformed-rows": str(prepared.malformed),
+        "wap.malformed-sample": json.dumps(prepared.sample, default=str)[:8000],
+    }
+    try:
+        writer = prepared.df.writeTo(lh.spark_name(table, branch))
+        for k, v in props.items():
+            writer = writer.option(f"snapshot-property.{k}", v)
+        with_commit_retry(writer.append)
+    except Exception:
+        remove_branch_quietly(lh, table, branch)
+        if created:
+            lh.catalog.purge_table(table.tuple)
+        raise
+    tbl = lh.table(table)
+    lin = cat.lineage(tbl, branch)
+    lh.journal.record(
+        user=user, action="ingest", table=str(table), branch=branch, snapshot_before=main_before, snapshot_after=lin.head,
+        outcome="written", details={"sources": files, "format": fmt, "batch_id": batch_id, "rows": prepared.rows, "malformed_rows": prepared.malformed},
+    )
+    audit = run_audit(lh, table, branch, user=user)
+    return IngestResult(
+        table=str(table), branch=branch, created_table=created, rows_written=prepared.rows, malformed_rows=prepared.malformed,
+        snapshot_id=lin.head, fork_snapshot_id=lin.fork, sources=files, audit=audit, seconds=time.perf_counter() - t0,
+    )

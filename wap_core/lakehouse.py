@@ -1,0 +1,78 @@
+"""The Lakehouse: one factory tying settings, the PyIceberg catalog, the journal and Spark.
+
+Metadata work (catalog, journal) never starts Spark; Spark starts lazily on the
+first data operation.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.table import Table
+
+from wap_core import catalog as cat
+from wap_core.config import Settings
+from wap_core.identifiers import MAIN, TableId
+from wap_core.journal import Journal
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+class Lakehouse:
+    """Entry point of the core: ``Lakehouse.from_env()`` or ``Lakehouse(Settings(...))``."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    @classmethod
+    def from_env(cls, **overrides: object) -> Lakehouse:
+        return cls(Settings.from_env(**overrides))  # type: ignore[arg-type]
+
+    # ----- resources -------------------------------------------------------
+    @cached_property
+    def catalog(self) -> SqlCatalog:
+        return cat.open_catalog(self.settings)
+
+    @cached_property
+    def journal(self) -> Journal:
+        return Journal(self.catalog.engine)
+
+    @property
+    def spark(self) -> SparkSession:
+        from wap_core.spark import get_spark
+
+        self.catalog  # creates the home directory and the V1 catalog tables before Spark connects
+        return get_spark(self.settings)
+
+    @property
+    def user(self) -> str:
+        return self.settings.user
+
+    # ----- metadata --------------------------------------------------------
+    def table(self, table: TableId) -> Table:
+        """A fresh load of the table's metadata (never cached: main may have moved)."""
+        return cat.load_table(self.catalog, table)
+
+    def tables(self) -> list[TableId]:
+        return cat.list_table_ids(self.catalog)
+
+    # ----- data (Spark) ----------------------------------------------------
+    def spark_name(self, table: TableId, branch: str | None = None) -> str:
+        return table.spark_name(self.settings.catalog_name, branch)
+
+    def sql_name(self, table: TableId, branch: str | None = None) -> str:
+        return table.sql(self.settings.catalog_name, branch)
+
+    def read_snapshot(self, table: TableId, snapshot_id: int) -> DataFrame:
+        return self.spark.read.format("iceberg").option("snapshot-id", str(snapshot_id)).load(self.spark_name(table))
+
+    def read_main(self, table: TableId, snapshot_id: int | None = None) -> DataFrame | None:
+        """Main of ``table`` at ``snapshot_id`` (default: its current head); None when main is empty."""
+        if snapshot_id is None:
+            snapshot_id = cat.ref_snapshot_id(self.table(table), MAIN)
+        if snapshot_id is None:
+            return None
+        return self.read_snapshot(table, snapshot_id)

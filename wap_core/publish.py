@@ -1,0 +1,239 @@
+"""Guarded publish (fast-forward), rebase and discard.
+
+Publish moves main to the audited branch head and removes the branch in ONE
+metadata commit, with optimistic-concurrency requirements on both refs
+(main must still be at the fork, the branch still at the audited snapshot).
+A concurrent publish or a commit to main in between makes the commit fail;
+nothing is half-applied and no write is lost. No data file is written.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.table import Table
+
+from wap_core import catalog as cat
+from wap_core.audit import batch_frame, latest_audit
+from wap_core.exceptions import ConflictError, NotFoundError, RefusedError, ValidationError
+from wap_core.identifiers import MAIN, TableId, validate_branch
+from wap_core.ingest import remove_branch_quietly, with_commit_retry
+
+if TYPE_CHECKING:
+    from wap_core.lakehouse import Lakehouse
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    table: str
+    branch: str
+    outcome: str  # published | already_published
+    main_before: int | None
+    main_after: int | None
+    forced: bool = False
+    reason: str | None = None
+
+    @property
+    def moved_main(self) -> bool:
+        return self.outcome == "published"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class RebaseResult:
+    table: str
+    branch: str
+    outcome: str  # rebased | up_to_date
+    old_head: int
+    new_head: int
+    old_fork: int | None
+    new_fork: int | None
+    rows: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class DiscardResult:
+    table: str
+    branch: str
+    head: int
+    reason: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class PublishCheck:
+    """Whether a branch may be published now, and if not, why (for the console's disabled button)."""
+
+    allowed: bool
+    code: str  # ok | not_audited | stale | audit_failed | main_moved | already_published
+    message: str
+    forceable: bool
+
+
+def publish_readiness(lh: Lakehouse, table: TableId, branch: str, tbl: Table | None = None) -> PublishCheck:
+    tbl = tbl if tbl is not None else lh.table(table)
+    cat.require_branch(tbl, table, branch)
+    lin = cat.lineage(tbl, branch)
+    if lin.published:
+        return PublishCheck(True, "already_published", "main is already at this branch's head", False)
+    if lin.main_moved:
+        return PublishCheck(False, "main_moved", "main moved since this branch forked: rebase the branch, audit it again, then publish", False)
+    audit = latest_audit(lh, table, branch)
+    if audit is None:
+        return PublishCheck(False, "not_audited", "the branch has not been audited", True)
+    if audit.snapshot_id != lin.head:
+        return PublishCheck(False, "stale", f"the branch moved since its last audit (audited snapshot {audit.snapshot_id}, head {lin.head}): audit it again", True)
+    if not audit.passed:
+        bad = [c.name for c in audit.checks if c.status in ("failed", "error")]
+        return PublishCheck(False, "audit_failed", f"the latest audit failed: {', '.join(bad) or 'see the audit'}", True)
+    return PublishCheck(True, "ok", f"audit {audit.status} at snapshot {audit.snapshot_id}", False)
+
+
+def _refuse(lh: Lakehouse, user: str, table: TableId, branch: str, action: str, exc: RefusedError, before: int | None = None) -> RefusedError:
+    lh.journal.record(user=user, action=action, table=str(table), branch=branch, snapshot_before=before, outcome="refused",
+                      reason=str(exc), details={"code": exc.reason_code})
+    return exc
+
+
+def _already_published(lh: Lakehouse, table: TableId, branch: str, tbl: Table) -> int | None:
+    """The snapshot a previous publish of ``branch`` moved main to, if it is still in main's history."""
+    main_ids = {s.snapshot_id for s in cat.ancestors(tbl, cat.ref_snapshot_id(tbl, MAIN))}
+    for e in lh.journal.history(str(table), branch=branch, action="publish", limit=50):
+        if e.outcome in ("published", "forced") and e.snapshot_after in main_ids:
+            return e.snapshot_after
+    return None
+
+
+def publish(
+    lh: Lakehouse,
+    table: TableId,
+    branch: str,
+    *,
+    force: bool = False,
+    reason: str | None = None,
+    user: str | None = None,
+) -> PublishResult:
+    user = user or lh.user
+    validate_branch(branch)
+    if force and not (reason and reason.strip()):
+        raise ValidationError("--force needs a --reason: a forced publish is journaled with its reason")
+    tbl = lh.table(table)
+    main_before = cat.ref_snapshot_id(tbl, MAIN)
+    if branch not in tbl.metadata.refs:
+        done = _already_published(lh, table, branch, tbl)
+        if done is not None:
+            return PublishResult(str(table), branch, "already_published", main_before, main_before)
+        cat.require_branch(tbl, table, branch)  # raises NotFoundError naming the open branches
+    ready = publish_readiness(lh, table, branch, tbl)
+    head = tbl.metadata.refs[branch].snapshot_id
+    if ready.code == "already_published":
+        remove_branch_quietly(lh, table, branch)
+        return PublishResult(str(table), branch, "already_published", main_before, main_before)
+    if not ready.allowed and not (force and ready.forceable):
+        raise _refuse(lh, user, table, branch, "publish", RefusedError(f"publish of {table} {branch} refused: {ready.message}", ready.code), main_before)
+    forced = not ready.allowed
+    main_ref = tbl.metadata.refs.get(MAIN)
+    try:
+        (
+            tbl.manage_snapshots()
+            .create_branch(
+                head,
+                MAIN,
+                max_ref_age_ms=main_ref.max_ref_age_ms if main_ref else None,
+                max_snapshot_age_ms=main_ref.max_snapshot_age_ms if main_ref else None,
+                min_snapshots_to_keep=main_ref.min_snapshots_to_keep if main_ref else None,
+            )
+            .remove_branch(branch)
+            .commit()
+        )
+    except CommitFailedException as exc:
+        now = lh.table(table)
+        if cat.ref_snapshot_id(now, MAIN) == head:
+            return PublishResult(str(table), branch, "already_published", main_before, head)
+        err = ConflictError(f"publish of {table} {branch} lost a race: main or the branch changed during publish; nothing was published ({exc})")
+        raise _refuse(lh, user, table, branch, "publish", err, main_before) from exc
+    lh.journal.record(
+        user=user, action="publish", table=str(table), branch=branch, snapshot_before=main_before, snapshot_after=head,
+        outcome="forced" if forced else "published", reason=reason,
+        details={"forced": forced, "refusal_overridden": ready.code if forced else None},
+    )
+    return PublishResult(str(table), branch, "published", main_before, head, forced, reason)
+
+
+def discard(lh: Lakehouse, table: TableId, branch: str, *, reason: str | None = None, user: str | None = None) -> DiscardResult:
+    user = user or lh.user
+    tbl = lh.table(table)
+    head = cat.require_branch(tbl, table, branch)
+    try:
+        tbl.manage_snapshots().remove_branch(branch).commit()
+    except CommitFailedException as exc:
+        raise ConflictError(f"discard of {table} {branch} lost a race with another change; nothing was discarded ({exc})") from exc
+    lh.journal.record(user=user, action="discard", table=str(table), branch=branch, snapshot_before=head,
+                      outcome="discarded", reason=reason)
+    return DiscardResult(str(table), branch, head, reason)
+
+
+def rebase(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = None) -> RebaseResult:
+    """Replay the branch's appended rows onto current main. The old branch stays intact until an atomic swap."""
+    user = user or lh.user
+    tbl = lh.table(table)
+    cat.require_branch(tbl, table, branch)
+    lin = cat.lineage(tbl, branch)
+    if not lin.main_moved:
+        return RebaseResult(str(table), branch, "up_to_date", lin.head, lin.head, lin.fork, lin.fork, 0)
+    ops = [cat.snapshot_operation(s) for s in lin.new_snapshots]
+    if any(op != "append" for op in ops):
+        raise _refuse(lh, user, table, branch, "rebase", RefusedError(
+            f"rebase of {table} {branch} refused: the branch holds non-append commits ({', '.join(sorted(set(ops)))}); only appended batches can be replayed",
+            "not_append"), lin.head)
+    main_head = lin.main_head
+    assert main_head is not None
+    tmp = f"{branch[:100]}__rebase_{uuid.uuid4().hex[:8]}"
+    props: dict[str, str] = {"wap.rebased-from": str(lin.head)}
+    malformed, samples = 0, []
+    for s in lin.new_snapshots:
+        for key in ("wap.source", "wap.format", "wap.batch-id", "wap.user"):
+            if (val := cat.summary_get(s, key)) is not None:
+                props[key] = val
+        malformed += int(cat.summary_get(s, "wap.malformed-rows") or 0)
+        samples += json.loads(cat.summary_get(s, "wap.malformed-sample") or "[]")
+    props["wap.malformed-rows"] = str(malformed)
+    props["wap.malformed-sample"] = json.dumps(samples[:10])[:8000]
+    tbl.manage_snapshots().create_branch(main_head, tmp).commit()
+    try:
+        batch = batch_frame(lh, table, lin)
+        writer = batch.writeTo(lh.spark_name(table, tmp))
+        for k, v in props.items():
+            writer = writer.option(f"snapshot-property.{k}", v)
+        with_commit_retry(writer.append)
+        now = lh.table(table)
+        if cat.ref_snapshot_id(now, branch) != lin.head:
+            raise ConflictError(f"branch {branch} of {table} changed during the rebase; nothing was changed")
+        new_head = now.metadata.refs[tmp].snapshot_id
+        now.manage_snapshots().create_branch(new_head, branch).remove_branch(tmp).commit()
+    except CommitFailedException as exc:
+        remove_branch_quietly(lh, table, tmp)
+        raise ConflictError(f"rebase of {table} {branch} lost a race with another change; the branch is unchanged ({exc})") from exc
+    except Exception:
+        remove_branch_quietly(lh, table, tmp)
+        raise
+    rows = sum(int(cat.summary_get(s, "added-records") or 0) for s in lin.new_snapshots)
+    lh.journal.record(user=user, action="rebase", table=str(table), branch=branch, snapshot_before=lin.head, snapshot_after=new_head,
+                      outcome="rebased", details={"old_fork": lin.fork, "new_fork": main_head, "rows": rows})
+    return RebaseResult(str(table), branch, "rebased", lin.head, new_head, lin.fork, main_head, rows)
+
+
+def require_known_table(lh: Lakehouse, table: TableId) -> None:
+    if not cat.table_exists(lh.catalog, table):
+        raise NotFoundError(f"table {table} does not exist")

@@ -1,0 +1,142 @@
+"""The SparkSession: one per process, configured for the Iceberg JDBC catalog.
+
+Branches are always addressed explicitly (``t.branch_x`` / ``VERSION AS OF``);
+``spark.wap.branch`` is never set on the shared session.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from wap_core.config import Settings
+from wap_core.exceptions import EnvironmentSetupError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+ICEBERG_JAR = "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
+_DEBIAN_JARS = {
+    "sqlite": ("/usr/share/java/sqlite-jdbc.jar", "libxerial-sqlite-jdbc-java"),
+    "postgresql": ("/usr/share/java/postgresql.jar", "libpostgresql-jdbc-java"),
+}
+
+_lock = threading.Lock()
+_session: SparkSession | None = None
+_registered: dict[str, str] = {}
+
+
+def iceberg_jar() -> str:
+    try:
+        import snowpark_connect_deps_iceberg as deps
+    except ImportError as exc:  # pragma: no cover - requirements install it
+        raise EnvironmentSetupError(
+            "the Iceberg Spark runtime is missing: pip install snowpark-connect-deps-iceberg==1.0.2"
+        ) from exc
+    return str(deps.get_jar_path(ICEBERG_JAR))
+
+
+def jdbc_jars(settings: Settings) -> list[str]:
+    """The JDBC driver jar(s) for the catalog database; clear error when missing."""
+    if settings.jdbc_jars:
+        missing = [j for j in settings.jdbc_jars if not Path(j).is_file()]
+        if missing:
+            raise EnvironmentSetupError(f"WAP_JDBC_JARS names missing file(s): {', '.join(missing)}")
+        return list(settings.jdbc_jars)
+    kind = "sqlite" if settings.jdbc_uri.startswith("jdbc:sqlite") else "postgresql"
+    if not settings.jdbc_uri.startswith(("jdbc:sqlite", "jdbc:postgresql")):
+        raise EnvironmentSetupError(f"no known JDBC driver for {settings.jdbc_uri}: set WAP_JDBC_JARS")
+    path, package = _DEBIAN_JARS[kind]
+    if not Path(path).is_file():
+        raise EnvironmentSetupError(
+            f"the {kind} JDBC driver jar is missing ({path}). Install it with "
+            f"'apt-get install -y {package}' (make setup does this), or point WAP_JDBC_JARS at a driver jar."
+        )
+    return [path]
+
+
+def catalog_conf(settings: Settings) -> dict[str, str]:
+    """Spark conf entries for the Iceberg JDBC catalog named ``settings.catalog_name``."""
+    p = f"spark.sql.catalog.{settings.catalog_name}"
+    conf = {
+        p: "org.apache.iceberg.spark.SparkCatalog",
+        f"{p}.type": "jdbc",
+        f"{p}.uri": settings.jdbc_uri,
+        f"{p}.warehouse": settings.warehouse_uri,
+        f"{p}.jdbc.schema-version": "V1",
+        f"{p}.cache-enabled": "false",
+        # wap_core creates the V1 catalog tables itself (catalog.ensure_v1_catalog_tables): Iceberg's own
+        # check leaves a metadata ResultSet open, whose stale SQLite read snapshot breaks later commits.
+        f"{p}.jdbc.init-catalog-tables": "false",
+    }
+    if settings.is_sqlite:
+        conf[f"{p}.jdbc.busy_timeout"] = "30000"
+        conf[f"{p}.jdbc.journal_mode"] = "WAL"
+    return conf
+
+
+def get_spark(settings: Settings) -> SparkSession:
+    """Return the process-wide SparkSession, creating it on first use.
+
+    Spark allows one session per process; further lakehouses (tests use one per
+    test) are registered on it as further catalogs under their own names.
+    """
+    global _session
+    with _lock:
+        if _session is None:
+            _session = _build(settings)
+            _registered[settings.catalog_name] = settings.jdbc_uri
+            return _session
+        known = _registered.get(settings.catalog_name)
+        if known is None:
+            for k, v in catalog_conf(settings).items():
+                _session.conf.set(k, v)
+            _registered[settings.catalog_name] = settings.jdbc_uri
+        elif known != settings.jdbc_uri:
+            raise EnvironmentSetupError(
+                f"catalog {settings.catalog_name!r} is already bound to {known} in this process; "
+                "use another catalog name for a second lakehouse"
+            )
+        return _session
+
+
+def _build(settings: Settings) -> SparkSession:
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON", "python3"))
+    jars = ",".join([iceberg_jar(), *jdbc_jars(settings)])
+    builder = (
+        SparkSession.builder.master(settings.spark_master)
+        .appName("wap-console")
+        .config("spark.jars", jars)
+        .config("spark.sql.extensions", "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
+        .config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
+        .config("spark.default.parallelism", str(settings.shuffle_partitions))
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.memory", settings.spark_driver_memory)
+        .config("spark.ui.enabled", os.environ.get("WAP_SPARK_UI", "false"))
+        .config("spark.sql.adaptive.enabled", "true")
+        .config("spark.driver.extraJavaOptions", "-Dlog4j.rootLogger=WARN,console")
+        .config("spark.scheduler.mode", "FAIR")
+        .config("spark.ui.showConsoleProgress", "false")
+    )
+    for k, v in catalog_conf(settings).items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def spark_running() -> bool:
+    return _session is not None
+
+
+def stop_spark() -> None:
+    global _session
+    with _lock:
+        if _session is not None:
+            _session.stop()
+        _session = None
+        _registered.clear()

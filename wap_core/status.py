@@ -1,0 +1,126 @@
+"""Branch and table overviews from metadata and the journal only (no Spark)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from wap_core import catalog as cat
+from wap_core.identifiers import MAIN, TableId
+
+if TYPE_CHECKING:
+    from wap_core.lakehouse import Lakehouse
+
+BRANCH_STATUSES = ("passed", "warned", "failed", "not_audited", "stale")
+
+
+@dataclass(frozen=True)
+class BranchInfo:
+    table: str
+    branch: str
+    status: str  # passed | warned | failed | not_audited | stale
+    created: str | None
+    rows_added: int
+    main_moved: bool
+    head_snapshot_id: int
+    fork_snapshot_id: int | None
+    last_audit_at: str | None
+    audited_snapshot_id: int | None
+    failed_checks: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["failed_checks"] = list(self.failed_checks)
+        return d
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    table: str
+    rows: int
+    data_files: int
+    size_bytes: int
+    snapshots: int
+    main_snapshot_id: int | None
+    last_updated: str | None
+    open_branches: int
+    tags: tuple[str, ...]
+    format_version: int
+    location: str
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["tags"] = list(self.tags)
+        return d
+
+
+def _ms_iso(ms: int | None) -> str | None:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat() if ms else None
+
+
+def table_infos(lh: Lakehouse) -> list[TableInfo]:
+    out: list[TableInfo] = []
+    for tid in lh.tables():
+        tbl = lh.table(tid)
+        main = tbl.metadata.snapshot_by_id(cat.ref_snapshot_id(tbl, MAIN)) if cat.ref_snapshot_id(tbl, MAIN) else None
+
+        def total(key: str) -> int:
+            return int(cat.summary_get(main, key) or 0) if main is not None else 0
+
+        out.append(TableInfo(
+            table=str(tid), rows=total("total-records"), data_files=total("total-data-files"), size_bytes=total("total-files-size"),
+            snapshots=len(tbl.metadata.snapshots), main_snapshot_id=main.snapshot_id if main else None,
+            last_updated=_ms_iso(tbl.metadata.last_updated_ms), open_branches=len(cat.branch_names(tbl)),
+            tags=tuple(cat.tag_names(tbl)), format_version=tbl.metadata.format_version, location=tbl.metadata.location,
+        ))
+    return out
+
+
+def list_branches(lh: Lakehouse, table: TableId | None = None) -> list[BranchInfo]:
+    """Every open branch (all refs of type branch except main) with its audit status."""
+    tables = [table] if table is not None else lh.tables()
+    audits = lh.journal.latest_audits(str(table) if table is not None else None)
+    created = lh.journal.created_times(str(table) if table is not None else None)
+    out: list[BranchInfo] = []
+    for tid in tables:
+        tbl = lh.table(tid)
+        for name in cat.branch_names(tbl):
+            lin = cat.lineage(tbl, name)
+            audit = audits.get((str(tid), name))
+            if audit is None:
+                status = "not_audited"
+            elif audit.snapshot_id != lin.head:
+                status = "stale"
+            else:
+                status = audit.status
+            rows = sum(int(cat.summary_get(s, "added-records") or 0) for s in lin.new_snapshots)
+            made = created.get((str(tid), name))
+            first = lin.new_snapshots[0].timestamp_ms if lin.new_snapshots else None
+            failed = tuple(c["name"] for c in (audit.result.get("checks", []) if audit else []) if c.get("status") in ("failed", "error"))
+            out.append(BranchInfo(
+                table=str(tid), branch=name, status=status,
+                created=made.isoformat() if made else _ms_iso(first),
+                rows_added=rows, main_moved=lin.main_moved, head_snapshot_id=lin.head, fork_snapshot_id=lin.fork,
+                last_audit_at=audit.at.isoformat() if audit else None,
+                audited_snapshot_id=audit.snapshot_id if audit else None, failed_checks=failed,
+            ))
+    return out
+
+
+def snapshot_timeline(lh: Lakehouse, table: TableId, ref: str = MAIN) -> list[dict[str, Any]]:
+    """The ancestry of ``ref`` (newest first) with operation and summary counts."""
+    tbl = lh.table(table)
+    rows = []
+    for s in cat.ancestors(tbl, cat.ref_snapshot_id(tbl, ref)):
+        rows.append({
+            "snapshot_id": s.snapshot_id,
+            "parent_id": s.parent_snapshot_id,
+            "at": _ms_iso(s.timestamp_ms),
+            "operation": cat.snapshot_operation(s),
+            "added_records": int(cat.summary_get(s, "added-records") or 0),
+            "total_records": int(cat.summary_get(s, "total-records") or 0),
+            "source": cat.summary_get(s, "wap.source"),
+            "user": cat.summary_get(s, "wap.user"),
+        })
+    return rows

@@ -177,14 +177,16 @@ def _prepare(
     ]
     if problems:
         raise SchemaMismatchError(table, problems)
+    has_corrupt = CORRUPT in raw.columns
+    corrupt = F.col(CORRUPT).isNotNull() if has_corrupt else F.lit(False)
     casts: list[Column] = []
-    bads: list[Column] = []
+    bads: list[Column] = []  # per column: a value present on a well-formed line that does not cast
+    present: list[Column] = []
     for f in target.fields:
         src = F.col(_q(mapping[f.name]))
         casts.append(src.cast(f.dataType).alias(f.name))
-        bads.append(src.isNotNull() & src.cast(f.dataType).isNull())
-    has_corrupt = CORRUPT in raw.columns
-    corrupt = F.col(CORRUPT).isNotNull() if has_corrupt else F.lit(False)
+        present.append(~corrupt & src.isNotNull())
+        bads.append(~corrupt & src.isNotNull() & src.cast(f.dataType).isNull())
     any_bad = corrupt
     for b in bads:
         any_bad = any_bad | b
@@ -193,7 +195,7 @@ def _prepare(
         F.count(F.lit(1)).alias("rows"),
         F.sum(F.col("__bad").cast("int")).alias("bad"),
         *[F.sum(b.cast("int")).alias(f"bad{i}") for i, b in enumerate(bads)],
-        *[F.count(F.col(_q(mapping[f.name]))).alias(f"nn{i}") for i, f in enumerate(target.fields)],
+        *[F.sum(p.cast("int")).alias(f"nn{i}") for i, p in enumerate(present)],
     ).collect()[0]
     rows, bad = int(stats["rows"]), int(stats["bad"] or 0)
     if rows == 0:
@@ -201,8 +203,7 @@ def _prepare(
     hopeless = [
         f"column {f.name}: no value casts to {f.dataType.simpleString()}"
         for i, f in enumerate(target.fields)
-        if int(stats[f"nn{i}"] or 0) > 0 and int(stats[f"bad{i}"] or 0) == int(stats[f"nn{i}"])
-        and not (has_corrupt and int(stats[f"nn{i}"]) == bad)
+        if int(stats[f"nn{i}"] or 0) > 0 and int(stats[f"bad{i}"] or 0) == int(stats[f"nn{i}"] or 0)
     ]
     if hopeless:
         raise SchemaMismatchError(table, hopeless)

@@ -76,7 +76,7 @@ class PublishCheck:
     """Whether a branch may be published now, and if not, why (for the console's disabled button)."""
 
     allowed: bool
-    code: str  # ok | not_audited | stale | audit_failed | main_moved | already_published
+    code: str  # ok | not_audited | stale | audit_failed | main_moved | empty
     message: str
     forceable: bool
 
@@ -86,7 +86,7 @@ def publish_readiness(lh: Lakehouse, table: TableId, branch: str, tbl: Table | N
     cat.require_branch(tbl, table, branch)
     lin = cat.lineage(tbl, branch)
     if lin.published:
-        return PublishCheck(True, "already_published", "main is already at this branch's head", False)
+        return PublishCheck(False, "empty", "the branch has no commits since main: nothing to publish", False)
     if lin.main_moved:
         return PublishCheck(False, "main_moved", "main moved since this branch forked: rebase the branch, audit it again, then publish", False)
     audit = latest_audit(lh, table, branch)
@@ -137,9 +137,6 @@ def publish(
         cat.require_branch(tbl, table, branch)  # raises NotFoundError naming the open branches
     ready = publish_readiness(lh, table, branch, tbl)
     head = tbl.metadata.refs[branch].snapshot_id
-    if ready.code == "already_published":
-        remove_branch_quietly(lh, table, branch)
-        return PublishResult(str(table), branch, "already_published", main_before, main_before)
     if not ready.allowed and not (force and ready.forceable):
         raise _refuse(lh, user, table, branch, "publish", RefusedError(f"publish of {table} {branch} refused: {ready.message}", ready.code), main_before)
     forced = not ready.allowed

@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export WAP_HOME ?= $(CURDIR)/lakehouse
 PORT ?= 8501
 
-.PHONY: setup system-deps browser-deps run demo test bench clean-lakehouse
+.PHONY: setup system-deps test-deps run demo test bench clean-lakehouse
 
 setup: system-deps $(STAMP)
 
@@ -21,9 +21,9 @@ $(STAMP): requirements.txt
 system-deps:
 	@bash .ci/system-deps.sh
 
-# Chromium for the end-to-end browser test (Debian's build; Playwright's own download cannot work here).
-browser-deps:
-	@bash .ci/system-deps.sh --browser
+# Chromium for the browser test (Debian's build; Playwright's own download cannot work here), PostgreSQL 15.
+test-deps:
+	@bash .ci/system-deps.sh --test
 
 demo: setup
 	@if [ -z "$$(ls -A "$(WAP_HOME)" 2>/dev/null)" ]; then \
@@ -37,7 +37,7 @@ run: demo
 		$(PY) -m streamlit run app.py --server.port $(PORT) --server.headless true; \
 	else $(PY) -m wap_core branches; fi
 
-test: setup browser-deps
+test: setup test-deps
 	$(PY) -m pytest -q -ra
 
 bench: setup

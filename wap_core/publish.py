@@ -10,6 +10,7 @@ nothing is half-applied and no write is lost. No data file is written.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,8 @@ from wap_core.ingest import remove_branch_quietly, with_commit_retry
 
 if TYPE_CHECKING:
     from wap_core.lakehouse import Lakehouse
+
+_RETRIES = 4
 
 
 @dataclass(frozen=True)
@@ -140,26 +143,32 @@ def publish(
     if not ready.allowed and not (force and ready.forceable):
         raise _refuse(lh, user, table, branch, "publish", RefusedError(f"publish of {table} {branch} refused: {ready.message}", ready.code), main_before)
     forced = not ready.allowed
-    main_ref = tbl.metadata.refs.get(MAIN)
-    try:
-        (
-            tbl.manage_snapshots()
-            .create_branch(
-                head,
-                MAIN,
-                max_ref_age_ms=main_ref.max_ref_age_ms if main_ref else None,
-                max_snapshot_age_ms=main_ref.max_snapshot_age_ms if main_ref else None,
-                min_snapshots_to_keep=main_ref.min_snapshots_to_keep if main_ref else None,
+    for attempt in range(_RETRIES):
+        main_ref = tbl.metadata.refs.get(MAIN)
+        try:
+            (
+                tbl.manage_snapshots()
+                .create_branch(
+                    head,
+                    MAIN,
+                    max_ref_age_ms=main_ref.max_ref_age_ms if main_ref else None,
+                    max_snapshot_age_ms=main_ref.max_snapshot_age_ms if main_ref else None,
+                    min_snapshots_to_keep=main_ref.min_snapshots_to_keep if main_ref else None,
+                )
+                .remove_branch(branch)
+                .commit()
             )
-            .remove_branch(branch)
-            .commit()
-        )
-    except CommitFailedException as exc:
-        now = lh.table(table)
-        if cat.ref_snapshot_id(now, MAIN) == head:
-            return PublishResult(str(table), branch, "already_published", main_before, head)
-        err = ConflictError(f"publish of {table} {branch} lost a race: main or the branch changed during publish; nothing was published ({exc})")
-        raise _refuse(lh, user, table, branch, "publish", err, main_before) from exc
+            break
+        except CommitFailedException as exc:
+            tbl = lh.table(table)
+            if cat.ref_snapshot_id(tbl, MAIN) == head:
+                return PublishResult(str(table), branch, "already_published", main_before, head)
+            unrelated = cat.ref_snapshot_id(tbl, MAIN) == main_before and cat.ref_snapshot_id(tbl, branch) == head
+            if not unrelated or attempt == _RETRIES - 1:
+                # main or the branch changed under us: nothing was published, nothing is lost
+                err = ConflictError(f"publish of {table} {branch} lost a race: main or the branch changed during publish; nothing was published ({exc})")
+                raise _refuse(lh, user, table, branch, "publish", err, main_before) from exc
+            time.sleep(0.05 * (attempt + 1))  # another branch of the table committed: retry on fresh metadata
     lh.journal.record(
         user=user, action="publish", table=str(table), branch=branch, snapshot_before=main_before, snapshot_after=head,
         outcome="forced" if forced else "published", reason=reason,
@@ -172,10 +181,15 @@ def discard(lh: Lakehouse, table: TableId, branch: str, *, reason: str | None = 
     user = user or lh.user
     tbl = lh.table(table)
     head = cat.require_branch(tbl, table, branch)
-    try:
-        tbl.manage_snapshots().remove_branch(branch).commit()
-    except CommitFailedException as exc:
-        raise ConflictError(f"discard of {table} {branch} lost a race with another change; nothing was discarded ({exc})") from exc
+    for attempt in range(_RETRIES):
+        try:
+            tbl.manage_snapshots().remove_branch(branch).commit()
+            break
+        except CommitFailedException as exc:
+            tbl = lh.table(table)
+            if cat.ref_snapshot_id(tbl, branch) != head or attempt == _RETRIES - 1:
+                raise ConflictError(f"discard of {table} {branch} lost a race with another change; nothing was discarded ({exc})") from exc
+            time.sleep(0.05 * (attempt + 1))
     lh.journal.record(user=user, action="discard", table=str(table), branch=branch, snapshot_before=head,
                       outcome="discarded", reason=reason)
     return DiscardResult(str(table), branch, head, reason)

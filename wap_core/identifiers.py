@@ -61,23 +61,21 @@ class TableId:
     def tuple(self) -> tuple[str, str]:
         return (self.namespace, self.name)
 
-    def sql(self, catalog: str, branch: str | None = None) -> str:
-        """Backtick-quoted Spark SQL name, optionally of a branch (``branch_<name>``)."""
+    def parts(self, catalog: str, branch: str | None = None) -> list[str]:
+        """Validated name parts: catalog, namespace, table and optionally ``branch_<name>``."""
         validate_identifier(catalog, "catalog name")
-        base = f"`{catalog}`.`{self.namespace}`.`{self.name}`"
+        out = [catalog, self.namespace, self.name]
         if branch is not None:
-            validate_branch(branch, allow_main=True)
-            base += f".`branch_{branch}`"
-        return base
+            out.append("branch_" + validate_branch(branch, allow_main=True))
+        return out
+
+    def sql(self, catalog: str, branch: str | None = None) -> str:
+        """Backtick-quoted Spark SQL name, optionally of a branch."""
+        return ".".join(f"`{p}`" for p in self.parts(catalog, branch))
 
     def spark_name(self, catalog: str, branch: str | None = None) -> str:
         """Unquoted name for DataFrame APIs (``spark.table``, ``writeTo``); all parts validated."""
-        validate_identifier(catalog, "catalog name")
-        base = f"{catalog}.{self.namespace}.{self.name}"
-        if branch is not None:
-            validate_branch(branch, allow_main=True)
-            base += f".branch_{branch}"
-        return base
+        return ".".join(self.parts(catalog, branch))
 
 
 def quote_column(name: str) -> str:

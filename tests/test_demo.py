@@ -29,3 +29,29 @@ def test_metadata_diff_needs_no_data_read(demo_lakehouse) -> None:  # type: igno
     t = TableId("demo", "flights")
     md = metadata_diff(lh.table(t), t, FAILING_BRANCH)
     assert md.pure_append and md.rows_added == 6139 and md.rows_deleted == 0 and md.files_added >= 1 and not md.main_moved
+
+
+def test_metadata_views_never_start_spark(demo_lakehouse) -> None:  # type: ignore[no-untyped-def]
+    """Branch list, table list, lineage and metadata diff come from PyIceberg + the journal only."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    s = demo_lakehouse.settings
+    code = (
+        "import json, sys\n"
+        "from wap_core import Lakehouse, TableId\n"
+        "from wap_core.status import list_branches, table_infos\n"
+        "from wap_core.catalog import metadata_diff\n"
+        "lh = Lakehouse.from_env()\n"
+        "b = list_branches(lh); t = table_infos(lh)\n"
+        "md = metadata_diff(lh.table(TableId('demo','flights')), TableId('demo','flights'), b[0].branch)\n"
+        "print(json.dumps({'branches': len(b), 'tables': len(t), 'pyspark_loaded': 'pyspark' in sys.modules}))\n"
+    )
+    env = {**os.environ, "WAP_HOME": str(s.home), "WAP_CATALOG_NAME": s.catalog_name, "WAP_CHECKS": str(s.checks_file)}
+    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent, env=env,
+                         capture_output=True, text=True, timeout=120, check=True)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got == {"branches": 2, "tables": 4, "pyspark_loaded": False}

@@ -177,9 +177,9 @@ def _run(args: argparse.Namespace) -> int:
     if cmd == "audit":
         from wap_core.audit import run_audit
 
-        res = run_audit(lh, table, args.branch)
-        _print_json(res.to_dict()) if args.json else _print_audit(res)
-        return EXIT_OK if res.passed else EXIT_REFUSED
+        audit = run_audit(lh, table, args.branch)
+        _print_json(audit.to_dict()) if args.json else _print_audit(audit)
+        return EXIT_OK if audit.passed else EXIT_REFUSED
     if cmd == "diff":
         from wap_core.diff import compute_diff
 
@@ -207,15 +207,15 @@ def _run(args: argparse.Namespace) -> int:
     if cmd == "rebase":
         from wap_core.publish import rebase
 
-        r = rebase(lh, table, args.branch)
-        _print_json(r.to_dict()) if args.json else print(
-            f"{r.outcome}: {r.table} {r.branch} {r.old_head} -> {r.new_head}" + ("; audit it again before publishing" if r.outcome == "rebased" else ""))
+        rb = rebase(lh, table, args.branch)
+        _print_json(rb.to_dict()) if args.json else print(
+            f"{rb.outcome}: {rb.table} {rb.branch} {rb.old_head} -> {rb.new_head}" + ("; audit it again before publishing" if rb.outcome == "rebased" else ""))
         return EXIT_OK
     if cmd == "discard":
         from wap_core.publish import discard
 
-        r = discard(lh, table, args.branch, reason=args.reason)
-        _print_json(r.to_dict()) if args.json else print(f"discarded {r.table} {r.branch} (head {r.head}); main untouched")
+        dr = discard(lh, table, args.branch, reason=args.reason)
+        _print_json(dr.to_dict()) if args.json else print(f"discarded {dr.table} {dr.branch} (head {dr.head}); main untouched")
         return EXIT_OK
     raise AssertionError(cmd)  # pragma: no cover
 

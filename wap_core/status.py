@@ -63,7 +63,8 @@ def table_infos(lh: Lakehouse) -> list[TableInfo]:
     out: list[TableInfo] = []
     for tid in lh.tables():
         tbl = lh.table(tid)
-        main = tbl.metadata.snapshot_by_id(cat.ref_snapshot_id(tbl, MAIN)) if cat.ref_snapshot_id(tbl, MAIN) else None
+        main_id = cat.ref_snapshot_id(tbl, MAIN)
+        main = tbl.metadata.snapshot_by_id(main_id) if main_id is not None else None
 
         def total(key: str) -> int:
             return int(cat.summary_get(main, key) or 0) if main is not None else 0

@@ -439,6 +439,29 @@ def _row_dict(row: Any) -> dict[str, Any]:
     return {k: jsonable(v) for k, v in row.asDict().items()}
 
 
+def _agg_columns(i: int, spec: CheckSpec) -> list[Column]:
+    """The aggregate columns one check contributes to the single pass over the batch."""
+    from pyspark.sql import functions as F
+
+    if spec.type in ROW_LEVEL:
+        cols = [F.sum(F.when(_fail_condition(spec), 1).otherwise(0)).alias(f"c{i}_fail")]
+        if spec.type == "range":
+            c = F.col(quote_column(spec.columns[0]))
+            cols += [F.min(c).alias(f"c{i}_min"), F.max(c).alias(f"c{i}_max")]
+        return cols
+    if spec.type == "freshness":
+        c = F.col(quote_column(spec.columns[0]))
+        return [
+            F.max(c).cast("string").alias(f"c{i}_newest"),
+            (F.unix_timestamp(F.current_timestamp()) - F.unix_timestamp(F.max(c).cast("timestamp"))).alias(f"c{i}_age"),
+        ]
+    if spec.type in ("unique", "references"):
+        # the batch's key range, pushed into the scan of main so Iceberg prunes main's files
+        c = F.col(quote_column(spec.columns[0]))
+        return [F.min(c).alias(f"c{i}_lo"), F.max(c).alias(f"c{i}_hi")]
+    return []
+
+
 @dataclass
 class Evaluation:
     results: list[CheckResult]
@@ -451,48 +474,36 @@ def evaluate(batch: DataFrame, suite: Suite, ctx: MainContext, sample_rows: int 
 
     results: dict[int, CheckResult] = {}
     aggs: dict[int, list[Column]] = {}
-    # 1. Build each check's aggregate columns; analysis errors (unknown column, bad SQL) become results.
+    # 1. Build each check's aggregate columns (no Spark work yet).
     for i, spec in enumerate(suite.checks):
         try:
-            cols: list[Column] = []
-            if spec.type in ROW_LEVEL:
-                cols = [F.sum(F.when(_fail_condition(spec), 1).otherwise(0)).alias(f"c{i}_fail")]
-                if spec.type == "range":
-                    c = F.col(quote_column(spec.columns[0]))
-                    cols += [F.min(c).alias(f"c{i}_min"), F.max(c).alias(f"c{i}_max")]
-            elif spec.type == "freshness":
-                c = F.col(quote_column(spec.columns[0]))
-                cols = [
-                    F.max(c).cast("string").alias(f"c{i}_newest"),
-                    (F.unix_timestamp(F.current_timestamp()) - F.unix_timestamp(F.max(c).cast("timestamp"))).alias(f"c{i}_age"),
-                ]
-            elif spec.type in ("unique", "references"):
-                c = F.col(quote_column(spec.columns[0]))
-                cols = [F.min(c).alias(f"c{i}_lo"), F.max(c).alias(f"c{i}_hi")]
-                for extra in spec.columns[1:]:
-                    batch.select(F.col(quote_column(extra)))  # analysis only: unknown column -> error
+            cols = _agg_columns(i, spec)
             if cols:
-                batch.agg(*cols)  # analysis only, no job: unknown columns / bad SQL surface here
                 aggs[i] = cols
         except Exception as exc:  # noqa: BLE001 - a broken check is a result, not a crash
             results[i] = _error(spec, exc)
 
-    # 2. One pass for every aggregate (row count included).
-    flat: list[Column] = [F.count(F.lit(1)).alias("_rows")]
-    for cols in aggs.values():
-        flat.extend(cols)
+    # 2. One pass for every aggregate (row count included). Only when that fails (an unknown
+    #    column, bad SQL, a runtime error) are the checks analysed and run one by one, so a
+    #    broken check becomes an ``error`` result and the others still get their verdicts.
+    row_count = F.count(F.lit(1)).alias("_rows")
     values: dict[str, Any] = {}
     try:
-        values = batch.agg(*flat).collect()[0].asDict()
-    except Exception:  # noqa: BLE001 - a runtime failure of one check: evaluate one by one
-        base = batch.agg(F.count(F.lit(1)).alias("_rows")).collect()[0].asDict()
-        values.update(base)
+        values = batch.agg(row_count, *[c for cols in aggs.values() for c in cols]).collect()[0].asDict()
+    except Exception:  # noqa: BLE001
+        values = batch.agg(row_count).collect()[0].asDict()
         for i, cols in list(aggs.items()):
             try:
                 values.update(batch.agg(*cols).collect()[0].asDict())
             except Exception as exc:  # noqa: BLE001
                 results[i] = _error(suite.checks[i], exc)
                 del aggs[i]
+    for i, spec in enumerate(suite.checks):
+        if spec.type in ("unique", "references") and i not in results:
+            try:
+                batch.select(*[F.col(quote_column(c)) for c in spec.columns])  # analysis only
+            except Exception as exc:  # noqa: BLE001
+                results[i] = _error(spec, exc)
     rows = int(values.get("_rows") or 0)
 
     # 3. Judge each check.

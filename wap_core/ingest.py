@@ -332,6 +332,14 @@ def read_source(lh: Lakehouse, table: str, files: list[str], fmt: str, target: S
     if target is None:
         target = T.StructType([T.StructField(f.name, f.dataType, True) for f in raw.schema.fields])
     mapping = _match_columns(table, raw.columns, target)
+    if all(raw.schema[mapping[f.name]].dataType == f.dataType for f in target.fields):
+        # Typed source whose types already are the table's: nothing can fail to parse or cast,
+        # so the row count comes from the Parquet footers and no extra pass over the data is made.
+        rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+        if rows == 0:
+            raise SourceError("the source has no data rows")
+        cols = [raw[mapping[f.name]].alias(f.name) for f in target.fields]
+        return _Prepared(raw.select(*cols), rows, 0, []), target
     return _prepare(table, raw, target, mapping, lambda s: None), target
 
 

@@ -1,0 +1,85 @@
+"""Benchmark data: TPC-H ``lineitem`` and ``part`` from ``tpchgen-cli``, cached per scale factor.
+
+Batches are real TPC-H rows with their order keys shifted above every key on main,
+so each batch is a pure append of new keys (the usual WAP batch).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+KEY = ("l_orderkey", "l_linenumber")
+
+
+def _tpchgen() -> str:
+    exe = Path(sys.executable).with_name("tpchgen-cli")
+    if exe.is_file():
+        return str(exe)
+    found = shutil.which("tpchgen-cli")
+    if found is None:
+        raise SystemExit("tpchgen-cli is missing: pip install -r bench/requirements.txt")
+    return found
+
+
+def _fmt(scale: float) -> str:
+    return f"{scale:g}".replace(".", "_")
+
+
+def generate(data_dir: Path, scale: float, tables: tuple[str, ...] = ("lineitem", "part")) -> Path:
+    """``data_dir/sf<scale>/<table>.parquet`` for each table, generated once and reused."""
+    out = data_dir / f"sf{_fmt(scale)}"
+    missing = [t for t in tables if not (out / f"{t}.parquet").is_file()]
+    if missing:
+        out.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [_tpchgen(), "parquet", "-s", f"{scale:g}", "--tables", ",".join(missing), "--output-dir", str(out), "--overwrite"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+    return out
+
+
+def _plain_strings(t: pa.Table) -> pa.Table:
+    """string_view -> string (Spark and older readers prefer the classic layout)."""
+    fields = [pa.field(f.name, pa.string() if pa.types.is_string_view(f.type) else f.type, f.nullable) for f in t.schema]
+    return t.cast(pa.schema(fields))
+
+
+def rows(path: Path) -> int:
+    return pq.ParquetFile(path).metadata.num_rows
+
+
+def shifted_batch(data_dir: Path, source: Path, index: int) -> Path:
+    """``source`` lineitem rows with order keys moved to ``(index + 1) * 10**9 + key``: new keys."""
+    out = data_dir / "batches" / f"{source.parent.name}_b{index}.parquet"
+    if not out.is_file():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        t = _plain_strings(pq.read_table(source))
+        i = t.schema.get_field_index("l_orderkey")
+        t = t.set_column(i, "l_orderkey", pc.add(t["l_orderkey"], pa.scalar((index + 1) * 10**9, pa.int64())))
+        tmp = out.with_suffix(".tmp")
+        pq.write_table(t, tmp)
+        tmp.rename(out)
+    return out
+
+
+def split_tail(data_dir: Path, source: Path, tail_fraction: float = 0.1) -> tuple[Path, Path]:
+    """Split ``source`` (sorted by order key) into main (first 90%) and batch (the highest keys)."""
+    base = data_dir / "split" / source.parent.name
+    main, batch = base / "main.parquet", base / "batch.parquet"
+    if not (main.is_file() and batch.is_file()):
+        base.mkdir(parents=True, exist_ok=True)
+        t = _plain_strings(pq.read_table(source))
+        keys = t["l_orderkey"]
+        cut_at = keys[int(len(t) * (1 - tail_fraction))].as_py()
+        is_batch = pc.greater_equal(keys, pa.scalar(cut_at, pa.int64()))
+        pq.write_table(t.filter(pc.invert(is_batch)), main, row_group_size=256 * 1024)
+        pq.write_table(t.filter(is_batch), batch)
+    return main, batch

@@ -1,0 +1,108 @@
+"""Metadata-only scenarios, run in a fresh interpreter that never starts Spark.
+
+``python -m bench.metadata branches HOME REPEAT``: scenario 5 (50 tables x 4 open
+branches, set up with PyIceberg only; list_branches / table_infos timed).
+``python -m bench.metadata diff HOME CATALOG TABLE BRANCH REPEAT``: scenario 7
+(``metadata_diff`` of an existing branch).
+
+The last line printed is a JSON object with the timings and the no-Spark evidence.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pyarrow as pa
+
+from wap_core import Lakehouse, Settings, TableId
+from wap_core.spark import spark_running
+
+TABLES = 50
+BRANCHES = 4
+
+
+def _times(fn: Callable[[], Any], repeat: int) -> tuple[list[float], Any]:
+    out: list[float] = []
+    value: Any = None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        value = fn()
+        out.append(time.perf_counter() - t0)
+    return out, value
+
+
+def _no_spark() -> dict[str, bool]:
+    return {"spark_running": spark_running(), "pyspark_imported": "pyspark" in sys.modules}
+
+
+def branches(home: Path, repeat: int) -> dict[str, Any]:
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir(parents=True)
+    lh = Lakehouse(Settings(home=home, checks_path=home / "checks.yml", user="bench", catalog_name="meta"))
+    t0 = time.perf_counter()
+    lh.catalog.create_namespace("m")
+    tiny = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "v": pa.array(["a", "b", "c"])})
+    for i in range(TABLES):
+        tbl = lh.catalog.create_table(("m", f"t{i:02d}"), schema=tiny.schema)
+        tbl.append(tiny)
+        ms = tbl.manage_snapshots()
+        for b in range(BRANCHES):
+            ms = ms.create_branch(tbl.current_snapshot().snapshot_id, f"b{b}")
+        ms.commit()
+        for b in range(BRANCHES):
+            tbl.append(tiny, branch=f"b{b}")
+    setup = time.perf_counter() - t0
+
+    from wap_core.status import list_branches, table_infos
+
+    before = _no_spark()
+    lb, found = _times(lambda: list_branches(lh), repeat)
+    ti, infos = _times(lambda: table_infos(lh), repeat)
+    return {
+        "setup_seconds": setup,
+        "tables": len(infos),
+        "branches": len(found),
+        "branches_with_rows": sum(1 for b in found if b.rows_added == 3),
+        "list_branches": lb,
+        "table_infos": ti,
+        "list_branches_median": statistics.median(lb),
+        "table_infos_median": statistics.median(ti),
+        "before": before,
+        "after": _no_spark(),
+    }
+
+
+def diff(home: Path, catalog: str, table: str, branch: str, repeat: int) -> dict[str, Any]:
+    from wap_core.catalog import metadata_diff
+
+    lh = Lakehouse(Settings(home=home, checks_path=home / "checks.yml", user="bench", catalog_name=catalog))
+    tid = TableId.parse(table)
+    times, md = _times(lambda: metadata_diff(lh.table(tid), tid, branch), repeat)
+    return {
+        "times": times,
+        "median": statistics.median(times),
+        "first": times[0],
+        "result": {k: getattr(md, k) for k in ("rows_added", "rows_deleted", "files_added", "files_deleted", "bytes_added",
+                                                "bytes_deleted", "pure_append", "snapshots")},
+        "after": _no_spark(),
+    }
+
+
+def main(argv: list[str]) -> None:
+    if argv[0] == "branches":
+        out = branches(Path(argv[1]), int(argv[2]))
+    elif argv[0] == "diff":
+        out = diff(Path(argv[1]), argv[2], argv[3], argv[4], int(argv[5]))
+    else:
+        raise SystemExit(f"unknown command {argv[0]}")
+    print(json.dumps(out, default=str))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,620 @@
+"""WAP Console performance benchmark: ``make bench`` / ``python -m bench.run [--help]``.
+
+Generates TPC-H data with tpchgen-cli, runs the scenarios of the performance issue
+in ONE Spark process (ratios within one run, medians of ``--repeat`` runs), runs the
+metadata scenarios in fresh interpreters that never start Spark, runs the peer
+(lake-sift) in its own interpreter, then prints a table and writes it to
+``bench/results/latest.md``. A benchmark, not a test: CI never runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from bench import data
+from bench.data import KEY
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = Path(__file__).resolve().parent / "results"
+NS = "tpch"
+CATALOG = "bench"
+TARGET_MB = 16  # Iceberg target data file size for main: several files per table, each a tight key range
+
+
+def log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Row:
+    scenario: str
+    sizes: str
+    ours: float | None  # median seconds
+    baseline: float | None  # median seconds of what it is compared with
+    ratio: float | None
+    target: str
+    passed: bool
+    notes: list[str] = field(default_factory=list)
+
+
+def median_of(fn: Callable[[], Any], repeat: int) -> tuple[float, list[float], Any]:
+    times: list[float] = []
+    value: Any = None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        value = fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), times, value
+
+
+def fmt_rows(n: int) -> str:
+    if n >= 1_000_000:
+        return f"{n / 1e6:.2f}M"
+    if n >= 1_000:
+        return f"{n / 1e3:.1f}k"
+    return str(n)
+
+
+def fmt_s(v: float | None) -> str:
+    return "—" if v is None else (f"{v * 1000:.0f} ms" if v < 1 else f"{v:.2f} s")
+
+
+# --------------------------------------------------------------------------- the bench
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.work: Path = args.work_dir.resolve()
+        self.data_dir = self.work / "data"
+        self.home = self.work / "lakehouse"
+        self.rows: list[Row] = []
+        self.repeat: int = args.repeat
+        self.batch_index = 0
+
+    # ----- set-up ------------------------------------------------------------
+    def prepare_data(self) -> None:
+        a = self.args
+        t0 = time.perf_counter()
+        self.large_dir = data.generate(self.data_dir, a.scale_large)
+        self.small_dir = data.generate(self.data_dir, a.scale_small)
+        self.large_rows = data.rows(self.large_dir / "lineitem.parquet")
+        self.small_rows = data.rows(self.small_dir / "lineitem.parquet")
+        if not a.skip_peer:
+            self.peer_dir = data.generate(self.data_dir, a.peer_scale, ("lineitem",))
+            self.peer_main, self.peer_batch = data.split_tail(self.data_dir, self.peer_dir / "lineitem.parquet")
+        log(f"data ready in {time.perf_counter() - t0:.1f} s: lineitem SF{a.scale_large:g} = {self.large_rows} rows, "
+            f"SF{a.scale_small:g} = {self.small_rows} rows")
+
+    def next_batch(self) -> Path:
+        """A fresh batch of new keys (the small scale's lineitem, keys shifted above every main key)."""
+        self.batch_index += 1
+        return data.shifted_batch(self.data_dir, self.small_dir / "lineitem.parquet", self.batch_index)
+
+    def checks_yaml(self) -> str:
+        def suite(li: str, part: str) -> str:
+            return (
+                f"{NS}.{li}:\n  checks:\n"
+                "    - not_null: [l_orderkey, l_partkey, l_suppkey]\n"
+                "    - range: {column: l_quantity, min: 0, max: 100}\n"
+                "    - accepted_values: {column: l_returnflag, values: [A, N, R]}\n"
+                "    - unique: [l_orderkey, l_linenumber]\n"
+                f"    - references: {{column: l_partkey, table: {NS}.{part}, ref_column: p_partkey}}\n"
+            )
+
+        return (
+            suite("li_large", "part_large") + suite("li_small", "part_small")
+            + f"{NS}.li_s3_ours:\n  checks:\n    - not_null: [l_orderkey]\n"
+        )
+
+    def start(self) -> None:
+        from wap_core import Lakehouse, Settings
+
+        shutil.rmtree(self.home, ignore_errors=True)
+        self.home.mkdir(parents=True)
+        (self.home / "checks.yml").write_text(self.checks_yaml())
+        self.lh = Lakehouse(Settings(
+            home=self.home, checks_path=self.home / "checks.yml", user="bench", catalog_name=CATALOG,
+            shuffle_partitions=self.args.shuffle_partitions, spark_driver_memory=self.args.driver_memory,
+        ))
+        t0 = time.perf_counter()
+        self.spark = self.lh.spark
+        self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG}.{NS}")
+        log(f"Spark started in {time.perf_counter() - t0:.1f} s (driver memory {self.args.driver_memory})")
+
+    def tid(self, name: str) -> Any:
+        from wap_core import TableId
+
+        return TableId(NS, name)
+
+    def load_main(self, name: str, path: Path, sort_by: tuple[str, ...] = KEY) -> None:
+        """Create ``tpch.<name>`` with ``path`` as main, sorted by key: per-file key bounds stay tight."""
+        t0 = time.perf_counter()
+        df = self.spark.read.parquet(str(path))
+        if sort_by:
+            df = df.sortWithinPartitions(*sort_by)
+        (df.writeTo(self.lh.spark_name(self.tid(name))).using("iceberg")
+           .tableProperty("write.target-file-size-bytes", str(TARGET_MB * 1024 * 1024)).create())
+        tbl = self.lh.table(self.tid(name))
+        snap = tbl.current_snapshot()
+        log(f"{NS}.{name}: main written in {time.perf_counter() - t0:.1f} s "
+            f"({snap.summary.additional_properties.get('total-records')} rows, "
+            f"{snap.summary.additional_properties.get('total-data-files')} files)")
+
+    def ingest(self, name: str, path: Path, branch: str) -> Any:
+        from wap_core.ingest import ingest
+
+        res = ingest(self.lh, self.tid(name), [str(path)], branch=branch)
+        if not res.audit.passed:
+            bad = [f"{c.name}: {c.message}" for c in res.audit.checks if c.status in ("failed", "error")]
+            raise SystemExit(f"set-up batch for {name}/{branch} failed its audit: {bad}")
+        return res
+
+    def setup_tables(self) -> None:
+        self.load_main("li_large", self.large_dir / "lineitem.parquet")
+        self.load_main("li_small", self.small_dir / "lineitem.parquet")
+        self.load_main("part_large", self.large_dir / "part.parquet", ("p_partkey",))
+        self.load_main("part_small", self.small_dir / "part.parquet", ("p_partkey",))
+
+    # ----- scenario 5: console metadata pages, fresh interpreter, no Spark ---------------
+    def subprocess_json(self, args: list[str]) -> dict[str, Any]:
+        env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        proc = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SystemExit(f"{' '.join(args)} failed:\n{proc.stderr[-4000:]}")
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    def scenario_5(self) -> None:
+        log("scenario 5: 50 tables x 4 open branches, metadata pages in a fresh interpreter")
+        out = self.subprocess_json(["-m", "bench.metadata", "branches", str(self.work / "meta50"), str(max(self.repeat, 5))])
+        no_spark = not any(out["before"].values()) and not any(out["after"].values())
+        shape = out["tables"] == 50 and out["branches"] == 200
+        for label, key in (("5a list_branches", "list_branches_median"), ("5b table_infos", "table_infos_median")):
+            v = out[key]
+            self.rows.append(Row(
+                f"{label} (console metadata page)", "50 tables × 4 open branches", v, None, None, "≤ 1 s, no Spark",
+                v <= 1.0 and no_spark and shape,
+                [f"{label}: {out['branches']} branches / {out['tables']} tables listed; spark_running()={out['after']['spark_running']}, "
+                 f"pyspark imported={out['after']['pyspark_imported']} (set-up with PyIceberg only: {out['setup_seconds']:.1f} s)"],
+            ))
+
+    # ----- scenario 6: main profile cached per snapshot ------------------------------------
+    def scenario_6(self) -> None:
+        from sqlalchemy import text
+
+        from wap_core import catalog as cat
+        from wap_core.diff import compute_diff
+
+        log("scenario 6: main profile cached by snapshot id (diff of 2nd branch on the same main)")
+        tid = self.tid("li_large")
+        self.ingest("li_large", self.next_batch(), "p6a")
+        self.ingest("li_large", self.next_batch(), "p6b")
+        fork = cat.lineage(self.lh.table(tid), "p6a").fork
+        assert fork == cat.lineage(self.lh.table(tid), "p6b").fork
+        engine = self.lh.catalog.engine
+        firsts, seconds, cached_before_second = [], [], []
+        for _ in range(min(self.repeat, 3)):
+            with engine.begin() as conn:
+                conn.execute(text("DELETE FROM wap_profiles WHERE table_name = :t"), {"t": str(tid)})
+            t0 = time.perf_counter()
+            compute_diff(self.lh, tid, "p6a")
+            firsts.append(time.perf_counter() - t0)
+            cached_before_second.append(self.lh.journal.load_profile(str(tid), fork) is not None)
+            t0 = time.perf_counter()
+            compute_diff(self.lh, tid, "p6b")
+            seconds.append(time.perf_counter() - t0)
+        with engine.connect() as conn:
+            n = conn.execute(text("SELECT count(*) FROM wap_profiles WHERE table_name = :t AND snapshot_id = :s"),
+                             {"t": str(tid), "s": fork}).scalar()
+        first, second = statistics.median(firsts), statistics.median(seconds)
+        ok = second < first and n == 1 and all(cached_before_second)
+        self.rows.append(Row(
+            "6 diff of 2nd branch on same main (cached profile) vs 1st",
+            f"main {fmt_rows(self.large_rows)}, 2 branches × {fmt_rows(self.small_rows)}", second, first, second / first,
+            "2nd < 1st, 1 cached profile", ok,
+            [f"6: profile rows for (table, main snapshot) = {n}; profile present before the 2nd diff in every run: "
+             f"{all(cached_before_second)}; 1st diff (profiles main) {fmt_s(first)}, 2nd {fmt_s(second)}"],
+        ))
+
+    # ----- scenario 1: audit + diff cost follows the batch ---------------------------------
+    def scenario_1(self) -> None:
+        from wap_core.audit import run_audit
+        from wap_core.diff import compute_diff
+        from wap_core.keyed_diff import keyed_diff
+
+        log("scenario 1: audit + diff of the same batch on the large vs the small table")
+        batch = self.next_batch()
+        large, small = self.tid("li_large"), self.tid("li_small")
+        for name in ("li_large", "li_small"):
+            self.ingest(name, batch, "b1")
+
+        def audit_diff(tid: Any) -> Any:
+            a = run_audit(self.lh, tid, "b1")
+            compute_diff(self.lh, tid, "b1")
+            return a
+
+        for tid in (large, small):  # warm-up (and main profiles: cached per snapshot, see scenario 6)
+            audit_diff(tid)
+            keyed_diff(self.lh, tid, "b1", KEY)
+        t_large, t_small, kd_large, kd_small = [], [], [], []
+        audits: dict[str, Any] = {}
+        kds: dict[str, Any] = {}
+        for i in range(self.repeat):
+            order = (large, small) if i % 2 == 0 else (small, large)
+            for tid in order:
+                t0 = time.perf_counter()
+                audits[tid.name] = audit_diff(tid)
+                (t_large if tid == large else t_small).append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                kds[tid.name] = keyed_diff(self.lh, tid, "b1", KEY)
+                (kd_large if tid == large else kd_small).append(time.perf_counter() - t0)
+        ml, ms = statistics.median(t_large), statistics.median(t_small)
+        all_passed = all(a.passed for a in audits.values())
+        main_ratio = self.large_rows / self.small_rows
+        sizes = f"main {fmt_rows(self.large_rows)} vs {fmt_rows(self.small_rows)} ({main_ratio:.0f}×), batch {fmt_rows(self.small_rows)}"
+        checks = ", ".join(c.name for c in audits["li_large"].checks)
+        self.rows.append(Row(
+            "1 audit + diff, large vs small table", sizes, ml, ms, ml / ms, "≤ 1.5", ml / ms <= 1.5 and all_passed,
+            [f"1: suite = {checks}; statuses: large {audits['li_large'].status}, small {audits['li_small'].status}"],
+        ))
+        kl, ks = statistics.median(kd_large), statistics.median(kd_small)
+        k = kds["li_large"]
+        self.rows.append(Row(
+            "1b keyed diff (wap_core.keyed_diff), large vs small", sizes, kl, ks, kl / ks, "≤ 1.5", kl / ks <= 1.5,
+            [f"1b: large: {k.summary()}, main files scanned after key-range pruning: {k.main_files_scanned} of {k.main_files_total}; "
+             f"small: {kds['li_small'].main_files_scanned} of {kds['li_small'].main_files_total}"],
+        ))
+
+    # ----- scenario 4: row-level checks in one pass ----------------------------------------
+    def scenario_4(self, table: str = "li_large", branch: str = "b1", label: str = "4") -> None:
+        from wap_core.audit import run_audit
+        from wap_core.checks import ROW_LEVEL, parse_checks
+
+        log(f"scenario {label}: 10 row-level checks vs 1 on the same batch ({table}/{branch})")
+        tid = self.tid(table)
+        one = parse_checks(f"{tid}:\n  checks:\n    - not_null: [l_orderkey]\n")[str(tid)]
+        ten = parse_checks(
+            f"{tid}:\n  checks:\n"
+            "    - not_null: [l_orderkey]\n"
+            "    - not_null: [l_partkey]\n"
+            "    - not_null: [l_shipdate]\n"
+            "    - range: {column: l_quantity, min: 0, max: 100}\n"
+            "    - range: {column: l_discount, min: 0, max: 0.2}\n"
+            "    - accepted_values: {column: l_returnflag, values: [A, N, R]}\n"
+            "    - accepted_values: {column: l_shipmode, values: [AIR, 'REG AIR', FOB, MAIL, RAIL, SHIP, TRUCK]}\n"
+            "    - pattern: {column: l_shipinstruct, regex: '^[A-Z ]+$'}\n"
+            "    - expression: {name: price_positive, sql: 'l_extendedprice > 0'}\n"
+            "    - expression: {name: dates_ordered, sql: 'l_shipdate <= l_receiptdate'}\n"
+        )[str(tid)]
+        assert len(ten.checks) == 10 and all(c.type in ROW_LEVEL for c in ten.checks)
+        for s in (one, ten):
+            run_audit(self.lh, tid, branch, suite=s)
+        t1, t10 = [], []
+        res10: Any = None
+        for i in range(self.repeat):
+            for s in ((one, ten) if i % 2 == 0 else (ten, one)):
+                t0 = time.perf_counter()
+                r = run_audit(self.lh, tid, branch, suite=s)
+                (t1 if s is one else t10).append(time.perf_counter() - t0)
+                if s is ten:
+                    res10 = r
+        m1, m10 = statistics.median(t1), statistics.median(t10)
+        names = {c.name for c in ten.checks}
+        self.rows.append(Row(
+            f"{label} suite of 10 row-level checks vs 1", f"batch {fmt_rows(res10.rows_checked)}", m10, m1, m10 / m1, "≤ 1.5",
+            m10 / m1 <= 1.5 and res10.passed,
+            [f"{label}: 10-check audit status {res10.status} ({sum(c.status == 'passed' for c in res10.checks if c.name in names)} "
+             f"of 10 passed); the 1-check suite reads 1 column, the 10-check suite 9 columns"],
+        ))
+
+    # ----- scenario 8: keyed diff vs the peer -------------------------------------------------
+    def scenario_8(self) -> None:
+        from wap_core import catalog as cat
+        from wap_core.keyed_diff import keyed_diff
+
+        log("scenario 8: keyed row diff vs lake-sift (TPC-H lineitem, new batch of the highest order keys)")
+        tid = self.tid("li_peer")
+        self.load_main("li_peer", self.peer_main)
+        t0 = time.perf_counter()
+        self.ingest("li_peer", self.peer_batch, "b8")
+        log(f"li_peer/b8: batch of {data.rows(self.peer_batch)} rows ingested in {time.perf_counter() - t0:.1f} s")
+        fork = cat.lineage(self.lh.table(tid), "b8").fork
+        keyed_diff(self.lh, tid, "b8", KEY)  # warm-up
+        reps = min(self.repeat, 3)
+        ours = [keyed_diff(self.lh, tid, "b8", KEY) for _ in range(reps)]
+        t_ours = statistics.median(r.seconds for r in ours)
+        peer_runs = []
+        s = self.lh.settings
+        for i in range(reps):
+            log(f"lake-sift run {i + 1}/{reps}")
+            peer_runs.append(self.subprocess_json([
+                "-m", "bench.peer", "diff", s.sqlalchemy_uri, s.warehouse_uri, CATALOG, str(tid), str(fork), "b8", ",".join(KEY)]))
+        t_peer = statistics.median(p["seconds"] for p in peer_runs)
+        mem = statistics.median(p["peak_rss_mb"] for p in peer_runs)
+        ours_summary, peer_summary = ours[-1].summary(), peer_runs[-1]["summary"]
+        same = all(ours_summary[k] == peer_summary[k] for k in ("added", "removed", "changed", "changed_cells", "schema_changes"))
+        ratio = t_ours / t_peer
+        k = ours[-1]
+        self.rows.append(Row(
+            "8 keyed row diff vs lake-sift 0.6.0",
+            f"main {fmt_rows(k.main_rows)}, batch {fmt_rows(k.batch_rows)} (SF{self.args.peer_scale:g})",
+            t_ours, t_peer, ratio, "≤ 0.33 (1/3), same counts", ratio <= 1 / 3 and same,
+            [f"8: ours {ours_summary} vs lake-sift {peer_summary}: {'identical' if same else 'DIFFERENT'}; "
+             f"main files scanned {k.main_files_scanned} of {k.main_files_total}; lake-sift peak RSS {mem:.0f} MB"],
+        ))
+        self.peer_fork = fork
+
+    # ----- scenario 7: metadata diff, fresh interpreter -------------------------------------------
+    def scenario_7(self) -> None:
+        log("scenario 7: diff summary from snapshot metadata alone (fresh interpreter, no Spark)")
+        table, branch = (self.tid("li_peer"), "b8") if not self.args.skip_peer else (self.tid("li_large"), "b1")
+        out = self.subprocess_json(["-m", "bench.metadata", "diff", str(self.home), CATALOG, str(table), branch,
+                                    str(max(self.repeat, 5))])
+        peer_t: float | None = None
+        notes = []
+        if not self.args.skip_peer:
+            s = self.lh.settings
+            runs = [self.subprocess_json(["-m", "bench.peer", "preview", s.sqlalchemy_uri, s.warehouse_uri, CATALOG, str(table),
+                                          str(self.peer_fork), branch, ",".join(KEY)]) for _ in range(min(self.repeat, 3))]
+            peer_t = statistics.median(r["seconds"] for r in runs)
+            notes.append(f"7: lake-sift --preview (same question, same table): {fmt_s(peer_t)}, pure append={runs[-1]['pure_append']}")
+        r = out["result"]
+        v = out["median"]
+        no_spark = not any(out["after"].values())
+        self.rows.append(Row(
+            "7 diff summary from snapshot metadata", f"{table} {branch}: +{fmt_rows(r['rows_added'])} rows",
+            v, peer_t, (v / peer_t) if peer_t else None, "≤ 1 s, no data read, no Spark", v <= 1.0 and no_spark and r["pure_append"],
+            [f"7: metadata_diff = {r}; first (cold) call {fmt_s(out['first'])}; spark_running()={out['after']['spark_running']}, "
+             f"pyspark imported={out['after']['pyspark_imported']}", *notes],
+        ))
+
+    # ----- scenario 3: overhead vs hand-written Spark -----------------------------------------------
+    def scenario_3(self, source: Path | None = None, label: str = "3", repeat: int | None = None) -> None:
+        from pyspark.sql import functions as F
+
+        from wap_core.ingest import ingest
+        from wap_core.publish import publish
+
+        source = source or self.small_dir / "lineitem.parquet"
+        repeat = repeat or self.repeat
+        log(f"scenario {label}: ingest + audit(not_null) + publish vs the same steps in plain PySpark")
+        ours_t, hand_t = self.tid("li_s3_ours"), self.tid("li_s3_hand")
+        if label == "3":
+            self.load_main("li_s3_ours", self.small_dir / "lineitem.parquet")
+            self.load_main("li_s3_hand", self.small_dir / "lineitem.parquet")
+
+        def next_batch() -> Path:
+            self.batch_index += 1
+            return data.shifted_batch(self.data_dir, source, self.batch_index)
+        spark, cat_name = self.spark, CATALOG
+
+        def ours(path: Path, b: str) -> None:
+            res = ingest(self.lh, ours_t, [str(path)], branch=b)
+            assert res.audit.passed, res.audit.status
+            publish(self.lh, ours_t, b)
+
+        def hand(path: Path, b: str) -> None:
+            name = f"{cat_name}.{hand_t}"
+            spark.sql(f"ALTER TABLE {name} CREATE BRANCH {b}")
+            df = spark.read.parquet(str(path))
+            df.writeTo(f"{name}.branch_{b}").append()
+            nulls = spark.table(f"{name}.branch_{b}").where(F.col("l_orderkey").isNull()).count() if self.args.hand_full_scan \
+                else df.where(F.col("l_orderkey").isNull()).count()
+            assert nulls == 0
+            spark.sql(f"CALL {cat_name}.system.fast_forward('{hand_t}', 'main', '{b}')")
+            spark.sql(f"ALTER TABLE {name} DROP BRANCH {b}")
+
+        warm = next_batch()
+        ours(warm, f"w{label}")
+        hand(warm, f"w{label}")
+        to, th = [], []
+        for i in range(repeat):
+            batch = next_batch()
+            steps = ((ours, to), (hand, th)) if i % 2 == 0 else ((hand, th), (ours, to))
+            for fn, acc in steps:
+                t0 = time.perf_counter()
+                fn(batch, f"r{label}_{i}")
+                acc.append(time.perf_counter() - t0)
+        mo, mh = statistics.median(to), statistics.median(th)
+        a, b = self.lh.table(ours_t), self.lh.table(hand_t)
+        same = a.current_snapshot().summary.additional_properties.get("total-records") == \
+            b.current_snapshot().summary.additional_properties.get("total-records")
+        self.rows.append(Row(
+            f"{label} ingest + audit + publish vs hand-written PySpark",
+            f"batch {fmt_rows(data.rows(source))} onto main {fmt_rows(self.small_rows)}+",
+            mo, mh, mo / mh, "≤ 1.3", mo / mh <= 1.3 and same,
+            [f"{label}: hand = CREATE BRANCH, writeTo(branch).append(), null count of the written batch, "
+             f"CALL {CATALOG}.system.fast_forward, DROP BRANCH; same Spark session; both tables end with the same row count: {same}"],
+        ))
+
+    # ----- scenario 2: publish is constant-time and writes no data file ------------------------------
+    def data_files_on_disk(self, name: str) -> set[str]:
+        root = Path(self.lh.table(self.tid(name)).metadata.location.removeprefix("file:")) / "data"
+        return {str(p) for p in root.rglob("*") if p.is_file()}
+
+    def scenario_2(self) -> None:
+        from wap_core.publish import publish
+
+        log("scenario 2: publish (fast-forward) on the large vs the small table")
+        times: dict[str, list[float]] = {"li_large": [], "li_small": []}
+        written = 0
+        checks_ok = True
+        for i in range(self.repeat):
+            batch = self.next_batch()
+            for name in (("li_large", "li_small") if i % 2 == 0 else ("li_small", "li_large")):
+                tid, b = self.tid(name), f"p{i}"
+                self.ingest(name, batch, b)
+                tbl = self.lh.table(tid)
+                head = tbl.metadata.refs[b].snapshot_id
+                files_branch = set(tbl.inspect.files(snapshot_id=head)["file_path"].to_pylist())
+                snaps_before = {s.snapshot_id for s in tbl.metadata.snapshots}
+                disk_before = self.data_files_on_disk(name)
+                t0 = time.perf_counter()
+                res = publish(self.lh, tid, b)
+                times[name].append(time.perf_counter() - t0)
+                after = self.lh.table(tid)
+                main_files = set(after.inspect.files()["file_path"].to_pylist())
+                disk_after = self.data_files_on_disk(name)
+                written += len(disk_after - disk_before)
+                checks_ok &= (
+                    res.outcome == "published" and after.current_snapshot().snapshot_id == head and b not in after.metadata.refs
+                    and {s.snapshot_id for s in after.metadata.snapshots} == snaps_before and main_files == files_branch
+                )
+        ml, ms = statistics.median(times["li_large"]), statistics.median(times["li_small"])
+        self.rows.append(Row(
+            "2 publish (fast-forward), large vs small table",
+            f"main {fmt_rows(self.large_rows)}+ vs {fmt_rows(self.small_rows)}+, batch {fmt_rows(self.small_rows)}",
+            ml, ms, ml / ms, "≤ 1.5, 0 data files written", ml / ms <= 1.5 and written == 0 and checks_ok,
+            [f"2: data files written or rewritten by {2 * self.repeat} publishes: {written}; main after publish = branch head, "
+             f"no new snapshot, main's files (inspect.files) = the branch's files: {checks_ok}"],
+        ))
+
+    # ----- report ----------------------------------------------------------------------------------
+    def machine(self) -> str:
+        mem_gb = 0.0
+        try:
+            for line in Path("/proc/meminfo").read_text().splitlines():
+                if line.startswith("MemTotal:"):
+                    mem_gb = int(line.split()[1]) / 1024 / 1024
+        except OSError:
+            pass
+        cpu = platform.processor() or platform.machine()
+        try:
+            for line in Path("/proc/cpuinfo").read_text().splitlines():
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+        except OSError:
+            pass
+        return f"nproc {os.cpu_count()}, RAM {mem_gb:.1f} GB, {cpu}, {platform.system()} {platform.release()}"
+
+    def table(self, markdown: bool) -> str:
+        head = ["scenario", "sizes", "ours (median)", "baseline (median)", "ratio", "target", "result"]
+        body = [[r.scenario, r.sizes, fmt_s(r.ours), fmt_s(r.baseline), "—" if r.ratio is None else f"{r.ratio:.2f}",
+                 r.target, "PASS" if r.passed else "FAIL"] for r in self.rows]
+        if markdown:
+            lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+            lines += ["| " + " | ".join(row) + " |" for row in body]
+            return "\n".join(lines)
+        widths = [max(len(x) for x in col) for col in zip(head, *body)]
+        fmt = "  ".join("{:<%d}" % w for w in widths)
+        sep = "  ".join("-" * w for w in widths)
+        return "\n".join([fmt.format(*head), sep, *[fmt.format(*row) for row in body]])
+
+    def report(self, started: float) -> None:
+        import pyspark
+
+        a = self.args
+        now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        scale = (f"lineitem SF{a.scale_large:g} ({self.large_rows:,} rows) vs SF{a.scale_small:g} ({self.small_rows:,} rows)"
+                 + ("" if a.skip_peer else f"; peer scenario SF{a.peer_scale:g}"))
+        notes = [n for r in self.rows for n in r.notes]
+        total = time.perf_counter() - started
+        print()
+        print(self.table(markdown=False))
+        print()
+        for n in notes:
+            print("  " + n)
+        print(f"\n{sum(r.passed for r in self.rows)} of {len(self.rows)} targets met; total {total / 60:.1f} min")
+        md = [
+            "# WAP Console benchmark: latest results", "",
+            f"- date: {now}", f"- scale: {scale}", f"- machine: {self.machine()}",
+            f"- software: Python {platform.python_version()}, PySpark {pyspark.__version__}, Spark master "
+            f"{self.lh.settings.spark_master}, driver memory {a.driver_memory}, shuffle partitions {a.shuffle_partitions}",
+            f"- repetitions: {a.repeat} (medians; scenarios 6 and 8 use min(repeat, 3)); total run time {total / 60:.1f} min",
+            f"- command: `python -m bench.run {' '.join(sys.argv[1:])}`".rstrip(), "",
+            self.table(markdown=True), "",
+            "ratio = ours / baseline; \"baseline\" is the small table (1, 1b, 2), the hand-written PySpark script (3), "
+            "the 1-check suite (4), the first diff on a main snapshot (6) and lake-sift (7, 8).", "",
+            "## Notes", "", *[f"- {n}" for n in notes], "",
+        ]
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        out = Path(a.output) if a.output else RESULTS / "latest.md"
+        out.write_text("\n".join(md))
+        log(f"wrote {out}")
+
+    def run(self) -> int:
+        started = time.perf_counter()
+        only = set(self.args.only.split(",")) if self.args.only else None
+
+        def want(s: str) -> bool:
+            return only is None or s in only
+
+        self.prepare_data()
+        if want("5"):
+            self.scenario_5()  # before Spark starts in this process; runs in its own interpreter anyway
+        self.start()
+        self.setup_tables()
+        if want("6"):
+            self.scenario_6()
+        if want("1") or want("4"):
+            self.scenario_1() if want("1") else self._b1_only()
+        if want("4"):
+            self.scenario_4()
+        if not self.args.skip_peer and want("8"):
+            self.scenario_8()
+            if want("4"):
+                self.scenario_4("li_peer", "b8", "4b")
+        if want("7"):
+            if self.args.skip_peer or not want("8"):
+                self.args.skip_peer = True
+                if not want("1"):
+                    self._b1_only()
+            self.scenario_7()
+        if want("3"):
+            self.scenario_3()
+            if not self.args.skip_peer:
+                self.scenario_3(self.peer_batch, "3b", min(self.repeat, 3))
+        if want("2"):
+            self.scenario_2()
+        self.report(started)
+        return 0 if all(r.passed for r in self.rows) else 1
+
+    def _b1_only(self) -> None:
+        if "b1" not in self.lh.table(self.tid("li_large")).metadata.refs:
+            batch = self.next_batch()
+            self.ingest("li_large", batch, "b1")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--scale-large", type=float, default=1.0, help="TPC-H scale factor of the large table's main (default 1: 6M rows)")
+    p.add_argument("--scale-small", type=float, default=0.01,
+                   help="scale factor of the small table's main and of every batch (default 0.01: 60k rows)")
+    p.add_argument("--peer-scale", type=float, default=1.0,
+                   help="scale factor for scenario 8 (main = lowest 90%% of order keys, batch = the highest 10%%; default 1)")
+    p.add_argument("--skip-peer", action="store_true", help="skip scenario 8 and the lake-sift runs")
+    p.add_argument("--repeat", type=int, default=5, help="repetitions per measurement (medians are reported; default 5)")
+    p.add_argument("--driver-memory", default="6g", help="Spark driver memory (set before Spark starts; default 6g)")
+    p.add_argument("--shuffle-partitions", type=int, default=4, help="spark.sql.shuffle.partitions (default 4)")
+    p.add_argument("--hand-full-scan", action="store_true",
+                   help="scenario 3: the hand-written script counts nulls over the whole branch instead of the written batch")
+    p.add_argument("--only", default="", help="comma-separated scenarios to run, e.g. 1,4 (default all)")
+    p.add_argument("--work-dir", type=Path, default=Path(__file__).resolve().parent / ".work",
+                   help="data cache and lakehouse (default bench/.work; the lakehouse is recreated each run)")
+    p.add_argument("--output", default="", help="markdown output (default bench/results/latest.md)")
+    args = p.parse_args(argv)
+    if args.repeat < 1:
+        p.error("--repeat must be >= 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    return Bench(parse_args(argv)).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

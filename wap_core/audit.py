@@ -134,8 +134,20 @@ def builtin_checks(lin: cat.Lineage) -> tuple[list[CheckSpec], list[CheckResult]
     return [spec], [result]
 
 
-def run_audit(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = None, suite: Suite | None = None) -> AuditResult:
-    """Audit ``branch`` of ``table`` and record the result. Never changes any ref."""
+def run_audit(
+    lh: Lakehouse,
+    table: TableId,
+    branch: str,
+    *,
+    user: str | None = None,
+    suite: Suite | None = None,
+    observed: tuple[int, dict[str, Any]] | None = None,
+) -> AuditResult:
+    """Audit ``branch`` of ``table`` and record the result. Never changes any ref.
+
+    ``observed`` is ``(snapshot_id, metrics)`` collected by ingest while it wrote that snapshot;
+    it replaces the aggregate pass only when that snapshot is the branch's whole batch.
+    """
     t0 = time.perf_counter()
     user = user or lh.user
     tbl = lh.table(table)
@@ -152,7 +164,10 @@ def run_audit(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = 
         return lh.read_main(t)
 
     ctx = MainContext(lh.spark, read_main, table)
-    evaluation = evaluate(batch, suite, ctx, lh.settings.sample_rows)
+    precomputed = None
+    if observed is not None and observed[0] == lin.head and len(lin.new_snapshots) == 1:
+        precomputed = observed[1]
+    evaluation = evaluate(batch, suite, ctx, lh.settings.sample_rows, precomputed)
     _, builtin = builtin_checks(lin)
     results = builtin + evaluation.results
     rows = evaluation.rows

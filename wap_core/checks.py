@@ -439,27 +439,44 @@ def _row_dict(row: Any) -> dict[str, Any]:
     return {k: jsonable(v) for k, v in row.asDict().items()}
 
 
-def _agg_columns(i: int, spec: CheckSpec) -> list[Column]:
-    """The aggregate columns one check contributes to the single pass over the batch."""
+def _agg_columns(i: int, spec: CheckSpec) -> dict[str, Column]:
+    """The aggregate columns (by output name) one check contributes to the single pass over the batch."""
     from pyspark.sql import functions as F
 
     if spec.type in ROW_LEVEL:
-        cols = [F.sum(F.when(_fail_condition(spec), 1).otherwise(0)).alias(f"c{i}_fail")]
+        cols = {f"c{i}_fail": F.sum(F.when(_fail_condition(spec), 1).otherwise(0))}
         if spec.type == "range":
             c = F.col(quote_column(spec.columns[0]))
-            cols += [F.min(c).alias(f"c{i}_min"), F.max(c).alias(f"c{i}_max")]
-        return cols
-    if spec.type == "freshness":
+            cols.update({f"c{i}_min": F.min(c), f"c{i}_max": F.max(c)})
+    elif spec.type == "freshness":
         c = F.col(quote_column(spec.columns[0]))
-        return [
-            F.max(c).cast("string").alias(f"c{i}_newest"),
-            (F.unix_timestamp(F.current_timestamp()) - F.unix_timestamp(F.max(c).cast("timestamp"))).alias(f"c{i}_age"),
-        ]
-    if spec.type in ("unique", "references"):
+        cols = {
+            f"c{i}_newest": F.max(c).cast("string"),
+            f"c{i}_age": F.unix_timestamp(F.current_timestamp()) - F.unix_timestamp(F.max(c).cast("timestamp")),
+        }
+    elif spec.type in ("unique", "references"):
         # the batch's key range, pushed into the scan of main so Iceberg prunes main's files
         c = F.col(quote_column(spec.columns[0]))
-        return [F.min(c).alias(f"c{i}_lo"), F.max(c).alias(f"c{i}_hi")]
-    return []
+        cols = {f"c{i}_lo": F.min(c), f"c{i}_hi": F.max(c)}
+    else:
+        cols = {}
+    return {name: col.alias(name) for name, col in cols.items()}
+
+
+def _aggregate(batch: DataFrame, row_count: Column, aggs: dict[int, dict[str, Column]], results: dict[int, CheckResult], suite: Suite) -> dict[str, Any]:
+    """One pass for every aggregate. Only if it fails (unknown column, bad SQL, a runtime error) are
+    the checks run one by one, so a broken check becomes an ``error`` result and the others still run."""
+    try:
+        return batch.agg(row_count, *[c for cols in aggs.values() for c in cols.values()]).collect()[0].asDict()  # type: ignore[no-any-return]
+    except Exception:  # noqa: BLE001
+        values: dict[str, Any] = batch.agg(row_count).collect()[0].asDict()
+        for i, cols in list(aggs.items()):
+            try:
+                values.update(batch.agg(*cols.values()).collect()[0].asDict())
+            except Exception as exc:  # noqa: BLE001
+                results[i] = _error(suite.checks[i], exc)
+                del aggs[i]
+        return values
 
 
 @dataclass
@@ -468,12 +485,35 @@ class Evaluation:
     rows: int
 
 
-def evaluate(batch: DataFrame, suite: Suite, ctx: MainContext, sample_rows: int = 5) -> Evaluation:
-    """Evaluate ``suite`` on the new rows ``batch``. Never raises for a broken check."""
+def observed_metrics(suite: Suite) -> list[Column]:
+    """The suite's aggregates in a form ``DataFrame.observe`` can collect while the batch is written.
+
+    Raises when any check cannot be built; callers then audit the written batch with its own pass.
+    """
+    from pyspark.sql import functions as F
+
+    cols = [F.count(F.lit(1)).alias("_rows")]
+    for i, spec in enumerate(suite.checks):
+        cols += list(_agg_columns(i, spec).values())
+    return cols
+
+
+def evaluate(
+    batch: DataFrame,
+    suite: Suite,
+    ctx: MainContext,
+    sample_rows: int = 5,
+    precomputed: Mapping[str, Any] | None = None,
+) -> Evaluation:
+    """Evaluate ``suite`` on the new rows ``batch``. Never raises for a broken check.
+
+    ``precomputed`` holds the suite's aggregates observed while exactly these rows were written
+    (see :func:`observed_metrics`); then the aggregate pass is not repeated.
+    """
     from pyspark.sql import functions as F
 
     results: dict[int, CheckResult] = {}
-    aggs: dict[int, list[Column]] = {}
+    aggs: dict[int, dict[str, Column]] = {}
     # 1. Build each check's aggregate columns (no Spark work yet).
     for i, spec in enumerate(suite.checks):
         try:
@@ -483,21 +523,14 @@ def evaluate(batch: DataFrame, suite: Suite, ctx: MainContext, sample_rows: int 
         except Exception as exc:  # noqa: BLE001 - a broken check is a result, not a crash
             results[i] = _error(spec, exc)
 
-    # 2. One pass for every aggregate (row count included). Only when that fails (an unknown
-    #    column, bad SQL, a runtime error) are the checks analysed and run one by one, so a
-    #    broken check becomes an ``error`` result and the others still get their verdicts.
+    # 2. One pass for every aggregate (row count included), unless observed during the write.
     row_count = F.count(F.lit(1)).alias("_rows")
     values: dict[str, Any] = {}
-    try:
-        values = batch.agg(row_count, *[c for cols in aggs.values() for c in cols]).collect()[0].asDict()
-    except Exception:  # noqa: BLE001
-        values = batch.agg(row_count).collect()[0].asDict()
-        for i, cols in list(aggs.items()):
-            try:
-                values.update(batch.agg(*cols).collect()[0].asDict())
-            except Exception as exc:  # noqa: BLE001
-                results[i] = _error(suite.checks[i], exc)
-                del aggs[i]
+    wanted = {"_rows"} | {name for cols in aggs.values() for name in cols}
+    if precomputed is not None and not results and wanted <= set(precomputed):
+        values = dict(precomputed)
+    else:
+        values = _aggregate(batch, row_count, aggs, results, suite)
     for i, spec in enumerate(suite.checks):
         if spec.type in ("unique", "references") and i not in results:
             try:

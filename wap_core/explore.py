@@ -143,7 +143,7 @@ def rows(
 
 
 def _is_instance(spark: SparkSession, class_name: str, obj: Any) -> bool:
-    jvm = spark._jvm  # type: ignore[attr-defined]
+    jvm: Any = spark._jvm
     try:
         klass = jvm.java.lang.Class.forName(class_name, False, obj.getClass().getClassLoader())
     except Exception:
@@ -210,19 +210,21 @@ def ref_session(lh: Lakehouse) -> SparkSession:
 
 def run_sql(lh: Lakehouse, table: TableId, snapshot_id: int, sql: str, limit: int = 1000) -> pd.DataFrame:
     """Run one read-only query with ``ref_view`` bound to ``table`` at ``snapshot_id``."""
+    shared = lh.spark
     session = ref_session(lh)
-    text = check_read_only(session, sql)
-    frame: DataFrame = (
-        session.read.format("iceberg").option("snapshot-id", str(snapshot_id)).load(lh.spark_name(table))
-    )
-    frame.createOrReplaceTempView(VIEW)
+    jvm: Any = shared._jvm
+    # The query's session must be the thread's active one (catalog lookups go through it).
+    jvm.SparkSession.setActiveSession(session._jsparkSession)
     try:
-        result = session.sql(text)
-    except Exception as exc:
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ValidationError(f"SQL error: {msg[:500]}") from exc
-    try:
-        return result.limit(max(1, min(int(limit), MAX_ROWS))).toPandas()
-    except Exception as exc:
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ValidationError(f"SQL error: {msg[:500]}") from exc
+        text = check_read_only(session, sql)
+        frame: DataFrame = (
+            session.read.format("iceberg").option("snapshot-id", str(snapshot_id)).load(lh.spark_name(table))
+        )
+        frame.createOrReplaceTempView(VIEW)
+        try:
+            return session.sql(text).limit(max(1, min(int(limit), MAX_ROWS))).toPandas()
+        except Exception as exc:
+            msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ValidationError(f"SQL error: {msg[:500]}") from exc
+    finally:
+        jvm.SparkSession.setActiveSession(shared._jsparkSession)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from wap_core import catalog as cat
 from wap_core.audit import AuditResult, run_audit
+from wap_core.checks import Suite, observed_metrics, suite_for
 from wap_core.exceptions import NotFoundError, SchemaMismatchError, SourceError, ValidationError, WapError
 from wap_core.identifiers import TableId, validate_branch
 
@@ -364,6 +365,38 @@ def remove_branch_quietly(lh: Lakehouse, table: TableId, branch: str) -> None:
         pass
 
 
+def _write(lh: Lakehouse, df: DataFrame, name: str, props: dict[str, str], suite: Suite) -> dict[str, Any] | None:
+    """Append ``df`` to the branch ``name``; returns the suite's aggregates observed during the write.
+
+    The row-level checks are evaluated by ``DataFrame.observe`` in the same pass that writes the
+    batch, so the audit right after ingest needs no pass of its own. If the suite cannot be observed
+    (a broken check) or observing fails at run time, the batch is written plainly and the audit
+    evaluates it itself, isolating the broken check.
+    """
+    from pyspark.sql import Observation
+
+    def append(frame: DataFrame) -> None:
+        writer = frame.writeTo(name)
+        for k, v in props.items():
+            writer = writer.option(f"snapshot-property.{k}", v)
+        with_commit_retry(writer.append)
+
+    observation = Observation(f"wap_{uuid.uuid4().hex}")
+    try:
+        observed = df.observe(observation, *observed_metrics(suite))
+    except Exception:  # noqa: BLE001 - analysis error in a check: no observation
+        append(df)
+        return None
+    try:
+        append(observed)
+    except Exception as exc:  # noqa: BLE001
+        if "CommitFailedException" in str(exc) or "CommitStateUnknown" in str(exc):
+            raise
+        append(df)  # nothing was committed; a check failed at run time: write without it
+        return None
+    return dict(observation.get)
+
+
 def with_commit_retry(fn: Callable[[], None], attempts: int = 5) -> None:
     """Retry a Spark commit that lost an optimistic-concurrency race (nothing was committed)."""
     delay = 0.2
@@ -407,6 +440,7 @@ def _ingest(lh: Lakehouse, table: TableId, files: list[str], fmt: str, branch: s
     exists = cat.table_exists(lh.catalog, table)
     if not exists and not create:
         raise NotFoundError(f"table {table} does not exist; pass --create to create it from the source's schema")
+    suite = suite_for(lh.settings.checks_file, table)  # a broken checks file stops us before any write
     target = spark.table(lh.spark_name(table)).schema if exists else None
     prepared, target = read_source(lh, str(table), files, fmt, target)
     created = False
@@ -432,10 +466,7 @@ def _ingest(lh: Lakehouse, table: TableId, files: list[str], fmt: str, branch: s
         "wap.malformed-sample": json.dumps(prepared.sample, default=str)[:8000],
     }
     try:
-        writer = prepared.df.writeTo(lh.spark_name(table, branch))
-        for k, v in props.items():
-            writer = writer.option(f"snapshot-property.{k}", v)
-        with_commit_retry(writer.append)
+        metrics = _write(lh, prepared.df, lh.spark_name(table, branch), props, suite)
     except Exception:
         remove_branch_quietly(lh, table, branch)
         if created:
@@ -447,7 +478,8 @@ def _ingest(lh: Lakehouse, table: TableId, files: list[str], fmt: str, branch: s
         user=user, action="ingest", table=str(table), branch=branch, snapshot_before=main_before, snapshot_after=lin.head,
         outcome="written", details={"sources": files, "format": fmt, "batch_id": batch_id, "rows": prepared.rows, "malformed_rows": prepared.malformed},
     )
-    audit = run_audit(lh, table, branch, user=user)
+    audit = run_audit(lh, table, branch, user=user, suite=suite,
+                      observed=(lin.head, metrics) if metrics is not None and len(lin.new_snapshots) == 1 else None)
     return IngestResult(
         table=str(table), branch=branch, created_table=created, rows_written=prepared.rows, malformed_rows=prepared.malformed,
         snapshot_id=lin.head, fork_snapshot_id=lin.fork, sources=files, audit=audit, seconds=time.perf_counter() - t0,

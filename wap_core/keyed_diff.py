@@ -210,11 +210,11 @@ def _pyiceberg_filter(ranges: Sequence[KeyRange]) -> Any:
     expr: Any = None
     for r in ranges:
         if r.lo is None or r.hi is None:
-            part: Any = IsNull(r.column) if r.has_nulls else AlwaysFalse()
+            part: Any = IsNull(r.column) if r.has_nulls else AlwaysFalse()  # type: ignore[call-arg,misc,arg-type]  # PyIceberg's documented positional form; its pydantic signature confuses mypy
         else:
-            part = And(GreaterThanOrEqual(r.column, r.lo), LessThanOrEqual(r.column, r.hi))
+            part = And(GreaterThanOrEqual(r.column, r.lo), LessThanOrEqual(r.column, r.hi))  # type: ignore[call-arg,misc,arg-type]  # PyIceberg's documented positional form; its pydantic signature confuses mypy
             if r.has_nulls:
-                part = Or(part, IsNull(r.column))
+                part = Or(part, IsNull(r.column))  # type: ignore[call-arg,misc,arg-type]  # PyIceberg's documented positional form; its pydantic signature confuses mypy
         expr = part if expr is None else And(expr, part)
     return expr
 

@@ -45,16 +45,17 @@ def jdbc_jars(settings: Settings) -> list[str]:
         if missing:
             raise EnvironmentSetupError(f"WAP_JDBC_JARS names missing file(s): {', '.join(missing)}")
         return list(settings.jdbc_jars)
-    kind = "sqlite" if settings.jdbc_uri.startswith("jdbc:sqlite") else "postgresql"
     if not settings.jdbc_uri.startswith(("jdbc:sqlite", "jdbc:postgresql")):
         raise EnvironmentSetupError(f"no known JDBC driver for {settings.jdbc_uri}: set WAP_JDBC_JARS")
+    kind = "sqlite" if settings.jdbc_uri.startswith("jdbc:sqlite") else "postgresql"
     path, package = _DEBIAN_JARS[kind]
     if not Path(path).is_file():
         raise EnvironmentSetupError(
             f"the {kind} JDBC driver jar is missing ({path}). Install it with "
             f"'apt-get install -y {package}' (make setup does this), or point WAP_JDBC_JARS at a driver jar."
         )
-    return [path]
+    # The session is process-wide and later lakehouses may use the other database: load both drivers.
+    return [path] + [p for k, (p, _) in _DEBIAN_JARS.items() if k != kind and Path(p).is_file()]
 
 
 def catalog_conf(settings: Settings) -> dict[str, str]:
@@ -89,6 +90,9 @@ def get_spark(settings: Settings) -> SparkSession:
             _session = _build(settings)
             _registered[settings.catalog_name] = settings.jdbc_uri
             return _session
+        # Catalogs registered at run time are looked up through the thread's active session:
+        # make ours active in this thread (Streamlit serves each session from its own thread).
+        _session._jvm.SparkSession.setActiveSession(_session._jsparkSession)  # type: ignore[union-attr]
         known = _registered.get(settings.catalog_name)
         if known is None:
             for k, v in catalog_conf(settings).items():

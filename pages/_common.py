@@ -1,0 +1,248 @@
+"""Shared helpers of the console pages: the Lakehouse, the signed-in user, cached metadata, rendering.
+
+Pages stay thin: they read state through these helpers, call ``wap_core`` and render.
+Metadata helpers (tables, branches, journal, checks) never start Spark.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pandas as pd
+import streamlit as st
+
+from wap_core import Lakehouse, TableId
+from wap_core.exceptions import WapError
+from wap_core.spark import spark_running
+
+T = TypeVar("T")
+
+# Plain symbols (render with any font, also in headless browsers) plus Material icons for alerts.
+STATUS_ICON: dict[str, str] = {
+    "passed": "✔",
+    "warned": "▲",
+    "failed": "✖",
+    "error": "✖",
+    "not_audited": "○",
+    "stale": "↻",
+}
+STATUS_MATERIAL: dict[str, str] = {
+    "passed": ":material/check_circle:",
+    "warned": ":material/warning:",
+    "failed": ":material/cancel:",
+    "error": ":material/error:",
+    "not_audited": ":material/radio_button_unchecked:",
+    "stale": ":material/update:",
+}
+STATUS_COLOR: dict[str, str] = {
+    "passed": "#2da44e",
+    "warned": "#d4a72c",
+    "failed": "#cf222e",
+    "error": "#8250df",
+    "not_audited": "#8c959f",
+    "stale": "#e16f24",
+}
+_ENV_KEYS = ("WAP_HOME", "WAP_CHECKS", "WAP_USER", "WAP_CATALOG_NAME", "WAP_CATALOG_URI", "WAP_CATALOG_JDBC_URI",
+             "WAP_WAREHOUSE", "WAP_CONFIG", "WAP_SPARK_MASTER", "WAP_SHUFFLE_PARTITIONS", "WAP_JDBC_JARS")
+CACHE_TTL = 30  # seconds: metadata caches; every write clears them anyway
+
+
+# --------------------------------------------------------------------------- resources
+@st.cache_resource(show_spinner=False)
+def _lakehouse_for(env_key: tuple[tuple[str, str], ...]) -> Lakehouse:
+    return Lakehouse.from_env()
+
+
+def lakehouse() -> Lakehouse:
+    """The process-wide Lakehouse (one per distinct WAP_* environment; one SparkSession per process)."""
+    key = tuple((k, os.environ.get(k, "")) for k in _ENV_KEYS)
+    return _lakehouse_for(key)
+
+
+def current_user(lh: Lakehouse | None = None) -> str:
+    """The signed-in user: ``st.user`` when authentication is configured, else WAP_USER or the OS user."""
+    try:
+        if st.user.is_logged_in:
+            who = st.user.get("email") or st.user.get("name")
+            if who:
+                return str(who)
+    except (AttributeError, KeyError):
+        pass
+    if lh is not None:
+        return lh.user
+    return os.environ.get("WAP_USER") or getpass.getuser()
+
+
+def spark_status() -> str:
+    return "Spark: running" if spark_running() else "Spark: not started"
+
+
+def writes_done() -> None:
+    """Call after any write: every cached metadata view is stale now."""
+    st.cache_data.clear()
+
+
+def flash(kind: str, message: str) -> None:
+    """Queue a message shown at the top of the next run of the page (survives st.rerun)."""
+    st.session_state.setdefault("_flash", []).append((kind, message))
+
+
+def show_flash() -> None:
+    for kind, message in st.session_state.pop("_flash", []):
+        getattr(st, kind)(message)
+
+
+def guarded(action: Callable[[], T]) -> T | None:
+    """Run a wap_core call; show WapError as a clear in-page error instead of a traceback."""
+    try:
+        return action()
+    except WapError as exc:
+        st.error(str(exc))
+        return None
+
+
+@contextmanager
+def wap_errors() -> Iterator[None]:
+    try:
+        yield
+    except WapError as exc:
+        st.error(str(exc))
+
+
+# --------------------------------------------------------------------------- cached metadata (no Spark)
+@st.cache_data(ttl=CACHE_TTL, show_spinner=False)
+def table_infos() -> list[dict[str, Any]]:
+    from wap_core.status import table_infos as infos
+
+    return [t.to_dict() for t in infos(lakehouse())]
+
+
+@st.cache_data(ttl=CACHE_TTL, show_spinner=False)
+def table_names() -> list[str]:
+    return [str(t) for t in lakehouse().tables()]
+
+
+@st.cache_data(ttl=CACHE_TTL, show_spinner=False)
+def branches(table: str | None = None) -> list[dict[str, Any]]:
+    from wap_core.status import list_branches
+
+    tid = TableId.parse(table) if table else None
+    return [b.to_dict() for b in list_branches(lakehouse(), tid)]
+
+
+@st.cache_data(ttl=CACHE_TTL, show_spinner=False)
+def journal(table: str | None = None, action: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
+    return [e.to_dict() for e in lakehouse().journal.history(table, action=action, limit=limit)]
+
+
+@st.cache_data(ttl=CACHE_TTL, show_spinner=False)
+def audit_record(table: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
+    out = []
+    for a in lakehouse().journal.audit_record(table, limit=limit):
+        checks = a.result.get("checks", [])
+        out.append({
+            "at": a.at.isoformat(), "user": a.user, "table": a.table, "branch": a.branch, "snapshot_id": a.snapshot_id,
+            "status": a.status, "rows_checked": a.result.get("rows_checked"),
+            "checks": {c["name"]: c["status"] for c in checks},
+            "failed_checks": [c["name"] for c in checks if c.get("status") in ("failed", "error")],
+        })
+    return out
+
+
+@st.cache_data(ttl=CACHE_TTL, show_spinner=False)
+def timeline(table: str, ref: str = "main") -> list[dict[str, Any]]:
+    from wap_core.status import snapshot_timeline
+
+    return snapshot_timeline(lakehouse(), TableId.parse(table), ref)
+
+
+# --------------------------------------------------------------------------- rendering
+def review_url(table: str, branch: str) -> str:
+    return f"/review?table={table}&branch={branch}"
+
+
+def status_badge(status: str) -> str:
+    return f"{STATUS_ICON.get(status, '○')} {status.replace('_', ' ')}"
+
+
+def style_status(df: pd.DataFrame, column: str = "status") -> Any:
+    """A Styler colouring the badge cells of ``column`` (green passed, red failed, ...)."""
+
+    def color(value: Any) -> str:
+        text = str(value)
+        for status, hex_color in STATUS_COLOR.items():
+            if text.endswith(status.replace("_", " ")):
+                return f"color: {hex_color}; font-weight: 600"
+        return ""
+
+    return df.style.map(color, subset=[column]) if column in df.columns and len(df) else df
+
+
+def human_bytes(n: int | float | None) -> str:
+    if n is None:
+        return "-"
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(size) < 1024 or unit == "TB":
+            return f"{size:,.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
+        size /= 1024
+    return f"{size:,.1f} TB"  # pragma: no cover
+
+
+def short_time(iso: str | None) -> str:
+    if not iso:
+        return "-"
+    return iso.replace("T", " ")[:19]
+
+
+def frame(rows: list[dict[str, Any]], columns: list[str] | None = None) -> pd.DataFrame:
+    df = pd.DataFrame(rows)
+    if columns is not None:
+        for c in columns:
+            if c not in df.columns:
+                df[c] = None
+        df = df[columns]
+    return df
+
+
+def to_datetime(series: pd.Series) -> pd.Series:
+    return pd.to_datetime(series, utc=True, errors="coerce", format="ISO8601")
+
+
+def ensure_router() -> None:
+    """Make sure app.py (the router) runs every page, even on a fresh server's first deep link.
+
+    Streamlit still treats a folder named ``pages/`` as a v1 multipage app until ``st.navigation``
+    has run once in the process: a first request to ``/review?...`` would then run
+    ``pages/review.py`` alone (no sidebar, helper modules listed as pages). In that case the
+    router is executed in place, in this same script run (so widget events are kept), and the
+    direct run of the page stops once the router has rendered it.
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if not PagesManager.uses_pages_directory:
+        return
+    PagesManager.uses_pages_directory = False
+    app = Path(__file__).resolve().parent.parent / "app.py"
+    exec(compile(app.read_text(), str(app), "exec"), {"__name__": "__main__", "__file__": str(app)})  # noqa: S102
+    st.stop()
+
+
+def page_header(title: str, caption: str | None = None) -> None:
+    ensure_router()
+    st.title(title)
+    if caption:
+        st.caption(caption)
+    show_flash()
+
+
+def sanitize_filename(name: str) -> str:
+    """A safe file name for an upload: basename only, [A-Za-z0-9._-], no leading dots."""
+    base = Path(name).name
+    clean = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in base).lstrip(".")
+    return clean[:200] or "upload"

@@ -1,0 +1,53 @@
+"""Checks: each table's suite (from the checks file) and its recent pass/fail record. No Spark."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from pages import _common as ui
+from wap_core.checks import load_checks
+
+ui.page_header("Checks", "The data-quality suite each table's batches must pass, and how they fared recently.")
+lh = ui.lakehouse()
+path = lh.settings.checks_file
+st.caption(f"Checks file: `{path}`")
+
+with ui.wap_errors():
+    suites = load_checks(path) if path.exists() else {}
+    if not suites:
+        st.info(f"No suites: {path} is missing or empty. Every batch then passes on built-in checks only.")
+    record = ui.audit_record(limit=2000)
+    for name in sorted(suites):
+        suite = suites[name]
+        st.subheader(name)
+        runs = [r for r in record if r["table"] == name]
+        rows = []
+        for spec in suite.checks:
+            statuses = [r["checks"].get(spec.name) for r in runs if spec.name in r["checks"]]
+            rows.append({
+                "check": spec.name, "type": spec.type, "columns": ", ".join(spec.columns), "level": spec.level.value,
+                "threshold": spec.threshold, "runs": len(statuses),
+                "passed": sum(s == "passed" for s in statuses), "warned": sum(s == "warned" for s in statuses),
+                "failed": sum(s in ("failed", "error") for s in statuses),
+                "last": ui.status_badge(statuses[0]) if statuses else "–",
+            })
+        st.dataframe(ui.style_status(pd.DataFrame(rows), "last"), hide_index=True, width="stretch")
+        if runs:
+            long = pd.DataFrame([{"at": r["at"], "branch": r["branch"], "check": c, "status": s} for r in runs[:50] for c, s in r["checks"].items()])
+            long["at"] = ui.to_datetime(long["at"])
+            chart = (
+                alt.Chart(long)
+                .mark_square(size=140)
+                .encode(x=alt.X("at:T", title="audit time"), y=alt.Y("check:N", title=None),
+                        color=alt.Color("status:N", scale=alt.Scale(domain=list(ui.STATUS_COLOR), range=list(ui.STATUS_COLOR.values()))),
+                        tooltip=["at:T", "branch:N", "check:N", "status:N"])
+                .properties(height=max(120, 22 * len(suite.checks)), title="Recent audits")
+            )
+            st.altair_chart(chart, width="stretch")
+        else:
+            st.caption("No audits recorded for this table yet.")
+    other = sorted({r["table"] for r in record} - set(suites))
+    if other:
+        st.caption(f"Audited tables without a suite in the checks file: {', '.join(other)}")

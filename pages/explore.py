@@ -1,0 +1,92 @@
+"""Explore: any table at any ref (branch, tag, snapshot id or time): schema, snapshots, rows, read-only SQL."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import streamlit as st
+
+from pages import _common as ui
+from wap_core import TableId
+from wap_core import explore as ex
+from wap_core.exceptions import WapError
+
+ui.page_header("Explore", "Read-only: browse a table as of any branch, tag, snapshot or point in time.")
+lh = ui.lakehouse()
+
+tables = ui.table_names()
+if not tables:
+    st.info("No tables yet.")
+    st.stop()
+
+q_table = st.query_params.get("table")
+c1, c2, c3 = st.columns([2, 1, 2])
+table = c1.selectbox("Table", tables, index=tables.index(q_table) if q_table in tables else 0)
+tid = TableId.parse(table)
+try:
+    tbl = lh.table(tid)
+except WapError as exc:
+    st.error(str(exc))
+    st.stop()
+refs = ex.refs_of(tbl)
+kind = c2.selectbox("Ref kind", list(ex.REF_KINDS))
+if kind in ("branch", "tag"):
+    options = refs[kind]
+    q_ref = st.query_params.get("ref")
+    value: object = c3.selectbox(kind.capitalize(), options, index=options.index(q_ref) if q_ref in options else 0) if options else None
+elif kind == "snapshot":
+    snaps = sorted(tbl.metadata.snapshots, key=lambda s: -s.timestamp_ms)
+    value = c3.selectbox("Snapshot", [s.snapshot_id for s in snaps],
+                         format_func=lambda i: f"{i} · {ui.short_time(datetime.fromtimestamp(tbl.metadata.snapshot_by_id(i).timestamp_ms / 1000, tz=timezone.utc).isoformat())}")
+else:
+    value = c3.text_input("Time on main (ISO 8601, UTC)", value=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+if value is None:
+    st.info(f"{tid} has no {kind}.")
+    st.stop()
+try:
+    ref = ex.resolve_ref(tbl, tid, kind, value)  # type: ignore[arg-type]
+except WapError as exc:
+    st.error(str(exc))
+    st.stop()
+st.caption(f"Reading {tid} at {ref.label}")
+
+tab_schema, tab_snaps, tab_rows, tab_sql = st.tabs(["Schema", "Snapshots", "Rows", "SQL"])
+with tab_schema:
+    st.dataframe(ui.frame(ex.schema_rows(tbl, ref.snapshot_id)), hide_index=True, width="stretch")
+with tab_snaps:
+    ref_name = ref.value if kind in ("branch", "tag") else "main"
+    tl = ui.timeline(table, ref_name)
+    df = ui.frame(tl, ["at", "snapshot_id", "parent_id", "operation", "added_records", "total_records", "user", "source"])
+    df["at"] = ui.to_datetime(df["at"])
+    st.caption(f"Ancestry of {ref_name}, newest first")
+    st.dataframe(df, hide_index=True, width="stretch",
+                 column_config={"snapshot_id": st.column_config.NumberColumn("snapshot", format="%d"),
+                                "parent_id": st.column_config.NumberColumn("parent", format="%d")})
+with tab_rows:
+    columns = [r["column"] for r in ex.schema_rows(tbl, ref.snapshot_id)]
+    with st.form("rows"):
+        f1, f2, f3, f4 = st.columns([2, 1, 2, 1])
+        col = f1.selectbox("Filter column", ["(none)", *columns])
+        op = f2.selectbox("Operator", list(ex.FILTER_OPS))
+        val = f3.text_input("Value")
+        limit = f4.number_input("Rows", 1, ex.MAX_ROWS, 200)
+        go = st.form_submit_button("Show rows")
+    if go:
+        filters = [] if col == "(none)" else [(col, op, val)]
+        try:
+            with st.spinner("Reading rows with Spark…"):
+                st.dataframe(ex.rows(lh, tid, ref.snapshot_id, filters, int(limit)), hide_index=True, width="stretch")
+        except WapError as exc:
+            st.error(str(exc))
+with tab_sql:
+    st.caption(f"One read-only query over **`{ex.VIEW}`** ({tid} at {ref.kind} {ref.value}). Anything that would write is refused.")
+    with st.form("sql"):
+        sql = st.text_area("SQL", value=f"SELECT * FROM {ex.VIEW} LIMIT 20", height=120)
+        run = st.form_submit_button("Run query")
+    if run:
+        try:
+            with st.spinner("Running with Spark…"):
+                st.dataframe(ex.run_sql(lh, tid, ref.snapshot_id, sql), hide_index=True, width="stretch")
+        except WapError as exc:
+            st.error(str(exc))

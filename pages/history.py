@@ -1,0 +1,56 @@
+"""History: the journal (who did what, when, why), filterable; main's snapshot timeline per table.
+
+Metadata only (journal + PyIceberg).
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import streamlit as st
+
+from pages import _common as ui
+from wap_core.journal import ACTIONS
+
+ui.page_header("History", "Every ingest, audit, publish, rebase, discard and refusal, with who and why.")
+
+with ui.wap_errors():
+    tables = ui.table_names()
+    f1, f2, f3, f4 = st.columns(4)
+    table = f1.selectbox("Table", ["All tables", *tables])
+    action = f2.selectbox("Action", ["All actions", *ACTIONS])
+    entries = ui.journal(None if table == "All tables" else table, None if action == "All actions" else action, 2000)
+    outcomes = sorted({e["outcome"] for e in entries})
+    pick_outcome = f3.multiselect("Outcome", outcomes, placeholder="All outcomes")
+    who = f4.text_input("User contains")
+    shown = [e for e in entries if (not pick_outcome or e["outcome"] in pick_outcome) and (not who or who.lower() in e["user"].lower())]
+    st.caption(f"{len(shown)} journal entries")
+    df = ui.frame(shown, ["at", "user", "action", "table", "branch", "outcome", "reason", "snapshot_before", "snapshot_after", "details"])
+    df["at"] = ui.to_datetime(df["at"])
+    df["details"] = df["details"].map(lambda d: "" if not d else str(d))
+    st.dataframe(df, hide_index=True, width="stretch", height=360,
+                 column_config={"at": st.column_config.DatetimeColumn("at", format="YYYY-MM-DD HH:mm:ss"),
+                                "snapshot_before": st.column_config.NumberColumn("before", format="%d"),
+                                "snapshot_after": st.column_config.NumberColumn("after", format="%d")})
+
+    st.subheader("Main's snapshot timeline")
+    if not tables:
+        st.info("No tables yet.")
+    else:
+        t = st.selectbox("Table ", tables, index=tables.index(table) if table in tables else 0)
+        tl = ui.timeline(t, "main")
+        if not tl:
+            st.caption("Main has no snapshots yet.")
+        else:
+            tdf = ui.frame(tl, ["at", "snapshot_id", "parent_id", "operation", "added_records", "total_records", "user", "source"])
+            tdf["at"] = ui.to_datetime(tdf["at"])
+            chart = (
+                alt.Chart(tdf)
+                .mark_line(point=alt.OverlayMarkDef(size=80), interpolate="step-after")
+                .encode(x=alt.X("at:T", title="commit time"), y=alt.Y("total_records:Q", title="rows on main"),
+                        tooltip=["snapshot_id:N", "operation:N", "added_records:Q", "total_records:Q", "user:N", "source:N"])
+                .properties(height=240)
+            )
+            st.altair_chart(chart, width="stretch")
+            st.dataframe(tdf, hide_index=True, width="stretch",
+                         column_config={"snapshot_id": st.column_config.NumberColumn("snapshot", format="%d"),
+                                        "parent_id": st.column_config.NumberColumn("parent", format="%d")})

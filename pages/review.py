@@ -1,0 +1,203 @@
+"""Review one audit branch: /review?table=NS.TABLE&branch=NAME (a deep link).
+
+Order: verdict and failing checks, the metadata-only diff (instant), actions, the audit in detail,
+then the diff Spark computes (rows, schema, per-column profiles, distribution charts) and a preview.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from pages import _common as ui
+from pages import _review_parts as rv
+from wap_core import TableId
+from wap_core import catalog as cat
+from wap_core.audit import latest_audit, run_audit
+from wap_core.exceptions import ValidationError, WapError
+from wap_core.identifiers import validate_branch
+from wap_core.publish import discard, publish, publish_readiness, rebase
+
+DIALOG = "review_dialog"
+
+ui.page_header("Review")
+lh = ui.lakehouse()
+user = ui.current_user(lh)
+
+table_q, branch_q = st.query_params.get("table"), st.query_params.get("branch")
+if not table_q or not branch_q:
+    open_branches = ui.branches()
+    if not open_branches:
+        st.info("No open audit branches to review.")
+        st.stop()
+    st.write("Pick a branch to review, or open a link like `/review?table=demo.flights&branch=audit_2013_02_w2`.")
+    for b in open_branches:
+        st.page_link("pages/review.py", label=f"{b['table']} · {b['branch']} — {ui.status_badge(b['status'])}",
+                     query_params={"table": b["table"], "branch": b["branch"]})
+    st.stop()
+
+try:
+    tid = TableId.parse(table_q)
+    branch = validate_branch(branch_q)
+    tbl = lh.table(tid)
+except WapError as exc:
+    st.error(str(exc))
+    st.stop()
+
+st.subheader(f"{tid} · {branch}")
+if branch not in cat.branch_names(tbl):
+    st.warning(f"Branch {branch!r} is not open on {tid}: it was published, discarded or never existed.")
+    past = [e for e in ui.journal(str(tid), limit=200) if e["branch"] == branch]
+    if past:
+        st.dataframe(ui.frame(past, ["at", "user", "action", "outcome", "reason"]), hide_index=True, width="stretch")
+    st.page_link("pages/branches.py", label="Open branches", icon=":material/account_tree:")
+    st.stop()
+
+head = cat.ref_snapshot_id(tbl, branch)
+audit = latest_audit(lh, tid, branch)
+ready = publish_readiness(lh, tid, branch, tbl)
+meta = cat.metadata_diff(tbl, tid, branch)
+
+# ----------------------------------------------------------------------------- verdict
+rv.verdict(audit, head, ready, meta)
+
+# ----------------------------------------------------------------------------- metadata diff (no Spark)
+st.markdown("#### What the branch changes (metadata)")
+rv.metadata_summary(meta)
+
+# ----------------------------------------------------------------------------- actions
+
+
+def _open(kind: str, **extra: Any) -> None:
+    st.session_state[DIALOG] = {"kind": kind, "table": str(tid), "branch": branch, **extra}
+
+
+def _close() -> None:
+    st.session_state.pop(DIALOG, None)
+
+
+st.markdown("#### Actions")
+a1, a2, a3, a4 = st.columns(4)
+rerun_audit = a1.button("Re-run audit", icon=":material/replay:", width="stretch", help="Evaluate the table's checks on the branch head again")
+if a2.button("Publish", icon=":material/publish:", type="primary", disabled=not ready.allowed, width="stretch",
+             help=ready.message if not ready.allowed else "Fast-forward main to this branch"):
+    _open("publish", force=False)
+if a3.button("Discard", icon=":material/delete:", width="stretch", help="Drop the branch; main is untouched"):
+    _open("discard")
+do_rebase = meta.main_moved and a4.button("Rebase", icon=":material/merge:", width="stretch", help="Replay this batch onto current main")
+if not ready.allowed:
+    st.warning(f"**Publish is disabled:** {ready.message}")
+    if ready.forceable:
+        with st.expander("Force publish (approvers only, journaled with your reason)"):
+            st.caption("A forced publish overrides the audit. It needs a reason, which is recorded in the journal with your name.")
+            if st.button("Force publish", icon=":material/gpp_maybe:"):
+                _open("publish", force=True)
+else:
+    st.success(f"Ready to publish: {ready.message}")
+
+if rerun_audit:
+    try:
+        with st.status("Running the audit with Spark…", expanded=True) as s:
+            st.write("Reading the branch's new rows and evaluating the suite…")
+            result = run_audit(lh, tid, branch, user=user)
+            s.update(label=f"Audit {result.status}", state="complete")
+        ui.writes_done()
+        ui.flash("success" if result.passed else "warning",
+                 f"Audit re-run by {user}: {result.status} ({result.rows_checked:,} rows, {len(result.checks)} checks).")
+        st.rerun()
+    except WapError as exc:
+        st.error(str(exc))
+if do_rebase:
+    try:
+        with st.status("Rebasing onto current main with Spark…", expanded=True) as s:
+            rb = rebase(lh, tid, branch, user=user)
+            s.update(label=f"Rebase: {rb.outcome}", state="complete")
+        ui.writes_done()
+        ui.flash("success", f"Rebased {tid} {branch} onto main ({rb.rows:,} rows replayed). Audit it again before publishing.")
+        st.rerun()
+    except WapError as exc:
+        st.error(str(exc))
+
+
+@st.dialog("Publish to main", on_dismiss=_close)
+def publish_dialog(force: bool) -> None:
+    if force:
+        st.warning(f"Force publish {tid} · {branch}: {ready.message}")
+        reason = st.text_area("Reason (required)", key="force_reason", placeholder="Why is publishing despite the audit acceptable?")
+    else:
+        st.write(f"Fast-forward **main** of `{tid}` to branch `{branch}` ({meta.rows_added:,} rows added).")
+        reason = st.text_input("Note (optional)", key="publish_note")
+    confirm_col, cancel_col = st.columns(2)
+    confirm = confirm_col.button("Confirm", type="primary", width="stretch")
+    if cancel_col.button("Cancel", width="stretch"):
+        _close()
+        st.rerun()
+    if confirm:
+        if force and not reason.strip():
+            st.error("A forced publish needs a reason.")
+            return
+        try:
+            res = publish(lh, tid, branch, force=force, reason=reason.strip() or None, user=user)
+        except WapError as exc:
+            st.error(str(exc))
+            return
+        _close()
+        ui.writes_done()
+        ui.flash("success", f"{'Force-published' if res.forced else 'Published'} {tid} · {branch}: main is now snapshot {res.main_after}.")
+        st.rerun()
+
+
+@st.dialog("Discard branch", on_dismiss=_close)
+def discard_dialog() -> None:
+    st.write(f"Drop branch `{branch}` of `{tid}`. Main is not touched; the branch's rows will no longer be published.")
+    reason = st.text_input("Reason (required)", key="discard_reason", placeholder="e.g. source file was incomplete")
+    confirm_col, cancel_col = st.columns(2)
+    confirm = confirm_col.button("Confirm", type="primary", width="stretch")
+    if cancel_col.button("Cancel", width="stretch"):
+        _close()
+        st.rerun()
+    if confirm:
+        if not reason.strip():
+            st.error("Discarding needs a reason: it is recorded in the journal.")
+            return
+        try:
+            discard(lh, tid, branch, reason=reason.strip(), user=user)
+        except WapError as exc:
+            st.error(str(exc))
+            return
+        _close()
+        ui.writes_done()
+        ui.flash("success", f"Discarded {tid} · {branch} ({reason.strip()}). Main is unchanged.")
+        st.rerun()
+
+
+dialog = st.session_state.get(DIALOG)
+if dialog and dialog.get("table") == str(tid) and dialog.get("branch") == branch:
+    if dialog["kind"] == "publish":
+        publish_dialog(bool(dialog.get("force")))
+    elif dialog["kind"] == "discard":
+        discard_dialog()
+
+# ----------------------------------------------------------------------------- audit
+st.markdown("#### Audit")
+rv.audit_details(audit, head)
+
+# ----------------------------------------------------------------------------- Spark diff + preview
+st.markdown("#### Diff against main (Spark)")
+diff: dict[str, Any] | None = None
+try:
+    with st.status("Computing the diff with Spark…", expanded=False) as s:
+        diff = rv.cached_diff(str(tid), branch, head)
+        s.update(label=f"Diff computed on {diff['rows_added']:,} new rows", state="complete")
+except (WapError, ValidationError) as exc:
+    st.error(str(exc))
+if diff is not None:
+    rv.diff_details(diff)
+
+st.markdown("#### New rows (preview)")
+try:
+    with st.spinner("Reading the first new rows…"):
+        st.dataframe(rv.cached_preview(str(tid), branch, head), hide_index=True, width="stretch", height=320)
+except WapError as exc:
+    st.error(str(exc))

@@ -1,0 +1,281 @@
+"""The Streamlit console under AppTest, against a real (small) lakehouse on the shared SparkSession.
+
+One module-scoped lakehouse ``shop.orders`` with a published first batch and open branches:
+``bad_batch`` (fails not_null + positive_amount), ``good_batch`` (passes), ``late_batch`` (passes;
+main moves under it once good_batch is published). Tests run in file order and change that state.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from wap_core import Lakehouse, Settings, TableId
+from wap_core import explore
+from wap_core.exceptions import ValidationError
+from wap_core.ingest import ingest
+from wap_core.publish import publish
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+ORDERS = TableId("shop", "orders")
+CHECKS = """\
+shop.orders:
+  checks:
+    - not_null: [amount]
+    - expression: {name: positive_amount, sql: "amount > 0"}
+    - accepted_values: {column: city, values: [Paris, Lyon, Nice]}
+"""
+USER = "steward-anna"
+_names = itertools.count(1)
+
+
+def _csv(path: Path, rows: list[tuple[int, str, str, str]]) -> str:
+    path.write_text("id,customer,amount,city\n" + "".join(f"{i},{c},{a},{city}\n" for i, c, a, city in rows))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def shop(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Lakehouse:
+    home = tmp_path_factory.mktemp("console")
+    (home / "checks.yml").write_text(CHECKS)
+    settings = Settings(home=home, checks_path=home / "checks.yml", user="seeder", catalog_name=f"console{next(_names)}",
+                        shuffle_partitions=2)
+    lh = Lakehouse(settings)
+    src = home / "src"
+    src.mkdir()
+    cities = ["Paris", "Lyon", "Nice"]
+    first = ingest(lh, ORDERS, [_csv(src / "first.csv", [(i, f"c{i}", f"{10 + i}.5", cities[i % 3]) for i in range(1, 41)])],
+                   create=True, branch="initial")
+    assert first.audit.status == "passed", first.audit.to_dict()
+    publish(lh, ORDERS, "initial")
+    bad_rows = [(100 + i, f"c{i}", f"{5 + i}.0", cities[i % 3]) for i in range(20)]
+    bad_rows += [(200, "nobody", "", "Paris"), (201, "refund", "-3.0", "Lyon"), (202, "refund2", "-1.0", "Nice")]
+    bad = ingest(lh, ORDERS, [_csv(src / "bad.csv", bad_rows)], branch="bad_batch")
+    assert bad.audit.status == "failed"
+    good = ingest(lh, ORDERS, [_csv(src / "good.csv", [(300 + i, f"g{i}", f"{20 + i}.0", cities[i % 3]) for i in range(25)])],
+                  branch="good_batch")
+    assert good.audit.status == "passed"
+    late = ingest(lh, ORDERS, [_csv(src / "late.csv", [(400 + i, f"l{i}", f"{30 + i}.0", cities[i % 3]) for i in range(5)])],
+                  branch="late_batch")
+    assert late.audit.status == "passed"
+    _csv(src / "more.csv", [(500 + i, f"m{i}", f"{40 + i}.0", "Lyon") for i in range(7)])
+    return lh
+
+
+@pytest.fixture
+def env(shop: Lakehouse, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lakehouse]:
+    s = shop.settings
+    monkeypatch.setenv("WAP_HOME", str(s.home))
+    monkeypatch.setenv("WAP_CHECKS", str(s.checks_file))
+    monkeypatch.setenv("WAP_CATALOG_NAME", s.catalog_name)
+    monkeypatch.setenv("WAP_USER", USER)
+    for var in ("WAP_CONFIG", "WAP_CATALOG_URI", "WAP_CATALOG_JDBC_URI", "WAP_WAREHOUSE"):
+        monkeypatch.delenv(var, raising=False)
+    yield shop
+
+
+def _app() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _review(table: str, branch: str) -> AppTest:
+    at = _app()
+    at.switch_page("pages/review.py")
+    at.query_params["table"] = table
+    at.query_params["branch"] = branch
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _button(at: AppTest, label: str):  # type: ignore[no-untyped-def]
+    found = [b for b in at.button if b.label == label]
+    assert found, f"no button {label!r}; buttons: {[b.label for b in at.button]}"
+    return found[0]
+
+
+def _refs(lh: Lakehouse) -> dict[str, int]:
+    return {name: ref.snapshot_id for name, ref in lh.table(ORDERS).metadata.refs.items()}
+
+
+def _texts(elements) -> str:  # type: ignore[no-untyped-def]
+    return "\n".join(str(e.value) for e in elements)
+
+
+# ----------------------------------------------------------------------------- metadata pages, no Spark
+def test_metadata_pages_render_without_spark(env: Lakehouse, monkeypatch: pytest.MonkeyPatch) -> None:
+    import wap_core.spark as spark_mod
+
+    def no_spark(*_a: object, **_k: object) -> None:
+        raise AssertionError("a metadata page tried to start Spark")
+
+    monkeypatch.setattr(spark_mod, "get_spark", no_spark)
+    at = _app()  # Overview
+    assert at.title[0].value == "Overview"
+    assert "bad_batch" in at.dataframe[1].value.to_string()
+    assert any(m.label.endswith("failed") and m.value == "1" for m in at.metric)
+    assert len(at.get("vega_lite_chart")) >= 1  # audit outcomes over time (Altair)
+    assert "Signed in as **steward-anna**" in _texts(at.sidebar.caption)
+    for page, title in (("branches", "Branches"), ("history", "History"), ("checks", "Checks")):
+        at.switch_page(f"pages/{page}.py").run()
+        assert not at.exception, (page, [e.value for e in at.exception])
+        assert at.title[0].value == title
+    # Branches: every open branch with a review link, filterable by status.
+    at.switch_page("pages/branches.py").run()
+    df = at.dataframe[0].value.data if hasattr(at.dataframe[0].value, "data") else at.dataframe[0].value
+    assert set(df["branch"]) == {"bad_batch", "good_batch", "late_batch"}
+    assert "/review?table=shop.orders&branch=bad_batch" in set(df["review"])
+    at.multiselect[1].select("failed").run()
+    df = at.dataframe[0].value.data if hasattr(at.dataframe[0].value, "data") else at.dataframe[0].value
+    assert list(df["branch"]) == ["bad_batch"]
+
+
+def test_sidebar_reports_spark_status(env: Lakehouse) -> None:
+    at = _app()
+    from wap_core.spark import spark_running
+
+    expected = "Spark: running" if spark_running() else "Spark: not started"
+    assert expected in _texts(at.sidebar.caption)
+
+
+# ----------------------------------------------------------------------------- review
+def test_review_failing_branch_shows_why_and_disables_publish(env: Lakehouse) -> None:
+    at = _review("shop.orders", "bad_batch")
+    errors = _texts(at.error)
+    assert "Audit failed" in errors and "not_null(amount)" in errors and "positive_amount" in errors
+    pub = _button(at, "Publish")
+    assert pub.disabled
+    assert "Publish is disabled" in _texts(at.warning) and "audit failed" in _texts(at.warning)
+    # Metadata diff first: rows added from snapshot summaries.
+    assert [m.value for m in at.metric if m.label == "Rows added"][0] == "23"
+    # Spark diff rendered (rows counted by Spark) and a preview of the new rows.
+    assert [m.value for m in at.metric if m.label == "Rows added (counted)"] == ["23"]
+    assert any(len(d.value) == 23 for d in at.dataframe if hasattr(d.value, "__len__") and not hasattr(d.value, "data"))
+    assert _button(at, "Re-run audit") and _button(at, "Discard")
+    assert not [b for b in at.button if b.label == "Rebase"]  # main did not move
+
+
+def test_review_rerun_audit_records_user(env: Lakehouse) -> None:
+    before = len(env.journal.audit_record(str(ORDERS)))
+    at = _review("shop.orders", "bad_batch")
+    _button(at, "Re-run audit").click().run()
+    assert not at.exception
+    assert "Audit re-run by steward-anna: failed" in _texts(at.warning)
+    record = env.journal.audit_record(str(ORDERS))
+    assert len(record) == before + 1 and record[0].user == USER and record[0].status == "failed"
+
+
+def test_review_force_publish_needs_a_reason(env: Lakehouse) -> None:
+    refs = _refs(env)
+    at = _review("shop.orders", "bad_batch")
+    _button(at, "Force publish").click().run()
+    assert _button(at, "Confirm")
+    _button(at, "Confirm").click().run()  # no reason typed
+    assert "A forced publish needs a reason." in _texts(at.error)
+    assert _refs(env) == refs
+    _button(at, "Cancel").click().run()
+    assert not [b for b in at.button if b.label == "Confirm"]
+
+
+def test_review_discard_with_confirm_and_reason(env: Lakehouse) -> None:
+    refs = _refs(env)
+    at = _review("shop.orders", "bad_batch")
+    _button(at, "Discard").click().run()
+    _button(at, "Confirm").click().run()  # a reason is required
+    assert "needs a reason" in _texts(at.error)
+    assert "bad_batch" in _refs(env)
+    at.text_input(key="discard_reason").input("negative refunds and a blank amount")
+    _button(at, "Confirm").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "Discarded shop.orders · bad_batch" in _texts(at.success)
+    now = _refs(env)
+    assert "bad_batch" not in now
+    assert now["main"] == refs["main"]
+    entry = env.journal.history(str(ORDERS), branch="bad_batch", action="discard")[0]
+    assert entry.user == USER and entry.reason == "negative refunds and a blank amount"
+
+
+def test_review_publish_passing_branch_then_rebase_the_other(env: Lakehouse) -> None:
+    refs = _refs(env)
+    at = _review("shop.orders", "good_batch")
+    pub = _button(at, "Publish")
+    assert not pub.disabled
+    pub.click().run()
+    _button(at, "Confirm").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "Published shop.orders · good_batch" in _texts(at.success)
+    now = _refs(env)
+    assert now["main"] == refs["good_batch"] and "good_batch" not in now
+    assert env.journal.history(str(ORDERS), action="publish")[0].user == USER
+    # late_batch forked before that publish: main moved, so Publish is disabled and Rebase is offered.
+    at = _review("shop.orders", "late_batch")
+    assert _button(at, "Publish").disabled
+    assert "main moved" in _texts(at.warning)
+    _button(at, "Rebase").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "Rebased shop.orders late_batch" in _texts(at.success)
+    from wap_core.catalog import lineage
+
+    assert not lineage(env.table(ORDERS), "late_batch").main_moved
+
+
+def test_review_of_missing_branch_and_bad_link(env: Lakehouse) -> None:
+    at = _review("shop.orders", "bad_batch")  # discarded above
+    assert "is not open" in _texts(at.warning)
+    at = _review("shop.orders", "no;drop")
+    assert "invalid branch name" in _texts(at.error)
+
+
+# ----------------------------------------------------------------------------- ingest, explore
+def test_ingest_server_path_links_to_review(env: Lakehouse) -> None:
+    at = _app()
+    at.switch_page("pages/ingest.py").run()
+    at.radio[0].set_value("Server-side path")
+    at.text_input[0].input(str(env.settings.home / "src" / "more.csv"))
+    at.selectbox[0].set_value("shop.orders")
+    at.text_input[2].input("more_batch")
+    at.button[0].click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "Branch **more_batch** of **shop.orders**: 7 rows written" in _texts(at.success)
+    assert "more_batch" in _refs(env)
+    assert env.journal.history(str(ORDERS), branch="more_batch", action="ingest")[0].user == USER
+
+
+def test_explore_sql_is_read_only(env: Lakehouse) -> None:
+    at = _app()
+    at.switch_page("pages/explore.py").run()
+    assert not at.exception
+    refs_before = _refs(env)
+    at.text_area[0].input("DROP TABLE ref_view")
+    at.button[-1].click().run()  # Run query
+    assert "read-only" in _texts(at.error)
+    at.text_area[0].input("SELECT city, count(*) AS n FROM ref_view GROUP BY city ORDER BY city")
+    at.button[-1].click().run()
+    assert not at.error and not at.exception, (_texts(at.error), [e.value for e in at.exception])
+    result = at.dataframe[-1].value
+    assert list(result["city"]) == ["Lyon", "Nice", "Paris"]
+    assert _refs(env) == refs_before
+
+
+def test_explore_module_refuses_writes(env: Lakehouse) -> None:
+    spark = env.spark
+    assert explore.check_read_only(spark, "WITH a AS (SELECT id FROM ref_view) SELECT * FROM a")
+    for sql in ("INSERT INTO ref_view VALUES (1)", "SELECT 1; DROP TABLE x", f"SELECT * FROM {env.settings.catalog_name}.shop.orders",
+                "WITH a AS (SELECT 1) INSERT INTO t SELECT * FROM a", "SELECT reflect('java.lang.System', 'exit', 0)",
+                "SELECT * FROM parquet.`/etc`", "CACHE TABLE ref_view", ""):
+        with pytest.raises(ValidationError):
+            explore.check_read_only(spark, sql)
+    tbl = env.table(ORDERS)
+    ref = explore.resolve_ref(tbl, ORDERS, "branch", "main")
+    got = explore.rows(env, ORDERS, ref.snapshot_id, [("city", "=", "Lyon")], limit=1000)
+    assert len(got) > 0 and set(got["city"]) == {"Lyon"}
+    with pytest.raises(ValidationError):
+        explore.rows(env, ORDERS, ref.snapshot_id, [("amount; drop", "=", "1")])
+

@@ -1,0 +1,152 @@
+"""End to end in a real browser: the console server on a seeded demo lakehouse, driven by Chromium.
+
+Opens the review deep link of the failing demo branch in a fresh browser, screenshots it to
+docs/review.png, discards the branch through the confirmation dialog, then checks with PyIceberg
+that the branch is gone and main did not move.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from wap_core import Lakehouse, Settings, TableId
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync"]
+FLIGHTS = TableId("demo", "flights")
+BRANCH = "audit_2013_02_w2"
+
+pytestmark = pytest.mark.e2e
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"streamlit exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise TimeoutError(f"{url} not healthy after {timeout}s")
+
+
+@pytest.fixture(scope="module")
+def demo_settings(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Settings:
+    """A demo lakehouse of its own (this test discards a branch), seeded with the shared Spark session."""
+    from wap_core.demo import seed_demo
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Chromium is not installed (make browser-deps)")
+    home = tmp_path_factory.mktemp("e2e")
+    settings = Settings(home=home, checks_path=home / "checks.yml", user="demo-seeder", catalog_name="e2edemo", shuffle_partitions=2)
+    seed_demo(Lakehouse(settings))
+    return settings
+
+
+@pytest.fixture(scope="module")
+def server(demo_settings: Settings) -> tuple[str, subprocess.Popen[bytes]]:
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WAP_")}
+    env.update(WAP_HOME=str(demo_settings.home), WAP_CHECKS=str(demo_settings.checks_file), WAP_CATALOG_NAME="e2edemo",
+               WAP_USER="steward-e2e", WAP_SHUFFLE_PARTITIONS="2", PYSPARK_PYTHON=sys.executable)
+    log = open(demo_settings.home / "streamlit.log", "wb")  # noqa: SIM115 - closed in the finally below
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        _wait_healthy(f"{base}/_stcore/health", proc)
+        yield base, proc
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=20)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        log.close()
+
+
+def test_review_deep_link_discard_in_browser(server: tuple[str, subprocess.Popen[bytes]], demo_settings: Settings) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    base, _ = server
+    expect.set_options(timeout=120_000)  # Spark starts (~5 s) and diffs (~10 s) on 2 cores
+    lh = Lakehouse(demo_settings)
+    main_before = lh.table(FLIGHTS).metadata.refs["main"].snapshot_id
+    assert BRANCH in lh.table(FLIGHTS).metadata.refs
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(120_000)
+
+            # Metadata pages do not start Spark in the fresh server.
+            page.goto(f"{base}/branches")
+            expect(page.get_by_role("link", name=f"demo.flights · {BRANCH}")).to_be_visible()
+            expect(page.get_by_text("Spark: not started")).to_be_visible()
+
+            # The deep link, pasted into a fresh browser context.
+            ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+            review = ctx.new_page()
+            review.set_default_timeout(120_000)
+            review.goto(f"{base}/review?table=demo.flights&branch={BRANCH}")
+            expect(review.get_by_text("Audit failed").first).to_be_visible()
+            expect(review.get_by_text("not_null(dep_time)").first).to_be_visible()
+            expect(review.get_by_text("positive_air_time").first).to_be_visible()
+            expect(review.get_by_role("button", name="Publish")).to_be_disabled()
+            expect(review.get_by_text("Diff computed on").first).to_be_visible()  # the Spark diff finished
+            expect(review.get_by_text("Distributions, main vs batch")).to_be_visible()
+            review.wait_for_timeout(1500)  # let charts draw
+
+            height = review.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
+            review.set_viewport_size({"width": 1400, "height": min(int(height) + 40, 6000)})
+            review.wait_for_timeout(1500)
+            (ROOT / "docs").mkdir(exist_ok=True)
+            review.screenshot(path=str(ROOT / "docs" / "review.png"), full_page=True)
+            review.set_viewport_size({"width": 1400, "height": 1000})
+
+            review.get_by_role("button", name="Discard").click()
+            dialog = review.get_by_role("dialog")
+            expect(dialog).to_be_visible()
+            dialog.get_by_label("Reason (required)").fill("raw week: cancelled flights and unknown destinations")
+            dialog.get_by_label("Reason (required)").press("Enter")
+            dialog.get_by_role("button", name="Confirm").click()
+            expect(review.get_by_text(f"Discarded demo.flights · {BRANCH}")).to_be_visible()
+            expect(review.get_by_text("is not open on demo.flights")).to_be_visible()
+            ctx.close()
+        finally:
+            browser.close()
+
+    refs = Lakehouse(demo_settings).table(FLIGHTS).metadata.refs
+    assert BRANCH not in refs
+    assert refs["main"].snapshot_id == main_before
+    entry = Lakehouse(demo_settings).journal.history(str(FLIGHTS), branch=BRANCH, action="discard")[0]
+    assert entry.user == "steward-e2e"
+    assert entry.reason == "raw week: cancelled flights and unknown destinations"

@@ -296,3 +296,14 @@ def test_branch_name_clash_is_refused(lh, tmp_path: Path) -> None:  # type: igno
     with pytest.raises(ValidationError, match="already exists"):
         ingest(lh, T, [_csv(tmp_path, "c.csv", [(5, "eve", 20)])], branch="dup")
     assert refs(lh, T)["dup"] == head
+
+
+def test_publish_of_a_branch_already_published_is_known_from_main_lineage(lh, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Even before (or without) the journal entry: the published snapshot carries wap.branch."""
+    r = ingest(lh, T, [_csv(tmp_path, "b.csv", [(4, "dee", 20)])], branch="quick")
+    tbl = lh.table(T)
+    tbl.manage_snapshots().create_branch(r.snapshot_id, "main").remove_branch("quick").commit()  # published elsewhere
+    res = publish(lh, T, "quick")
+    assert res.outcome == "already_published" and res.main_after == r.snapshot_id
+    with pytest.raises(NotFoundError):
+        publish(lh, T, "never_existed")

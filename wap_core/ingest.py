@@ -461,6 +461,7 @@ def _ingest(lh: Lakehouse, table: TableId, files: list[str], fmt: str, branch: s
         "wap.source": ", ".join(files)[:2000],
         "wap.format": fmt,
         "wap.batch-id": batch_id,
+        "wap.branch": branch,
         "wap.user": user,
         "wap.malformed-rows": str(prepared.malformed),
         "wap.malformed-sample": json.dumps(prepared.sample, default=str)[:8000],

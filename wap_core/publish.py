@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from wap_core.lakehouse import Lakehouse
 
 _RETRIES = 4
+_LINEAGE_SCAN = 1000  # newest main snapshots searched for a published branch
 
 
 @dataclass(frozen=True)
@@ -110,11 +111,20 @@ def _refuse(lh: Lakehouse, user: str, table: TableId, branch: str, action: str, 
 
 
 def _already_published(lh: Lakehouse, table: TableId, branch: str, tbl: Table) -> int | None:
-    """The snapshot a previous publish of ``branch`` moved main to, if it is still in main's history."""
+    """The snapshot a previous publish of ``branch`` moved main to, if it is still in main's history.
+
+    The journal says so; so does main's lineage, whose ingest snapshots carry ``wap.branch``
+    (this also covers a concurrent publisher that committed but has not journaled yet).
+    """
     main_ids = {s.snapshot_id for s in cat.ancestors(tbl, cat.ref_snapshot_id(tbl, MAIN))}
     for e in lh.journal.history(str(table), branch=branch, action="publish", limit=50):
         if e.outcome in ("published", "forced") and e.snapshot_after in main_ids:
             return e.snapshot_after
+    for n, snap in enumerate(cat.ancestors(tbl, cat.ref_snapshot_id(tbl, MAIN))):
+        if n >= _LINEAGE_SCAN:
+            break
+        if cat.summary_get(snap, "wap.branch") == branch:
+            return snap.snapshot_id
     return None
 
 
@@ -214,7 +224,7 @@ def rebase(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = Non
     props: dict[str, str] = {"wap.rebased-from": str(lin.head)}
     malformed, samples = 0, []
     for s in lin.new_snapshots:
-        for key in ("wap.source", "wap.format", "wap.batch-id", "wap.user"):
+        for key in ("wap.source", "wap.format", "wap.batch-id", "wap.branch", "wap.user"):
             if (val := cat.summary_get(s, key)) is not None:
                 props[key] = val
         malformed += int(cat.summary_get(s, "wap.malformed-rows") or 0)

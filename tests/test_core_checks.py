@@ -153,3 +153,18 @@ def test_warn_level_only_gives_warned_and_publishable(make_lakehouse, tmp_path: 
     again = run_audit(lh, t, r.branch)
     assert again.status == "warned"
     assert publish(lh, t, r.branch).outcome == "published"
+
+
+def test_regex_escapes_and_quoted_values_reach_spark_intact(make_lakehouse, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    suite = (
+        "demo.q:\n  checks:\n"
+        "    - pattern: {column: code, regex: '^\\d{3}$'}\n"
+        "    - accepted_values: {column: name, values: [\"O'Brien\", 'x\\y']}\n"
+    )
+    lh = make_lakehouse(suite)
+    src = tmp_path / "q.csv"
+    src.write_text("code,name\n123,O'Brien\n12a,O'Brien\n456,x\\y\n789,Smith\n")
+    r = ingest(lh, TableId("demo", "q"), [str(src)], create=True)
+    by = {c.name: c for c in r.audit.checks}
+    assert (by["pattern(code)"].failing_rows, by["pattern(code)"].sample[0]["code"]) == (1, "12a")
+    assert (by["accepted_values(name)"].failing_rows, by["accepted_values(name)"].sample[0]["name"]) == (1, "Smith")

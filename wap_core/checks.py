@@ -348,29 +348,55 @@ class MainContext:
     table: TableId
 
 
+def sql_literal(value: Any) -> str:
+    """A Spark SQL literal for a value from the checks file (strings escaped, never pasted raw)."""
+    import datetime as _dt
+
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError(f"cannot use {value!r} in a check")
+        return repr(value)
+    if isinstance(value, _dt.datetime):
+        return f"TIMESTAMP '{value.isoformat(sep=' ')}'"
+    if isinstance(value, _dt.date):
+        return f"DATE '{value.isoformat()}'"
+    text = str(value).replace("\\", "\\\\").replace("'", "\\'")
+    return f"'{text}'"
+
+
+def _fail_sql(spec: CheckSpec) -> str:
+    """The SQL predicate that is TRUE for a row failing ``spec`` (names quoted, values as literals).
+
+    Built as text so that a whole suite costs one round trip to the JVM per aggregate, not dozens.
+    """
+    a = spec.args
+    c = quote_column(spec.columns[0])
+    if spec.type == "not_null":
+        return f"{c} IS NULL"
+    if spec.type == "accepted_values":
+        return f"{c} IS NOT NULL AND NOT ({c} IN ({', '.join(sql_literal(v) for v in a['values'])}))"
+    if spec.type == "range":
+        parts = [f"{c} < {sql_literal(a['min'])}" if a.get("min") is not None else "",
+                 f"{c} > {sql_literal(a['max'])}" if a.get("max") is not None else ""]
+        return f"{c} IS NOT NULL AND ({' OR '.join(p for p in parts if p)})"
+    if spec.type == "pattern":
+        return f"{c} IS NOT NULL AND NOT (CAST({c} AS STRING) RLIKE {sql_literal(a['regex'])})"
+    raise ValueError(spec.type)  # pragma: no cover
+
+
 def _fail_condition(spec: CheckSpec) -> Column:
     from pyspark.sql import functions as F
 
-    a = spec.args
-    if spec.type == "not_null":
-        return F.col(quote_column(spec.columns[0])).isNull()
-    if spec.type == "accepted_values":
-        c = F.col(quote_column(spec.columns[0]))
-        return c.isNotNull() & ~c.isin(list(a["values"]))
-    if spec.type == "range":
-        c = F.col(quote_column(spec.columns[0]))
-        cond = F.lit(False)
-        if a.get("min") is not None:
-            cond = cond | (c < F.lit(a["min"]))
-        if a.get("max") is not None:
-            cond = cond | (c > F.lit(a["max"]))
-        return c.isNotNull() & cond
-    if spec.type == "pattern":
-        c = F.col(quote_column(spec.columns[0]))
-        return c.isNotNull() & ~c.cast("string").rlike(a["regex"])
     if spec.type == "expression":
-        return ~F.coalesce(F.expr(a["sql"]).cast("boolean"), F.lit(False))
-    raise ValueError(spec.type)  # pragma: no cover
+        # the user's SQL stays its own parsed expression, never spliced into a larger text
+        return ~F.coalesce(F.expr(spec.args["sql"]).cast("boolean"), F.lit(False))
+    return F.expr(_fail_sql(spec))
 
 
 def _status(spec: CheckSpec, ok: bool) -> str:
@@ -439,40 +465,51 @@ def _row_dict(row: Any) -> dict[str, Any]:
     return {k: jsonable(v) for k, v in row.asDict().items()}
 
 
-def _agg_columns(i: int, spec: CheckSpec) -> dict[str, Column]:
-    """The aggregate columns (by output name) one check contributes to the single pass over the batch."""
-    from pyspark.sql import functions as F
+def _agg_sql(i: int, spec: CheckSpec) -> dict[str, str]:
+    """The aggregates (output name -> SQL text) one check contributes to the single pass.
 
+    Text, so a whole suite reaches Spark in one ``selectExpr`` call; names are backtick-quoted and
+    values rendered as escaped literals (:func:`sql_literal`).
+    """
+    if spec.type == "expression":
+        cond = f"NOT COALESCE(CAST(({spec.args['sql']}) AS BOOLEAN), FALSE)"
+        return {f"c{i}_fail": f"count_if({cond})"}
     if spec.type in ROW_LEVEL:
-        cols = {f"c{i}_fail": F.sum(F.when(_fail_condition(spec), 1).otherwise(0))}
+        out = {f"c{i}_fail": f"count_if({_fail_sql(spec)})"}
         if spec.type == "range":
-            c = F.col(quote_column(spec.columns[0]))
-            cols.update({f"c{i}_min": F.min(c), f"c{i}_max": F.max(c)})
-    elif spec.type == "freshness":
-        c = F.col(quote_column(spec.columns[0]))
-        cols = {
-            f"c{i}_newest": F.max(c).cast("string"),
-            f"c{i}_age": F.unix_timestamp(F.current_timestamp()) - F.unix_timestamp(F.max(c).cast("timestamp")),
+            c = quote_column(spec.columns[0])
+            out.update({f"c{i}_min": f"min({c})", f"c{i}_max": f"max({c})"})
+        return out
+    if spec.type == "freshness":
+        c = quote_column(spec.columns[0])
+        return {
+            f"c{i}_newest": f"CAST(max({c}) AS STRING)",
+            f"c{i}_age": f"unix_timestamp(current_timestamp()) - unix_timestamp(CAST(max({c}) AS TIMESTAMP))",
         }
-    elif spec.type in ("unique", "references"):
+    if spec.type in ("unique", "references"):
         # the batch's key range, pushed into the scan of main so Iceberg prunes main's files
-        c = F.col(quote_column(spec.columns[0]))
-        cols = {f"c{i}_lo": F.min(c), f"c{i}_hi": F.max(c)}
-    else:
-        cols = {}
-    return {name: col.alias(name) for name, col in cols.items()}
+        c = quote_column(spec.columns[0])
+        return {f"c{i}_lo": f"min({c})", f"c{i}_hi": f"max({c})"}
+    return {}
 
 
-def _aggregate(batch: DataFrame, row_count: Column, aggs: dict[int, dict[str, Column]], results: dict[int, CheckResult], suite: Suite) -> dict[str, Any]:
+def _named(aggs: dict[str, str]) -> list[str]:
+    return [f"{text} AS `{name}`" for name, text in aggs.items()]
+
+
+def _aggregate(batch: DataFrame, aggs: dict[int, dict[str, str]], results: dict[int, CheckResult], suite: Suite) -> dict[str, Any]:
     """One pass for every aggregate. Only if it fails (unknown column, bad SQL, a runtime error) are
     the checks run one by one, so a broken check becomes an ``error`` result and the others still run."""
+    everything = {"_rows": "count(1)"}
+    for texts in aggs.values():
+        everything.update(texts)
     try:
-        return batch.agg(row_count, *[c for cols in aggs.values() for c in cols.values()]).collect()[0].asDict()  # type: ignore[no-any-return]
+        return batch.selectExpr(*_named(everything)).collect()[0].asDict()  # type: ignore[no-any-return]
     except Exception:  # noqa: BLE001
-        values: dict[str, Any] = batch.agg(row_count).collect()[0].asDict()
-        for i, cols in list(aggs.items()):
+        values: dict[str, Any] = batch.selectExpr("count(1) AS _rows").collect()[0].asDict()
+        for i, texts in list(aggs.items()):
             try:
-                values.update(batch.agg(*cols.values()).collect()[0].asDict())
+                values.update(batch.selectExpr(*_named(texts)).collect()[0].asDict())
             except Exception as exc:  # noqa: BLE001
                 results[i] = _error(suite.checks[i], exc)
                 del aggs[i]
@@ -492,10 +529,10 @@ def observed_metrics(suite: Suite) -> list[Column]:
     """
     from pyspark.sql import functions as F
 
-    cols = [F.count(F.lit(1)).alias("_rows")]
+    texts = {"_rows": "count(1)"}
     for i, spec in enumerate(suite.checks):
-        cols += list(_agg_columns(i, spec).values())
-    return cols
+        texts.update(_agg_sql(i, spec))
+    return [F.expr(t) for t in _named(texts)]
 
 
 def evaluate(
@@ -513,24 +550,23 @@ def evaluate(
     from pyspark.sql import functions as F
 
     results: dict[int, CheckResult] = {}
-    aggs: dict[int, dict[str, Column]] = {}
-    # 1. Build each check's aggregate columns (no Spark work yet).
+    aggs: dict[int, dict[str, str]] = {}
+    # 1. Each check's aggregates as SQL text (no Spark work yet).
     for i, spec in enumerate(suite.checks):
         try:
-            cols = _agg_columns(i, spec)
-            if cols:
-                aggs[i] = cols
+            texts = _agg_sql(i, spec)
+            if texts:
+                aggs[i] = texts
         except Exception as exc:  # noqa: BLE001 - a broken check is a result, not a crash
             results[i] = _error(spec, exc)
 
     # 2. One pass for every aggregate (row count included), unless observed during the write.
-    row_count = F.count(F.lit(1)).alias("_rows")
     values: dict[str, Any] = {}
     wanted = {"_rows"} | {name for cols in aggs.values() for name in cols}
     if precomputed is not None and not results and wanted <= set(precomputed):
         values = dict(precomputed)
     else:
-        values = _aggregate(batch, row_count, aggs, results, suite)
+        values = _aggregate(batch, aggs, results, suite)
     for i, spec in enumerate(suite.checks):
         if spec.type in ("unique", "references") and i not in results:
             try:

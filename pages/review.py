@@ -120,6 +120,16 @@ if do_rebase:
         st.error(str(exc))
 
 
+def _confirm_or_cancel() -> bool:
+    """The dialog's buttons: True when Confirm was clicked; Cancel closes the dialog."""
+    confirm_col, cancel_col = st.columns(2)
+    confirm = confirm_col.button("Confirm", type="primary", width="stretch")
+    if cancel_col.button("Cancel", width="stretch"):
+        _close()
+        st.rerun()
+    return confirm
+
+
 @st.dialog("Publish to main", on_dismiss=_close)
 def publish_dialog(force: bool) -> None:
     if force:
@@ -128,11 +138,7 @@ def publish_dialog(force: bool) -> None:
     else:
         st.write(f"Fast-forward **main** of `{tid}` to branch `{branch}` ({meta.rows_added:,} rows added).")
         reason = st.text_input("Note (optional)", key="publish_note")
-    confirm_col, cancel_col = st.columns(2)
-    confirm = confirm_col.button("Confirm", type="primary", width="stretch")
-    if cancel_col.button("Cancel", width="stretch"):
-        _close()
-        st.rerun()
+    confirm = _confirm_or_cancel()
     if confirm:
         if force and not reason.strip():
             st.error("A forced publish needs a reason.")
@@ -152,11 +158,7 @@ def publish_dialog(force: bool) -> None:
 def discard_dialog() -> None:
     st.write(f"Drop branch `{branch}` of `{tid}`. Main is not touched; the branch's rows will no longer be published.")
     reason = st.text_input("Reason (required)", key="discard_reason", placeholder="e.g. source file was incomplete")
-    confirm_col, cancel_col = st.columns(2)
-    confirm = confirm_col.button("Confirm", type="primary", width="stretch")
-    if cancel_col.button("Cancel", width="stretch"):
-        _close()
-        st.rerun()
+    confirm = _confirm_or_cancel()
     if confirm:
         if not reason.strip():
             st.error("Discarding needs a reason: it is recorded in the journal.")

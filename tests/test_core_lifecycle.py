@@ -307,3 +307,30 @@ def test_publish_of_a_branch_already_published_is_known_from_main_lineage(lh, tm
     assert res.outcome == "already_published" and res.main_after == r.snapshot_id
     with pytest.raises(NotFoundError):
         publish(lh, T, "never_existed")
+
+
+def test_concurrent_ingests_into_two_branches_of_one_table_both_land(lh, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Commits to different branches of one table race on the table metadata; both must land."""
+    main = refs(lh, T)["main"]
+    srcs = {f"c{i}": _csv(tmp_path, f"c{i}.csv", [(100 + i, f"n{i}", 20 + i)]) for i in range(3)}
+    results: dict[str, object] = {}
+    barrier = threading.Barrier(len(srcs))
+
+    def go(branch: str, src: str) -> None:
+        barrier.wait()
+        try:
+            results[branch] = ingest(lh, T, [src], branch=branch)
+        except Exception as exc:  # noqa: BLE001
+            results[branch] = exc
+
+    threads = [threading.Thread(target=go, args=item) for item in srcs.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(getattr(r, "audit", None) is not None and r.audit.status == "passed" for r in results.values()), results  # type: ignore[attr-defined]
+    now = refs(lh, T)
+    assert now["main"] == main and set(srcs) <= set(now)
+    for i, branch in enumerate(srcs):
+        ids = {r.id for r in lh.spark.table(lh.spark_name(T, branch)).select("id").collect()}
+        assert ids == {1, 2, 3, 100 + i}

@@ -7,6 +7,7 @@ profiles main once.
 
 from __future__ import annotations
 
+import base64
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -17,10 +18,12 @@ from wap_core.identifiers import MAIN, TableId, quote_column
 
 if TYPE_CHECKING:
     import pandas as pd
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
     from wap_core.lakehouse import Lakehouse
 
+HLL_LG_K = 12
+MAX_MERGE_DEPTH = 20  # publishes in a row whose profiles merge without a rescan of main
 QUANTILES = (0.0, 0.05, 0.25, 0.5, 0.75, 0.95, 1.0)
 TOP_N = 5
 _NUMERIC = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
@@ -46,7 +49,10 @@ def profile_frame(df: DataFrame, max_top_columns: int = 12) -> dict[str, Any]:
     for i, (name, typ) in enumerate(fields):
         c = F.col(quote_column(name))
         kind = _kind(typ)
-        aggs += [F.count(c).alias(f"nn{i}"), F.approx_count_distinct(c).alias(f"d{i}")]
+        # an HLL sketch per column: its estimate is the distinct count, and sketches of main and of a
+        # published batch merge into main's next distinct count without rescanning main
+        sketch = f"hll_sketch_agg(CAST({quote_column(name)} AS STRING), {HLL_LG_K})"
+        aggs += [F.count(c).alias(f"nn{i}"), F.expr(f"hll_sketch_estimate({sketch})").alias(f"d{i}"), F.expr(sketch).alias(f"h{i}")]
         if kind in ("numeric", "temporal") or typ in ("string", "date"):
             aggs += [F.min(c).alias(f"mn{i}"), F.max(c).alias(f"mx{i}")]
         if kind == "numeric":
@@ -62,7 +68,8 @@ def profile_frame(df: DataFrame, max_top_columns: int = 12) -> dict[str, Any]:
             "rows": rows,
             "nulls": rows - nn,
             "null_pct": round(100.0 * (rows - nn) / rows, 4) if rows else 0.0,
-            "distinct": int(row[f"d{i}"]),
+            "distinct": int(row[f"d{i}"] or 0),
+            "hll": base64.b64encode(bytes(row[f"h{i}"])).decode("ascii") if row.get(f"h{i}") is not None else None,
             "min": jsonable(row.get(f"mn{i}")),
             "max": jsonable(row.get(f"mx{i}")),
             "mean": jsonable(row.get(f"avg{i}")),
@@ -87,15 +94,138 @@ def profile_frame(df: DataFrame, max_top_columns: int = 12) -> dict[str, Any]:
 
 
 def main_profile(lh: Lakehouse, table: TableId, snapshot_id: int | None) -> dict[str, Any] | None:
-    """Main's profile at ``snapshot_id``: cached per snapshot (snapshots are immutable)."""
+    """Main's profile at ``snapshot_id``: cached per snapshot (snapshots are immutable).
+
+    After a publish, main's new head is the head of a batch whose profile the review computed;
+    main's profile is then the merge of its profile at the batch's fork and the batch's profile
+    (counts, nulls, min, max, mean and HLL distinct counts merge exactly; quantiles and top values
+    approximately, and say so). Only when no such chain is cached is all of main scanned.
+    """
     if snapshot_id is None:
         return None
-    cached = lh.journal.load_profile(str(table), snapshot_id)
-    if cached is not None:
-        return cached
-    prof = profile_frame(lh.read_snapshot(table, snapshot_id))
-    lh.journal.save_profile(str(table), snapshot_id, prof)
+    prof = _cached_or_merged(lh, table, snapshot_id, MAX_MERGE_DEPTH)
+    if prof is None:
+        prof = profile_frame(lh.read_snapshot(table, snapshot_id))
+        prof["source"] = "scan"
+        lh.journal.save_profile(str(table), snapshot_id, prof)
     return prof
+
+
+def _cached_or_merged(lh: Lakehouse, table: TableId, snapshot_id: int, depth: int) -> dict[str, Any] | None:
+    cached = lh.journal.load_profile(str(table), snapshot_id)
+    if cached is not None or depth <= 0:
+        return cached
+    batch = lh.journal.load_batch_profile(str(table), snapshot_id)
+    if batch is None:
+        return None
+    fork, batch_prof = batch
+    base = _cached_or_merged(lh, table, fork, depth - 1)
+    if base is None or set(base["columns"]) != set(batch_prof["columns"]):
+        return None
+    merged = merge_profiles(lh.spark, base, batch_prof)
+    merged["source"] = f"merged: main at {fork} + batch ({fork}, {snapshot_id}]"
+    lh.journal.save_profile(str(table), snapshot_id, merged)
+    return merged
+
+
+def merge_profiles(spark: SparkSession, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """The profile of the union of two disjoint row sets, from their profiles (one tiny Spark query)."""
+    rows = a["rows"] + b["rows"]
+    names = list(a["columns"])
+    unions = []
+    for i, n in enumerate(names):
+        ha, hb = a["columns"][n].get("hll"), b["columns"][n].get("hll")
+        if ha and hb:
+            u = f"hll_union(unbase64('{ha}'), unbase64('{hb}'))"  # base64 text only: [A-Za-z0-9+/=]
+            unions += [f"hll_sketch_estimate({u}) AS d{i}", f"{u} AS h{i}"]
+    merged_hll = spark.sql("SELECT " + ", ".join(unions)).collect()[0].asDict() if unions else {}
+    cols: dict[str, dict[str, Any]] = {}
+    for i, n in enumerate(names):
+        ca, cb = a["columns"][n], b["columns"][n]
+        nn_a, nn_b = ca["rows"] - ca["nulls"], cb["rows"] - cb["nulls"]
+        nulls = ca["nulls"] + cb["nulls"]
+        col = dict(ca)
+        col.update({
+            "rows": rows,
+            "nulls": nulls,
+            "null_pct": round(100.0 * nulls / rows, 4) if rows else 0.0,
+            "min": _pick(ca["min"], cb["min"], min),
+            "max": _pick(ca["max"], cb["max"], max),
+            "mean": ((ca["mean"] or 0) * nn_a + (cb["mean"] or 0) * nn_b) / (nn_a + nn_b)
+            if ca.get("mean") is not None and cb.get("mean") is not None and nn_a + nn_b else _pick(ca.get("mean"), cb.get("mean"), max),
+        })
+        if f"d{i}" in merged_hll:
+            col["distinct"] = int(merged_hll[f"d{i}"] or 0)
+            col["hll"] = base64.b64encode(bytes(merged_hll[f"h{i}"])).decode("ascii")
+        else:
+            col["distinct"], col["hll"] = max(ca["distinct"], cb["distinct"]), None
+        if ca.get("quantiles") and cb.get("quantiles"):
+            col["quantiles"] = _merge_quantiles(ca["quantiles"], nn_a, cb["quantiles"], nn_b)
+            col["approximate"] = ["quantiles"]
+        else:
+            col["quantiles"] = ca.get("quantiles") or cb.get("quantiles")
+        if ca.get("top_values") or cb.get("top_values"):
+            counts: dict[Any, int] = {}
+            for tv in (ca.get("top_values") or []) + (cb.get("top_values") or []):
+                counts[tv["value"]] = counts.get(tv["value"], 0) + tv["count"]
+            top = sorted(counts.items(), key=lambda kv: (-kv[1], str(kv[0])))[:TOP_N]
+            col["top_values"] = [{"value": v, "count": c, "pct": round(100.0 * c / rows, 4) if rows else 0.0} for v, c in top]
+            col["approximate"] = [*col.get("approximate", []), "top_values"]
+        cols[n] = col
+    return {"rows": rows, "columns": cols}
+
+
+def _public(profile: dict[str, Any]) -> dict[str, Any]:
+    """A profile without its sketches (internal merge state, not for display or JSON)."""
+    return {**profile, "columns": {n: {k: v for k, v in c.items() if k != "hll"} for n, c in profile["columns"].items()}}
+
+
+def _pick(x: Any, y: Any, fn: Any) -> Any:
+    if x is None:
+        return y
+    if y is None:
+        return x
+    try:
+        return fn(x, y)
+    except TypeError:
+        return x
+
+
+def _merge_quantiles(qa: dict[str, float], na: int, qb: dict[str, float], nb: int) -> dict[str, float]:
+    """Quantiles of a mixture of two distributions known by their quantiles (piecewise-linear CDFs)."""
+
+    def cdf(q: dict[str, float], x: float) -> float:
+        pts = sorted((float(v), float(p)) for p, v in q.items())
+        if x <= pts[0][0]:
+            return 0.0 if x < pts[0][0] else pts[0][1]
+        for (x0, p0), (x1, p1) in zip(pts, pts[1:]):
+            if x <= x1:
+                return p1 if x1 == x0 else p0 + (p1 - p0) * (x - x0) / (x1 - x0)
+        return 1.0
+
+    total = na + nb
+    if total == 0:
+        return qa
+    candidates = sorted({float(v) for v in (*qa.values(), *qb.values())})
+
+    def mix(x: float) -> float:
+        return (na * cdf(qa, x) + nb * cdf(qb, x)) / total
+
+    out: dict[str, float] = {}
+    for key in qa:
+        p = float(key)
+        lo, hi = candidates[0], candidates[-1]
+        if p <= 0:
+            out[key] = lo
+            continue
+        for _ in range(60):  # bisection on the monotone mixture CDF
+            mid = (lo + hi) / 2
+            if mix(mid) < p:
+                lo = mid
+            else:
+                hi = mid
+        out[key] = hi
+    return out
 
 
 @dataclass
@@ -144,6 +274,9 @@ def compute_diff(lh: Lakehouse, table: TableId, branch: str) -> DiffResult:
     lin = cat.lineage(tbl, branch)
     batch = batch_frame(lh, table, lin)
     batch_prof = profile_frame(batch)
+    if meta.pure_append and lin.fork is not None:
+        # once published, main = main at the fork + this batch: keep the batch's profile to merge
+        lh.journal.save_batch_profile(str(table), lin.fork, lin.head, batch_prof)
     main_prof = main_profile(lh, table, lin.fork)
     if meta.pure_append:
         deleted = 0
@@ -151,8 +284,8 @@ def compute_diff(lh: Lakehouse, table: TableId, branch: str) -> DiffResult:
         fork_df = lh.read_snapshot(table, lin.fork) if lin.fork is not None else None
         deleted = fork_df.exceptAll(lh.read_snapshot(table, lin.head)).count() if fork_df is not None else 0
     columns = []
-    for name, b in batch_prof["columns"].items():
-        m = (main_prof or {}).get("columns", {}).get(name)
+    for name, b in _public(batch_prof)["columns"].items():
+        m = _public(main_prof or {"columns": {}})["columns"].get(name)
         entry: dict[str, Any] = {"name": name, "type": b["type"], "kind": b["kind"], "main": m, "batch": b}
         if m is not None:
             entry["null_pct_change"] = round(b["null_pct"] - m["null_pct"], 4)

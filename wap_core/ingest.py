@@ -455,8 +455,10 @@ def _ingest(lh: Lakehouse, table: TableId, files: list[str], fmt: str, branch: s
     elif branch in tbl.metadata.refs:
         raise ValidationError(f"branch {branch!r} already exists on {table}; choose another name or discard it first")
     main_before = cat.ref_snapshot_id(tbl, "main")
-    create_branch_sql = f"ALTER TABLE {lh.sql_name(table)} CREATE BRANCH `{branch}`"
-    with_commit_retry(lambda: spark.sql(create_branch_sql) and None)
+    def create_branch() -> None:
+        spark.sql(f"ALTER TABLE {lh.sql_name(table)} CREATE BRANCH `{branch}`")
+
+    with_commit_retry(create_branch)
     batch_id = uuid.uuid4().hex
     props = {
         "wap.source": ", ".join(files)[:2000],

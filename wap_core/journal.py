@@ -71,6 +71,16 @@ profiles_table = Table(
     Column("profile", Text, nullable=False),
 )
 
+batch_profiles_table = Table(
+    "wap_batch_profiles",
+    _meta,
+    Column("table_name", String(512), primary_key=True),
+    Column("head_snapshot_id", BigInteger, primary_key=True),
+    Column("fork_snapshot_id", BigInteger, nullable=False),
+    Column("at", DateTime(timezone=True), nullable=False),
+    Column("profile", Text, nullable=False),
+)
+
 ACTIONS = ("ingest", "audit", "publish", "rebase", "discard", "create")
 
 
@@ -272,6 +282,24 @@ class Journal:
                     table_name=table, snapshot_id=snapshot_id, at=utcnow(), profile=json.dumps(profile, default=str)))
         except IntegrityError:
             pass
+
+    def save_batch_profile(self, table: str, fork: int, head: int, profile: dict[str, Any]) -> None:
+        """Cache the profile of the rows a pure-append branch added in (fork, head]."""
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(insert(batch_profiles_table).values(
+                    table_name=table, head_snapshot_id=head, fork_snapshot_id=fork, at=utcnow(),
+                    profile=json.dumps(profile, default=str)))
+        except IntegrityError:
+            pass
+
+    def load_batch_profile(self, table: str, head: int) -> tuple[int, dict[str, Any]] | None:
+        q = select(batch_profiles_table.c.fork_snapshot_id, batch_profiles_table.c.profile).where(
+            and_(batch_profiles_table.c.table_name == table, batch_profiles_table.c.head_snapshot_id == head)
+        )
+        with self.engine.connect() as conn:
+            row = conn.execute(q).first()
+        return (int(row[0]), json.loads(row[1])) if row is not None else None
 
     def audit_record(self, table: str | None = None, limit: int = 200) -> list[StoredAudit]:
         """Recent audits (newest first), for pass/fail records and charts."""

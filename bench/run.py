@@ -228,6 +228,32 @@ class Bench:
              f"{all(cached_before_second)}; 1st diff (profiles main) {fmt_s(first)}, 2nd {fmt_s(second)}"],
         ))
 
+        # 6b: right after a publish main has a new snapshot; its profile is merged from main at the
+        # fork + the reviewed batch's profile, so the next review does not rescan main either.
+        from wap_core.publish import discard, publish
+
+        merged_t: list[float] = []
+        sources: list[str] = []
+        for i in range(min(self.repeat, 3)):
+            a, b = f"p6c{i}", f"p6d{i}"
+            self.ingest("li_large", self.next_batch(), a)
+            compute_diff(self.lh, tid, a)  # the review of a: caches the batch's profile
+            publish(self.lh, tid, a)
+            self.ingest("li_large", self.next_batch(), b)
+            t0 = time.perf_counter()
+            d = compute_diff(self.lh, tid, b)
+            merged_t.append(time.perf_counter() - t0)
+            prof = self.lh.journal.load_profile(str(tid), d.fork_snapshot_id) if d.fork_snapshot_id else None
+            sources.append(str((prof or {}).get("source")))
+            discard(self.lh, tid, b, reason="benchmark")
+        after = statistics.median(merged_t)
+        self.rows.append(Row(
+            "6b diff right after a publish (main profile merged) vs 1st diff (scan)",
+            f"main {fmt_rows(self.large_rows)}+, batches of {fmt_rows(self.small_rows)}", after, first, after / first,
+            "no rescan of main", all(src.startswith("merged") for src in sources) and after < first,
+            [f"6b: main profile sources after each publish: {sorted(set(s.split(':')[0] for s in sources))}"],
+        ))
+
     # ----- scenario 1: audit + diff cost follows the batch ---------------------------------
     def scenario_1(self) -> None:
         from wap_core.audit import run_audit

@@ -8,6 +8,7 @@ profiles main once.
 from __future__ import annotations
 
 import base64
+import re
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from wap_core.lakehouse import Lakehouse
 
 HLL_LG_K = 12
+_BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
 MAX_MERGE_DEPTH = 20  # publishes in a row whose profiles merge without a rescan of main
 QUANTILES = (0.0, 0.05, 0.25, 0.5, 0.75, 0.95, 1.0)
 TOP_N = 5
@@ -135,8 +137,8 @@ def merge_profiles(spark: SparkSession, a: dict[str, Any], b: dict[str, Any]) ->
     unions = []
     for i, n in enumerate(names):
         ha, hb = a["columns"][n].get("hll"), b["columns"][n].get("hll")
-        if ha and hb:
-            u = f"hll_union(unbase64('{ha}'), unbase64('{hb}'))"  # base64 text only: [A-Za-z0-9+/=]
+        if ha and hb and _BASE64.fullmatch(ha) and _BASE64.fullmatch(hb):  # nothing but base64 reaches SQL
+            u = f"hll_union(unbase64('{ha}'), unbase64('{hb}'))"
             unions += [f"hll_sketch_estimate({u}) AS d{i}", f"{u} AS h{i}"]
     merged_hll = spark.sql("SELECT " + ", ".join(unions)).collect()[0].asDict() if unions else {}
     cols: dict[str, dict[str, Any]] = {}

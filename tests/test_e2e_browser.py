@@ -1,7 +1,7 @@
 """End to end in a real browser: the console server on a seeded demo lakehouse, driven by Chromium.
 
-Opens the review deep link of the failing demo branch in a fresh browser, screenshots it to
-docs/review.png, discards the branch through the confirmation dialog, then checks with PyIceberg
+Opens the review deep link of the failing demo branch in a fresh browser, screenshots it (to
+docs/review.png with WAP_UPDATE_SCREENSHOT=1), discards the branch through the confirmation dialog, then checks with PyIceberg
 that the branch is gone and main did not move.
 """
 
@@ -92,7 +92,7 @@ def server(demo_settings: Settings) -> tuple[str, subprocess.Popen[bytes]]:
         log.close()
 
 
-def test_review_deep_link_discard_in_browser(server: tuple[str, subprocess.Popen[bytes]], demo_settings: Settings) -> None:
+def test_review_deep_link_discard_in_browser(server: tuple[str, subprocess.Popen[bytes]], demo_settings: Settings, tmp_path: Path) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     base, _ = server
@@ -129,7 +129,10 @@ def test_review_deep_link_discard_in_browser(server: tuple[str, subprocess.Popen
             review.set_viewport_size({"width": 1400, "height": min(int(height) + 40, 6000)})
             review.wait_for_timeout(1500)
             (ROOT / "docs").mkdir(exist_ok=True)
-            review.screenshot(path=str(ROOT / "docs" / "review.png"), full_page=True)
+            # README's screenshot is refreshed on demand (WAP_UPDATE_SCREENSHOT=1), so a test run leaves the tree clean
+            shot = ROOT / "docs" / "review.png" if os.environ.get("WAP_UPDATE_SCREENSHOT") else tmp_path / "review.png"
+            review.screenshot(path=str(shot), full_page=True)
+            assert shot.stat().st_size > 50_000
             review.set_viewport_size({"width": 1400, "height": 1000})
 
             review.get_by_role("button", name="Discard").click()

@@ -6,7 +6,7 @@ then the diff Spark computes (rows, schema, per-column profiles, distribution ch
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import streamlit as st
 
@@ -120,6 +120,19 @@ if do_rebase:
         st.error(str(exc))
 
 
+def _act(action: Callable[[], Any], message: Callable[[Any], str]) -> None:
+    """Run a confirmed write; on success close the dialog, clear caches and report; else show the error."""
+    try:
+        res = action()
+    except WapError as exc:
+        st.error(str(exc))
+        return
+    _close()
+    ui.writes_done()
+    ui.flash("success", message(res))
+    st.rerun()
+
+
 def _confirm_or_cancel() -> bool:
     """The dialog's buttons: True when Confirm was clicked; Cancel closes the dialog."""
     confirm_col, cancel_col = st.columns(2)
@@ -143,15 +156,8 @@ def publish_dialog(force: bool) -> None:
         if force and not reason.strip():
             st.error("A forced publish needs a reason.")
             return
-        try:
-            res = publish(lh, tid, branch, force=force, reason=reason.strip() or None, user=user)
-        except WapError as exc:
-            st.error(str(exc))
-            return
-        _close()
-        ui.writes_done()
-        ui.flash("success", f"{'Force-published' if res.forced else 'Published'} {tid} · {branch}: main is now snapshot {res.main_after}.")
-        st.rerun()
+        _act(lambda: publish(lh, tid, branch, force=force, reason=reason.strip() or None, user=user),
+             lambda res: f"{'Force-published' if res.forced else 'Published'} {tid} · {branch}: main is now snapshot {res.main_after}.")
 
 
 @st.dialog("Discard branch", on_dismiss=_close)
@@ -163,15 +169,8 @@ def discard_dialog() -> None:
         if not reason.strip():
             st.error("Discarding needs a reason: it is recorded in the journal.")
             return
-        try:
-            discard(lh, tid, branch, reason=reason.strip(), user=user)
-        except WapError as exc:
-            st.error(str(exc))
-            return
-        _close()
-        ui.writes_done()
-        ui.flash("success", f"Discarded {tid} · {branch} ({reason.strip()}). Main is unchanged.")
-        st.rerun()
+        _act(lambda: discard(lh, tid, branch, reason=reason.strip(), user=user),
+             lambda _res: f"Discarded {tid} · {branch} ({reason.strip()}). Main is unchanged.")
 
 
 dialog = st.session_state.get(DIALOG)

@@ -32,10 +32,8 @@ demo: setup
 	else echo "Lakehouse $(WAP_HOME) is not empty: using it as it is."; fi
 
 run: demo
-	@if [ -f app.py ]; then \
-		echo "WAP Console: http://localhost:$(PORT)"; \
-		$(PY) -m streamlit run app.py --server.port $(PORT) --server.headless true; \
-	else $(PY) -m wap_core branches; fi
+	@echo "WAP Console: http://localhost:$(PORT)"
+	$(PY) -m streamlit run app.py --server.port $(PORT) --server.headless true
 
 test: setup test-deps
 	$(PY) -m pytest -q -ra

@@ -65,6 +65,11 @@ def test_full_lifecycle_through_the_cli(cli, tmp_path: Path) -> None:  # type: i
     code, out, _ = cli("diff", "demo.people", "bad", "--json")
     diff = json.loads(out)
     assert code == 0 and diff["rows_added"] == 2 and diff["rows_deleted"] == 0 and diff["schema_changes"] == []
+    code, out, _ = cli("diff", "demo.people", "bad", "--key", "id", "--json")
+    keyed = json.loads(out)["keyed"]
+    assert code == 0 and (keyed["keys_added"], keyed["rows_changed"], keyed["keys_removed"]) == (2, 0, 0)
+    assert keyed["duplicate_keys_branch"] == 1  # id 3 twice in the batch
+    assert cli("diff", "demo.people", "bad", "--key", "nope")[0] == 2  # unknown key column: clear error
     name_col = next(c for c in diff["columns"] if c["name"] == "name")
     assert name_col["batch"]["null_pct"] == 50.0 and name_col["main"]["null_pct"] == 0.0
 

@@ -60,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     df = sub.add_parser("diff", help="branch vs main, computed by Spark")
     df.add_argument("table")
     df.add_argument("branch")
+    df.add_argument("--key", help="comma-separated key columns: also diff rows by key (added / removed / changed)")
     df.add_argument("--json", action="store_true")
 
     pb = sub.add_parser("publish", help="fast-forward main to an audited branch")
@@ -184,8 +185,13 @@ def _run(args: argparse.Namespace) -> int:
         from wap_core.diff import compute_diff
 
         d = compute_diff(lh, table, args.branch)
+        keyed = None
+        if args.key:
+            from wap_core.keyed_diff import keyed_diff
+
+            keyed = keyed_diff(lh, table, args.branch, [k.strip() for k in args.key.split(",") if k.strip()])
         if args.json:
-            _print_json(d.to_dict())
+            _print_json({**d.to_dict(), **({"keyed": keyed.to_dict()} if keyed is not None else {})})
         else:
             print(f"{d.table} {d.branch}: +{d.rows_added} rows, -{d.rows_deleted} rows; main moved: {d.main_moved}; pure append: {d.pure_append}")
             for s in d.schema_changes:
@@ -196,6 +202,8 @@ def _run(args: argparse.Namespace) -> int:
                 rows.append({"column": c["name"], "type": c["type"], "null%_main": m.get("null_pct", ""), "null%_batch": b["null_pct"],
                              "distinct_main": m.get("distinct", ""), "distinct_batch": b["distinct"], "min_batch": b.get("min"), "max_batch": b.get("max")})
             _table(rows, list(rows[0].keys()) if rows else [])
+            if keyed is not None:
+                print(f"by key ({args.key}): {keyed.summary()}")
         return EXIT_OK
     if cmd == "publish":
         from wap_core.publish import publish

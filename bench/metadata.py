@@ -12,29 +12,19 @@ from __future__ import annotations
 
 import json
 import shutil
-import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pyarrow as pa
 
+from bench.run import median_of  # no pyspark import: this process must not start Spark
 from wap_core import Lakehouse, Settings, TableId
 from wap_core.spark import spark_running
 
 TABLES = 50
 BRANCHES = 4
-
-
-def _times(fn: Callable[[], Any], repeat: int) -> tuple[list[float], Any]:
-    out: list[float] = []
-    value: Any = None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        value = fn()
-        out.append(time.perf_counter() - t0)
-    return out, value
 
 
 def _no_spark() -> dict[str, bool]:
@@ -62,8 +52,8 @@ def branches(home: Path, repeat: int) -> dict[str, Any]:
     from wap_core.status import list_branches, table_infos
 
     before = _no_spark()
-    lb, found = _times(lambda: list_branches(lh), repeat)
-    ti, infos = _times(lambda: table_infos(lh), repeat)
+    lb_median, lb, found = median_of(lambda: list_branches(lh), repeat)
+    ti_median, ti, infos = median_of(lambda: table_infos(lh), repeat)
     return {
         "setup_seconds": setup,
         "tables": len(infos),
@@ -71,8 +61,8 @@ def branches(home: Path, repeat: int) -> dict[str, Any]:
         "branches_with_rows": sum(1 for b in found if b.rows_added == 3),
         "list_branches": lb,
         "table_infos": ti,
-        "list_branches_median": statistics.median(lb),
-        "table_infos_median": statistics.median(ti),
+        "list_branches_median": lb_median,
+        "table_infos_median": ti_median,
         "before": before,
         "after": _no_spark(),
     }
@@ -83,10 +73,10 @@ def diff(home: Path, catalog: str, table: str, branch: str, repeat: int) -> dict
 
     lh = Lakehouse(Settings(home=home, checks_path=home / "checks.yml", user="bench", catalog_name=catalog))
     tid = TableId.parse(table)
-    times, md = _times(lambda: metadata_diff(lh.table(tid), tid, branch), repeat)
+    median, times, md = median_of(lambda: metadata_diff(lh.table(tid), tid, branch), repeat)
     return {
         "times": times,
-        "median": statistics.median(times),
+        "median": median,
         "first": times[0],
         "result": {k: getattr(md, k) for k in ("rows_added", "rows_deleted", "files_added", "files_deleted", "bytes_added",
                                                 "bytes_deleted", "pure_append", "snapshots")},

@@ -56,3 +56,17 @@ def test_main_profile_after_a_publish_is_merged_not_rescanned(make_lakehouse, tm
     assert "quantiles" in merged["columns"]["val"]["approximate"]
     cached = lh.journal.load_profile(str(T), new_main)
     assert cached is not None and cached["source"] == merged["source"]
+
+
+def test_schema_changes_of_a_branch_written_after_a_schema_change(make_lakehouse, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from wap_core.keyed_diff import keyed_diff
+
+    lh = make_lakehouse()
+    r = ingest(lh, T, [write_csv(tmp_path / "a.csv", HEADER, _rows(1, 5, 10))], create=True)
+    publish(lh, T, r.branch)
+    lh.spark.sql(f"ALTER TABLE {lh.sql_name(T)} CREATE BRANCH evolved")
+    lh.spark.sql(f"ALTER TABLE {lh.sql_name(T)} ADD COLUMN note string")
+    lh.spark.sql(f"INSERT INTO {lh.sql_name(T, 'evolved')} VALUES (99, 'g1', 1.0, 'new')")
+    expected = [{"column": "note", "kind": "added", "old_type": None, "new_type": "string"}]
+    assert compute_diff(lh, T, "evolved").schema_changes == expected
+    assert list(keyed_diff(lh, T, "evolved", ["id"]).schema_changes) == expected  # one comparison for both diffs

@@ -19,6 +19,7 @@ from wap_core.identifiers import MAIN, TableId, quote_column
 
 if TYPE_CHECKING:
     import pandas as pd
+    from pyiceberg.table import Table
     from pyspark.sql import DataFrame, SparkSession
 
     from wap_core.lakehouse import Lakehouse
@@ -249,9 +250,8 @@ class DiffResult:
         return asdict(self)
 
 
-def schema_changes(lh: Lakehouse, table: TableId, branch: str) -> list[dict[str, Any]]:
+def schema_changes(tbl: Table, branch: str) -> list[dict[str, Any]]:
     """Schema of the branch head vs main head (by each snapshot's schema id), from metadata."""
-    tbl = lh.table(table)
     schemas = {s.schema_id: s for s in tbl.metadata.schemas}
 
     def schema_of(snapshot_id: int | None) -> Any:
@@ -260,20 +260,26 @@ def schema_changes(lh: Lakehouse, table: TableId, branch: str) -> list[dict[str,
         return schemas[sid]
 
     main_s, br_s = schema_of(cat.ref_snapshot_id(tbl, MAIN)), schema_of(tbl.metadata.refs[branch].snapshot_id)
-    m = {f.name: str(f.field_type) for f in main_s.fields}
-    b = {f.name: str(f.field_type) for f in br_s.fields}
+    return list(compare_columns({f.name: str(f.field_type) for f in main_s.fields}, {f.name: str(f.field_type) for f in br_s.fields}))
+
+
+def compare_columns(left: dict[str, str], right: dict[str, str]) -> tuple[dict[str, Any], ...]:
+    """Column changes from ``left`` (main) to ``right`` (branch): removed, type_changed, added."""
     out: list[dict[str, Any]] = []
-    out += [{"column": n, "change": "added", "type": b[n]} for n in b if n not in m]
-    out += [{"column": n, "change": "removed", "type": m[n]} for n in m if n not in b]
-    out += [{"column": n, "change": "type_changed", "from": m[n], "to": b[n]} for n in b if n in m and m[n] != b[n]]
-    return out
+    for c, t in left.items():
+        if c not in right:
+            out.append({"column": c, "kind": "removed", "old_type": t, "new_type": None})
+        elif right[c] != t:
+            out.append({"column": c, "kind": "type_changed", "old_type": t, "new_type": right[c]})
+    out += [{"column": c, "kind": "added", "old_type": None, "new_type": t} for c, t in right.items() if c not in left]
+    return tuple(out)
 
 
 def compute_diff(lh: Lakehouse, table: TableId, branch: str) -> DiffResult:
     tbl = lh.table(table)
     cat.require_branch(tbl, table, branch)
     meta = cat.metadata_diff(tbl, table, branch)
-    lin = cat.lineage(tbl, branch)
+    lin = cat.lineage(tbl, branch)  # metadata only, like metadata_diff
     batch = batch_frame(lh, table, lin)
     batch_prof = profile_frame(batch)
     if meta.pure_append and lin.fork is not None:
@@ -286,8 +292,9 @@ def compute_diff(lh: Lakehouse, table: TableId, branch: str) -> DiffResult:
         fork_df = lh.read_snapshot(table, lin.fork) if lin.fork is not None else None
         deleted = fork_df.exceptAll(lh.read_snapshot(table, lin.head)).count() if fork_df is not None else 0
     columns = []
+    main_cols = _public(main_prof)["columns"] if main_prof is not None else {}
     for name, b in _public(batch_prof)["columns"].items():
-        m = _public(main_prof or {"columns": {}})["columns"].get(name)
+        m = main_cols.get(name)
         entry: dict[str, Any] = {"name": name, "type": b["type"], "kind": b["kind"], "main": m, "batch": b}
         if m is not None:
             entry["null_pct_change"] = round(b["null_pct"] - m["null_pct"], 4)
@@ -297,7 +304,7 @@ def compute_diff(lh: Lakehouse, table: TableId, branch: str) -> DiffResult:
     return DiffResult(
         table=str(table), branch=branch, fork_snapshot_id=lin.fork, head_snapshot_id=lin.head, main_snapshot_id=lin.main_head,
         main_moved=lin.main_moved, pure_append=meta.pure_append, rows_added=batch_prof["rows"], rows_deleted=deleted,
-        schema_changes=schema_changes(lh, table, branch), columns=columns, metadata=asdict(meta),
+        schema_changes=schema_changes(tbl, branch), columns=columns, metadata=asdict(meta),
     )
 
 

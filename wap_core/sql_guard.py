@@ -263,7 +263,7 @@ class _Classes:
 
 
 def _refuse(what: str) -> ValidationError:
-    return ValidationError(f"refused: {what} (the SQL box runs one read-only query over {VIEW}; see README 'Explore')")
+    return ValidationError(f"refused: {what} (the SQL box runs one read-only query over {VIEW})")
 
 
 # --------------------------------------------------------------------------- stage 1: the parsed plan

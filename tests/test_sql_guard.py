@@ -346,6 +346,10 @@ def test_allowlists_name_only_builtins_and_no_escape_hatches(guarded: Guarded) -
                 "objects.StaticInvoke", "objects.Invoke"):
         assert "org.apache.spark.sql.catalyst.expressions." + bad not in classes
     assert not any("UDF" in c or "Python" in c or "Hive" in c for c in classes)
+    loader = guarded.session._jsparkSession.getClass().getClassLoader()
+    named = [sql_guard._EXPR + c for c in sql_guard.SYNTAX_EXPRESSIONS | sql_guard.INTERNAL_EXPRESSIONS]
+    for klass in sorted([*named, *sql_guard.PARSED_OPERATORS, *sql_guard.PLAN_OPERATORS]):
+        jvm.java.lang.Class.forName(klass, False, loader)  # every listed class is real (no dead entries)
     logical = "org.apache.spark.sql.catalyst.plans.logical."
     for op in ("ScriptTransformation", "InsertIntoStatement", "OneRowRelation", "LocalRelation"):
         assert logical + op not in sql_guard.PLAN_OPERATORS | sql_guard.PARSED_OPERATORS

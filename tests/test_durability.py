@@ -15,21 +15,22 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
+from helpers import write_csv
 from sqlalchemy import text
 
-from helpers import write_csv
 from wap_core import Lakehouse, TableId
 from wap_core.catalog import lineage
 from wap_core.cli import main
 from wap_core.faults import FAULT_EXIT_CODE, FAULT_POINTS, fault_point
 from wap_core.ingest import ingest
-from wap_core.journal import utcnow
+from wap_core.journal import _machine, utcnow
 from wap_core.publish import discard, publish, rebase
 from wap_core.reconcile import reconcile
 from wap_core.status import list_branches
@@ -81,7 +82,7 @@ class Case:
     done: bool  # the ref moved (intent done) or not (abandoned)
     check_crash: Callable[[dict[str, int], dict[str, Any]], None]  # raw refs right after the kill
     check_after: Callable[[Lakehouse, dict[str, Any], Path], None]  # after reconciliation
-    next_command: str = "branches"
+    next_command: tuple[str, ...] = ("branches", "--json")
     reason: str | None = None
 
 
@@ -209,23 +210,24 @@ def _after_rebased(lh: Lakehouse, ctx: dict[str, Any], tmp_path: Path) -> None:
     assert {r.id for r in lh.spark.table(lh.spark_name(T, "b")).select("id").collect()} == {1, 2, 10, 20, 21}
 
 
+HISTORY = ("history", "--json")
 CASES = [
-    Case("after_ingest_intent", _ingest_args, _setup_seed, "abandoned", False, _no_branch("incoming"), _after_nothing, "history"),
+    Case("after_ingest_intent", _ingest_args, _setup_seed, "abandoned", False, _no_branch("incoming"), _after_nothing, HISTORY),
     Case("after_create_branch", _ingest_args, _setup_seed, "incomplete", False, _incoming_empty, _after_incomplete),
-    Case("after_ingest_commit", _ingest_args, _setup_seed, "written", True, _incoming_written, _after_written, "history"),
+    Case("after_ingest_commit", _ingest_args, _setup_seed, "written", True, _incoming_written, _after_written, HISTORY),
     Case("after_publish_intent", lambda p: ["publish", "demo.people", "ready"], _setup_branch("ready", [(3, "cy")]),
          "abandoned", False, _untouched("ready"), _after_publish_abandoned),
     Case("after_publish_commit", lambda p: ["publish", "demo.people", "ready"], _setup_branch("ready", [(3, "cy")]),
-         "published", True, _published, _after_published, "history"),
+         "published", True, _published, _after_published, HISTORY),
     Case("after_rebase_intent", lambda p: ["rebase", "demo.people", "b"], _setup_rebase, "abandoned", False, _untouched("b"),
          _after_rebase_abandoned),
     Case("after_rebase_temp_branch", lambda p: ["rebase", "demo.people", "b"], _setup_rebase, "abandoned", False,
-         _rebase_temp(False), _after_rebase_abandoned, "history"),
+         _rebase_temp(False), _after_rebase_abandoned, HISTORY),
     Case("after_rebase_write", lambda p: ["rebase", "demo.people", "b"], _setup_rebase, "abandoned", False, _rebase_temp(True),
          _after_rebase_abandoned_then_rebase),
     Case("after_rebase_swap", lambda p: ["rebase", "demo.people", "b"], _setup_rebase, "rebased", True, _rebased, _after_rebased),
     Case("after_discard_intent", lambda p: ["discard", "demo.people", "junk", "--reason", "duplicate ids"],
-         _setup_branch("junk", [(1, "dup")]), "abandoned", False, _untouched("junk"), _after_discard_abandoned, "history",
+         _setup_branch("junk", [(1, "dup")]), "abandoned", False, _untouched("junk"), _after_discard_abandoned, HISTORY,
          reason="duplicate ids"),
     Case("after_discard_commit", lambda p: ["discard", "demo.people", "junk", "--reason", "duplicate ids"],
          _setup_branch("junk", [(1, "dup")]), "discarded", True, _no_branch("junk"), _after_nothing, reason="duplicate ids"),
@@ -270,8 +272,9 @@ def _check_killed_then_reconciled(lh: Lakehouse, case: Case, tmp_path: Path, ctx
     assert (intent["user_name"], intent["reason"]) == (CRASH_USER, case.reason or intent["reason"])
     assert sql(lh, "select * from wap_journal where intent_id = :i", i=intent["id"]) == []
     # the next command (a new Lakehouse, like a new process) reconciles before it reads
-    listing = _cli(lh, case.next_command, "--json")
-    assert all("__rebase_" not in r.get("branch", "") for r in listing if case.next_command == "branches")
+    listing = _cli(lh, *case.next_command)
+    if case.next_command[0] == "branches":
+        assert all("__rebase_" not in r["branch"] for r in listing)
     [row] = sql(lh, "select * from wap_journal where intent_id = :i", i=intent["id"])
     [after] = sql(lh, "select * from wap_intents where id = :i", i=intent["id"])
     assert after["status"] == ("done" if case.done else "abandoned") and after["lock_key"] is None
@@ -279,7 +282,7 @@ def _check_killed_then_reconciled(lh: Lakehouse, case: Case, tmp_path: Path, ctx
         intent["action"], case.outcome, CRASH_USER, True)
     assert row["reason"] == intent["reason"] and row["at"] == intent["at"]  # original reason and time of intent
     assert sql(lh, "select * from wap_intents where status = 'pending'") == []
-    if case.next_command == "history":
+    if case.next_command[0] == "history":
         assert any(h["intent_id"] == intent["id"] and h["reconciled"] and h["user"] == CRASH_USER for h in listing)
     case.check_after(lh, ctx, tmp_path)
     assert _cli(lh, "history", "--json") and len(sql(lh, "select * from wap_journal where intent_id = :i", i=intent["id"])) == 1
@@ -296,7 +299,8 @@ def test_a_forced_publish_killed_after_its_commit_is_journaled_as_forced_with_it
     assert not ctx["passed"]
     reason = "owner accepts the null name"
     case = Case("after_publish_commit", lambda p: ["publish", "demo.people", "bad", "--force", "--reason", reason],
-                lambda lh, p: ctx, "forced", True, _published, _after_published, "history", reason=reason)
+                lambda lh, p: ctx, "forced", True, _published, _after_published,
+                ("publish", "demo.people", "bad", "--json"), reason=reason)  # the re-run itself reconciles first
     _check_killed_then_reconciled(lh, case, tmp_path, ctx)
     [row] = _outcomes(lh, "publish", "bad", "forced")
     assert json.loads(row["details"])["refusal_overridden"] == "audit_failed"
@@ -313,8 +317,6 @@ def _as_foreign(lh: Lakehouse, intent_id: int, owner: str, beat_age_s: float = 0
 
 
 def test_pending_intents_of_live_processes_stay_pending_until_dead_or_stale(lh, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    import socket
-
     ctx = _setup_branch("junk", [(3, "cy")])(lh, tmp_path)
     intent = lh.journal.begin_intent(user="far-user", action="discard", table="demo.people", branch="junk",
                                      expected_before=ctx["head"], reason="r")
@@ -323,7 +325,7 @@ def test_pending_intents_of_live_processes_stay_pending_until_dead_or_stale(lh, 
     _as_foreign(lh, intent.id, "elsewhere|4242|0|abcd1234")
     assert reconcile(lh, T) == [] and lh.journal.intent(intent.id).status == "pending"
     # this host, a live process (our parent) that is not us: still pending
-    _as_foreign(lh, intent.id, f"{socket.gethostname()}|{os.getppid()}|0|abcd1234")
+    _as_foreign(lh, intent.id, f"{_machine()}|{os.getppid()}|0|abcd1234")
     assert reconcile(lh, T) == [] and lh.journal.intent(intent.id).status == "pending"
     # a busy branch refuses other actions, journaled
     with pytest.raises(Exception, match="busy: a discard by far-user"):
@@ -331,7 +333,7 @@ def test_pending_intents_of_live_processes_stay_pending_until_dead_or_stale(lh, 
     # this host, a dead pid: abandoned at once
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    _as_foreign(lh, intent.id, f"{socket.gethostname()}|{dead.pid}|0|abcd1234")
+    _as_foreign(lh, intent.id, f"{_machine()}|{dead.pid}|0|abcd1234")
     [entry] = reconcile(lh, T)
     assert (entry.outcome, entry.user, entry.reason, entry.reconciled) == ("abandoned", "far-user", "r", True)
     # another host whose heartbeat went stale: abandoned
@@ -397,3 +399,28 @@ def test_publish_found_in_main_history_without_a_journaled_publish_is_recorded_o
     [row] = _outcomes(lh, "publish", "quick", None)
     assert (row["outcome"], row["user_name"], row["snapshot_after"]) == ("published", "unknown", ctx["head"])
     assert "who and why are unknown" in row["reason"]
+
+
+def test_heartbeat_refreshes_running_intents_only_and_pid_reuse_is_not_life(tmp_path: Path) -> None:
+    import socket
+
+    from sqlalchemy import create_engine
+
+    from wap_core import journal as jr
+
+    j = jr.Journal(create_engine(f"sqlite:///{tmp_path / 'j.db'}"))
+    running = j.begin_intent(user="u", action="discard", table="demo.people", branch="a")
+    ended = j.begin_intent(user="u", action="discard", table="demo.people", branch="b")
+    j.release(ended)
+    old = utcnow() - timedelta(hours=1)
+    with j.engine.begin() as conn:
+        conn.execute(text("update wap_intents set heartbeat_at = :h"), {"h": old})
+    jr._in_flight.beat_once()
+    beats = {i.branch: i.heartbeat_at for i in j.pending_intents()}
+    assert beats["a"] is not None and beats["a"] > old + timedelta(minutes=59) and beats["b"] == old
+    assert j.in_flight_here(running) and not j.in_flight_here(ended)
+    assert jr.owner_alive(jr.process_owner()) is True
+    assert jr.owner_alive(f"{jr._machine()}|{os.getpid()}|0|00000000") is False  # our pid, earlier process
+    assert jr.owner_alive(f"{socket.gethostname()}/1|{os.getppid()}|0|00000000") is None  # another pid namespace
+    assert jr.owner_alive("elsewhere|1|0|00000000") is None  # another host: only the heartbeat can tell
+    j.release(running)

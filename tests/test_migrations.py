@@ -11,7 +11,7 @@ import json
 import subprocess
 import sys
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +86,7 @@ Table(
 )
 # -----------------------------------------------------------------------------------------------
 
-AT = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
+AT = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 BIG = 8_123_456_789_012_345_678  # snapshot ids are 64-bit
 
 
@@ -97,16 +97,16 @@ def make_v1(url: str) -> None:
     t = V1.tables
     with engine.begin() as conn:
         conn.execute(t["wap_journal"].insert(), [
-            dict(at=AT, user_name="ann", action="ingest", table_name="demo.people", branch="b1", snapshot_before=None,
-                 snapshot_after=BIG, outcome="written", reason=None, details=json.dumps({"rows": 2})),
-            dict(at=AT, user_name="bob", action="publish", table_name="demo.people", branch="b1", snapshot_before=1,
-                 snapshot_after=BIG, outcome="forced", reason="owner accepts", details=json.dumps({"forced": True})),
+            {"at": AT, "user_name": "ann", "action": "ingest", "table_name": "demo.people", "branch": "b1", "snapshot_before": None,
+                 "snapshot_after": BIG, "outcome": "written", "reason": None, "details": json.dumps({"rows": 2})},
+            {"at": AT, "user_name": "bob", "action": "publish", "table_name": "demo.people", "branch": "b1", "snapshot_before": 1,
+                 "snapshot_after": BIG, "outcome": "forced", "reason": "owner accepts", "details": json.dumps({"forced": True})},
         ])
-        conn.execute(t["wap_audits"].insert(), [dict(at=AT, user_name="ann", table_name="demo.people", branch="b1", snapshot_id=BIG,
-                                                     fork_snapshot_id=1, status="failed", result=json.dumps({"status": "failed"}))])
-        conn.execute(t["wap_profiles"].insert(), [dict(table_name="demo.people", snapshot_id=BIG, at=AT, profile=json.dumps({"rows": 5}))])
-        conn.execute(t["wap_batch_profiles"].insert(), [dict(table_name="demo.people", head_snapshot_id=BIG, fork_snapshot_id=1, at=AT,
-                                                             profile=json.dumps({"rows": 2}))])
+        conn.execute(t["wap_audits"].insert(), [{"at": AT, "user_name": "ann", "table_name": "demo.people", "branch": "b1", "snapshot_id": BIG,
+                                                     "fork_snapshot_id": 1, "status": "failed", "result": json.dumps({"status": "failed"})}])
+        conn.execute(t["wap_profiles"].insert(), [{"table_name": "demo.people", "snapshot_id": BIG, "at": AT, "profile": json.dumps({"rows": 5})}])
+        conn.execute(t["wap_batch_profiles"].insert(), [{"table_name": "demo.people", "head_snapshot_id": BIG, "fork_snapshot_id": 1, "at": AT,
+                                                             "profile": json.dumps({"rows": 2})}])
     engine.dispose()
 
 

@@ -37,12 +37,12 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from enum import Enum
-from typing import Any, Callable
+from typing import Any
 
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -64,6 +64,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from wap_core.exceptions import BranchBusyError
 
@@ -598,23 +599,32 @@ def _process_stat(pid: int) -> tuple[str, str] | None:
 _owner: tuple[int, str] | None = None
 
 
+def _machine() -> str:
+    """Where pids are meaningful: the host name plus the pid namespace (containers sharing a host name differ)."""
+    try:
+        ns = os.readlink("/proc/self/ns/pid").strip("pid:[]")
+    except OSError:
+        ns = ""
+    return f"{socket.gethostname()}/{ns}" if ns else socket.gethostname()
+
+
 def process_owner() -> str:
-    """``host|pid|start|token`` of this process (recomputed after a fork)."""
+    """``machine|pid|start|token`` of this process (recomputed after a fork)."""
     global _owner
     pid = os.getpid()
     if _owner is None or _owner[0] != pid:
         stat = _process_stat(pid)
-        _owner = (pid, f"{socket.gethostname()}|{pid}|{stat[1] if stat else 0}|{uuid.uuid4().hex[:8]}")
+        _owner = (pid, f"{_machine()}|{pid}|{stat[1] if stat else 0}|{uuid.uuid4().hex[:8]}")
     return _owner[1]
 
 
 def owner_alive(owner: str) -> bool | None:
-    """Whether the process that wrote an intent still runs: True/False on this host, None elsewhere."""
+    """Whether the process that wrote an intent still runs: True/False on this machine, None elsewhere."""
     parts = owner.split("|")
     if len(parts) != 4 or not parts[1].isdigit():
         return None
-    host, pid_text, start, _token = parts
-    if host != socket.gethostname():
+    machine, pid_text, start, _token = parts
+    if machine != _machine():
         return None
     if owner == process_owner():
         return True
@@ -669,18 +679,22 @@ class _InFlight:
         with self._lock:
             return (journal.key, intent_id) in self._released
 
+    def beat_once(self) -> None:
+        """Refresh heartbeat_at of every running intent of this process (one UPDATE per database)."""
+        with self._lock:
+            groups: dict[str, tuple[Journal, list[int]]] = {}
+            for (key, intent_id), journal in self._beating.items():
+                groups.setdefault(key, (journal, []))[1].append(intent_id)
+        for journal, ids in groups.values():
+            try:
+                journal.touch_intents(ids)
+            except SQLAlchemyError as exc:  # the next beat retries; a dead DB shows up in the action itself
+                log.warning("could not refresh the heartbeat of intents %s: %s", ids, exc)
+
     def _beat(self) -> None:
         while True:
             time.sleep(HEARTBEAT_SECONDS)
-            with self._lock:
-                groups: dict[str, tuple[Journal, list[int]]] = {}
-                for (key, intent_id), journal in self._beating.items():
-                    groups.setdefault(key, (journal, []))[1].append(intent_id)
-            for journal, ids in groups.values():
-                try:
-                    journal.touch_intents(ids)
-                except SQLAlchemyError as exc:  # the next beat retries; a dead DB shows up in the action itself
-                    log.warning("could not refresh the heartbeat of intents %s: %s", ids, exc)
+            self.beat_once()
 
 
 _in_flight = _InFlight()

@@ -36,18 +36,26 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import Table
+from sqlalchemy.exc import SQLAlchemyError
 
 from wap_core import catalog as cat
+from wap_core.catalog import TEMP_MARK, is_temp_branch
 from wap_core.exceptions import NotFoundError, RefusedError, ValidationError, WapError
 from wap_core.identifiers import MAIN, TableId
-from wap_core.catalog import TEMP_MARK, is_temp_branch
-from wap_core.journal import Intent, JournalEntry, heartbeat_stale, owner_alive, process_owner
+from wap_core.journal import (
+    Intent,
+    JournalEntry,
+    heartbeat_stale,
+    owner_alive,
+    process_owner,
+)
 
 if TYPE_CHECKING:
     from wap_core.lakehouse import Lakehouse
@@ -205,7 +213,11 @@ def reconcile(lh: Lakehouse, table: TableId | str | None = None) -> list[Journal
             continue  # this process's own action is still running: it records its own outcome
         if intent.table not in loaded:
             loaded[intent.table] = _load(lh, intent.table)
-        entry = _decide(lh, loaded[intent.table], intent)
+        try:
+            entry = _decide(lh, loaded[intent.table], intent)
+        except SQLAlchemyError as exc:  # e.g. the journal DB stayed locked: the intent stays pending, next read retries
+            log.warning("could not reconcile intent %d (%s of %s %s): %s", intent.id, intent.action, intent.table, intent.branch, exc)
+            continue
         if entry is not None:
             log.warning("reconciled %s of %s %s by %s (intent %d): %s", intent.action, intent.table, intent.branch,
                         intent.user, intent.id, entry.outcome)
@@ -252,7 +264,7 @@ def acting(lh: Lakehouse, intent: Intent) -> Iterator[Intent]:
     except BaseException as exc:
         try:
             settle(lh, intent, exc)
-        except Exception:  # noqa: BLE001 - never mask the action's own error; the intent stays pending
+        except Exception:
             log.exception("could not record the outcome of intent %d; reconciliation will", intent.id)
         raise
     finally:

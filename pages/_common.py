@@ -30,6 +30,7 @@ STATUS_ICON: dict[str, str] = {
     "error": "✖",
     "not_audited": "○",
     "stale": "↻",
+    "incomplete": "◌",
 }
 STATUS_MATERIAL: dict[str, str] = {
     "passed": ":material/check_circle:",
@@ -38,6 +39,7 @@ STATUS_MATERIAL: dict[str, str] = {
     "error": ":material/error:",
     "not_audited": ":material/radio_button_unchecked:",
     "stale": ":material/update:",
+    "incomplete": ":material/hourglass_empty:",
 }
 STATUS_COLOR: dict[str, str] = {
     "passed": "#2da44e",
@@ -46,6 +48,7 @@ STATUS_COLOR: dict[str, str] = {
     "error": "#8250df",
     "not_audited": "#8c959f",
     "stale": "#e16f24",
+    "incomplete": "#57606a",
 }
 _ENV_KEYS = ("WAP_HOME", "WAP_CHECKS", "WAP_USER", "WAP_CATALOG_NAME", "WAP_CATALOG_URI", "WAP_CATALOG_JDBC_URI",
              "WAP_WAREHOUSE", "WAP_CONFIG", "WAP_SPARK_MASTER", "WAP_SHUFFLE_PARTITIONS", "WAP_JDBC_JARS")

@@ -18,8 +18,8 @@ with ui.wap_errors():
     entries = ui.journal(limit=1000)
     audits = ui.audit_record(limit=1000)
 
-    counts = {s: sum(1 for b in open_branches if b["status"] == s) for s in ("passed", "warned", "failed", "stale", "not_audited")}
-    cols = st.columns(6)
+    counts = {s: sum(1 for b in open_branches if b["status"] == s) for s in ("passed", "warned", "failed", "stale", "not_audited", "incomplete")}
+    cols = st.columns(7)
     cols[0].metric("Tables", len(tables))
     for col, (status, n) in zip(cols[1:], counts.items()):
         col.metric(ui.status_badge(status), n)

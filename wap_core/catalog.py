@@ -6,6 +6,7 @@ cheap enough for a page load.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -100,8 +101,18 @@ def ref_snapshot_id(tbl: Table, ref: str) -> int | None:
     return r.snapshot_id if r is not None else None
 
 
+TEMP_MARK = "__rebase_"
+_TEMP_BRANCH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*__rebase_[0-9a-f]{8}")
+
+
+def is_temp_branch(name: str) -> bool:
+    """A rebase's temporary branch (``<branch>__rebase_<8 hex>``): internal, never an open audit branch."""
+    return _TEMP_BRANCH.fullmatch(name) is not None
+
+
 def branch_names(tbl: Table) -> list[str]:
-    return sorted(n for n, r in tbl.metadata.refs.items() if r.snapshot_ref_type == "branch" and n != MAIN)
+    """The open audit branches: every branch except main and rebase temp branches."""
+    return sorted(n for n, r in tbl.metadata.refs.items() if r.snapshot_ref_type == "branch" and n != MAIN and not is_temp_branch(n))
 
 
 def tag_names(tbl: Table) -> list[str]:
@@ -112,7 +123,7 @@ def require_branch(tbl: Table, table: TableId, branch: str) -> int:
     """The head snapshot id of ``branch``; NotFoundError naming the open branches otherwise."""
     validate_branch(branch)
     ref = tbl.metadata.refs.get(branch)
-    if ref is None or ref.snapshot_ref_type != "branch":
+    if ref is None or ref.snapshot_ref_type != "branch" or is_temp_branch(branch):
         known = ", ".join(branch_names(tbl)) or "none"
         raise NotFoundError(f"branch {branch!r} does not exist on {table} (open branches: {known})")
     return ref.snapshot_id

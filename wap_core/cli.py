@@ -14,6 +14,7 @@ from typing import Any, Sequence
 
 from wap_core.exceptions import WapError
 from wap_core.identifiers import TableId
+from wap_core.status import BRANCH_STATUSES
 
 EXIT_OK, EXIT_REFUSED, EXIT_ERROR = 0, 1, 2
 
@@ -42,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("branches", help="open audit branches with their status")
     b.add_argument("table", nargs="?")
     b.add_argument("--json", action="store_true")
-    b.add_argument("--status", choices=["passed", "warned", "failed", "not_audited", "stale"])
+    b.add_argument("--status", choices=list(BRANCH_STATUSES))
 
     i = sub.add_parser("ingest", help="write sources into a new audit branch and audit it")
     i.add_argument("table")

@@ -11,6 +11,7 @@ class WapError(Exception):
     """Base class of every error wap_core raises on purpose."""
 
     exit_code: int = 2
+    journaled: bool = False  # set once the error is the outcome row of an intent (not to be recorded twice)
 
 
 class ValidationError(WapError, ValueError):
@@ -65,3 +66,7 @@ class ConflictError(RefusedError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, reason_code="conflict")
+
+
+class BranchBusyError(ConflictError):
+    """Another ref-moving action on the same branch is still in flight (its intent is pending). Exit code 1."""

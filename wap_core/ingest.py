@@ -25,10 +25,14 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 from wap_core import catalog as cat
 from wap_core.audit import AuditResult, run_audit
 from wap_core.checks import Suite, observed_metrics, suite_for
-from wap_core.exceptions import NotFoundError, SchemaMismatchError, SourceError, ValidationError, WapError
+from wap_core.exceptions import BranchBusyError, NotFoundError, SchemaMismatchError, SourceError, ValidationError, WapError
+from wap_core.faults import fault_point
 from wap_core.identifiers import TableId, validate_branch
+from wap_core.journal import Intent
+from wap_core.reconcile import INTENT_PROPERTY, acting
 
 if TYPE_CHECKING:
+    from pyiceberg.table import Table
     from pyspark.sql import Column, DataFrame
     from pyspark.sql.types import DataType, StructType
 
@@ -430,8 +434,9 @@ def ingest(
         files, fmt = resolve_sources(sources, fmt)
         return _ingest(lh, table, files, fmt, branch, create, user, t0)
     except WapError as exc:
-        lh.journal.record(user=user, action="ingest", table=str(table), branch=branch, outcome="error", reason=str(exc).splitlines()[0][:1000],
-                          details={"sources": list(sources)})
+        if not exc.journaled:  # an error after the intent is already its outcome row
+            lh.journal.record(user=user, action="ingest", table=str(table), branch=branch, outcome="error", reason=str(exc).splitlines()[0][:1000],
+                              details={"sources": list(sources)})
         raise
 
 
@@ -443,48 +448,74 @@ def _ingest(lh: Lakehouse, table: TableId, files: list[str], fmt: str, branch: s
     suite = suite_for(lh.settings.checks_file, table)  # a broken checks file stops us before any write
     target = spark.table(lh.spark_name(table)).schema if exists else None
     prepared, target = read_source(lh, str(table), files, fmt, target)
-    created = False
-    if not exists:
-        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS `{lh.settings.catalog_name}`.`{table.namespace}`")
-        spark.createDataFrame([], target).writeTo(lh.spark_name(table)).using("iceberg").create()
-        created = True
-        lh.journal.record(user=user, action="create", table=str(table), outcome="created", details={"columns": [f.name for f in target.fields]})
-    tbl = lh.table(table)
-    if branch is None:
-        branch = default_branch_name(set(tbl.metadata.refs))
-    elif branch in tbl.metadata.refs:
-        raise ValidationError(f"branch {branch!r} already exists on {table}; choose another name or discard it first")
-    main_before = cat.ref_snapshot_id(tbl, "main")
-    def create_branch() -> None:
-        spark.sql(f"ALTER TABLE {lh.sql_name(table)} CREATE BRANCH `{branch}`")
-
-    with_commit_retry(create_branch)
+    tbl = lh.table(table) if exists else None
+    main_before = cat.ref_snapshot_id(tbl, "main") if tbl is not None else None
     batch_id = uuid.uuid4().hex
-    props = {
-        "wap.source": ", ".join(files)[:2000],
-        "wap.format": fmt,
-        "wap.batch-id": batch_id,
-        "wap.branch": branch,
-        "wap.user": user,
-        "wap.malformed-rows": str(prepared.malformed),
-        "wap.malformed-sample": json.dumps(prepared.sample, default=str)[:8000],
-    }
-    try:
-        metrics = _write(lh, prepared.df, lh.spark_name(table, branch), props, suite)
-    except Exception:
-        remove_branch_quietly(lh, table, branch)
-        if created:
-            lh.catalog.purge_table(table.tuple)
-        raise
-    tbl = lh.table(table)
-    lin = cat.lineage(tbl, branch)
-    lh.journal.record(
-        user=user, action="ingest", table=str(table), branch=branch, snapshot_before=main_before, snapshot_after=lin.head,
-        outcome="written", details={"sources": files, "format": fmt, "batch_id": batch_id, "rows": prepared.rows, "malformed_rows": prepared.malformed},
-    )
+    intent_details = {"sources": files, "format": fmt, "batch_id": batch_id, "rows": prepared.rows,
+                      "malformed_rows": prepared.malformed, "create_table": not exists}
+    intent, branch = _announce(lh, user, table, tbl, branch, main_before, intent_details)
+    created = False
+    with acting(lh, intent):
+        fault_point("after_ingest_intent")
+        if not exists:
+            spark.sql(f"CREATE NAMESPACE IF NOT EXISTS `{lh.settings.catalog_name}`.`{table.namespace}`")
+            spark.createDataFrame([], target).writeTo(lh.spark_name(table)).using("iceberg").create()
+            created = True
+            lh.journal.record(user=user, action="create", table=str(table), outcome="created", details={"columns": [f.name for f in target.fields]})
+
+        def create_branch() -> None:
+            spark.sql(f"ALTER TABLE {lh.sql_name(table)} CREATE BRANCH `{branch}`")
+
+        with_commit_retry(create_branch)
+        fault_point("after_create_branch")
+        props = {
+            "wap.source": ", ".join(files)[:2000],
+            "wap.format": fmt,
+            "wap.batch-id": batch_id,
+            "wap.branch": branch,
+            "wap.user": user,
+            "wap.malformed-rows": str(prepared.malformed),
+            "wap.malformed-sample": json.dumps(prepared.sample, default=str)[:8000],
+            INTENT_PROPERTY: str(intent.id),
+        }
+        try:
+            metrics = _write(lh, prepared.df, lh.spark_name(table, branch), props, suite)
+        except Exception:
+            remove_branch_quietly(lh, table, branch)
+            if created:
+                lh.catalog.purge_table(table.tuple)
+            raise
+        fault_point("after_ingest_commit")
+        tbl = lh.table(table)
+        lin = cat.lineage(tbl, branch)
+        lh.journal.resolve_intent(intent, outcome="written", done=True, snapshot_after=lin.head)
     audit = run_audit(lh, table, branch, user=user, suite=suite,
                       observed=(lin.head, metrics) if metrics is not None and len(lin.new_snapshots) == 1 else None)
     return IngestResult(
         table=str(table), branch=branch, created_table=created, rows_written=prepared.rows, malformed_rows=prepared.malformed,
         snapshot_id=lin.head, fork_snapshot_id=lin.fork, sources=files, audit=audit, seconds=time.perf_counter() - t0,
     )
+
+
+def _announce(lh: Lakehouse, user: str, table: TableId, tbl: Table | None, branch: str | None, main_before: int | None,
+              details: dict[str, Any]) -> tuple[Intent, str]:
+    """Commit the ingest's intent naming the branch it is about to create; returns (intent, branch).
+
+    A default name that another in-flight ingest holds is skipped for the next free one.
+    """
+    existing = set(tbl.metadata.refs) if tbl is not None else set()
+    if branch is not None:
+        if branch in existing:
+            raise ValidationError(f"branch {branch!r} already exists on {table}; choose another name or discard it first")
+        if cat.is_temp_branch(branch):
+            raise ValidationError(f"branch name {branch!r} is reserved for rebase's temporary branches")
+        return lh.journal.begin_intent(user=user, action="ingest", table=str(table), branch=branch,
+                                       expected_before=main_before, details=details), branch
+    for _ in range(20):
+        name = default_branch_name(existing)
+        try:
+            return lh.journal.begin_intent(user=user, action="ingest", table=str(table), branch=name,
+                                           expected_before=main_before, details=details), name
+        except BranchBusyError:
+            existing.add(name)
+    raise BranchBusyError(f"could not find a free branch name on {table}: too many ingests in flight")

@@ -1,34 +1,74 @@
 """The journal: who did what, durably, in the catalog's own SQL database.
 
-Two tables next to Iceberg's own (``iceberg_tables``): ``wap_journal`` (every
-ingest, audit, publish, rebase, discard and refusal) and ``wap_audits`` (each
-audit's full result, keyed by the audited snapshot). Any SQL client can read them.
+Tables next to Iceberg's own (``iceberg_tables``): ``wap_journal`` (every ingest, audit,
+publish, rebase, discard and refusal: the outcomes), ``wap_intents`` (every ref move
+announced before its Iceberg commit), ``wap_audits`` (each audit's full result, keyed by the
+audited snapshot) and the profile caches. Any SQL client can read them. Their schema is
+versioned with Alembic (:mod:`wap_core.migrate`); ``Journal()`` upgrades it.
+
+Intent and outcome
+------------------
+An action that moves a ref (ingest, publish, rebase, discard) first commits an **intent**
+row in ``wap_intents`` (who, what, which branch, the snapshots it expects before and after,
+why) in its own transaction, THEN makes its Iceberg commit, THEN records the **outcome**:
+one ``wap_journal`` row linked by ``intent_id``, written in the same transaction that turns
+the intent from ``pending`` into ``done`` (the ref moved) or ``abandoned`` (it did not).
+
+Why a separate intents table rather than a ``pending`` row in ``wap_journal`` that is later
+updated: the journal stays an append-only log of decided outcomes (its readers, and any SQL
+client, never see a half-decided row), while ``wap_intents`` is the small, mutable work list
+that reconciliation scans (indexed by status). The link is unique (``ux_wap_journal_intent_id``),
+so an intent can never get two outcome rows, and ``pending -> done/abandoned`` is a conditional
+``UPDATE ... WHERE status = 'pending'``: of two processes resolving the same intent exactly one
+sees rowcount 1 and writes the outcome row. ``lock_key`` (``table/branch``, unique, cleared on
+resolution) allows one in-flight action per branch, so each pending intent is the only
+candidate for whatever happened to its branch.
+
+A process that dies between its Iceberg commit and its outcome leaves a pending intent;
+:mod:`wap_core.reconcile` decides it from the Iceberg metadata the next time the table is read.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from datetime import datetime, timezone
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from enum import Enum
 from typing import Any
 
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     DateTime,
     Engine,
+    Index,
     Integer,
     MetaData,
     String,
     Table,
     Text,
+    UniqueConstraint,
     and_,
     desc,
+    false,
     func,
     insert,
     select,
+    update,
 )
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+
+from wap_core.exceptions import BranchBusyError
+
+log = logging.getLogger(__name__)
 
 _meta = MetaData()
 
@@ -46,6 +86,30 @@ journal_table = Table(
     Column("outcome", String(32), nullable=False),
     Column("reason", Text, nullable=True),
     Column("details", Text, nullable=True),
+    Column("intent_id", Integer, nullable=True),  # the intent this row is the outcome of (migration 0002)
+    Column("reconciled", Boolean, nullable=False, server_default=false()),  # recorded by reconciliation
+    Index("ux_wap_journal_intent_id", "intent_id", unique=True),
+)
+
+intents_table = Table(
+    "wap_intents",
+    _meta,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("at", DateTime(timezone=True), nullable=False),
+    Column("user_name", String(255), nullable=False),
+    Column("action", String(32), nullable=False),
+    Column("table_name", String(512), nullable=False, index=True),
+    Column("branch", String(255), nullable=False),
+    Column("expected_before", BigInteger, nullable=True),
+    Column("expected_after", BigInteger, nullable=True),
+    Column("reason", Text, nullable=True),
+    Column("details", Text, nullable=True),
+    Column("status", String(16), nullable=False, index=True),
+    Column("owner", String(255), nullable=False),  # host|pid|process start|token of the acting process
+    Column("heartbeat_at", DateTime(timezone=True), nullable=False),
+    Column("resolved_at", DateTime(timezone=True), nullable=True),
+    Column("lock_key", String(400), nullable=True),  # table/branch while pending, NULL once resolved
+    UniqueConstraint("lock_key", name="uq_wap_intents_lock_key"),
 )
 
 audits_table = Table(
@@ -82,6 +146,16 @@ batch_profiles_table = Table(
 )
 
 ACTIONS = ("ingest", "audit", "publish", "rebase", "discard", "create")
+INTENT_ACTIONS = ("ingest", "publish", "rebase", "discard")  # the actions that move a ref
+
+HEARTBEAT_SECONDS = 15.0  # an in-flight intent's heartbeat_at is refreshed this often
+STALE_AFTER_SECONDS = 120.0  # a pending intent whose heartbeat is older belongs to a dead process
+
+
+class IntentStatus(str, Enum):
+    PENDING = "pending"  # announced; the Iceberg commit may or may not have happened yet
+    DONE = "done"  # the ref moved; the outcome row holds the success outcome
+    ABANDONED = "abandoned"  # the ref did not move (refused, error, crash before the commit)
 
 
 def utcnow() -> datetime:
@@ -105,6 +179,8 @@ class JournalEntry:
     outcome: str
     reason: str | None
     details: dict[str, Any]
+    intent_id: int | None = None
+    reconciled: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -119,6 +195,35 @@ class JournalEntry:
             "outcome": self.outcome,
             "reason": self.reason,
             "details": self.details,
+            "intent_id": self.intent_id,
+            "reconciled": self.reconciled,
+        }
+
+
+@dataclass(frozen=True)
+class Intent:
+    """A ref move announced before its Iceberg commit (a row of ``wap_intents``)."""
+
+    id: int
+    at: datetime
+    user: str
+    action: str
+    table: str
+    branch: str
+    expected_before: int | None
+    expected_after: int | None
+    reason: str | None
+    details: dict[str, Any] = field(default_factory=dict)
+    status: str = IntentStatus.PENDING.value
+    owner: str = ""
+    heartbeat_at: datetime | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "at": self.at.isoformat(), "user": self.user, "action": self.action, "table": self.table,
+            "branch": self.branch, "expected_before": self.expected_before, "expected_after": self.expected_after,
+            "reason": self.reason, "details": self.details, "status": self.status, "owner": self.owner,
+            "heartbeat_at": self.heartbeat_at.isoformat() if self.heartbeat_at else None,
         }
 
 
@@ -135,11 +240,19 @@ class StoredAudit:
 
 
 class Journal:
-    """Append-only log over a SQLAlchemy engine (the catalog's)."""
+    """Append-only log over a SQLAlchemy engine (the catalog's).
+
+    ``on_read``, when set (the Lakehouse sets it to its reconciler), runs before
+    :meth:`history` reads, so every reader sees crashed actions already resolved.
+    """
 
     def __init__(self, engine: Engine) -> None:
+        from wap_core.migrate import upgrade
+
         self.engine = engine
-        _meta.create_all(engine, checkfirst=True)
+        self.key = str(engine.url)  # identifies the database (password masked) for the in-flight registry
+        self.on_read: Callable[[str | None], object] | None = None
+        upgrade(engine)
 
     def record(
         self,
@@ -178,6 +291,8 @@ class Journal:
         action: str | None = None,
         limit: int = 500,
     ) -> list[JournalEntry]:
+        if self.on_read is not None:
+            self.on_read(table)
         q = select(journal_table).order_by(desc(journal_table.c.id)).limit(limit)
         if table is not None:
             q = q.where(journal_table.c.table_name == table)
@@ -187,22 +302,7 @@ class Journal:
             q = q.where(journal_table.c.action == action)
         with self.engine.connect() as conn:
             rows = conn.execute(q).mappings().all()
-        return [
-            JournalEntry(
-                id=r["id"],
-                at=_aware(r["at"]),
-                user=r["user_name"],
-                action=r["action"],
-                table=r["table_name"],
-                branch=r["branch"],
-                snapshot_before=r["snapshot_before"],
-                snapshot_after=r["snapshot_after"],
-                outcome=r["outcome"],
-                reason=r["reason"],
-                details=json.loads(r["details"] or "{}"),
-            )
-            for r in rows
-        ]
+        return [_entry(r) for r in rows]
 
     def save_audit(
         self,
@@ -309,6 +409,295 @@ class Journal:
         with self.engine.connect() as conn:
             rows = conn.execute(q).mappings().all()
         return [_stored(r) for r in rows]
+
+    # ----- intents ------------------------------------------------------------
+    def begin_intent(
+        self,
+        *,
+        user: str,
+        action: str,
+        table: str,
+        branch: str,
+        expected_before: int | None = None,
+        expected_after: int | None = None,
+        reason: str | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> Intent:
+        """Commit the intent row of a ref move (before its Iceberg commit) and mark it in flight here.
+
+        Raises BranchBusyError when another action on the same branch is still pending.
+        """
+        if action not in INTENT_ACTIONS:
+            raise ValueError(f"not a ref-moving action: {action!r}")
+        now = utcnow()
+        owner = process_owner()
+        values = dict(
+            at=now, user_name=user, action=action, table_name=table, branch=branch, expected_before=expected_before,
+            expected_after=expected_after, reason=reason, details=json.dumps(details or {}, default=str),
+            status=IntentStatus.PENDING.value, owner=owner, heartbeat_at=now, lock_key=_lock_key(table, branch),
+        )
+        try:
+            with self.engine.begin() as conn:
+                pk = conn.execute(insert(intents_table).values(**values)).inserted_primary_key
+                assert pk is not None
+                intent_id = int(pk[0])
+        except IntegrityError as exc:
+            holder = self.pending_intent_on(table, branch)
+            who = f"a {holder.action} by {holder.user} since {holder.at.isoformat(timespec='seconds')}" if holder else "another action"
+            raise BranchBusyError(f"branch {branch} of {table} is busy: {who} is in flight; try again when it ends") from exc
+        _in_flight.add(self, intent_id)
+        return Intent(id=intent_id, at=now, user=user, action=action, table=table, branch=branch,
+                      expected_before=expected_before, expected_after=expected_after, reason=reason,
+                      details=dict(details or {}), owner=owner, heartbeat_at=now)
+
+    def resolve_intent(
+        self,
+        intent: Intent,
+        *,
+        outcome: str,
+        done: bool,
+        snapshot_after: int | None = None,
+        reason: str | None = None,
+        details: dict[str, Any] | None = None,
+        reconciled: bool = False,
+        at: datetime | None = None,
+    ) -> JournalEntry | None:
+        """Turn a pending intent into ``done``/``abandoned`` and write its one outcome row, atomically.
+
+        Returns the outcome entry, or None when the intent was already resolved (by its owner
+        or by another reconciler): then nothing is written. ``reason`` defaults to the intent's.
+        """
+        now = utcnow()
+        entry_at = at or now
+        merged = {**intent.details, **(details or {})}
+        why = intent.reason if reason is None else reason
+        status = IntentStatus.DONE if done else IntentStatus.ABANDONED
+        with self.engine.begin() as conn:
+            res = conn.execute(
+                update(intents_table)
+                .where(and_(intents_table.c.id == intent.id, intents_table.c.status == IntentStatus.PENDING.value))
+                .values(status=status.value, resolved_at=now, lock_key=None)
+            )
+            if res.rowcount != 1:
+                return None
+            pk = conn.execute(insert(journal_table).values(
+                at=entry_at, user_name=intent.user, action=intent.action, table_name=intent.table, branch=intent.branch,
+                snapshot_before=intent.expected_before, snapshot_after=snapshot_after, outcome=outcome, reason=why,
+                details=json.dumps(merged, default=str), intent_id=intent.id, reconciled=reconciled,
+            )).inserted_primary_key
+            assert pk is not None
+        return JournalEntry(id=int(pk[0]), at=entry_at, user=intent.user, action=intent.action, table=intent.table,
+                            branch=intent.branch, snapshot_before=intent.expected_before, snapshot_after=snapshot_after,
+                            outcome=outcome, reason=why, details=merged, intent_id=intent.id, reconciled=reconciled)
+
+    def release(self, intent: Intent) -> None:
+        """The acting process is done with ``intent`` (resolved or not): no longer in flight here."""
+        _in_flight.release(self, intent.id)
+
+    def in_flight_here(self, intent: Intent) -> bool:
+        """True when ``intent`` belongs to this process and its action has not ended (been released) yet."""
+        return intent.owner == process_owner() and not _in_flight.released(self, intent.id)
+
+    def pending_intents(self, table: str | None = None) -> list[Intent]:
+        """Pending intents (oldest first), of one table or all."""
+        q = select(intents_table).where(intents_table.c.status == IntentStatus.PENDING.value).order_by(intents_table.c.id)
+        if table is not None:
+            q = q.where(intents_table.c.table_name == table)
+        with self.engine.connect() as conn:
+            rows = conn.execute(q).mappings().all()
+        return [_intent(r) for r in rows]
+
+    def pending_intent_on(self, table: str, branch: str) -> Intent | None:
+        q = select(intents_table).where(intents_table.c.lock_key == _lock_key(table, branch))
+        with self.engine.connect() as conn:
+            row = conn.execute(q).mappings().first()
+        return _intent(row) if row is not None else None
+
+    def intent(self, intent_id: int) -> Intent | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(intents_table).where(intents_table.c.id == intent_id)).mappings().first()
+        return _intent(row) if row is not None else None
+
+    def intents(self, table: str | None = None, limit: int = 500) -> list[Intent]:
+        """Recent intents, newest first (any status)."""
+        q = select(intents_table).order_by(desc(intents_table.c.id)).limit(limit)
+        if table is not None:
+            q = q.where(intents_table.c.table_name == table)
+        with self.engine.connect() as conn:
+            rows = conn.execute(q).mappings().all()
+        return [_intent(r) for r in rows]
+
+    def incomplete_branches(self, table: str | None = None) -> set[tuple[str, str]]:
+        """(table, branch) whose latest ingest did not finish writing its batch (pending or abandoned)."""
+        newest = (
+            select(func.max(intents_table.c.id))
+            .where(intents_table.c.action == "ingest")
+            .group_by(intents_table.c.table_name, intents_table.c.branch)
+        )
+        if table is not None:
+            newest = newest.where(intents_table.c.table_name == table)
+        q = select(intents_table.c.table_name, intents_table.c.branch).where(and_(
+            intents_table.c.id.in_(newest.scalar_subquery()), intents_table.c.status != IntentStatus.DONE.value))
+        with self.engine.connect() as conn:
+            return {(r[0], r[1]) for r in conn.execute(q).all()}
+
+    def touch_intents(self, ids: list[int]) -> None:
+        """Refresh the heartbeat of this process's in-flight intents."""
+        if not ids:
+            return
+        with self.engine.begin() as conn:
+            conn.execute(
+                update(intents_table)
+                .where(and_(intents_table.c.id.in_(ids), intents_table.c.status == IntentStatus.PENDING.value))
+                .values(heartbeat_at=utcnow())
+            )
+
+
+def _lock_key(table: str, branch: str) -> str:
+    return f"{table}/{branch}"
+
+
+def _entry(r: Any) -> JournalEntry:
+    return JournalEntry(
+        id=r["id"],
+        at=_aware(r["at"]),
+        user=r["user_name"],
+        action=r["action"],
+        table=r["table_name"],
+        branch=r["branch"],
+        snapshot_before=r["snapshot_before"],
+        snapshot_after=r["snapshot_after"],
+        outcome=r["outcome"],
+        reason=r["reason"],
+        details=json.loads(r["details"] or "{}"),
+        intent_id=r["intent_id"],
+        reconciled=bool(r["reconciled"]),
+    )
+
+
+def _intent(r: Any) -> Intent:
+    return Intent(
+        id=r["id"], at=_aware(r["at"]), user=r["user_name"], action=r["action"], table=r["table_name"], branch=r["branch"],
+        expected_before=r["expected_before"], expected_after=r["expected_after"], reason=r["reason"],
+        details=json.loads(r["details"] or "{}"), status=r["status"], owner=r["owner"], heartbeat_at=_aware(r["heartbeat_at"]),
+    )
+
+
+# --------------------------------------------------------------------------- the acting process
+
+
+def _process_stat(pid: int) -> tuple[str, str] | None:
+    """(state, start time in clock ticks) of a process from /proc; None where /proc is unavailable."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (fields[0], fields[19]) if len(fields) > 19 else None
+
+
+_owner: tuple[int, str] | None = None
+
+
+def _machine() -> str:
+    """Where pids are meaningful: the host name plus the pid namespace (containers sharing a host name differ)."""
+    try:
+        ns = os.readlink("/proc/self/ns/pid").strip("pid:[]")
+    except OSError:
+        ns = ""
+    return f"{socket.gethostname()}/{ns}" if ns else socket.gethostname()
+
+
+def process_owner() -> str:
+    """``machine|pid|start|token`` of this process (recomputed after a fork)."""
+    global _owner
+    pid = os.getpid()
+    if _owner is None or _owner[0] != pid:
+        stat = _process_stat(pid)
+        _owner = (pid, f"{_machine()}|{pid}|{stat[1] if stat else 0}|{uuid.uuid4().hex[:8]}")
+    return _owner[1]
+
+
+def owner_alive(owner: str) -> bool | None:
+    """Whether the process that wrote an intent still runs: True/False on this machine, None elsewhere."""
+    parts = owner.split("|")
+    if len(parts) != 4 or not parts[1].isdigit():
+        return None
+    machine, pid_text, start, _token = parts
+    if machine != _machine():
+        return None
+    if owner == process_owner():
+        return True
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return False  # our pid, another token: a previous process (a restarted container reuses pids)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # exists, owned by another user
+    stat = _process_stat(pid)
+    if stat is None:
+        return True
+    state, started = stat
+    return state not in ("Z", "X") and (start == "0" or started == start)
+
+
+def heartbeat_stale(intent: Intent, now: datetime | None = None) -> bool:
+    beat = intent.heartbeat_at or intent.at
+    return (now or utcnow()) - beat > timedelta(seconds=STALE_AFTER_SECONDS)
+
+
+class _InFlight:
+    """This process's intents: which are still running (heartbeat kept fresh by a daemon thread) or released.
+
+    An intent of this process counts as in flight until its action releases it, including the
+    instant between its row's commit and :meth:`add`, so a reconciler in another thread of this
+    process never judges it early.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._beating: dict[tuple[str, int], Journal] = {}
+        self._released: set[tuple[str, int]] = set()
+        self._thread: threading.Thread | None = None
+
+    def add(self, journal: Journal, intent_id: int) -> None:
+        with self._lock:
+            self._beating[(journal.key, intent_id)] = journal
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._beat, name="wap-intent-heartbeat", daemon=True)
+                self._thread.start()
+
+    def release(self, journal: Journal, intent_id: int) -> None:
+        with self._lock:
+            self._beating.pop((journal.key, intent_id), None)
+            self._released.add((journal.key, intent_id))
+
+    def released(self, journal: Journal, intent_id: int) -> bool:
+        with self._lock:
+            return (journal.key, intent_id) in self._released
+
+    def beat_once(self) -> None:
+        """Refresh heartbeat_at of every running intent of this process (one UPDATE per database)."""
+        with self._lock:
+            groups: dict[str, tuple[Journal, list[int]]] = {}
+            for (key, intent_id), journal in self._beating.items():
+                groups.setdefault(key, (journal, []))[1].append(intent_id)
+        for journal, ids in groups.values():
+            try:
+                journal.touch_intents(ids)
+            except SQLAlchemyError as exc:  # the next beat retries; a dead DB shows up in the action itself
+                log.warning("could not refresh the heartbeat of intents %s: %s", ids, exc)
+
+    def _beat(self) -> None:
+        while True:
+            time.sleep(HEARTBEAT_SECONDS)
+            self.beat_once()
+
+
+_in_flight = _InFlight()
 
 
 def _stored(r: Any) -> StoredAudit:

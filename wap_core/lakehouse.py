@@ -1,11 +1,13 @@
 """The Lakehouse: one factory tying settings, the PyIceberg catalog, the journal and Spark.
 
 Metadata work (catalog, journal) never starts Spark; Spark starts lazily on the
-first data operation.
+first data operation. Reading a table (:meth:`Lakehouse.table`) or the journal first
+reconciles the pending intents of crashed actions (:mod:`wap_core.reconcile`, metadata only).
 """
 
 from __future__ import annotations
 
+import threading
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -15,7 +17,7 @@ from pyiceberg.table import Table
 from wap_core import catalog as cat
 from wap_core.config import Settings
 from wap_core.identifiers import MAIN, TableId
-from wap_core.journal import Journal
+from wap_core.journal import Journal, JournalEntry
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -26,6 +28,7 @@ class Lakehouse:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        self._reconciling = threading.local()
 
     @classmethod
     def from_env(cls, **overrides: object) -> Lakehouse:
@@ -38,7 +41,9 @@ class Lakehouse:
 
     @cached_property
     def journal(self) -> Journal:
-        return Journal(self.catalog.engine)
+        journal = Journal(self.catalog.engine)
+        journal.on_read = self.reconcile  # every history read sees crashed actions resolved
+        return journal
 
     @property
     def spark(self) -> SparkSession:
@@ -52,8 +57,26 @@ class Lakehouse:
         return self.settings.user
 
     # ----- metadata --------------------------------------------------------
+    def reconcile(self, table: TableId | str | None = None) -> list[JournalEntry]:
+        """Resolve the pending intents of crashed actions on ``table`` (None: every table).
+
+        The one entry point of reconciliation: :meth:`table` and ``journal.history`` call it, so
+        every command that reads a table or the journal runs it first. One indexed query when
+        nothing is pending; PyIceberg only (never Spark).
+        """
+        if getattr(self._reconciling, "active", False):
+            return []  # reconciliation reads tables itself: no recursion
+        from wap_core.reconcile import reconcile
+
+        self._reconciling.active = True
+        try:
+            return reconcile(self, table)
+        finally:
+            self._reconciling.active = False
+
     def table(self, table: TableId) -> Table:
-        """A fresh load of the table's metadata (never cached: main may have moved)."""
+        """A fresh load of the table's metadata (never cached: main may have moved), reconciled first."""
+        self.reconcile(table)
         return cat.load_table(self.catalog, table)
 
     def tables(self) -> list[TableId]:

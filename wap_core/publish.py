@@ -20,9 +20,12 @@ from pyiceberg.table import Table
 
 from wap_core import catalog as cat
 from wap_core.audit import batch_frame, latest_audit
-from wap_core.exceptions import ConflictError, NotFoundError, RefusedError, ValidationError
+from wap_core.exceptions import BranchBusyError, ConflictError, NotFoundError, RefusedError, ValidationError
+from wap_core.faults import fault_point
 from wap_core.identifiers import MAIN, TableId, validate_branch
 from wap_core.ingest import remove_branch_quietly, with_commit_retry
+from wap_core.journal import Intent
+from wap_core.reconcile import INTENT_PROPERTY, acting, remove_branches, temp_branch_name, temp_branches_of
 
 if TYPE_CHECKING:
     from wap_core.lakehouse import Lakehouse
@@ -124,8 +127,31 @@ def _already_published(lh: Lakehouse, table: TableId, branch: str, tbl: Table) -
         if n >= _LINEAGE_SCAN:
             break
         if cat.summary_get(snap, "wap.branch") == branch:
+            _record_untracked_publish(lh, table, branch, snap.snapshot_id)
             return snap.snapshot_id
     return None
+
+
+def _record_untracked_publish(lh: Lakehouse, table: TableId, branch: str, snapshot_id: int) -> None:
+    """Main holds the branch yet no journaled publish put it there: say so once, never answer silently.
+
+    Every wap publish announces an intent first, and a crashed one has been reconciled by now
+    (``lh.table``); so this is a move made outside wap_core (or one still in flight elsewhere,
+    which will record itself): who and why are unknown, and the journal says exactly that.
+    """
+    if lh.journal.pending_intent_on(str(table), branch) is not None:
+        return
+    lh.journal.record(user="unknown", action="publish", table=str(table), branch=branch, snapshot_after=snapshot_id,
+                      outcome="published", reason="found in main's history without a journaled publish: who and why are unknown",
+                      details={"untracked": True})
+
+
+def _begin(lh: Lakehouse, user: str, table: TableId, branch: str, action: str, before: int | None, **kw: Any) -> Intent:
+    """Announce a ref move (its intent row is committed before any Iceberg commit); a busy branch is a journaled refusal."""
+    try:
+        return lh.journal.begin_intent(user=user, action=action, table=str(table), branch=branch, expected_before=before, **kw)
+    except BranchBusyError as exc:
+        raise _refuse(lh, user, table, branch, action, exc, before) from exc
 
 
 def publish(
@@ -153,37 +179,39 @@ def publish(
     if not ready.allowed and not (force and ready.forceable):
         raise _refuse(lh, user, table, branch, "publish", RefusedError(f"publish of {table} {branch} refused: {ready.message}", ready.code), main_before)
     forced = not ready.allowed
-    for attempt in range(_RETRIES):
-        main_ref = tbl.metadata.refs.get(MAIN)
-        try:
-            (
-                tbl.manage_snapshots()
-                .create_branch(
-                    head,
-                    MAIN,
-                    max_ref_age_ms=main_ref.max_ref_age_ms if main_ref else None,
-                    max_snapshot_age_ms=main_ref.max_snapshot_age_ms if main_ref else None,
-                    min_snapshots_to_keep=main_ref.min_snapshots_to_keep if main_ref else None,
+    intent = _begin(lh, user, table, branch, "publish", main_before, expected_after=head, reason=reason,
+                    details={"forced": forced, "refusal_overridden": ready.code if forced else None})
+    with acting(lh, intent):
+        fault_point("after_publish_intent")
+        for attempt in range(_RETRIES):
+            main_ref = tbl.metadata.refs.get(MAIN)
+            try:
+                (
+                    tbl.manage_snapshots()
+                    .create_branch(
+                        head,
+                        MAIN,
+                        max_ref_age_ms=main_ref.max_ref_age_ms if main_ref else None,
+                        max_snapshot_age_ms=main_ref.max_snapshot_age_ms if main_ref else None,
+                        min_snapshots_to_keep=main_ref.min_snapshots_to_keep if main_ref else None,
+                    )
+                    .remove_branch(branch)
+                    .commit()
                 )
-                .remove_branch(branch)
-                .commit()
-            )
-            break
-        except CommitFailedException as exc:
-            tbl = lh.table(table)
-            if cat.ref_snapshot_id(tbl, MAIN) == head:
-                return PublishResult(str(table), branch, "already_published", main_before, head)
-            unrelated = cat.ref_snapshot_id(tbl, MAIN) == main_before and cat.ref_snapshot_id(tbl, branch) == head
-            if not unrelated or attempt == _RETRIES - 1:
-                # main or the branch changed under us: nothing was published, nothing is lost
-                err = ConflictError(f"publish of {table} {branch} lost a race: main or the branch changed during publish; nothing was published ({exc})")
-                raise _refuse(lh, user, table, branch, "publish", err, main_before) from exc
-            time.sleep(0.05 * (attempt + 1))  # another branch of the table committed: retry on fresh metadata
-    lh.journal.record(
-        user=user, action="publish", table=str(table), branch=branch, snapshot_before=main_before, snapshot_after=head,
-        outcome="forced" if forced else "published", reason=reason,
-        details={"forced": forced, "refusal_overridden": ready.code if forced else None},
-    )
+                break
+            except CommitFailedException as exc:
+                tbl = lh.table(table)
+                if cat.ref_snapshot_id(tbl, MAIN) == head:
+                    lh.journal.resolve_intent(intent, outcome="abandoned", done=False,
+                                              details={"why": "main already reached the branch head by another commit"})
+                    return PublishResult(str(table), branch, "already_published", main_before, head)
+                unrelated = cat.ref_snapshot_id(tbl, MAIN) == main_before and cat.ref_snapshot_id(tbl, branch) == head
+                if not unrelated or attempt == _RETRIES - 1:
+                    # main or the branch changed under us: nothing was published, nothing is lost (journaled as refused)
+                    raise ConflictError(f"publish of {table} {branch} lost a race: main or the branch changed during publish; nothing was published ({exc})") from exc
+                time.sleep(0.05 * (attempt + 1))  # another branch of the table committed: retry on fresh metadata
+        fault_point("after_publish_commit")
+        lh.journal.resolve_intent(intent, outcome="forced" if forced else "published", done=True, snapshot_after=head)
     return PublishResult(str(table), branch, "published", main_before, head, forced, reason)
 
 
@@ -191,17 +219,20 @@ def discard(lh: Lakehouse, table: TableId, branch: str, *, reason: str | None = 
     user = user or lh.user
     tbl = lh.table(table)
     head = cat.require_branch(tbl, table, branch)
-    for attempt in range(_RETRIES):
-        try:
-            tbl.manage_snapshots().remove_branch(branch).commit()
-            break
-        except CommitFailedException as exc:
-            tbl = lh.table(table)
-            if cat.ref_snapshot_id(tbl, branch) != head or attempt == _RETRIES - 1:
-                raise ConflictError(f"discard of {table} {branch} lost a race with another change; nothing was discarded ({exc})") from exc
-            time.sleep(0.05 * (attempt + 1))
-    lh.journal.record(user=user, action="discard", table=str(table), branch=branch, snapshot_before=head,
-                      outcome="discarded", reason=reason)
+    intent = _begin(lh, user, table, branch, "discard", head, reason=reason)
+    with acting(lh, intent):
+        fault_point("after_discard_intent")
+        for attempt in range(_RETRIES):
+            try:
+                tbl.manage_snapshots().remove_branch(branch).commit()
+                break
+            except CommitFailedException as exc:
+                tbl = lh.table(table)
+                if cat.ref_snapshot_id(tbl, branch) != head or attempt == _RETRIES - 1:
+                    raise ConflictError(f"discard of {table} {branch} lost a race with another change; nothing was discarded ({exc})") from exc
+                time.sleep(0.05 * (attempt + 1))
+        fault_point("after_discard_commit")
+        lh.journal.resolve_intent(intent, outcome="discarded", done=True)
     return DiscardResult(str(table), branch, head, reason)
 
 
@@ -220,7 +251,7 @@ def rebase(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = Non
             "not_append"), lin.head)
     main_head = lin.main_head
     assert main_head is not None
-    tmp = f"{branch[:100]}__rebase_{uuid.uuid4().hex[:8]}"
+    tmp = temp_branch_name(branch, uuid.uuid4().hex[:8])
     props: dict[str, str] = {"wap.rebased-from": str(lin.head)}
     malformed, samples = 0, []
     for s in lin.new_snapshots:
@@ -231,27 +262,40 @@ def rebase(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = Non
         samples += json.loads(cat.summary_get(s, "wap.malformed-sample") or "[]")
     props["wap.malformed-rows"] = str(malformed)
     props["wap.malformed-sample"] = json.dumps(samples[:10])[:8000]
-    tbl.manage_snapshots().create_branch(main_head, tmp).commit()
-    try:
-        batch = batch_frame(lh, table, lin)
-        writer = batch.writeTo(lh.spark_name(table, tmp))
-        for k, v in props.items():
-            writer = writer.option(f"snapshot-property.{k}", v)
-        with_commit_retry(writer.append)
-        now = lh.table(table)
-        if cat.ref_snapshot_id(now, branch) != lin.head:
-            raise ConflictError(f"branch {branch} of {table} changed during the rebase; nothing was changed")
-        new_head = now.metadata.refs[tmp].snapshot_id
-        now.manage_snapshots().create_branch(new_head, branch).remove_branch(tmp).commit()
-    except CommitFailedException as exc:
-        remove_branch_quietly(lh, table, tmp)
-        raise ConflictError(f"rebase of {table} {branch} lost a race with another change; the branch is unchanged ({exc})") from exc
-    except Exception:
-        remove_branch_quietly(lh, table, tmp)
-        raise
     rows = sum(int(cat.summary_get(s, "added-records") or 0) for s in lin.new_snapshots)
-    lh.journal.record(user=user, action="rebase", table=str(table), branch=branch, snapshot_before=lin.head, snapshot_after=new_head,
-                      outcome="rebased", details={"old_fork": lin.fork, "new_fork": main_head, "rows": rows})
+    intent = _begin(lh, user, table, branch, "rebase", lin.head,
+                    details={"tmp": tmp, "old_fork": lin.fork, "new_fork": main_head, "rows": rows})
+    props[INTENT_PROPERTY] = str(intent.id)
+    with acting(lh, intent):
+        fault_point("after_rebase_intent")
+        # temp branches left by crashed rebases of this branch (we hold the branch: none of its rebases is in flight)
+        in_use = {p.details.get("tmp") for p in lh.journal.pending_intents(str(table)) if p.id != intent.id}
+        leftovers = [n for n in temp_branches_of(tbl, branch) if n not in in_use]
+        if leftovers:
+            remove_branches(lh, str(table), leftovers)
+            tbl = lh.table(table)
+        tbl.manage_snapshots().create_branch(main_head, tmp).commit()
+        fault_point("after_rebase_temp_branch")
+        try:
+            batch = batch_frame(lh, table, lin)
+            writer = batch.writeTo(lh.spark_name(table, tmp))
+            for k, v in props.items():
+                writer = writer.option(f"snapshot-property.{k}", v)
+            with_commit_retry(writer.append)
+            fault_point("after_rebase_write")
+            now = lh.table(table)
+            if cat.ref_snapshot_id(now, branch) != lin.head:
+                raise ConflictError(f"branch {branch} of {table} changed during the rebase; nothing was changed")
+            new_head = now.metadata.refs[tmp].snapshot_id
+            now.manage_snapshots().create_branch(new_head, branch).remove_branch(tmp).commit()
+        except CommitFailedException as exc:
+            remove_branch_quietly(lh, table, tmp)
+            raise ConflictError(f"rebase of {table} {branch} lost a race with another change; the branch is unchanged ({exc})") from exc
+        except Exception:
+            remove_branch_quietly(lh, table, tmp)
+            raise
+        fault_point("after_rebase_swap")
+        lh.journal.resolve_intent(intent, outcome="rebased", done=True, snapshot_after=new_head)
     return RebaseResult(str(table), branch, "rebased", lin.head, new_head, lin.fork, main_head, rows)
 
 

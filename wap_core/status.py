@@ -12,14 +12,16 @@ from wap_core.identifiers import MAIN, TableId
 if TYPE_CHECKING:
     from wap_core.lakehouse import Lakehouse
 
-BRANCH_STATUSES = ("passed", "warned", "failed", "not_audited", "stale")
+# incomplete: an ingest created the branch but never finished writing its batch (crashed or still
+# running); discard cleans it. Rebase temp branches are never listed.
+BRANCH_STATUSES = ("passed", "warned", "failed", "not_audited", "stale", "incomplete")
 
 
 @dataclass(frozen=True)
 class BranchInfo:
     table: str
     branch: str
-    status: str  # passed | warned | failed | not_audited | stale
+    status: str  # passed | warned | failed | not_audited | stale | incomplete
     created: str | None
     rows_added: int
     main_moved: bool
@@ -81,15 +83,18 @@ def table_infos(lh: Lakehouse) -> list[TableInfo]:
 def list_branches(lh: Lakehouse, table: TableId | None = None) -> list[BranchInfo]:
     """Every open branch (all refs of type branch except main) with its audit status."""
     tables = [table] if table is not None else lh.tables()
+    loaded = [(tid, lh.table(tid)) for tid in tables]  # reconciles crashed actions before the journal is read
     audits = lh.journal.latest_audits(str(table) if table is not None else None)
     created = lh.journal.created_times(str(table) if table is not None else None)
+    incomplete = lh.journal.incomplete_branches(str(table) if table is not None else None)
     out: list[BranchInfo] = []
-    for tid in tables:
-        tbl = lh.table(tid)
+    for tid, tbl in loaded:
         for name in cat.branch_names(tbl):
             lin = cat.lineage(tbl, name)
             audit = audits.get((str(tid), name))
-            if audit is None:
+            if (str(tid), name) in incomplete and (audit is None or audit.snapshot_id != lin.head):
+                status = "incomplete"
+            elif audit is None:
                 status = "not_audited"
             elif audit.snapshot_id != lin.head:
                 status = "stale"

@@ -1,0 +1,41 @@
+"""Fault injection for the durability tests: die at a named commit point, like ``kill -9``.
+
+``WAP_FAULT=<point>`` makes the process exit at once (``os._exit(137)``: no ``finally``, no
+``atexit``, no flush) when it reaches that point. Unset (always, outside tests) a fault point
+costs one dictionary lookup. The points sit at every commit point of the actions that move a
+ref: right after the intent row is committed and right after each Iceberg commit, before the
+outcome row (see README "Journal guarantees").
+"""
+
+from __future__ import annotations
+
+import os
+
+FAULT_ENV = "WAP_FAULT"
+FAULT_EXIT_CODE = 137  # what a shell reports for a process killed by SIGKILL
+
+FAULT_POINTS: tuple[str, ...] = (
+    # ingest: intent -> CREATE BRANCH -> append the batch -> outcome
+    "after_ingest_intent",
+    "after_create_branch",
+    "after_ingest_commit",
+    # publish: intent -> one metadata commit (main moves, branch removed) -> outcome
+    "after_publish_intent",
+    "after_publish_commit",
+    # rebase: intent -> temp branch at main -> replayed batch on it -> swap -> outcome
+    "after_rebase_intent",
+    "after_rebase_temp_branch",
+    "after_rebase_write",
+    "after_rebase_swap",
+    # discard: intent -> branch removed -> outcome
+    "after_discard_intent",
+    "after_discard_commit",
+)
+
+
+def fault_point(name: str) -> None:
+    """Exit the process immediately when ``$WAP_FAULT`` names this point (test-only)."""
+    if name not in FAULT_POINTS:  # a typo'd point would silently never fire
+        raise ValueError(f"unknown fault point {name!r}")
+    if os.environ.get(FAULT_ENV) == name:
+        os._exit(FAULT_EXIT_CODE)

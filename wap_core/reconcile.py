@@ -1,0 +1,271 @@
+"""Reconciliation: decide every pending intent from the Iceberg metadata (PyIceberg, no Spark).
+
+A process killed between its Iceberg commit and its outcome row leaves a pending intent
+(``wap_intents``). :func:`reconcile` runs before a table is read (``Lakehouse.table``) and
+before the journal is read (``Journal.history``), so the next command that touches the table
+(``branches``, ``status``, ``history``, ``publish``, ``audit``, the console pages, ...) records
+what really happened, under the ORIGINAL user, reason and time of the intent, marked
+``reconciled``.
+
+The rule, per pending intent not in flight in this process:
+
+1. **Landed** (the ref move it announced is in the table metadata) -> its success outcome, at
+   once, whatever its age: ``published``/``forced`` (the branch is gone and main's history
+   contains the announced head), ``discarded`` (the branch is gone), ``rebased`` (the branch's
+   history holds the snapshot stamped ``wap.intent-id`` = the intent), ``written`` (the branch
+   holds the batch stamped with the intent / batch id). Recording it early is safe even if the
+   acting process still runs: the outcome is the same and only one writer wins.
+2. **Not landed** -> ``abandoned`` (an ingest whose branch exists without its batch:
+   ``incomplete``, and the branch is listed with status ``incomplete`` until discarded) when
+   the intent can no longer land or its process is gone:
+
+   * its precondition broke (publish: main left the expected snapshot or the branch changed;
+     discard/rebase: the branch is gone or at another snapshot), or
+   * its process is dead: on this host, its pid is gone (or reused by another process); on
+     another host, its heartbeat (refreshed every ``HEARTBEAT_SECONDS`` while the action runs)
+     is older than ``STALE_AFTER_SECONDS``.
+
+   Otherwise (precondition holds, owner alive or heartbeat fresh) it stays pending: an action
+   in flight elsewhere is never declared abandoned prematurely.
+
+An abandoned rebase's temporary branch is removed. Two reconcilers never both record: the
+``pending -> done/abandoned`` transition is a conditional UPDATE (see :mod:`wap_core.journal`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.table import Table
+from sqlalchemy.exc import SQLAlchemyError
+
+from wap_core import catalog as cat
+from wap_core.catalog import TEMP_MARK, is_temp_branch
+from wap_core.exceptions import NotFoundError, RefusedError, ValidationError, WapError
+from wap_core.identifiers import MAIN, TableId
+from wap_core.journal import (
+    Intent,
+    JournalEntry,
+    heartbeat_stale,
+    owner_alive,
+    process_owner,
+)
+
+if TYPE_CHECKING:
+    from wap_core.lakehouse import Lakehouse
+
+log = logging.getLogger(__name__)
+
+INTENT_PROPERTY = "wap.intent-id"  # snapshot summary key: the intent that wrote the snapshot
+_ANCESTRY_LIMIT = 10_000  # snapshots walked back when looking for a landed commit
+
+
+def temp_branch_name(branch: str, token: str) -> str:
+    return f"{branch[:100]}{TEMP_MARK}{token}"
+
+
+def temp_branches_of(tbl: Table, branch: str) -> list[str]:
+    prefix = f"{branch[:100]}{TEMP_MARK}"
+    return sorted(n for n in tbl.metadata.refs if n.startswith(prefix) and is_temp_branch(n))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the table metadata says about one intent."""
+
+    landed: bool
+    outcome: str  # the success outcome when landed, else abandoned | incomplete
+    snapshot_after: int | None
+    never: bool  # not landed and can no longer land (its precondition broke)
+    why: str
+    details: dict[str, Any] = field(default_factory=dict)
+    cleanup: tuple[str, ...] = ()  # temp branches to remove when the intent is abandoned
+
+
+def _marked(tbl: Table, start: int | None, intent: Intent) -> int | None:
+    """The snapshot in ``start``'s history written by ``intent`` (stamped with its id or batch id)."""
+    batch = intent.details.get("batch_id")
+    main_ids = {s.snapshot_id for s in cat.ancestors(tbl, cat.ref_snapshot_id(tbl, MAIN))}
+    for n, snap in enumerate(cat.ancestors(tbl, start)):
+        if n >= _ANCESTRY_LIMIT or snap.snapshot_id in main_ids:
+            return None
+        if cat.summary_get(snap, INTENT_PROPERTY) == str(intent.id):
+            return snap.snapshot_id
+        if batch and intent.action == "ingest" and cat.summary_get(snap, "wap.batch-id") == batch:
+            return snap.snapshot_id
+    return None
+
+
+def _in_main(tbl: Table, snapshot_id: int | None) -> bool:
+    if snapshot_id is None:
+        return False
+    for n, snap in enumerate(cat.ancestors(tbl, cat.ref_snapshot_id(tbl, MAIN))):
+        if n >= _ANCESTRY_LIMIT:
+            return False
+        if snap.snapshot_id == snapshot_id:
+            return True
+    return False
+
+
+def judge(tbl: Table | None, intent: Intent) -> Verdict:
+    """Decide from metadata whether ``intent``'s ref move happened (pure: changes nothing)."""
+    a, branch = intent.action, intent.branch
+    if tbl is None:
+        return Verdict(False, "abandoned", None, True, f"table {intent.table} does not exist")
+    ref = tbl.metadata.refs.get(branch)
+    head = ref.snapshot_id if ref is not None else None
+    if a == "publish":
+        outcome = "forced" if intent.details.get("forced") else "published"
+        if ref is None and _in_main(tbl, intent.expected_after):
+            return Verdict(True, outcome, intent.expected_after, False, "main holds the branch head and the branch is gone")
+        main_now = cat.ref_snapshot_id(tbl, MAIN)
+        never = ref is None or head != intent.expected_after or main_now != intent.expected_before
+        return Verdict(False, "abandoned", None, never, "main was not moved to the branch head")
+    if a == "discard":
+        if ref is None:
+            return Verdict(True, "discarded", None, False, "the branch is gone")
+        return Verdict(False, "abandoned", None, head != intent.expected_before, "the branch is still there")
+    tmp = intent.details.get("tmp")
+    cleanup = (tmp,) if a == "rebase" and isinstance(tmp, str) and tmp in tbl.metadata.refs else ()
+    if a == "rebase":
+        if ref is not None and head != intent.expected_before:
+            done = _marked(tbl, head, intent)
+            if done is not None:
+                return Verdict(True, "rebased", head, False, "the branch holds the replayed batch", cleanup=cleanup)
+        never = ref is None or head != intent.expected_before
+        return Verdict(False, "abandoned", None, never, "the branch was not swapped to the replayed batch", cleanup=cleanup)
+    if a == "ingest":
+        if ref is None:
+            return Verdict(False, "abandoned", None, False, "the branch was not created")
+        done = _marked(tbl, head, intent)
+        if done is not None:
+            snap = tbl.metadata.snapshot_by_id(done)
+            rows = int(cat.summary_get(snap, "added-records") or 0) if snap is not None else None
+            return Verdict(True, "written", done, False, "the branch holds the batch", details={"rows_committed": rows})
+        return Verdict(False, "incomplete", None, False, "the branch was created but its batch was never committed")
+    raise ValueError(f"not a ref-moving action: {a!r}")
+
+
+def _load(lh: Lakehouse, table: str) -> Table | None:
+    try:
+        return cat.load_table(lh.catalog, TableId.parse(table))
+    except (NotFoundError, ValidationError):
+        return None
+
+
+def remove_branches(lh: Lakehouse, table: str, names: tuple[str, ...] | list[str], attempts: int = 4) -> None:
+    """Remove these branches where they still exist (one commit; retried on a commit race)."""
+    for attempt in range(attempts):
+        tbl = _load(lh, table)
+        present = [n for n in names if tbl is not None and n in tbl.metadata.refs]
+        if tbl is None or not present:
+            return
+        ms = tbl.manage_snapshots()
+        for n in present:
+            ms = ms.remove_branch(n)
+        try:
+            ms.commit()
+            log.info("removed leftover branch(es) %s of %s", ", ".join(present), table)
+            return
+        except CommitFailedException as exc:
+            if attempt == attempts - 1:
+                log.warning("could not remove branch(es) %s of %s: %s", ", ".join(present), table, exc)
+                return
+            time.sleep(0.05 * (attempt + 1))
+
+
+def _gone(intent: Intent) -> bool:
+    if intent.owner == process_owner():
+        return True  # ours and no longer in flight (its action ended without recording an outcome)
+    alive = owner_alive(intent.owner)
+    return alive is False or (alive is None and heartbeat_stale(intent))
+
+
+def _decide(lh: Lakehouse, tbl: Table | None, intent: Intent) -> JournalEntry | None:
+    v = judge(tbl, intent)
+    if v.landed:
+        if v.cleanup:
+            remove_branches(lh, intent.table, v.cleanup)
+        return lh.journal.resolve_intent(intent, outcome=v.outcome, done=True, snapshot_after=v.snapshot_after,
+                                         details={**v.details, "reconciled_because": v.why}, reconciled=True, at=intent.at)
+    if not (v.never or _gone(intent)):
+        return None  # still in flight elsewhere: leave it pending
+    if v.cleanup:
+        remove_branches(lh, intent.table, v.cleanup)
+    why = v.why + ("; it can no longer happen" if v.never else "; the process that announced it is gone")
+    return lh.journal.resolve_intent(intent, outcome=v.outcome, done=False, details={**v.details, "reconciled_because": why},
+                                     reconciled=True, at=intent.at)
+
+
+def reconcile(lh: Lakehouse, table: TableId | str | None = None) -> list[JournalEntry]:
+    """Resolve the pending intents of ``table`` (all tables: None); returns the outcome rows recorded."""
+    pending = lh.journal.pending_intents(str(table) if table is not None else None)
+    out: list[JournalEntry] = []
+    loaded: dict[str, Table | None] = {}
+    for intent in pending:
+        if lh.journal.in_flight_here(intent):
+            continue  # this process's own action is still running: it records its own outcome
+        if intent.table not in loaded:
+            loaded[intent.table] = _load(lh, intent.table)
+        try:
+            entry = _decide(lh, loaded[intent.table], intent)
+        except SQLAlchemyError as exc:  # e.g. the journal DB stayed locked: the intent stays pending, next read retries
+            log.warning("could not reconcile intent %d (%s of %s %s): %s", intent.id, intent.action, intent.table, intent.branch, exc)
+            continue
+        if entry is not None:
+            log.warning("reconciled %s of %s %s by %s (intent %d): %s", intent.action, intent.table, intent.branch,
+                        intent.user, intent.id, entry.outcome)
+            out.append(entry)
+            loaded.pop(intent.table, None)  # cleanup may have changed it
+    return out
+
+
+def settle(lh: Lakehouse, intent: Intent, exc: BaseException | None) -> JournalEntry | None:
+    """The acting process ends ``intent`` after an exception: record what the metadata says happened."""
+    tbl = _load(lh, intent.table)
+    v = judge(tbl, intent)
+    if v.landed:
+        entry = lh.journal.resolve_intent(intent, outcome=v.outcome, done=True, snapshot_after=v.snapshot_after,
+                                          details={**v.details, "after_error": _one_line(exc)})
+    else:
+        if v.cleanup:
+            remove_branches(lh, intent.table, v.cleanup)
+        details: dict[str, Any] = {"why": v.why}
+        if intent.reason:
+            details["intent_reason"] = intent.reason
+        if isinstance(exc, RefusedError):
+            details["code"] = exc.reason_code
+        entry = lh.journal.resolve_intent(intent, outcome="refused" if isinstance(exc, RefusedError) else "error",
+                                          done=False, reason=_one_line(exc), details=details)
+    if isinstance(exc, WapError):
+        exc.journaled = True
+    return entry
+
+
+def _one_line(exc: BaseException | None) -> str:
+    if exc is None:
+        return "interrupted"
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return text[:1000]
+
+
+@contextmanager
+def acting(lh: Lakehouse, intent: Intent) -> Iterator[Intent]:
+    """Scope of the work an intent announced. An exception escaping it is settled from the metadata
+    (outcome row ``refused``/``error``, or the success outcome if the commit landed after all)."""
+    try:
+        yield intent
+    except BaseException as exc:
+        try:
+            settle(lh, intent, exc)
+        except Exception:
+            log.exception("could not record the outcome of intent %d; reconciliation will", intent.id)
+        raise
+    finally:
+        lh.journal.release(intent)

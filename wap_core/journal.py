@@ -30,7 +30,22 @@ from sqlalchemy import (
     select,
 )
 
+from wap_core.config import MASK, SECRET_KEY, mask_secrets
+
 _meta = MetaData()
+
+
+def mask_values(obj: Any) -> Any:
+    """``obj`` (JSON-like: dicts, lists, scalars) with secrets masked in every string, keys included."""
+    if isinstance(obj, str):
+        return mask_secrets(obj)
+    if isinstance(obj, dict):
+        return {(mask_values(k) if isinstance(k, str) else k): (MASK if isinstance(k, str) and SECRET_KEY.search(k) and v else mask_values(v))
+                for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [mask_values(v) for v in obj]
+    return obj if obj is None or isinstance(obj, (bool, int, float)) else mask_secrets(str(obj))
+
 
 journal_table = Table(
     "wap_journal",
@@ -154,6 +169,8 @@ class Journal:
         reason: str | None = None,
         details: dict[str, Any] | None = None,
     ) -> None:
+        """Append one entry; passwords in ``reason`` and ``details`` are masked before they are written."""
+        reason = mask_secrets(reason) if reason else reason
         with self.engine.begin() as conn:
             conn.execute(
                 insert(journal_table).values(
@@ -166,7 +183,7 @@ class Journal:
                     snapshot_after=snapshot_after,
                     outcome=outcome,
                     reason=reason,
-                    details=json.dumps(details or {}, default=str),
+                    details=json.dumps(mask_values(details or {}), default=str),
                 )
             )
 

@@ -114,17 +114,23 @@ def _glob_base(pattern: str) -> Path:
 
 
 def expand_confined(pattern: str, roots: Sequence[Path]) -> list[Path]:
-    """Expand a glob under the roots: its folder must lie under a root and every match is confined."""
+    """Expand a glob under the roots: its folder must lie under a root and every match is confined.
+
+    The pattern is normalized first (``in/*/../../x`` is ``x``), so ``..`` after a wildcard cannot
+    walk out of the roots before the folder is checked.
+    """
+    shown = pattern
+    pattern = os.path.normpath(os.path.expanduser(pattern))
     base = _glob_base(pattern)
     try:
         base_real = base.resolve(strict=False)
     except (OSError, RuntimeError):
-        raise _refuse(pattern, roots) from None
+        raise _refuse(shown, roots) from None
     if not _inside(base_real, roots):  # checked before expanding: no hint whether files outside exist
-        raise _refuse(pattern, roots)
-    matched = sorted(glob.glob(str(Path(pattern).expanduser())))
+        raise _refuse(shown, roots)
+    matched = sorted(glob.glob(pattern))
     if not matched:
-        raise SourceError(f"source pattern {pattern!r} matches no file")
+        raise SourceError(f"source pattern {shown!r} matches no file")
     return [confine(m, roots) for m in matched]
 
 

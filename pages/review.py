@@ -81,7 +81,7 @@ st.markdown("#### Actions")
 a1, a2, a3, a4 = st.columns(4)
 rerun_audit = a1.button("Re-run audit", icon=":material/replay:", width="stretch", help="Evaluate the table's checks on the branch head again")
 if a2.button("Publish", icon=":material/publish:", type="primary", disabled=not ready.allowed, width="stretch",
-             help=ready.message if not ready.allowed else "Fast-forward main to this branch"):
+             help=ui.md(ready.message) if not ready.allowed else "Fast-forward main to this branch"):
     _open("publish", force=False)
 if a3.button("Discard", icon=":material/delete:", width="stretch", help="Drop the branch; main is untouched"):
     _open("discard")

@@ -116,7 +116,7 @@ def md(text: object, *, code: bool = False) -> str:
     character is backslash-escaped, which CommonMark renders as the literal character: no link,
     image, emphasis, heading, list, table, raw HTML (``<img>``), entity (``&lt;``), Streamlit
     directive (``:red[...]``, ``:material/...:``) or LaTeX (``$...$``) can be formed, and no
-    autolink (``http\://``, ``www\.``) is recognized. A line break becomes a Markdown hard break,
+    autolink (``http\\://``, ``www\\.``) is recognized. A line break becomes a Markdown hard break,
     never a new block. ``code=True`` renders the text as an inline code span (a path, a SQL text)
     with a fence longer than any run of backticks inside, so it cannot be closed early.
     """

@@ -15,14 +15,15 @@ import re
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
-
 from test_postgres_catalog import postgres  # noqa: F401 - the real PostgreSQL server fixture
+
 from wap_core import Lakehouse, Settings, TableId
 from wap_core.ingest import ingest
 from wap_core.publish import discard, publish
@@ -184,7 +185,6 @@ def test_sidebar_masks_the_catalog_password(postgres: str, tmp_path: Path, monke
 @pytest.mark.e2e
 def test_review_in_chromium_renders_no_image_no_link_no_html_from_user_text(env: Lakehouse) -> None:
     from playwright.sync_api import expect, sync_playwright
-
     from test_e2e_browser import ARGS, CHROMIUM, _free_port, _wait_healthy
 
     if not Path(CHROMIUM).exists():

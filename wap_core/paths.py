@@ -15,10 +15,10 @@ import glob
 import logging
 import os
 import uuid
-from datetime import datetime, timezone
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from enum import Enum
 from pathlib import Path
-from typing import Sequence
 
 from wap_core.config import Settings
 from wap_core.exceptions import PathNotAllowedError, SourceError
@@ -143,7 +143,7 @@ def sanitize_filename(name: str) -> str:
 
 def new_upload_dir(settings: Settings) -> Path:
     """A fresh folder for one uploaded batch: ``$WAP_HOME/uploads/<UTC timestamp>_<uuid>`` (created)."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S_%fZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S_%fZ")
     folder = uploads_root(settings) / f"{stamp}_{uuid.uuid4().hex}"
     folder.mkdir(parents=True, exist_ok=False)
     return folder

@@ -163,6 +163,36 @@ def test_review_history_overview_render_hostile_text_inert(env: Lakehouse) -> No
     assert "invalid branch name" in "\n".join(_assert_inert(at))
 
 
+def test_console_uploads_get_their_own_folder_and_server_paths_are_confined(env: Lakehouse) -> None:
+    uploads = env.settings.home / "uploads"
+    before = set(uploads.glob("*/*")) if uploads.exists() else set()
+    for n, branch in enumerate(("upload_one", "upload_two")):
+        at = _page("pages/ingest.py")
+        at.file_uploader[0].set_value(("items.csv", f"id,city,qty\n{100 + n},Paris,{n + 1}\n".encode(), "text/csv"))
+        at.selectbox[0].set_value("shop.items")
+        at.text_input[2].input(branch)
+        at.button[0].click().run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert f"Branch **{branch}** of **shop.items**: 1 rows written" in _unescape("\n".join(x.value for x in at.success))
+    files = sorted(set(uploads.glob("*/*")) - before)
+    assert [f.name for f in files] == ["items.csv", "items.csv"] and files[0].parent != files[1].parent
+    assert sorted(f.read_text() for f in files) == ["id,city,qty\n100,Paris,1\n", "id,city,qty\n101,Paris,2\n"]
+    rows = {b: [r.id for r in env.spark.table(env.spark_name(ITEMS, b)).where("id >= 100").collect()] for b in ("upload_one", "upload_two")}
+    assert rows == {"upload_one": [100], "upload_two": [101]}
+    # a server-side path outside the roots: refused by the core, shown as one escaped error naming the roots
+    refs_before = set(env.table(ITEMS).metadata.refs)
+    at = _page("pages/ingest.py")
+    at.radio[0].set_value("Server-side path")
+    at.text_input[0].input("/etc/passwd")
+    at.selectbox[0].set_value("shop.items")
+    at.button[0].click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    error = _unescape("\n".join(x.value for x in at.error))
+    assert "'/etc/passwd' is outside the allowed ingest roots" in error and str((env.settings.home / "landing").resolve()) in error
+    assert set(env.table(ITEMS).metadata.refs) == refs_before
+    _assert_inert(at)
+
+
 @pytest.mark.postgres
 def test_sidebar_masks_the_catalog_password(postgres: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     uri = postgres.replace("://wap@", "://wap:Sup3rS3cretPw@")  # trust auth: the password is carried, not checked

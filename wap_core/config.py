@@ -182,9 +182,9 @@ def sqlalchemy_to_jdbc(uri: str) -> str:
 
 # --------------------------------------------------------------------------- secrets
 MASK = "***"
-# scheme://user:password@host -> scheme://user:***@host (greedy up to the last '@' of the token, so a
-# password holding '@' or '/' is masked whole; a quote or white space ends the token).
-_URL_USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s/:@'\"]*):(?P<secret>[^\s'\"]*)@")
+# scheme://user:password@host -> scheme://user:***@host, greedy up to the last '@' before white space, so a
+# password holding '@', '/' or a quote is masked whole (rather too much than too little).
+_URL_USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s/:@'\"]*):(?P<secret>\S*)@")
 # password=..., pwd=... in JDBC URLs, query strings and key=value lists (also ;-separated)
 _KEY_VALUE = re.compile(r"(?i)(?P<head>\b(?:password|passwd|pwd|secret|token|access[_-]?key|secret[_-]?key)=)(?P<secret>[^&;\s'\"]+)")
 # "password": "..." in JSON / repr of a dict

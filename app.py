@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages._common import current_user, lakehouse, spark_status
+from pages._common import current_user, lakehouse, md, spark_status
 
 st.set_page_config(page_title="WAP Console", page_icon=":material/fact_check:", layout="wide")
 
@@ -28,9 +28,9 @@ nav = st.navigation(PAGES)
 with st.sidebar:
     lh = lakehouse()
     st.markdown("**WAP Console** · Write-Audit-Publish on Iceberg")
-    st.caption(f"Catalog `{lh.settings.catalog_name}` · {lh.settings.sqlalchemy_uri}")
-    st.caption(f"Warehouse {lh.settings.warehouse_uri}")
-    st.caption(f"Signed in as **{current_user(lh)}**")
+    st.caption(f"Catalog {md(lh.settings.catalog_name, code=True)} · {md(lh.settings.masked_catalog_uri)}")
+    st.caption(f"Warehouse {md(lh.settings.warehouse_uri)}")
+    st.caption(f"Signed in as **{md(current_user(lh))}**")
     spark_slot = st.empty()
     spark_slot.caption(spark_status())
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
+import string
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,7 +19,9 @@ import pandas as pd
 import streamlit as st
 
 from wap_core import Lakehouse, TableId
+from wap_core.config import mask_secrets
 from wap_core.exceptions import WapError
+from wap_core.paths import sanitize_filename as _sanitize_filename
 from wap_core.spark import spark_running
 
 T = TypeVar("T")
@@ -51,7 +55,7 @@ STATUS_COLOR: dict[str, str] = {
     "incomplete": "#57606a",
 }
 _ENV_KEYS = ("WAP_HOME", "WAP_CHECKS", "WAP_USER", "WAP_CATALOG_NAME", "WAP_CATALOG_URI", "WAP_CATALOG_JDBC_URI",
-             "WAP_WAREHOUSE", "WAP_CONFIG", "WAP_SPARK_MASTER", "WAP_SHUFFLE_PARTITIONS", "WAP_JDBC_JARS")
+             "WAP_WAREHOUSE", "WAP_CONFIG", "WAP_SPARK_MASTER", "WAP_SHUFFLE_PARTITIONS", "WAP_JDBC_JARS", "WAP_INGEST_ROOTS")
 CACHE_TTL = 30  # seconds: metadata caches; every write clears them anyway
 
 
@@ -100,12 +104,51 @@ def show_flash() -> None:
         getattr(st, kind)(message)
 
 
+# --------------------------------------------------------------------------- user text -> Markdown
+_MD_PUNCT = frozenset(string.punctuation)  # CommonMark: any ASCII punctuation may be backslash-escaped
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def md(text: object, *, code: bool = False) -> str:
+    """User-supplied text made inert for Streamlit's Markdown (the ONE escaping helper of the console).
+
+    Every value that did not come from the page's own source (names, reasons, comments, users, cell
+    values, branch and table names, check messages, error messages, query parameters) goes through
+    ``md()`` before it reaches ``st.markdown/write/error/warning/success/info/caption``, a
+    ``st.status``/``st.page_link``/``st.expander`` label or ``st.toast``. Every ASCII punctuation
+    character is backslash-escaped, which CommonMark renders as the literal character: no link,
+    image, emphasis, heading, list, table, raw HTML (``<img>``), entity (``&lt;``), Streamlit
+    directive (``:red[...]``, ``:material/...:``) or LaTeX (``$...$``) can be formed, and no
+    autolink (``http\\://``, ``www\\.``) is recognized. A line break becomes a Markdown hard break,
+    never a new block. ``code=True`` renders the text as an inline code span (a path, a SQL text)
+    with a fence longer than any run of backticks inside, so it cannot be closed early.
+    """
+    s = "" if text is None else str(text)
+    if code:
+        s = _LINE_BREAK.sub(" ", s)
+        longest = max((len(run) for run in re.findall(r"`+", s)), default=0)
+        fence = "`" * (longest + 1)
+        return f"{fence} {s} {fence}"
+    escaped = "".join("\\" + ch if ch in _MD_PUNCT else ch for ch in s)
+    return _LINE_BREAK.sub("  \n", escaped)
+
+
+def error_text(exc: BaseException) -> str:
+    """An exception's message ready for the page: secrets masked, then escaped with :func:`md`."""
+    return md(mask_secrets(str(exc)))
+
+
+def show_error(exc: BaseException) -> None:
+    """Show an error in the page: secrets masked, user text escaped (never ``st.error(str(exc))``)."""
+    st.error(error_text(exc))
+
+
 def guarded(action: Callable[[], T]) -> T | None:
     """Run a wap_core call; show WapError as a clear in-page error instead of a traceback."""
     try:
         return action()
     except WapError as exc:
-        st.error(str(exc))
+        show_error(exc)
         return None
 
 
@@ -114,7 +157,7 @@ def wap_errors() -> Iterator[None]:
     try:
         yield
     except WapError as exc:
-        st.error(str(exc))
+        show_error(exc)
 
 
 # --------------------------------------------------------------------------- cached metadata (no Spark)
@@ -245,7 +288,5 @@ def page_header(title: str, caption: str | None = None) -> None:
 
 
 def sanitize_filename(name: str) -> str:
-    """A safe file name for an upload: basename only, [A-Za-z0-9._-], no leading dots."""
-    base = Path(name).name
-    clean = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in base).lstrip(".")
-    return clean[:200] or "upload"
+    """A safe file name for an upload: basename only, [A-Za-z0-9._-], no leading dots (see wap_core.paths)."""
+    return _sanitize_filename(name)

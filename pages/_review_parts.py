@@ -45,14 +45,14 @@ def verdict(audit: AuditResult | None, head: int | None, ready: PublishCheck, me
     bad = [c for c in audit.checks if c.status in ("failed", "error")]
     warned = [c for c in audit.checks if c.status == "warned"]
     line = (f"{len(audit.checks)} checks on {audit.rows_checked:,} new rows · audited {ui.short_time(audit.at)} UTC "
-            f"by {audit.user} at snapshot {audit.snapshot_id}")
+            f"by {ui.md(audit.user)} at snapshot {audit.snapshot_id}")
     if stale:
         st.warning(f"**Audit is stale:** the branch moved since it was audited (head {head}).  \n{line}", icon=ui.STATUS_MATERIAL["stale"])
     elif bad:
-        names = ", ".join(f"**{c.name}**" for c in bad)
+        names = ", ".join(f"**{ui.md(c.name)}**" for c in bad)
         st.error(f"**Audit failed — {len(bad)} of {len(audit.checks)} checks failed:** {names}  \n{line}", icon=ui.STATUS_MATERIAL["failed"])
     elif warned:
-        st.warning(f"**Audit passed with warnings:** {', '.join(c.name for c in warned)}  \n{line}", icon=ui.STATUS_MATERIAL["warned"])
+        st.warning(f"**Audit passed with warnings:** {ui.md(', '.join(c.name for c in warned))}  \n{line}", icon=ui.STATUS_MATERIAL["warned"])
     else:
         st.success(f"**Audit passed.**  \n{line}", icon=ui.STATUS_MATERIAL["passed"])
     if meta.main_moved:
@@ -100,11 +100,11 @@ def audit_details(audit: AuditResult | None, head: int | None) -> None:
     for c in problems:
         box = st.error if c.status in ("failed", "error") else st.warning
         failing = f"{c.failing_rows:,} failing rows" if c.failing_rows is not None else "no row count"
-        box(f"**{c.name}** ({c.type}{' on ' + ', '.join(c.columns) if c.columns else ''}) — **{c.status}**: "
-            f"observed **{_observed(c.observed)}** · threshold {c.threshold or '-'} · **{failing}**  \n{c.message}",
+        box(f"**{ui.md(c.name)}** ({ui.md(c.type)}{' on ' + ui.md(', '.join(c.columns)) if c.columns else ''}) — **{ui.md(c.status)}**: "
+            f"observed **{ui.md(_observed(c.observed))}** · threshold {ui.md(c.threshold or '-')} · **{failing}**  \n{ui.md(c.message)}",
             icon=ui.STATUS_MATERIAL.get(c.status))
         if c.sample:
-            with st.expander(f"Failing-row sample of {c.name} ({len(c.sample)} rows)", expanded=c.status in ("failed", "error")):
+            with st.expander(f"Failing-row sample of {ui.md(c.name)} ({len(c.sample)} rows)", expanded=c.status in ("failed", "error")):
                 st.dataframe(pd.DataFrame(c.sample), hide_index=True, width="stretch")
     st.markdown(f"**All {len(checks)} checks** (failing first)")
     st.dataframe(ui.style_status(pd.DataFrame([_check_row(c) for c in checks])), hide_index=True, width="stretch", height=38 + 35 * len(checks),

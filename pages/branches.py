@@ -42,5 +42,5 @@ with ui.wap_errors():
         )
         st.markdown("**Review a branch**")
         for r in shown:
-            st.page_link("pages/review.py", label=f"{r['table']} · {r['branch']} — {ui.status_badge(r['status'])}",
+            st.page_link("pages/review.py", label=f"{ui.md(r['table'])} · {ui.md(r['branch'])} — {ui.md(ui.status_badge(r['status']))}",
                          query_params={"table": r["table"], "branch": r["branch"]})

@@ -12,16 +12,16 @@ from wap_core.checks import load_checks
 ui.page_header("Checks", "The data-quality suite each table's batches must pass, and how they fared recently.")
 lh = ui.lakehouse()
 path = lh.settings.checks_file
-st.caption(f"Checks file: `{path}`")
+st.caption(f"Checks file: {ui.md(path, code=True)}")
 
 with ui.wap_errors():
     suites = load_checks(path) if path.exists() else {}
     if not suites:
-        st.info(f"No suites: {path} is missing or empty. Every batch then passes on built-in checks only.")
+        st.info(f"No suites: {ui.md(path)} is missing or empty. Every batch then passes on built-in checks only.")
     record = ui.audit_record(limit=2000)
     for name in sorted(suites):
         suite = suites[name]
-        st.subheader(name)
+        st.subheader(ui.md(name))
         runs = [r for r in record if r["table"] == name]
         rows = []
         for spec in suite.checks:
@@ -50,4 +50,4 @@ with ui.wap_errors():
             st.caption("No audits recorded for this table yet.")
     other = sorted({r["table"] for r in record} - set(suites))
     if other:
-        st.caption(f"Audited tables without a suite in the checks file: {', '.join(other)}")
+        st.caption(f"Audited tables without a suite in the checks file: {ui.md(', '.join(other))}")

@@ -26,7 +26,7 @@ tid = TableId.parse(table)
 try:
     tbl = lh.table(tid)
 except WapError as exc:
-    st.error(str(exc))
+    ui.show_error(exc)
     st.stop()
 refs = ex.refs_of(tbl)
 kind = c2.selectbox("Ref kind", list(ex.REF_KINDS))
@@ -42,14 +42,14 @@ else:
     value = c3.text_input("Time on main (ISO 8601, UTC)", value=datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
 if value is None:
-    st.info(f"{tid} has no {kind}.")
+    st.info(f"{ui.md(tid)} has no {ui.md(kind)}.")
     st.stop()
 try:
     ref = ex.resolve_ref(tbl, tid, kind, value)  # type: ignore[arg-type]
 except WapError as exc:
-    st.error(str(exc))
+    ui.show_error(exc)
     st.stop()
-st.caption(f"Reading {tid} at {ref.label}")
+st.caption(f"Reading {ui.md(tid)} at {ui.md(ref.label)}")
 
 tab_schema, tab_snaps, tab_rows, tab_sql = st.tabs(["Schema", "Snapshots", "Rows", "SQL"])
 with tab_schema:
@@ -59,7 +59,7 @@ with tab_snaps:
     tl = ui.timeline(table, ref_name)
     df = ui.frame(tl, ["at", "snapshot_id", "parent_id", "operation", "added_records", "total_records", "user", "source"])
     df["at"] = ui.to_datetime(df["at"])
-    st.caption(f"Ancestry of {ref_name}, newest first")
+    st.caption(f"Ancestry of {ui.md(ref_name)}, newest first")
     st.dataframe(df, hide_index=True, width="stretch",
                  column_config={"snapshot_id": st.column_config.NumberColumn("snapshot", format="%d"),
                                 "parent_id": st.column_config.NumberColumn("parent", format="%d")})
@@ -78,9 +78,9 @@ with tab_rows:
             with st.spinner("Reading rows with Spark…"):
                 st.dataframe(ex.rows(lh, tid, ref.snapshot_id, filters, int(limit)), hide_index=True, width="stretch")
         except WapError as exc:
-            st.error(str(exc))
+            ui.show_error(exc)
 with tab_sql:
-    st.caption(f"One read-only query over **`{ex.VIEW}`** ({tid} at {ref.kind} {ref.value}): SELECT/WITH with joins, "
+    st.caption(f"One read-only query over **`{ex.VIEW}`** ({ui.md(tid)} at {ui.md(ref.kind)} {ui.md(ref.value)}): SELECT/WITH with joins, "
                "unions, windows and subqueries over it and its CTEs, built-in functions only; anything else is refused.")
     with st.form("sql"):
         sql = st.text_area("SQL", value=f"SELECT * FROM {ex.VIEW} LIMIT 20", height=120)
@@ -90,4 +90,4 @@ with tab_sql:
             with st.spinner("Running with Spark…"):
                 st.dataframe(ex.run_sql(lh, tid, ref.snapshot_id, sql), hide_index=True, width="stretch")
         except WapError as exc:
-            st.error(str(exc))
+            ui.show_error(exc)

@@ -11,6 +11,7 @@ from wap_core import TableId
 from wap_core.exceptions import ValidationError, WapError
 from wap_core.identifiers import validate_branch
 from wap_core.ingest import ingest
+from wap_core.paths import SourcePolicy, describe_roots, save_upload
 
 NEW = "➕ New table…"
 
@@ -21,7 +22,9 @@ user = ui.current_user(lh)
 with st.form("ingest"):
     source_kind = st.radio("Source", ["Upload a file", "Server-side path"], horizontal=True)
     upload = st.file_uploader("File (CSV, Parquet or JSON)", type=["csv", "parquet", "pq", "json", "jsonl", "ndjson"])
-    server_path = st.text_input("Server-side path (file or directory)", placeholder="/data/incoming/flights_2013_03.csv")
+    server_path = st.text_input("Server-side path (file or glob)", placeholder="/data/incoming/flights_2013_03.csv",
+                                help="Only under the allowed ingest roots (WAP_INGEST_ROOTS)")
+    st.caption(f"Server-side paths must lie under: {ui.md(describe_roots(lh.settings))}")
     c1, c2 = st.columns(2)
     choice = c1.selectbox("Table", [NEW, *ui.table_names()])
     new_table = c2.text_input("New table name (namespace.table)", placeholder="demo.flights")
@@ -38,27 +41,26 @@ if submitted:
         if source_kind == "Upload a file":
             if upload is None:
                 raise ValidationError("choose a file to upload, or switch to a server-side path")
-            uploads = lh.settings.home / "uploads"
-            uploads.mkdir(parents=True, exist_ok=True)
-            target = uploads / ui.sanitize_filename(upload.name)
-            target.write_bytes(upload.getvalue())
-            source = str(target)
+            # each upload in its own batch folder: two uploads of the same name never overwrite each other
+            source = str(save_upload(lh.settings, upload.name, upload.getvalue()))
         else:
             if not server_path.strip():
                 raise ValidationError("give a server-side path, or switch to uploading a file")
             source = str(Path(server_path.strip()).expanduser())
-        with st.status(f"Ingesting into {tid}…", expanded=True) as status:
-            st.write(f"Source: `{source}`")
+        with st.status(f"Ingesting into {ui.md(tid)}…", expanded=True) as status:
+            st.write(f"Source: {ui.md(source, code=True)}")
             st.write("Spark reads the source, writes a new branch, then audits it (first use starts Spark: a few seconds)…")
-            result = ingest(lh, tid, [source], branch=branch, fmt=None if fmt == "auto" else fmt, create=create, user=user)
-            status.update(label=f"Wrote {result.rows_written:,} rows to {tid} · {result.branch}: audit {result.audit.status}",
+            # confined: a server-side path is read only under the allowed ingest roots (and the uploads root)
+            result = ingest(lh, tid, [source], branch=branch, fmt=None if fmt == "auto" else fmt, create=create, user=user,
+                            source_policy=SourcePolicy.CONFINED)
+            status.update(label=f"Wrote {result.rows_written:,} rows to {ui.md(tid)} · {ui.md(result.branch)}: audit {ui.md(result.audit.status)}",
                           state="complete" if result.audit.passed else "error")
         ui.writes_done()
         (st.success if result.audit.passed else st.warning)(
-            f"Branch **{result.branch}** of **{tid}**: {result.rows_written:,} rows written, {result.malformed_rows:,} malformed, "
-            f"audit **{result.audit.status}**."
+            f"Branch **{ui.md(result.branch)}** of **{ui.md(tid)}**: {result.rows_written:,} rows written, {result.malformed_rows:,} malformed, "
+            f"audit **{ui.md(result.audit.status)}**."
         )
-        st.page_link("pages/review.py", label=f"Review {tid} · {result.branch}", icon=":material/rate_review:",
+        st.page_link("pages/review.py", label=f"Review {ui.md(tid)} · {ui.md(result.branch)}", icon=":material/rate_review:",
                      query_params={"table": str(tid), "branch": result.branch})
     except WapError as exc:
-        st.error(str(exc))
+        ui.show_error(exc)

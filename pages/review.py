@@ -33,7 +33,7 @@ if not table_q or not branch_q:
         st.stop()
     st.write("Pick a branch to review, or open a link like `/review?table=demo.flights&branch=audit_2013_02_w2`.")
     for b in open_branches:
-        st.page_link("pages/review.py", label=f"{b['table']} · {b['branch']} — {ui.status_badge(b['status'])}",
+        st.page_link("pages/review.py", label=f"{ui.md(b['table'])} · {ui.md(b['branch'])} — {ui.md(ui.status_badge(b['status']))}",
                      query_params={"table": b["table"], "branch": b["branch"]})
     st.stop()
 
@@ -42,12 +42,12 @@ try:
     branch = validate_branch(branch_q)
     tbl = lh.table(tid)
 except WapError as exc:
-    st.error(str(exc))
+    ui.show_error(exc)
     st.stop()
 
-st.subheader(f"{tid} · {branch}")
+st.subheader(f"{ui.md(tid)} · {ui.md(branch)}")
 if branch not in cat.branch_names(tbl):
-    st.warning(f"Branch {branch!r} is not open on {tid}: it was published, discarded or never existed.")
+    st.warning(f"Branch {ui.md(repr(branch))} is not open on {ui.md(tid)}: it was published, discarded or never existed.")
     past = [e for e in ui.journal(str(tid), limit=200) if e["branch"] == branch]
     if past:
         st.dataframe(ui.frame(past, ["at", "user", "action", "outcome", "reason"]), hide_index=True, width="stretch")
@@ -81,43 +81,43 @@ st.markdown("#### Actions")
 a1, a2, a3, a4 = st.columns(4)
 rerun_audit = a1.button("Re-run audit", icon=":material/replay:", width="stretch", help="Evaluate the table's checks on the branch head again")
 if a2.button("Publish", icon=":material/publish:", type="primary", disabled=not ready.allowed, width="stretch",
-             help=ready.message if not ready.allowed else "Fast-forward main to this branch"):
+             help=ui.md(ready.message) if not ready.allowed else "Fast-forward main to this branch"):
     _open("publish", force=False)
 if a3.button("Discard", icon=":material/delete:", width="stretch", help="Drop the branch; main is untouched"):
     _open("discard")
 do_rebase = meta.main_moved and a4.button("Rebase", icon=":material/merge:", width="stretch", help="Replay this batch onto current main")
 if not ready.allowed:
-    st.warning(f"**Publish is disabled:** {ready.message}")
+    st.warning(f"**Publish is disabled:** {ui.md(ready.message)}")
     if ready.forceable:
         with st.expander("Force publish (approvers only, journaled with your reason)"):
             st.caption("A forced publish overrides the audit. It needs a reason, which is recorded in the journal with your name.")
             if st.button("Force publish", icon=":material/gpp_maybe:"):
                 _open("publish", force=True)
 else:
-    st.success(f"Ready to publish: {ready.message}")
+    st.success(f"Ready to publish: {ui.md(ready.message)}")
 
 if rerun_audit:
     try:
         with st.status("Running the audit with Spark…", expanded=True) as s:
             st.write("Reading the branch's new rows and evaluating the suite…")
             result = run_audit(lh, tid, branch, user=user)
-            s.update(label=f"Audit {result.status}", state="complete")
+            s.update(label=f"Audit {ui.md(result.status)}", state="complete")
         ui.writes_done()
         ui.flash("success" if result.passed else "warning",
-                 f"Audit re-run by {user}: {result.status} ({result.rows_checked:,} rows, {len(result.checks)} checks).")
+                 f"Audit re-run by {ui.md(user)}: {ui.md(result.status)} ({result.rows_checked:,} rows, {len(result.checks)} checks).")
         st.rerun()
     except WapError as exc:
-        st.error(str(exc))
+        ui.show_error(exc)
 if do_rebase:
     try:
         with st.status("Rebasing onto current main with Spark…", expanded=True) as s:
             rb = rebase(lh, tid, branch, user=user)
-            s.update(label=f"Rebase: {rb.outcome}", state="complete")
+            s.update(label=f"Rebase: {ui.md(rb.outcome)}", state="complete")
         ui.writes_done()
-        ui.flash("success", f"Rebased {tid} {branch} onto main ({rb.rows:,} rows replayed). Audit it again before publishing.")
+        ui.flash("success", f"Rebased {ui.md(tid)} {ui.md(branch)} onto main ({rb.rows:,} rows replayed). Audit it again before publishing.")
         st.rerun()
     except WapError as exc:
-        st.error(str(exc))
+        ui.show_error(exc)
 
 
 def _act(action: Callable[[], Any], message: Callable[[Any], str]) -> None:
@@ -125,7 +125,7 @@ def _act(action: Callable[[], Any], message: Callable[[Any], str]) -> None:
     try:
         res = action()
     except WapError as exc:
-        st.error(str(exc))
+        ui.show_error(exc)
         return
     _close()
     ui.writes_done()
@@ -146,10 +146,10 @@ def _confirm_or_cancel() -> bool:
 @st.dialog("Publish to main", on_dismiss=_close)
 def publish_dialog(force: bool) -> None:
     if force:
-        st.warning(f"Force publish {tid} · {branch}: {ready.message}")
+        st.warning(f"Force publish {ui.md(tid)} · {ui.md(branch)}: {ui.md(ready.message)}")
         reason = st.text_area("Reason (required)", key="force_reason", placeholder="Why is publishing despite the audit acceptable?")
     else:
-        st.write(f"Fast-forward **main** of `{tid}` to branch `{branch}` ({meta.rows_added:,} rows added).")
+        st.write(f"Fast-forward **main** of {ui.md(tid, code=True)} to branch {ui.md(branch, code=True)} ({meta.rows_added:,} rows added).")
         reason = st.text_input("Note (optional)", key="publish_note")
     confirm = _confirm_or_cancel()
     if confirm:
@@ -157,12 +157,12 @@ def publish_dialog(force: bool) -> None:
             st.error("A forced publish needs a reason.")
             return
         _act(lambda: publish(lh, tid, branch, force=force, reason=reason.strip() or None, user=user),
-             lambda res: f"{'Force-published' if res.forced else 'Published'} {tid} · {branch}: main is now snapshot {res.main_after}.")
+             lambda res: f"{'Force-published' if res.forced else 'Published'} {ui.md(tid)} · {ui.md(branch)}: main is now snapshot {res.main_after}.")
 
 
 @st.dialog("Discard branch", on_dismiss=_close)
 def discard_dialog() -> None:
-    st.write(f"Drop branch `{branch}` of `{tid}`. Main is not touched; the branch's rows will no longer be published.")
+    st.write(f"Drop branch {ui.md(branch, code=True)} of {ui.md(tid, code=True)}. Main is not touched; the branch's rows will no longer be published.")
     reason = st.text_input("Reason (required)", key="discard_reason", placeholder="e.g. source file was incomplete")
     confirm = _confirm_or_cancel()
     if confirm:
@@ -170,7 +170,7 @@ def discard_dialog() -> None:
             st.error("Discarding needs a reason: it is recorded in the journal.")
             return
         _act(lambda: discard(lh, tid, branch, reason=reason.strip(), user=user),
-             lambda _res: f"Discarded {tid} · {branch} ({reason.strip()}). Main is unchanged.")
+             lambda _res: f"Discarded {ui.md(tid)} · {ui.md(branch)} ({ui.md(reason.strip())}). Main is unchanged.")
 
 
 dialog = st.session_state.get(DIALOG)
@@ -192,7 +192,7 @@ try:
         diff = rv.cached_diff(str(tid), branch, head)
         s.update(label=f"Diff computed on {diff['rows_added']:,} new rows", state="complete")
 except (WapError, ValidationError) as exc:
-    st.error(str(exc))
+    ui.show_error(exc)
 if diff is not None:
     rv.diff_details(diff)
 
@@ -201,4 +201,4 @@ try:
     with st.spinner("Reading the first new rows…"):
         st.dataframe(rv.cached_preview(str(tid), branch, head), hide_index=True, width="stretch", height=320)
 except WapError as exc:
-    st.error(str(exc))
+    ui.show_error(exc)

@@ -31,6 +31,7 @@ def make_settings(home: Path, checks: str | None = None, **kw: object) -> Settin
     checks_path = home / "checks.yml"
     if checks is not None:
         checks_path.write_text(checks)
+    kw.setdefault("ingest_roots", (home.parent,))  # tests write their sources next to the lakehouse: allow that folder
     return Settings(home=home, checks_path=checks_path, user=str(kw.pop("user", "tester")),
                     catalog_name=f"t{next(_counter)}", shuffle_partitions=2, **kw)  # type: ignore[arg-type]
 

@@ -8,6 +8,7 @@ main moves under it once good_batch is published). Tests run in file order and c
 from __future__ import annotations
 
 import itertools
+import re
 from pathlib import Path
 from typing import Iterator
 
@@ -43,7 +44,7 @@ def shop(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Lakeh
     home = tmp_path_factory.mktemp("console")
     (home / "checks.yml").write_text(CHECKS)
     settings = Settings(home=home, checks_path=home / "checks.yml", user="seeder", catalog_name=f"console{next(_names)}",
-                        shuffle_partitions=2)
+                        shuffle_partitions=2, ingest_roots=(home / "src",))
     lh = Lakehouse(settings)
     src = home / "src"
     src.mkdir()
@@ -73,6 +74,7 @@ def env(shop: Lakehouse, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lakehouse]
     monkeypatch.setenv("WAP_CHECKS", str(s.checks_file))
     monkeypatch.setenv("WAP_CATALOG_NAME", s.catalog_name)
     monkeypatch.setenv("WAP_USER", USER)
+    monkeypatch.setenv("WAP_INGEST_ROOTS", str(s.home / "src"))
     for var in ("WAP_CONFIG", "WAP_CATALOG_URI", "WAP_CATALOG_JDBC_URI", "WAP_WAREHOUSE"):
         monkeypatch.delenv(var, raising=False)
     yield shop
@@ -106,7 +108,8 @@ def _refs(lh: Lakehouse) -> dict[str, int]:
 
 
 def _texts(elements) -> str:  # type: ignore[no-untyped-def]
-    return "\n".join(str(e.value) for e in elements)
+    """The elements' Markdown bodies as read on screen: the console escapes user text (``steward\\-anna``)."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", "\n".join(str(e.value) for e in elements))
 
 
 # ----------------------------------------------------------------------------- metadata pages, no Spark

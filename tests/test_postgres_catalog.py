@@ -23,7 +23,7 @@ def test_lifecycle_on_a_postgres_catalog(postgres: str, tmp_path: Path, spark_se
     home = tmp_path / "lh"
     home.mkdir()
     (home / "checks.yml").write_text("pg.people:\n  checks:\n    - not_null: [name]\n")
-    settings = Settings(home=home, catalog_uri=postgres, catalog_name="pgcat", user="pg-user", shuffle_partitions=2)
+    settings = Settings(home=home, catalog_uri=postgres, catalog_name="pgcat", user="pg-user", shuffle_partitions=2, ingest_roots=(tmp_path,))
     assert settings.jdbc_uri.startswith("jdbc:postgresql://127.0.0.1:")
     lh = Lakehouse(settings)
     t = TableId("pg", "people")

@@ -12,6 +12,7 @@ import sys
 import traceback
 from typing import Any, Sequence
 
+from wap_core.config import mask_secrets
 from wap_core.exceptions import WapError
 from wap_core.identifiers import TableId
 from wap_core.status import BRANCH_STATUSES
@@ -97,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _print_json(obj: Any) -> None:
-    print(json.dumps(obj, indent=2, default=str))
+    print(mask_secrets(json.dumps(obj, indent=2, default=str)))
 
 
 def _table(rows: list[dict[str, Any]], cols: Sequence[str]) -> None:
@@ -107,7 +108,7 @@ def _table(rows: list[dict[str, Any]], cols: Sequence[str]) -> None:
     widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in cols}
     print("  ".join(c.upper().ljust(widths[c]) for c in cols))
     for r in rows:
-        print("  ".join(str(r.get(c, "")).ljust(widths[c]) for c in cols))
+        print(mask_secrets("  ".join(str(r.get(c, "")).ljust(widths[c]) for c in cols)))
 
 
 def _print_audit(res: Any) -> None:
@@ -123,17 +124,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run(args)
     except WapError as exc:
         if args.debug:
-            traceback.print_exc()
-        print(f"error: {exc}", file=sys.stderr)
+            _print_traceback()
+        print(f"error: {mask_secrets(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:  # pragma: no cover
         return EXIT_ERROR
     except Exception as exc:  # noqa: BLE001 - unexpected: one line unless --debug
         if args.debug:
-            traceback.print_exc()
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            _print_traceback()
+        first = (mask_secrets(str(exc)).strip().splitlines() or [type(exc).__name__])[0]
         print(f"error: {type(exc).__name__}: {first}", file=sys.stderr)
         return EXIT_ERROR
+
+
+def _print_traceback() -> None:
+    """--debug: the traceback of the exception being handled, with secrets masked."""
+    print(mask_secrets(traceback.format_exc()), file=sys.stderr, end="")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -177,7 +183,10 @@ def _run(args: argparse.Namespace) -> int:
     if cmd == "ingest":
         from wap_core.ingest import ingest
 
-        res = ingest(lh, table, args.sources, branch=args.branch, fmt=args.format, create=args.create)
+        from wap_core.paths import SourcePolicy
+
+        # The CLI reads any path its OS user can read: whoever runs it holds the catalog's credentials anyway.
+        res = ingest(lh, table, args.sources, branch=args.branch, fmt=args.format, create=args.create, source_policy=SourcePolicy.ANY)
         if args.json:
             _print_json(res.to_dict())
         else:

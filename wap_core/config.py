@@ -8,7 +8,10 @@ field names below (``catalog_uri = "..."``).
 from __future__ import annotations
 
 import getpass
+import logging
 import os
+import re
+import threading
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -30,6 +33,7 @@ _ENV = {
     "shuffle_partitions": "WAP_SHUFFLE_PARTITIONS",
     "jdbc_jars": "WAP_JDBC_JARS",
     "sample_rows": "WAP_SAMPLE_ROWS",
+    "ingest_roots": "WAP_INGEST_ROOTS",
 }
 
 
@@ -56,11 +60,15 @@ class Settings:
     shuffle_partitions: int = 4
     jdbc_jars: tuple[str, ...] = ()
     sample_rows: int = 5
+    ingest_roots: tuple[Path, ...] = ()  # where confined (console) ingest may read; default ($WAP_HOME/landing,)
 
     def __post_init__(self) -> None:
         validate_identifier(self.catalog_name, "catalog name")
         if self.shuffle_partitions < 1:
             raise ValidationError("shuffle_partitions must be >= 1")
+        for uri in (self.catalog_uri, self.catalog_jdbc_uri):
+            if uri:
+                register_secrets_of(uri)
 
     # ----- derived values -------------------------------------------------
     @property
@@ -88,6 +96,20 @@ class Settings:
     @property
     def is_sqlite(self) -> bool:
         return self.sqlalchemy_uri.startswith("sqlite")
+
+    @property
+    def masked_catalog_uri(self) -> str:
+        """The catalog URL with its password masked (``scheme://user:***@host/db``): the only form to show."""
+        return mask_secrets(self.sqlalchemy_uri)
+
+    @property
+    def masked_jdbc_uri(self) -> str:
+        return mask_secrets(self.jdbc_uri)
+
+    @property
+    def ingest_root_paths(self) -> tuple[Path, ...]:
+        """The configured ingest roots, or the default ``$WAP_HOME/landing`` (not resolved, maybe missing)."""
+        return self.ingest_roots if self.ingest_roots else (self.home / "landing",)
 
     # ----- construction ----------------------------------------------------
     @classmethod
@@ -126,6 +148,10 @@ def _coerce(values: dict[str, Any]) -> dict[str, Any]:
                 out[key] = int(out[key])
             except (TypeError, ValueError) as exc:
                 raise ValidationError(f"setting {key} must be an integer, got {out[key]!r}") from exc
+    if isinstance(out.get("ingest_roots"), str):
+        out["ingest_roots"] = tuple(Path(p) for p in out["ingest_roots"].split(os.pathsep) if p)
+    elif out.get("ingest_roots") is not None:
+        out["ingest_roots"] = tuple(Path(p) for p in out["ingest_roots"])
     if isinstance(out.get("jdbc_jars"), str):
         out["jdbc_jars"] = tuple(p for p in out["jdbc_jars"].split(os.pathsep) if p)
     elif out.get("jdbc_jars") is not None:
@@ -151,4 +177,110 @@ def sqlalchemy_to_jdbc(uri: str) -> str:
         port = f":{url.port}" if url.port else ""
         query = ("?" + "&".join(params)) if params else ""
         return f"jdbc:postgresql://{host}{port}/{url.database}{query}"
-    raise ValidationError(f"cannot derive a JDBC URL from catalog URI {uri!r}: set WAP_CATALOG_JDBC_URI")
+    raise ValidationError(f"cannot derive a JDBC URL from catalog URI {mask_secrets(uri)!r}: set WAP_CATALOG_JDBC_URI")
+
+
+# --------------------------------------------------------------------------- secrets
+MASK = "***"
+# scheme://user:password@host -> scheme://user:***@host, greedy up to the last '@' before white space, so a
+# password holding '@', '/' or a quote is masked whole (rather too much than too little).
+_URL_USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s/:@'\"]*):(?P<secret>\S*)@")
+# password=..., pwd=... in JDBC URLs, query strings and key=value lists (also ;-separated)
+_KEY_VALUE = re.compile(r"(?i)(?P<head>\b(?:password|passwd|pwd|secret|token|access[_-]?key|secret[_-]?key)=)(?P<secret>[^&;\s'\"]+)")
+# "password": "..." in JSON / repr of a dict
+_QUOTED_KEY = re.compile(r"(?i)(?P<head>[\"'](?:password|passwd|pwd|secret|token)[\"']\s*:\s*[\"'])(?P<secret>[^\"']+)")
+SECRET_KEY = re.compile(r"(?i)password|passwd|pwd|secret|token|access[_-]?key")  # a mapping key whose value is a secret
+_known_secrets: set[str] = set()
+_secrets_lock = threading.Lock()
+
+
+def register_secret(value: str | None) -> None:
+    """Remember a secret value so :func:`mask_secrets` masks it wherever it appears, also outside a URL.
+
+    Values shorter than 8 characters are not remembered (masking every "admin" in the journal would
+    garble it); passwords inside URLs and ``password=`` parameters are masked whatever their length.
+    """
+    if value and len(value) >= 8:
+        from urllib.parse import quote, unquote
+
+        with _secrets_lock:
+            _known_secrets.update({value, unquote(value), quote(value, safe="")})
+
+
+def register_secrets_of(uri: str) -> None:
+    """Register the password(s) found in a URL (userinfo or ``password=`` parameter)."""
+    for pattern in (_URL_USERINFO, _KEY_VALUE):
+        for m in pattern.finditer(uri):
+            register_secret(m.group("secret"))
+
+
+def mask_secrets(text: str) -> str:
+    """``text`` with every password masked: URL userinfo (``scheme://user:***@host``), ``password=***``
+    parameters (JDBC URLs, query strings), ``"password": "***"`` and every registered secret value.
+
+    Apply it wherever a catalog URL could surface: UI, error messages, logs, journal, CLI output.
+    """
+    if not text:
+        return text
+    out = _URL_USERINFO.sub(lambda m: f"{m.group('head')}:{MASK}@", text)
+    out = _KEY_VALUE.sub(lambda m: f"{m.group('head')}{MASK}", out)
+    out = _QUOTED_KEY.sub(lambda m: f"{m.group('head')}{MASK}", out)
+    if _known_secrets:
+        with _secrets_lock:
+            known = sorted(_known_secrets, key=len, reverse=True)
+        for secret in known:
+            if secret in out:
+                out = out.replace(secret, MASK)
+    return out
+
+
+class SecretMaskingFilter(logging.Filter):
+    """A logging filter that masks secrets in a record's message, arguments and exception text."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        mask_record(record)
+        return True
+
+
+def mask_record(record: logging.LogRecord) -> logging.LogRecord:
+    """Mask ``record`` in place: its message (formatted with its args) and any exception text."""
+    if getattr(record, "_wap_masked", False):
+        return record
+    try:
+        message = record.getMessage()
+    except Exception:  # noqa: BLE001 - a bad format string: keep the raw message, masked
+        message = str(record.msg)
+    record.msg, record.args = mask_secrets(message), None
+    if record.exc_info and not record.exc_text:
+        record.exc_text = logging.Formatter().formatException(record.exc_info)
+    if record.exc_text:
+        record.exc_text = mask_secrets(record.exc_text)
+    if record.stack_info:
+        record.stack_info = mask_secrets(record.stack_info)
+    setattr(record, "_wap_masked", True)  # noqa: B010 - LogRecord has no such declared attribute
+    return record
+
+
+_factory_installed = False
+
+
+def install_log_masking() -> None:
+    """Mask secrets in every log record of this process (idempotent).
+
+    A filter on the ``wap_core`` logger alone would not see records of its child loggers
+    (``wap_core.ingest``...) nor of PySpark/Py4J/SQLAlchemy, so the record factory is wrapped: every
+    record is masked when it is created, before any handler formats it. The filter is also installed
+    on the ``wap_core`` logger for handlers that re-format records.
+    """
+    global _factory_installed
+    with _secrets_lock:
+        if _factory_installed:
+            return
+        _factory_installed = True
+    previous = logging.getLogRecordFactory()
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        return mask_record(previous(*args, **kwargs))
+
+    logging.setLogRecordFactory(factory)
+    logging.getLogger("wap_core").addFilter(SecretMaskingFilter())

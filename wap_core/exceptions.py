@@ -6,6 +6,8 @@ Every error a user can cause derives from :class:`WapError` and carries an
 
 from __future__ import annotations
 
+import re
+
 
 class WapError(Exception):
     """Base class of every error wap_core raises on purpose."""
@@ -14,8 +16,19 @@ class WapError(Exception):
     journaled: bool = False  # set once the error is the outcome row of an intent (not to be recorded twice)
 
 
+_LINE_BREAKS = re.compile("\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def one_line(message: str) -> str:
+    """``message`` with every line break escaped (``\\n``, ``\\u2028``...): user text never adds a line to an error."""
+    return _LINE_BREAKS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), message)
+
+
 class ValidationError(WapError, ValueError):
-    """Input that can never be valid: a bad name, a malformed option."""
+    """Input that can never be valid: a bad name, a malformed option. Always one line."""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(one_line(str(message)))
 
 
 class NotFoundError(WapError, LookupError):
@@ -23,7 +36,14 @@ class NotFoundError(WapError, LookupError):
 
 
 class SourceError(WapError):
-    """A source file that is missing, unreadable, empty or malformed."""
+    """A source file that is missing, unreadable, empty or malformed. Always one line."""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(one_line(str(message)))
+
+
+class PathNotAllowedError(ValidationError):
+    """A server-side source outside the allowed ingest roots (``WAP_INGEST_ROOTS``); the message names the roots."""
 
 
 class SchemaMismatchError(WapError):

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from wap_core.exceptions import ValidationError
 
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+# ASCII only, matched with fullmatch: "$" would accept a trailing newline, and \w would accept Unicode lookalikes.
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 MAIN = "main"
 RESERVED_BRANCHES = frozenset({MAIN})
 
@@ -20,7 +21,7 @@ def validate_identifier(value: str, what: str = "name") -> str:
     """Return ``value`` if it is a plain identifier, else raise ValidationError."""
     if not isinstance(value, str) or not value:
         raise ValidationError(f"{what} must not be empty")
-    if not _IDENT.match(value):
+    if not _IDENT.fullmatch(value):
         raise ValidationError(
             f"invalid {what} {value!r}: use only letters, digits and '_' (not starting with a digit), at most 128 characters"
         )

@@ -14,13 +14,14 @@ import csv
 import glob
 import io
 import json
+import logging
 import os
 import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from wap_core import catalog as cat
 from wap_core.audit import AuditResult, run_audit
@@ -29,11 +30,12 @@ from wap_core.exceptions import BranchBusyError, NotFoundError, SchemaMismatchEr
 from wap_core.faults import fault_point
 from wap_core.identifiers import TableId, validate_branch
 from wap_core.journal import Intent
+from wap_core.paths import SourcePolicy, allowed_roots, confine, expand_confined
 from wap_core.reconcile import INTENT_PROPERTY, acting
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column, DataFrame, DataFrameReader
     from pyspark.sql.types import DataType, StructType
 
     from wap_core.lakehouse import Lakehouse
@@ -43,6 +45,8 @@ _EXT = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "json",
 CORRUPT = "_corrupt_record"
 SAMPLE = 5
 _LINE_SCAN_LIMIT = 256 * 1024 * 1024  # bytes scanned in Python to find line numbers of bad rows
+CSV_MAX_FIELD_CHARS = 1024 * 1024  # longest CSV field (characters), for Spark (maxCharsPerColumn) and Python's csv alike
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -77,22 +81,38 @@ class IngestResult:
 # --------------------------------------------------------------------------- sources
 
 
-def resolve_sources(sources: Sequence[str], fmt: str | None = None) -> tuple[list[str], str]:
-    """Expand files and globs; every file must exist, be readable and non-empty; one format."""
+def resolve_sources(
+    sources: Sequence[str],
+    fmt: str | None = None,
+    *,
+    policy: SourcePolicy = SourcePolicy.CONFINED,
+    roots: Sequence[Path] = (),
+) -> tuple[list[str], str]:
+    """Expand files and globs; every file must exist, be readable and non-empty; one format.
+
+    Under ``SourcePolicy.CONFINED`` (the default) every path, and every match of a glob, must resolve
+    (through symlinks) under one of ``roots`` (see :func:`wap_core.paths.allowed_roots`); anything
+    else is refused with the roots named. ``SourcePolicy.ANY`` reads any path the OS user can read.
+    """
     if not sources:
         raise SourceError("no source given")
     if fmt is not None and fmt not in FORMATS:
         raise ValidationError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+    confined = policy is not SourcePolicy.ANY
     files: list[str] = []
     for src in sources:
+        matched: list[Path]
         if any(ch in src for ch in "*?["):
-            matched = sorted(glob.glob(src))
-            if not matched:
-                raise SourceError(f"source pattern {src!r} matches no file")
+            if confined:
+                matched = expand_confined(src, roots)
+            else:
+                matched = [Path(m) for m in sorted(glob.glob(src))]
+                if not matched:
+                    raise SourceError(f"source pattern {src!r} matches no file")
         else:
-            matched = [src]
-        for f in matched:
-            p = Path(f)
+            matched = [confine(src, roots)] if confined else [Path(src)]
+        for p in matched:
+            f = str(p)
             if not p.exists():
                 raise SourceError(f"source {f} does not exist")
             if p.is_dir():
@@ -230,12 +250,38 @@ def _q(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def _allow_long_csv_fields() -> None:
+    """Python's csv module stops at 131,072 characters per field; ours is CSV_MAX_FIELD_CHARS, as Spark's."""
+    if csv.field_size_limit() < CSV_MAX_FIELD_CHARS:
+        csv.field_size_limit(CSV_MAX_FIELD_CHARS)
+
+
+def _records(fh: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
+    """RFC 4180 records of an open file with the physical line each one STARTS on (1-based).
+
+    A quoted field may span lines, so a record's first line is the line after the previous record's
+    last one (``reader.line_num`` counts the lines read so far). Raises csv.Error (e.g. a field
+    longer than the limit).
+    """
+    _allow_long_csv_fields()
+    reader = csv.reader(fh)
+    while True:
+        start = reader.line_num + 1
+        row = next(reader, None)
+        if row is None:
+            return
+        yield start, row
+
+
 def _read_csv_header(path: str) -> list[str]:
     with open(path, newline="", encoding="utf-8", errors="replace") as fh:
-        first = next(csv.reader(fh), None)
-    if not first or not any(h.strip() for h in first):
+        try:
+            first = next(_records(fh), None)
+        except csv.Error as exc:
+            raise SourceError(f"source {path}: cannot read the header line: {exc}") from None
+    if not first or not any(h.strip() for h in first[1]):
         raise SourceError(f"source {path} has no header line")
-    return [h.strip() for h in first]
+    return [h.strip() for h in first[1]]
 
 
 def _csv_header(files: list[str]) -> list[str]:
@@ -250,14 +296,26 @@ def _csv_header(files: list[str]) -> list[str]:
 
 
 def _iter_csv(files: list[str]) -> Iterator[tuple[str, int, list[str]]]:
+    """(file name, first physical line, fields) of every data record; files too large to scan are skipped."""
     for f in files:
         if Path(f).stat().st_size > _LINE_SCAN_LIMIT:
             continue
         with open(f, newline="", encoding="utf-8", errors="replace") as fh:
-            reader = csv.reader(fh)
-            next(reader, None)
-            for row in reader:
-                yield Path(f).name, reader.line_num, row
+            records = _records(fh)
+            try:
+                next(records, None)  # the header
+                for line, row in records:
+                    yield Path(f).name, line, row
+            except csv.Error as exc:  # Spark read the file; only the locating of samples stops here
+                log.warning("%s: %s; malformed rows after this point are not located", Path(f).name, exc)
+
+
+def _csv_key(fields: Sequence[str | None]) -> tuple[str, ...]:
+    """Fields compared between Spark's parse and Python's: line breaks normalized, a trailing one dropped."""
+    out = ["" if v is None else v.replace("\r\n", "\n").replace("\r", "\n") for v in fields]
+    if out:
+        out[-1] = out[-1].rstrip("\n")
+    return tuple(out)
 
 
 def _csv_locator(files: list[str], header: list[str]) -> Callable[[list[dict[str, Any]]], None]:
@@ -265,14 +323,18 @@ def _csv_locator(files: list[str], header: list[str]) -> Callable[[list[dict[str
         wanted: dict[tuple[str, ...], list[dict[str, Any]]] = {}
         for d in sample:
             if d.get(CORRUPT):
-                key = tuple(next(csv.reader(io.StringIO(d[CORRUPT])), []))
+                try:
+                    fields: list[str] = next(csv.reader(io.StringIO(d[CORRUPT], newline="")), [])
+                except csv.Error:
+                    continue
+                key = _csv_key(fields)
             else:
-                key = tuple("" if d.get(h) is None else d[h] for h in header)
+                key = _csv_key([d.get(h) for h in header])
             wanted.setdefault(key, []).append(d)
         for fname, line, row in _iter_csv(files):
             if not wanted:
                 break
-            key = tuple(row)
+            key = _csv_key(row)
             if key in wanted:
                 d = wanted[key].pop(0)
                 d["__file"], d["__line"] = fname, line
@@ -280,6 +342,44 @@ def _csv_locator(files: list[str], header: list[str]) -> Callable[[list[dict[str
                     del wanted[key]
 
     return locate
+
+
+def _csv_reader(reader: DataFrameReader) -> DataFrameReader:
+    """Spark's CSV reader set to RFC 4180: a quoted field may hold separators, line breaks and doubled
+    quotes (``""``); a field may not exceed CSV_MAX_FIELD_CHARS (an unterminated quote fails clearly
+    instead of swallowing the rest of the file into one field)."""
+    return (
+        reader.option("header", "true").option("mode", "PERMISSIVE").option("multiLine", "true")
+        .option("quote", '"').option("escape", '"').option("maxCharsPerColumn", str(CSV_MAX_FIELD_CHARS))
+    )
+
+
+def _is_field_too_long(exc: BaseException) -> bool:
+    text = str(exc)
+    return "TextParsingException" in text and "exceeds the maximum number of characters" in text
+
+
+def _field_too_long(files: list[str]) -> SourceError:
+    """The error for a CSV field longer than CSV_MAX_FIELD_CHARS, naming file and line (found with Python's csv)."""
+    limit = f"{CSV_MAX_FIELD_CHARS:,}"
+    _allow_long_csv_fields()
+    for f in files:
+        if Path(f).stat().st_size > _LINE_SCAN_LIMIT:
+            continue
+        with open(f, newline="", encoding="utf-8", errors="replace") as fh:
+            reader = csv.reader(fh)
+            start = 1
+            try:
+                while True:
+                    start = reader.line_num + 1
+                    if next(reader, None) is None:
+                        break
+            except csv.Error as exc:
+                if "field larger than field limit" in str(exc):
+                    return SourceError(f"source {f}: the record starting on line {start} has a field longer than {limit} characters "
+                                       "(an unterminated quote?); such a field cannot be ingested")
+                return SourceError(f"source {f}: line {start}: {exc}")
+    return SourceError(f"a field is longer than {limit} characters (an unterminated quote?) in one of: {', '.join(files)}")
 
 
 def _json_locator(files: list[str]) -> Callable[[list[dict[str, Any]]], None]:
@@ -304,16 +404,20 @@ def read_source(lh: Lakehouse, table: str, files: list[str], fmt: str, target: S
     spark = lh.spark
     if fmt == "csv":
         header = _csv_header(files)
-        if target is None:
-            inferred = spark.read.option("header", "true").option("inferSchema", "true").option("mode", "PERMISSIVE").csv(files).schema
-            target = T.StructType([T.StructField(f.name.strip(), f.dataType, True) for f in inferred.fields if f.name != CORRUPT])
-        mapping = _match_columns(table, header, target)
-        schema = T.StructType([T.StructField(h, T.StringType(), True) for h in header] + [T.StructField(CORRUPT, T.StringType(), True)])
-        raw = (
-            spark.read.option("header", "true").option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT)
-            .schema(schema).csv(files)
-        )
-        return _prepare(table, raw, target, mapping, _csv_locator(files, header)), target
+        try:
+            if target is None:
+                inferred = _csv_reader(spark.read).option("inferSchema", "true").csv(files).schema
+                target = T.StructType([T.StructField(f.name.strip(), f.dataType, True) for f in inferred.fields if f.name != CORRUPT])
+            mapping = _match_columns(table, header, target)
+            schema = T.StructType([T.StructField(h, T.StringType(), True) for h in header] + [T.StructField(CORRUPT, T.StringType(), True)])
+            raw = _csv_reader(spark.read).option("columnNameOfCorruptRecord", CORRUPT).schema(schema).csv(files)
+            return _prepare(table, raw, target, mapping, _csv_locator(files, header)), target
+        except WapError:
+            raise
+        except Exception as exc:
+            if _is_field_too_long(exc):
+                raise _field_too_long(files) from None
+            raise
     if fmt == "json":
         raw = spark.read.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT).json(files)
         source_cols = [c for c in raw.columns if c != CORRUPT]
@@ -425,13 +529,20 @@ def ingest(
     fmt: str | None = None,
     create: bool = False,
     user: str | None = None,
+    source_policy: SourcePolicy = SourcePolicy.CONFINED,
 ) -> IngestResult:
+    """Write ``sources`` into a new audit branch of ``table`` and audit it.
+
+    ``source_policy``: CONFINED (default, the console) reads only under the allowed ingest roots
+    (``WAP_INGEST_ROOTS`` and the uploads root); the CLI passes ANY.
+    """
     t0 = time.perf_counter()
     user = user or lh.user
     if branch is not None:
         validate_branch(branch)
     try:
-        files, fmt = resolve_sources(sources, fmt)
+        roots = allowed_roots(lh.settings) if source_policy is not SourcePolicy.ANY else ()
+        files, fmt = resolve_sources(sources, fmt, policy=source_policy, roots=roots)
         return _ingest(lh, table, files, fmt, branch, create, user, t0)
     except WapError as exc:
         if not exc.journaled:  # an error after the intent is already its outcome row

@@ -70,7 +70,22 @@ from wap_core.exceptions import BranchBusyError
 
 log = logging.getLogger(__name__)
 
+from wap_core.config import MASK, SECRET_KEY, mask_secrets
+
 _meta = MetaData()
+
+
+def mask_values(obj: Any) -> Any:
+    """``obj`` (JSON-like: dicts, lists, scalars) with secrets masked in every string, keys included."""
+    if isinstance(obj, str):
+        return mask_secrets(obj)
+    if isinstance(obj, dict):
+        return {(mask_values(k) if isinstance(k, str) else k): (MASK if isinstance(k, str) and SECRET_KEY.search(k) and v else mask_values(v))
+                for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [mask_values(v) for v in obj]
+    return obj if obj is None or isinstance(obj, (bool, int, float)) else mask_secrets(str(obj))
+
 
 journal_table = Table(
     "wap_journal",
@@ -267,6 +282,8 @@ class Journal:
         reason: str | None = None,
         details: dict[str, Any] | None = None,
     ) -> None:
+        """Append one entry; passwords in ``reason`` and ``details`` are masked before they are written."""
+        reason = mask_secrets(reason) if reason else reason
         with self.engine.begin() as conn:
             conn.execute(
                 insert(journal_table).values(
@@ -279,7 +296,7 @@ class Journal:
                     snapshot_after=snapshot_after,
                     outcome=outcome,
                     reason=reason,
-                    details=json.dumps(details or {}, default=str),
+                    details=json.dumps(mask_values(details or {}), default=str),
                 )
             )
 
@@ -433,7 +450,8 @@ class Journal:
         owner = process_owner()
         values = dict(
             at=now, user_name=user, action=action, table_name=table, branch=branch, expected_before=expected_before,
-            expected_after=expected_after, reason=reason, details=json.dumps(details or {}, default=str),
+            expected_after=expected_after, reason=mask_secrets(reason) if reason else reason,
+            details=json.dumps(mask_values(details or {}), default=str),
             status=IntentStatus.PENDING.value, owner=owner, heartbeat_at=now, lock_key=_lock_key(table, branch),
         )
         try:
@@ -470,7 +488,7 @@ class Journal:
         now = utcnow()
         entry_at = at or now
         merged = {**intent.details, **(details or {})}
-        why = intent.reason if reason is None else reason
+        why = intent.reason if reason is None else (mask_secrets(reason) if reason else reason)
         status = IntentStatus.DONE if done else IntentStatus.ABANDONED
         with self.engine.begin() as conn:
             res = conn.execute(
@@ -483,7 +501,7 @@ class Journal:
             pk = conn.execute(insert(journal_table).values(
                 at=entry_at, user_name=intent.user, action=intent.action, table_name=intent.table, branch=intent.branch,
                 snapshot_before=intent.expected_before, snapshot_after=snapshot_after, outcome=outcome, reason=why,
-                details=json.dumps(merged, default=str), intent_id=intent.id, reconciled=reconciled,
+                details=json.dumps(mask_values(merged), default=str), intent_id=intent.id, reconciled=reconciled,
             )).inserted_primary_key
             assert pk is not None
         return JournalEntry(id=int(pk[0]), at=entry_at, user=intent.user, action=intent.action, table=intent.table,

@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from wap_core.config import Settings
+from wap_core.config import Settings, mask_secrets
 from wap_core.exceptions import EnvironmentSetupError
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ def jdbc_jars(settings: Settings) -> list[str]:
             raise EnvironmentSetupError(f"WAP_JDBC_JARS names missing file(s): {', '.join(missing)}")
         return list(settings.jdbc_jars)
     if not settings.jdbc_uri.startswith(("jdbc:sqlite", "jdbc:postgresql")):
-        raise EnvironmentSetupError(f"no known JDBC driver for {settings.jdbc_uri}: set WAP_JDBC_JARS")
+        raise EnvironmentSetupError(f"no known JDBC driver for {settings.masked_jdbc_uri}: set WAP_JDBC_JARS")
     kind = "sqlite" if settings.jdbc_uri.startswith("jdbc:sqlite") else "postgresql"
     path, package = _DEBIAN_JARS[kind]
     if not Path(path).is_file():
@@ -100,7 +100,7 @@ def get_spark(settings: Settings) -> SparkSession:
             _registered[settings.catalog_name] = settings.jdbc_uri
         elif known != settings.jdbc_uri:
             raise EnvironmentSetupError(
-                f"catalog {settings.catalog_name!r} is already bound to {known} in this process; "
+                f"catalog {settings.catalog_name!r} is already bound to {mask_secrets(known)} in this process; "
                 "use another catalog name for a second lakehouse"
             )
         return _session

@@ -1,0 +1,264 @@
+"""User text never renders as Markdown/HTML, and the catalog password never reaches the page.
+
+A small lakehouse whose data, checks file, journal and audits hold a hostile string (an image, a
+link, raw HTML, bold and a Streamlit colour directive). The console is driven with AppTest (every
+Markdown body and label of the element tree is parsed with markdown-it-py: no image, link or HTML
+token may come from it) and, once, in real Chromium (no <img>/<a> produced from it on Review).
+The sidebar of a console on a real PostgreSQL catalog whose URL carries a password shows it masked.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from markdown_it import MarkdownIt
+from streamlit.testing.v1 import AppTest
+from test_postgres_catalog import postgres  # noqa: F401 - the real PostgreSQL server fixture
+
+from wap_core import Lakehouse, Settings, TableId
+from wap_core.ingest import ingest
+from wap_core.publish import discard, publish
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+ITEMS = TableId("shop", "items")
+HOSTILE = "![p](http://127.0.0.1:9/x.png) [link](http://evil) <img src=x onerror=alert(1)> **bold** :red[x]"
+HOSTILE_NAME = "![n](http://127.0.0.1:9/name.png) [n](http://evil/name)"
+CHECKS = f"""\
+shop.items:
+  checks:
+    - accepted_values: {{column: city, values: [Paris, Lyon]}}
+    - expression: {{name: "{HOSTILE_NAME}", sql: "qty > 0"}}
+"""
+_names = itertools.count(1)
+_MD = MarkdownIt("commonmark").enable(["table", "strikethrough"])
+_ACTIVE = {"image", "link_open", "html_inline", "html_block"}
+_FIELDS = {"body", "label", "help", "title", "caption"}
+
+
+def _active_tokens(text: str) -> set[str]:
+    """Token types of ``text`` parsed as Markdown that would fetch or link anything, or inject HTML."""
+    found: set[str] = set()
+    stack = list(_MD.parse(text))
+    while stack:
+        tok = stack.pop()
+        if tok.type in _ACTIVE:
+            found.add(tok.type)
+        stack.extend(tok.children or [])
+    if re.search(r"(?<!\\):[a-z]+\[", text):  # a Streamlit directive such as :red[...]
+        found.add("directive")
+    return found
+
+
+def _strings(at: AppTest) -> list[str]:
+    """Every Markdown body and label in the page's element tree (sidebar and dialogs included)."""
+    out: list[str] = []
+
+    def proto_strings(msg: Any) -> None:
+        for fd, value in msg.ListFields():
+            if fd.message_type is not None:
+                for v in [value] if hasattr(value, "ListFields") else value:  # one message, or a repeated field
+                    proto_strings(v)
+            elif fd.name in _FIELDS and isinstance(value, str):
+                out.append(value)
+
+    def walk(node: Any) -> None:
+        proto = getattr(node, "proto", None)
+        if proto is not None and hasattr(proto, "ListFields"):
+            proto_strings(proto)
+        for child in getattr(node, "children", {}).values():
+            walk(child)
+
+    walk(at._tree)
+    return out
+
+
+def _unescape(text: str) -> str:
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", text)
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Lakehouse:
+    home = tmp_path_factory.mktemp("render")
+    (home / "checks.yml").write_text(CHECKS)
+    src = home / "landing"
+    src.mkdir()
+    lh = Lakehouse(Settings(home=home, checks_path=home / "checks.yml", user="seeder", catalog_name=f"render{next(_names)}",
+                            shuffle_partitions=2))
+    (src / "first.csv").write_text("id,city,qty\n" + "".join(f"{i},{'Paris' if i % 2 else 'Lyon'},{i}\n" for i in range(1, 11)))
+    first = ingest(lh, ITEMS, [str(src / "first.csv")], create=True, branch="initial")
+    publish(lh, ITEMS, first.branch)
+    # a hostile cell value (fails accepted_values) and a row failing the hostile-named check, ingested BY a hostile user
+    (src / "bad.csv").write_text(f'id,city,qty\n20,"{HOSTILE}",1\n21,Paris,-1\n22,Lyon,3\n')
+    bad = ingest(lh, ITEMS, [str(src / "bad.csv")], branch="hostile_batch", user=HOSTILE)
+    assert bad.audit.status == "failed" and bad.audit.user == HOSTILE
+    (src / "other.csv").write_text("id,city,qty\n30,Paris,1\n")
+    ingest(lh, ITEMS, [str(src / "other.csv")], branch="other")
+    discard(lh, ITEMS, "other", reason=HOSTILE, user=HOSTILE)
+    lh.journal.record(user=HOSTILE, action="publish", outcome="refused", table=str(ITEMS), branch="hostile_batch", reason=HOSTILE,
+                      details={"note": HOSTILE})
+    return lh
+
+
+@pytest.fixture
+def env(hostile: Lakehouse, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lakehouse]:
+    s = hostile.settings
+    monkeypatch.setenv("WAP_HOME", str(s.home))
+    monkeypatch.setenv("WAP_CHECKS", str(s.checks_file))
+    monkeypatch.setenv("WAP_CATALOG_NAME", s.catalog_name)
+    monkeypatch.setenv("WAP_USER", "reviewer")
+    for var in ("WAP_CONFIG", "WAP_CATALOG_URI", "WAP_CATALOG_JDBC_URI", "WAP_WAREHOUSE", "WAP_INGEST_ROOTS"):
+        monkeypatch.delenv(var, raising=False)
+    yield hostile
+
+
+def test_the_detector_sees_what_the_hostile_text_would_do() -> None:
+    assert _active_tokens(HOSTILE) == {"image", "link_open", "html_inline", "directive"}
+    from pages._common import md
+
+    assert _active_tokens(md(HOSTILE)) == set() and _unescape(md(HOSTILE)) == HOSTILE
+    assert _active_tokens(f"by **{md(HOSTILE)}**  \n{md('x' + chr(10) + '# h' + chr(10) + '<b>')}") == set()
+    assert _active_tokens(md("see www.evil.test or http://evil.test", code=True)) == set()
+
+
+def _page(page: str, **query: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    at.switch_page(page)
+    for k, v in query.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _assert_inert(at: AppTest) -> list[str]:
+    strings = _strings(at)
+    bad = {s: _active_tokens(s) for s in strings if _active_tokens(s)}
+    assert not bad, bad
+    return [_unescape(s) for s in strings]
+
+
+def test_review_history_overview_render_hostile_text_inert(env: Lakehouse) -> None:
+    at = _page("pages/review.py", table="shop.items", branch="hostile_batch")
+    shown = "\n".join(_assert_inert(at))
+    assert f"by {HOSTILE} at snapshot" in shown  # the audit's user, shown literally in the verdict
+    assert HOSTILE_NAME in shown  # the hostile check name in the verdict and the audit details
+    for page in ("pages/history.py", "pages/overview.py", "pages/branches.py", "pages/checks.py"):
+        _assert_inert(_page(page))
+    history = _page("pages/history.py")
+    assert any(HOSTILE in df.value.to_string() for df in history.dataframe if hasattr(df.value, "to_string"))  # shown, as data
+    # a hostile query parameter ends in an escaped error, not in Markdown
+    at = _page("pages/review.py", table="shop.items", branch=HOSTILE)
+    assert "invalid branch name" in "\n".join(_assert_inert(at))
+
+
+def test_console_uploads_get_their_own_folder_and_server_paths_are_confined(env: Lakehouse) -> None:
+    uploads = env.settings.home / "uploads"
+    before = set(uploads.glob("*/*")) if uploads.exists() else set()
+    for n, branch in enumerate(("upload_one", "upload_two")):
+        at = _page("pages/ingest.py")
+        at.file_uploader[0].set_value(("items.csv", f"id,city,qty\n{100 + n},Paris,{n + 1}\n".encode(), "text/csv"))
+        at.selectbox[0].set_value("shop.items")
+        at.text_input[2].input(branch)
+        at.button[0].click().run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert f"Branch **{branch}** of **shop.items**: 1 rows written" in _unescape("\n".join(x.value for x in at.success))
+    files = sorted(set(uploads.glob("*/*")) - before)
+    assert [f.name for f in files] == ["items.csv", "items.csv"] and files[0].parent != files[1].parent
+    assert sorted(f.read_text() for f in files) == ["id,city,qty\n100,Paris,1\n", "id,city,qty\n101,Paris,2\n"]
+    rows = {b: [r.id for r in env.spark.table(env.spark_name(ITEMS, b)).where("id >= 100").collect()] for b in ("upload_one", "upload_two")}
+    assert rows == {"upload_one": [100], "upload_two": [101]}
+    # a server-side path outside the roots: refused by the core, shown as one escaped error naming the roots
+    refs_before = set(env.table(ITEMS).metadata.refs)
+    at = _page("pages/ingest.py")
+    at.radio[0].set_value("Server-side path")
+    at.text_input[0].input("/etc/passwd")
+    at.selectbox[0].set_value("shop.items")
+    at.button[0].click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    error = _unescape("\n".join(x.value for x in at.error))
+    assert "'/etc/passwd' is outside the allowed ingest roots" in error and str((env.settings.home / "landing").resolve()) in error
+    assert set(env.table(ITEMS).metadata.refs) == refs_before
+    _assert_inert(at)
+
+
+@pytest.mark.postgres
+def test_sidebar_masks_the_catalog_password(postgres: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    uri = postgres.replace("://wap@", "://wap:Sup3rS3cretPw@")  # trust auth: the password is carried, not checked
+    assert uri != postgres
+    monkeypatch.setenv("WAP_HOME", str(tmp_path / "pg"))
+    monkeypatch.setenv("WAP_CATALOG_URI", uri)
+    monkeypatch.setenv("WAP_CATALOG_NAME", f"pgrender{next(_names)}")
+    monkeypatch.setenv("WAP_USER", "reviewer")
+    for var in ("WAP_CONFIG", "WAP_CHECKS", "WAP_CATALOG_JDBC_URI", "WAP_WAREHOUSE", "WAP_INGEST_ROOTS"):
+        monkeypatch.delenv(var, raising=False)
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    everything = "\n".join(_strings(at))
+    assert "Sup3rS3cretPw" not in everything
+    assert "postgresql+psycopg2://wap:***@127.0.0.1:" in _unescape("\n".join(c.value for c in at.sidebar.caption))
+
+
+# ----------------------------------------------------------------------------- real Chromium, one page load
+@pytest.mark.e2e
+def test_review_in_chromium_renders_no_image_no_link_no_html_from_user_text(env: Lakehouse) -> None:
+    from playwright.sync_api import expect, sync_playwright
+    from test_e2e_browser import ARGS, CHROMIUM, _free_port, _wait_healthy
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Chromium is not installed (make browser-deps)")
+    expect.set_options(timeout=120_000)  # a fresh server on 2 busy cores
+    s = env.settings
+    port = _free_port()
+    server_env = {k: v for k, v in os.environ.items() if not k.startswith("WAP_")}
+    server_env.update(WAP_HOME=str(s.home), WAP_CHECKS=str(s.checks_file), WAP_CATALOG_NAME=s.catalog_name, WAP_USER="reviewer",
+                      WAP_SHUFFLE_PARTITIONS="2", PYSPARK_PYTHON=sys.executable)
+    log = open(s.home / "streamlit-render.log", "wb")  # noqa: SIM115 - closed in the finally below
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
+        cwd=ROOT, env=server_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    dialogs: list[str] = []
+    try:
+        base = f"http://127.0.0.1:{port}"
+        _wait_healthy(f"{base}/_stcore/health", proc)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            try:
+                page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                page.set_default_timeout(120_000)
+                page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+                page.goto(f"{base}/review?table=shop.items&branch=hostile_batch")
+                expect(page.get_by_text("Audit failed").first).to_be_visible()
+                expect(page.get_by_text("checks (failing first)").first).to_be_visible()  # the audit details rendered too
+                expect(page.get_by_text("onerror=alert(1)").first).to_be_visible()  # the text is there, literally
+                page.wait_for_timeout(500)
+                for selector in ("img[src*='x.png']", "img[src*='name.png']", "img[src='x']", "a[href*='evil']", "[data-testid=stMain] img"):
+                    assert page.locator(selector).count() == 0, selector
+                assert "**bold**" in page.locator("[data-testid=stMain]").inner_text()  # not turned into <strong>
+            finally:
+                browser.close()
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=20)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        log.close()
+    assert dialogs == []

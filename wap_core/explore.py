@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from wap_core import catalog as cat
+from wap_core.access import Permission, authorize
 from wap_core.exceptions import NotFoundError, ValidationError
 from wap_core.identifiers import MAIN, TableId, quote_column
 
@@ -117,9 +118,13 @@ def rows(
     snapshot_id: int,
     filters: list[tuple[str, str, Any]] | None = None,
     limit: int = 200,
+    *,
+    user: str | None = None,
 ) -> pd.DataFrame:
     """Rows of ``table`` at ``snapshot_id``, filtered by (column, op, value) triples; values are literals."""
     from pyspark.sql import functions as F
+
+    authorize(lh, user or lh.user, Permission.READ, table=table)
 
     df = lh.read_snapshot(table, snapshot_id)
     columns = set(df.columns)
@@ -208,8 +213,9 @@ def ref_session(lh: Lakehouse) -> SparkSession:
     return session
 
 
-def run_sql(lh: Lakehouse, table: TableId, snapshot_id: int, sql: str, limit: int = 1000) -> pd.DataFrame:
+def run_sql(lh: Lakehouse, table: TableId, snapshot_id: int, sql: str, limit: int = 1000, *, user: str | None = None) -> pd.DataFrame:
     """Run one read-only query with ``ref_view`` bound to ``table`` at ``snapshot_id``."""
+    authorize(lh, user or lh.user, Permission.READ, table=table)
     shared = lh.spark
     session = ref_session(lh)
     jvm: Any = shared._jvm

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from wap_core import catalog as cat
-from wap_core.audit import AuditResult, run_audit
+from wap_core.access import Permission, authorize
+from wap_core.audit import AuditResult, audit_branch
 from wap_core.checks import Suite, observed_metrics, suite_for
 from wap_core.exceptions import NotFoundError, SchemaMismatchError, SourceError, ValidationError, WapError
 from wap_core.identifiers import TableId, validate_branch
@@ -426,6 +427,7 @@ def ingest(
     user = user or lh.user
     if branch is not None:
         validate_branch(branch)
+    authorize(lh, user, Permission.INGEST, table=table, branch=branch)
     try:
         files, fmt = resolve_sources(sources, fmt)
         return _ingest(lh, table, files, fmt, branch, create, user, t0)
@@ -482,7 +484,8 @@ def _ingest(lh: Lakehouse, table: TableId, files: list[str], fmt: str, branch: s
         user=user, action="ingest", table=str(table), branch=branch, snapshot_before=main_before, snapshot_after=lin.head,
         outcome="written", details={"sources": files, "format": fmt, "batch_id": batch_id, "rows": prepared.rows, "malformed_rows": prepared.malformed},
     )
-    audit = run_audit(lh, table, branch, user=user, suite=suite,
+    # the audit is part of the ingest (authorized above as INGEST), not a separate re-run
+    audit = audit_branch(lh, table, branch, user=user, suite=suite,
                       observed=(lin.head, metrics) if metrics is not None and len(lin.new_snapshots) == 1 else None)
     return IngestResult(
         table=str(table), branch=branch, created_table=created, rows_written=prepared.rows, malformed_rows=prepared.malformed,

@@ -19,6 +19,7 @@ from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import Table
 
 from wap_core import catalog as cat
+from wap_core.access import Permission, authorize
 from wap_core.audit import batch_frame, latest_audit
 from wap_core.exceptions import ConflictError, NotFoundError, RefusedError, ValidationError
 from wap_core.identifiers import MAIN, TableId, validate_branch
@@ -141,6 +142,7 @@ def publish(
     validate_branch(branch)
     if force and not (reason and reason.strip()):
         raise ValidationError("--force needs a --reason: a forced publish is journaled with its reason")
+    authorize(lh, user, Permission.PUBLISH, table=table, branch=branch)
     tbl = lh.table(table)
     main_before = cat.ref_snapshot_id(tbl, MAIN)
     if branch not in tbl.metadata.refs:
@@ -153,6 +155,8 @@ def publish(
     if not ready.allowed and not (force and ready.forceable):
         raise _refuse(lh, user, table, branch, "publish", RefusedError(f"publish of {table} {branch} refused: {ready.message}", ready.code), main_before)
     forced = not ready.allowed
+    if forced:  # publishing over the audit is the admins' call
+        authorize(lh, user, Permission.FORCE_PUBLISH, table=table, branch=branch)
     for attempt in range(_RETRIES):
         main_ref = tbl.metadata.refs.get(MAIN)
         try:
@@ -189,6 +193,8 @@ def publish(
 
 def discard(lh: Lakehouse, table: TableId, branch: str, *, reason: str | None = None, user: str | None = None) -> DiscardResult:
     user = user or lh.user
+    validate_branch(branch)
+    authorize(lh, user, Permission.DISCARD, table=table, branch=branch)
     tbl = lh.table(table)
     head = cat.require_branch(tbl, table, branch)
     for attempt in range(_RETRIES):
@@ -208,6 +214,8 @@ def discard(lh: Lakehouse, table: TableId, branch: str, *, reason: str | None = 
 def rebase(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = None) -> RebaseResult:
     """Replay the branch's appended rows onto current main. The old branch stays intact until an atomic swap."""
     user = user or lh.user
+    validate_branch(branch)
+    authorize(lh, user, Permission.REBASE, table=table, branch=branch)
     tbl = lh.table(table)
     cat.require_branch(tbl, table, branch)
     lin = cat.lineage(tbl, branch)

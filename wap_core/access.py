@@ -357,7 +357,7 @@ def authorize(
     d = decide(lh, user, permission, action=action)
     if d.allowed:
         return
-    log.warning("refused: %s", d.message)
+    log.info("refused: %s", d.message)
     lh.journal.record(user=user, action=d.action, outcome="refused", table=str(table) if table is not None else None,
                       branch=branch, reason=d.message, details={"code": "forbidden"})
     raise AccessDeniedError(d.message, user=user, role=d.role.label if d.role is not None else None,

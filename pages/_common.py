@@ -85,10 +85,15 @@ def secrets_problem() -> str | None:
 
 
 def signed_in_user() -> str | None:
-    """The signed-in identity (e-mail, else the OIDC ``sub``), or None when nobody is signed in."""
+    """The signed-in identity (e-mail, else the OIDC ``sub``), or None when nobody is signed in.
+
+    An e-mail the provider marks as unverified (``email_verified: false``) is not an identity:
+    the subject is used instead (and matches no e-mail in the access file).
+    """
     if not st.user.is_logged_in:
         return None
-    who = st.user.get("email") or st.user.get("sub")
+    email = st.user.get("email") if st.user.get("email_verified") is not False else None
+    who = email or st.user.get("sub")
     return str(who) if who else None
 
 

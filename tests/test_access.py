@@ -440,6 +440,9 @@ def test_console_with_sign_in_acts_as_the_signed_in_user(console: Lakehouse) -> 
     # no e-mail claim: the OIDC subject
     at = _app("eve@x", secrets=AUTH, st_user={"is_logged_in": True, "sub": "ops-bot"})
     assert "Signed in as **ops-bot**" in _texts(at.sidebar.caption) and "Role: admin" in _texts(at.sidebar.caption)
+    # an e-mail the provider did not verify is no identity: the subject is used (here: no role)
+    at = _app("root", secrets=AUTH, st_user={"is_logged_in": True, "sub": "x-1", "email": "root", "email_verified": False})
+    assert "x-1 (no role) may not read: viewer role needed" in _plain(_texts(at.error))
 
 
 # ============================================================================= allowed paths (they write: last)

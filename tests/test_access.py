@@ -13,7 +13,7 @@ import itertools
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -297,12 +297,16 @@ def test_cli_has_no_user_override(lake: Lakehouse) -> None:
 
 # ============================================================================= the console (AppTest)
 @pytest.fixture
-def console(lake: Lakehouse, monkeypatch: pytest.MonkeyPatch) -> Lakehouse:
+def console(lake: Lakehouse, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lakehouse]:
+    import streamlit as st
+
     for k, v in _env(lake, "nobody").items():
         monkeypatch.setenv(k, v)
     for var in ("WAP_CONFIG", "WAP_CATALOG_URI", "WAP_CATALOG_JDBC_URI", "WAP_WAREHOUSE"):
         monkeypatch.delenv(var, raising=False)
-    return lake
+    st.cache_data.clear()  # the console's metadata caches are per process: no other test's tables
+    yield lake
+    st.cache_data.clear()
 
 
 def _app(user: str | None = None, page: str | None = None, secrets: dict[str, Any] | None = None,

@@ -81,7 +81,8 @@ with tab_rows:
         except WapError as exc:
             st.error(str(exc))
 with tab_sql:
-    st.caption(f"One read-only query over **`{ex.VIEW}`** ({tid} at {ref.kind} {ref.value}). Anything that would write is refused.")
+    st.caption(f"One read-only query over **`{ex.VIEW}`** ({tid} at {ref.kind} {ref.value}): SELECT/WITH with joins, "
+               "unions, windows and subqueries over it and its CTEs, built-in functions only; anything else is refused.")
     with st.form("sql"):
         sql = st.text_area("SQL", value=f"SELECT * FROM {ex.VIEW} LIMIT 20", height=120)
         run = st.form_submit_button("Run query")

@@ -214,6 +214,9 @@ ACTIONS: dict[str, tuple[str, str, str, str | None, str | None, list[str], list[
     "force publish": ("admin", "force publish", "publish", "demo.people", "bad", ["publish", "demo.people", "bad", "--force", "--reason", "r"],
                       ["publish", "demo.people", "nope", "--force", "--reason", "r"]),
     "read": ("viewer", "read", "read", None, None, ["branches", "--json"], ["branches", "--json"]),
+    # the probe's SQL reads another table: past authorization, the SQL guard refuses it (exit 2)
+    "query": ("viewer", "read", "read", "demo.people", None, ["query", "demo.people", "SELECT count(*) AS n FROM ref_view"],
+              ["query", "demo.people", "SELECT * FROM nope"]),
 }
 
 
@@ -468,6 +471,8 @@ def test_allowed_paths_through_the_cli(lake: Lakehouse) -> None:
     assert refs(lake, T)["main"] == head_good
     code, out, _ = cli(lake, "vic@corp.test", "branches", "--json")
     assert code == 0 and [b["branch"] for b in json.loads(out)] == ["late"]
+    code, out, err = cli(lake, "vic@corp.test", "query", "demo.people", "SELECT count(*) AS n FROM ref_view", "--json")
+    assert (code, json.loads(out or "null")) == (0, [{"n": 6}]), err  # first 2 + bump 1 + bad 2 + good 1
     hist = [(e.user, e.action, e.branch, e.outcome) for e in lake.journal.history(str(T), limit=8)]
     assert ("ann@corp.test", "publish", "good", "published") in hist
     assert ("ops-bot", "publish", "bad", "forced") in hist

@@ -83,6 +83,13 @@ def build_parser() -> argparse.ArgumentParser:
     ds.add_argument("--reason")
     ds.add_argument("--json", action="store_true")
 
+    q = sub.add_parser("query", help="one read-only SQL query over ref_view (the table at a ref)")
+    q.add_argument("table")
+    q.add_argument("sql", metavar="SQL", help="one SELECT/WITH query that reads ref_view")
+    q.add_argument("--ref", default="main", help="a branch, a tag or a snapshot id (default main)")
+    q.add_argument("--json", action="store_true", help="print a JSON list of row objects")
+    q.add_argument("--limit", type=int, default=1000, help="at most N rows (1..10000, default 1000)")
+
     h = sub.add_parser("history", help="the journal")
     h.add_argument("table", nargs="?")
     h.add_argument("--json", action="store_true")
@@ -185,6 +192,8 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_OK
 
     table = TableId.parse(args.table)
+    if cmd == "query":
+        return _query(lh, table, args)
     if cmd == "ingest":
         from wap_core.ingest import ingest
 
@@ -256,3 +265,30 @@ def _print_audit_err(res: Any) -> None:
         _print_audit(res)
     finally:
         sys.stdout = stdout
+
+
+def _query(lh: Any, table: TableId, args: argparse.Namespace) -> int:
+    """``query``: one read-only query over ``ref_view`` (see wap_core.sql_guard); refusals are exit 2."""
+    from wap_core import explore
+    from wap_core.exceptions import ValidationError
+
+    if not 1 <= args.limit <= explore.MAX_ROWS:
+        raise ValidationError(f"--limit must be between 1 and {explore.MAX_ROWS}, got {args.limit}")
+    ref = explore.resolve_any_ref(lh.table(table), table, args.ref)
+    res = explore.query_rows(lh, table, ref.snapshot_id, args.sql, limit=args.limit)
+    if args.json:
+        print(json.dumps(res.json_rows(), indent=2))
+    else:
+        cells = [[str(c) for c in res.columns]] + [
+            ["NULL" if v is None else str(explore.json_value(v)) for v in r] for r in res.rows
+        ]
+        widths = [max(len(row[i]) for row in cells) for i in range(len(res.columns))]
+        for n, row in enumerate(cells):
+            print("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+            if n == 0:
+                print("  ".join("-" * w for w in widths))
+        print(f"({len(res.rows)} row{'s' if len(res.rows) != 1 else ''}, {table} at {ref.label})", file=sys.stderr)
+    if res.truncated:
+        print(f"note: more rows exist; showing the first {len(res.rows)} (raise --limit, at most {explore.MAX_ROWS})",
+              file=sys.stderr)
+    return EXIT_OK

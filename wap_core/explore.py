@@ -1,19 +1,22 @@
 """Read-only browsing of any table at any ref: resolve refs, filter rows, run scoped SQL.
 
-Nothing here writes. The SQL box accepts one SELECT/WITH statement over the temp view
-``ref_view`` (the chosen ref's rows) and nothing else: Spark's own parser decides whether
-the text is a query, every relation it names must be ``ref_view`` (or a CTE of the query),
-and functions that reach into the JVM are refused.
+Nothing here writes. The SQL box runs one query over the temp view ``ref_view`` (the chosen ref's
+rows) in a fresh Spark session; :mod:`wap_core.sql_guard` decides, by allowlist on Spark's parsed
+and analyzed plans, whether the query may run (only relational operators over ``ref_view`` and
+built-in functions it lists).
 """
 
 from __future__ import annotations
 
-import re
+import base64
+import math
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from datetime import date, datetime, time, timezone
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from wap_core import catalog as cat
+from wap_core import sql_guard
 from wap_core.access import Permission, authorize
 from wap_core.exceptions import NotFoundError, ValidationError
 from wap_core.identifiers import MAIN, TableId, quote_column
@@ -25,22 +28,12 @@ if TYPE_CHECKING:
 
     from wap_core.lakehouse import Lakehouse
 
-VIEW = "ref_view"
+VIEW = sql_guard.VIEW
 REF_KINDS = ("branch", "tag", "snapshot", "time")
 FILTER_OPS = ("=", "!=", "<", "<=", ">", ">=", "contains", "is null", "is not null")
-MAX_SQL_CHARS = 20_000
+MAX_SQL_CHARS = sql_guard.MAX_SQL_CHARS
 MAX_ROWS = 10_000
-# Functions that call arbitrary Java methods or read files are refused even in a SELECT.
-_FORBIDDEN_FUNCTIONS = ("reflect", "java_method", "try_reflect", "input_file_name", "read_files")
-_COMMAND_CLASSES = (
-    "org.apache.spark.sql.catalyst.plans.logical.Command",
-    "org.apache.spark.sql.catalyst.plans.logical.V2WriteCommand",
-    "org.apache.spark.sql.catalyst.plans.logical.InsertIntoStatement",
-)
-_WRITE_WORDS = re.compile(
-    r"Insert|Command|Create|Drop|Alter|Delete|Update|Merge|Overwrite|Truncate|Replace|Refresh|Cache|Uncache|"
-    r"Analyze|Repair|Set|Reset|Use|Load|Describe|Show|Explain|Comment|Rename|Call|Add",
-)
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -147,60 +140,29 @@ def rows(
     return df.limit(max(0, min(int(limit), MAX_ROWS))).toPandas()
 
 
-def _is_instance(spark: SparkSession, class_name: str, obj: Any) -> bool:
-    jvm: Any = spark._jvm
-    try:
-        klass = jvm.java.lang.Class.forName(class_name, False, obj.getClass().getClassLoader())
-    except Exception:
-        return False
-    return bool(klass.isInstance(obj))
-
-
-def _nodes(plan: Any) -> list[Any]:
-    out, stack = [], [plan]
-    while stack:
-        node = stack.pop()
-        out.append(node)
-        children = node.children()
-        stack.extend(children.apply(i) for i in range(children.size()))
-    return out
-
-
 def check_read_only(spark: SparkSession, sql: str) -> str:
-    """Return the stripped statement if it is one read-only query over ``ref_view``; else ValidationError."""
-    text = (sql or "").strip()
+    """Return the stripped statement if Spark parses it as one plain query over ``ref_view``; else ValidationError.
+
+    This is the first stage of :mod:`wap_core.sql_guard` (the parsed plan, before anything is looked up);
+    :func:`run_sql` and :func:`query_rows` add the decisive check of the analyzed plan.
+    """
+    sql_guard.parse_query(spark, sql)
+    return (sql or "").strip()
+
+
+def resolve_any_ref(tbl: Table, table: TableId, ref: str) -> ResolvedRef:
+    """Resolve a branch or tag name, else an integer snapshot id, to a snapshot (``main`` is a branch)."""
+    text = str(ref).strip()
     if not text:
-        raise ValidationError("the SQL box is empty: write one SELECT over ref_view")
-    if len(text) > MAX_SQL_CHARS:
-        raise ValidationError(f"the statement is longer than {MAX_SQL_CHARS} characters")
-    if ";" in text:
-        raise ValidationError("only one statement is accepted: remove ';' (read-only SQL: one SELECT or WITH query)")
-    if not re.match(r"^(select|with|\()", text, re.IGNORECASE):
-        raise ValidationError("only read-only queries are accepted: start with SELECT or WITH")
-    bad = re.search(r"\b(" + "|".join(_FORBIDDEN_FUNCTIONS) + r")\s*\(", text, re.IGNORECASE)
-    if bad:
-        raise ValidationError(f"function {bad.group(1)}() is not allowed in the read-only SQL box")
+        raise ValidationError("ref must not be empty: give a branch, a tag or a snapshot id")
+    found = tbl.metadata.refs.get(text)
+    if found is not None:
+        return resolve_ref(tbl, table, str(found.snapshot_ref_type), text)
     try:
-        plan = spark._jsparkSession.sessionState().sqlParser().parsePlan(text)  # type: ignore[attr-defined]
-    except Exception as exc:
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ValidationError(f"SQL does not parse: {msg[:500]}") from exc
-    for node in _nodes(plan):
-        name = node.getClass().getSimpleName()
-        if any(_is_instance(spark, c, node) for c in _COMMAND_CLASSES) or (
-            name not in ("UnresolvedWith", "UnresolvedRelation") and _WRITE_WORDS.match(name)
-        ):
-            raise ValidationError(f"refused: this console only runs read-only queries (the statement is a {name})")
-    tree = plan.treeString()
-    ctes = {n.strip().strip("`").lower() for m in re.finditer(r"CTE \[([^\]]*)\]", tree) for n in m.group(1).split(",") if n.strip()}
-    allowed = {VIEW, *ctes}
-    for m in re.finditer(r"UnresolvedRelation \[([^\]]*)\]", tree):
-        parts = [p.strip().strip("`").lower() for p in m.group(1).split(",")]
-        if len(parts) != 1 or parts[0] not in allowed:
-            raise ValidationError(f"refused: queries may only read {VIEW} (the chosen ref), not {'.'.join(parts)}")
-    if re.search(r"UnresolvedTableValuedFunction|UnresolvedInlineTable", tree) and "ref_view" not in tree.lower():
-        raise ValidationError(f"refused: queries must read {VIEW}")
-    return text
+        int(text)
+    except ValueError:
+        raise NotFoundError(f"{table} has no branch or tag {text!r} (and it is not a snapshot id)") from None
+    return resolve_ref(tbl, table, "snapshot", text)
 
 
 def ref_session(lh: Lakehouse) -> SparkSession:
@@ -210,27 +172,111 @@ def ref_session(lh: Lakehouse) -> SparkSession:
     session = lh.spark.newSession()
     for k, v in catalog_conf(lh.settings).items():
         session.conf.set(k, v)
+    # Defence in depth: no `format`.`path` relations in this session (the guard refuses them anyway).
+    session.conf.set("spark.sql.runSQLOnFiles", "false")
     return session
 
 
-def run_sql(lh: Lakehouse, table: TableId, snapshot_id: int, sql: str, limit: int = 1000, *, user: str | None = None) -> pd.DataFrame:
-    """Run one read-only query with ``ref_view`` bound to ``table`` at ``snapshot_id``."""
-    authorize(lh, user or lh.user, Permission.READ, table=table)
+def _with_ref_view(lh: Lakehouse, table: TableId, snapshot_id: int, sql: str, run: Callable[[DataFrame], _T]) -> _T:
+    """Bind ``ref_view`` to ``table`` at ``snapshot_id`` in a fresh session, guard ``sql`` and ``run`` it."""
     shared = lh.spark
     session = ref_session(lh)
     jvm: Any = shared._jvm
     # The query's session must be the thread's active one (catalog lookups go through it).
     jvm.SparkSession.setActiveSession(session._jsparkSession)
     try:
-        text = check_read_only(session, sql)
+        sql_guard.parse_query(session, sql)  # refuse before loading anything
         frame: DataFrame = (
             session.read.format("iceberg").option("snapshot-id", str(snapshot_id)).load(lh.spark_name(table))
         )
         frame.createOrReplaceTempView(VIEW)
+        df = sql_guard.read_only_query(session, sql, sql_guard.bound_relation(frame))
         try:
-            return session.sql(text).limit(max(1, min(int(limit), MAX_ROWS))).toPandas()
-        except Exception as exc:
-            msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise ValidationError(f"SQL error: {msg[:500]}") from exc
+            return run(df)
+        except Exception as exc:  # a runtime SQL error (bad cast, division) from the JVM
+            lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+            raise ValidationError(f"SQL error: {(lines[0] if lines else type(exc).__name__)[:500]}") from exc
     finally:
         jvm.SparkSession.setActiveSession(shared._jsparkSession)
+
+
+def _cap(limit: int) -> int:
+    return max(1, min(int(limit), MAX_ROWS))
+
+
+def run_sql(lh: Lakehouse, table: TableId, snapshot_id: int, sql: str, limit: int = 1000, *, user: str | None = None) -> pd.DataFrame:
+    """Run one read-only query with ``ref_view`` bound to ``table`` at ``snapshot_id`` (at most ``limit`` rows)."""
+    authorize(lh, user or lh.user, Permission.READ, table=table)
+    return _with_ref_view(lh, table, snapshot_id, sql, lambda df: df.limit(_cap(limit)).toPandas())
+
+
+@dataclass(frozen=True)
+class SqlResult:
+    """Rows of a read-only query as Python values (exact: ints stay ints, decimals stay Decimals)."""
+
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+    truncated: bool  # more rows than the limit existed
+
+    def json_rows(self) -> list[dict[str, Any]]:
+        """One object per row; dates, times and decimals as ISO/plain strings, binary as base64, NaN/inf as strings."""
+        if len(set(self.columns)) != len(self.columns):
+            dup = sorted({c for c in self.columns if self.columns.count(c) > 1})
+            raise ValidationError(f"column names must be unique for JSON rows: alias {', '.join(dup)}")
+        return [{c: json_value(v) for c, v in zip(self.columns, r)} for r in self.rows]
+
+
+def json_value(value: Any) -> Any:
+    """A JSON-safe value that loses nothing: ints and bools as they are, the rest as exact strings."""
+    from pyspark.sql import Row
+
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    if isinstance(value, (datetime, date, time)):
+        return value.isoformat()
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, Row):
+        return {k: json_value(v) for k, v in value.asDict(recursive=False).items()}
+    if isinstance(value, dict):
+        return {str(json_value(k)): json_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_value(v) for v in value]
+    return str(value)
+
+
+def _utc(value: Any, dtype: Any) -> Any:
+    """PySpark hands TIMESTAMP (with local time zone) values over as naive local times: make them aware, in UTC."""
+    from pyspark.sql.types import ArrayType, MapType, StructType, TimestampType
+
+    if value is None:
+        return None
+    if isinstance(dtype, TimestampType) and isinstance(value, datetime) and value.tzinfo is None:
+        return value.astimezone(timezone.utc)
+    if isinstance(dtype, ArrayType):
+        return [_utc(v, dtype.elementType) for v in value]
+    if isinstance(dtype, MapType):
+        return {_utc(k, dtype.keyType): _utc(v, dtype.valueType) for k, v in value.items()}
+    if isinstance(dtype, StructType):
+        from pyspark.sql import Row
+
+        return Row(**{f.name: _utc(v, f.dataType) for f, v in zip(dtype.fields, value)})
+    return value
+
+
+def query_rows(lh: Lakehouse, table: TableId, snapshot_id: int, sql: str, limit: int = 1000, *, user: str | None = None) -> SqlResult:
+    """Run one read-only query like :func:`run_sql` and return exact Python rows (for the CLI)."""
+    authorize(lh, user or lh.user, Permission.READ, table=table)
+    cap = _cap(limit)
+
+    def collect(df: DataFrame) -> SqlResult:
+        got = df.limit(cap + 1).collect()
+        types = [f.dataType for f in df.schema.fields]
+        rows = tuple(tuple(_utc(v, t) for v, t in zip(r, types)) for r in got[:cap])
+        return SqlResult(tuple(df.columns), rows, len(got) > cap)
+
+    return _with_ref_view(lh, table, snapshot_id, sql, collect)

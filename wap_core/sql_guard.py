@@ -1,0 +1,474 @@
+"""The guard of the read-only SQL box: one query over ``ref_view``, judged by allowlist on Spark's plans.
+
+Nothing here looks at the SQL text with patterns. A statement is decided in two stages:
+
+1. **Parsed plan** (:func:`parse_query`), before anything is looked up, analysed or run. Spark's own parser
+   (the session's, with the Iceberg extensions) turns the text into a logical plan. Every node of it must be
+   one of :data:`PARSED_OPERATORS` (so commands, ``SET``, ``ADD JAR``, ``CACHE``, DDL, DML, ``CALL``,
+   ``EXPLAIN``, script transforms, table-valued functions, ``VALUES``, hints, time travel and
+   ``IDENTIFIER(...)`` never reach the analyzer), every relation it names must be ``ref_view`` or a CTE of
+   the query (one-part names: no catalogs, namespaces, metadata tables, branches or file paths), and every
+   function it calls must be one of :data:`ALLOWED_FUNCTIONS` (one-part names, so no persistent or
+   temporary user functions). This stage exists because even *analysing* some statements has effects
+   (a file source lists and samples the files to infer a schema; ``reflect`` loads a Java class).
+2. **Analyzed plan** (:func:`check_analyzed`), the decisive stage: Spark resolves the parsed plan (no
+   execution) and every operator of the resolved tree, subqueries included, must be one of
+   :data:`PLAN_OPERATORS`; every leaf must be the very Iceberg relation bound to ``ref_view`` (the
+   chosen table at the chosen snapshot: same JVM table object, same read options, under the temp view
+   ``ref_view``) or a reference to a CTE; every expression node of every operator must be a class of an
+   allowed built-in function (looked up in Spark's built-in function registry from
+   :data:`ALLOWED_FUNCTIONS`) or one of :data:`SYNTAX_EXPRESSIONS`. Spark-internal invocation nodes
+   (:data:`INTERNAL_EXPRESSIONS`) are accepted only inside the replacement of an allowed built-in function.
+
+:func:`read_only_query` runs both stages and returns a lazy DataFrame whose plan is exactly the one checked.
+
+Function choices (default: refused; the lists below are the whole of what is allowed):
+
+- refused because they reach outside the query: ``reflect``/``java_method`` (arbitrary Java methods),
+  ``input_file_name``/``input_file_block_*`` (server paths), ``current_user``/``user``/
+  ``current_database``/``current_schema``/``current_catalog``/``current_timezone``/``version``
+  (environment), ``xpath*`` (an XML parser over user text), ``aes_*`` (keys would sit in query text and
+  logs; not an analyst's need), ``assert_true``/``raise_error``, any UDF (Scala, Python, Hive, SQL).
+- refused because they are random or expose execution: ``rand``/``randn``/``random``/``uuid``/
+  ``shuffle``/``monotonically_increasing_id``/``spark_partition_id``.
+- refused because they only amplify data (memory exhaustion of the shared driver): ``sequence``,
+  ``array_repeat``, ``repeat``, ``space``.
+- allowed although Spark marks them time- or order-dependent: ``current_date``/``current_timestamp``/
+  ``now``/``curdate``/``localtimestamp`` (one value per query, read nothing but the clock; analysts need
+  "last 30 days") and the order-sensitive aggregates ``first``/``last``/``any_value``/``collect_*``.
+
+Resource use is not bounded here (a self-join can be slow); the row count of a result is (by the caller).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from wap_core.exceptions import ValidationError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+VIEW = "ref_view"
+MAX_SQL_CHARS = 20_000
+#: Depth bound of the plan walk (a statement this deep is refused rather than walked).
+MAX_PLAN_NODES = 5_000
+
+_LOGICAL = "org.apache.spark.sql.catalyst.plans.logical."
+_ANALYSIS = "org.apache.spark.sql.catalyst.analysis."
+_EXPR = "org.apache.spark.sql.catalyst.expressions."
+_V2_RELATION = "org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation"
+
+#: Operators the parser may produce for an accepted statement (JVM classes). Everything else, among them
+#: every Command, InsertIntoStatement, SetCommand, AddJarsCommand, CacheTableStatement, CreateFunction,
+#: ScriptTransformation, UnresolvedTableValuedFunction, UnresolvedInlineTable (VALUES), OneRowRelation
+#: (SELECT without FROM), UnresolvedHint, RelationTimeTravel, PlanWithUnresolvedIdentifier, LateralJoin,
+#: WithWindowDefinition and RepartitionByExpression, is refused before analysis.
+PARSED_OPERATORS: frozenset[str] = frozenset({
+    _LOGICAL + "Project",
+    _LOGICAL + "Filter",
+    _LOGICAL + "Aggregate",
+    _LOGICAL + "Sort",
+    _LOGICAL + "GlobalLimit",
+    _LOGICAL + "LocalLimit",
+    _LOGICAL + "Offset",
+    _LOGICAL + "Join",
+    _LOGICAL + "Union",
+    _LOGICAL + "Intersect",
+    _LOGICAL + "Except",
+    _LOGICAL + "Distinct",
+    _LOGICAL + "SubqueryAlias",
+    _LOGICAL + "UnresolvedWith",
+    _LOGICAL + "Generate",
+    _LOGICAL + "Pivot",
+    _LOGICAL + "Sample",
+    _ANALYSIS + "UnresolvedRelation",
+    _ANALYSIS + "UnresolvedHaving",
+    _ANALYSIS + "UnresolvedSubqueryColumnAliases",
+})
+
+#: Operators of the analyzed plan (JVM classes). ``View`` and ``DataSourceV2Relation`` are further
+#: restricted to the temp view ``ref_view`` and the relation bound to it.
+PLAN_OPERATORS: frozenset[str] = frozenset({
+    _LOGICAL + "Project",
+    _LOGICAL + "Filter",
+    _LOGICAL + "Aggregate",
+    _LOGICAL + "Sort",
+    _LOGICAL + "GlobalLimit",
+    _LOGICAL + "LocalLimit",
+    _LOGICAL + "Offset",
+    _LOGICAL + "Join",
+    _LOGICAL + "Union",
+    _LOGICAL + "Intersect",
+    _LOGICAL + "Except",
+    _LOGICAL + "Distinct",
+    _LOGICAL + "Deduplicate",
+    _LOGICAL + "Window",
+    _LOGICAL + "SubqueryAlias",
+    _LOGICAL + "WithCTE",
+    _LOGICAL + "CTERelationDef",
+    _LOGICAL + "CTERelationRef",
+    _LOGICAL + "Generate",
+    _LOGICAL + "Expand",
+    _LOGICAL + "Sample",
+    _LOGICAL + "View",
+    _V2_RELATION,
+})
+
+#: Built-in SQL functions the box accepts, by their SQL name (lower case). The analyzed plan may hold
+#: only the expression classes Spark's built-in registry binds to these names (plus SYNTAX_EXPRESSIONS).
+ALLOWED_FUNCTIONS: frozenset[str] = frozenset({
+    # operators and predicates
+    "!", "%", "&", "*", "+", "-", "/", "<", "<=", "<=>", "=", "==", ">", ">=", "^", "|", "~",
+    "and", "or", "not", "in", "isnull", "isnotnull", "isnan", "equal_null",
+    "like", "ilike", "rlike", "regexp", "regexp_like",
+    "div", "mod", "pmod", "negative", "positive",
+    # math
+    "abs", "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "bround", "cbrt", "ceil", "ceiling",
+    "cos", "cosh", "cot", "csc", "sec", "degrees", "radians", "e", "pi", "exp", "expm1", "floor",
+    "greatest", "least", "hypot", "ln", "log", "log10", "log1p", "log2", "pow", "power", "rint", "round",
+    "sign", "signum", "sin", "sinh", "sqrt", "tan", "tanh", "width_bucket", "bin", "hex", "unhex", "conv",
+    "factorial", "shiftleft", "shiftright", "shiftrightunsigned", "bit_count", "bit_get", "getbit",
+    "try_add", "try_subtract", "try_multiply", "try_divide",
+    # conditional
+    "coalesce", "if", "ifnull", "nullif", "nvl", "nvl2", "nanvl", "when",
+    # casts
+    "cast", "bigint", "binary", "boolean", "date", "decimal", "double", "float", "int", "smallint",
+    "string", "timestamp", "tinyint", "typeof",
+    # strings
+    "ascii", "base64", "unbase64", "bit_length", "btrim", "char", "chr", "char_length", "character_length",
+    "concat", "concat_ws", "contains", "startswith", "endswith", "decode", "encode", "elt", "find_in_set",
+    "format_number", "format_string", "printf", "initcap", "instr", "lcase", "ucase", "lower", "upper",
+    "left", "right", "len", "length", "levenshtein", "locate", "position", "lpad", "rpad", "ltrim", "rtrim",
+    "trim", "octet_length", "overlay", "regexp_count", "regexp_extract", "regexp_extract_all",
+    "regexp_instr", "regexp_replace", "regexp_substr", "replace", "reverse", "soundex", "split",
+    "split_part", "substr", "substring", "substring_index", "translate", "to_char", "to_varchar",
+    "to_number", "try_to_number", "to_binary", "try_to_binary", "mask", "url_decode", "url_encode",
+    "parse_url", "sentences",
+    # dates and times
+    "add_months", "current_date", "current_timestamp", "now", "curdate", "localtimestamp",
+    "date_add", "dateadd", "date_sub", "date_diff", "datediff", "date_format", "date_from_unix_date",
+    "date_part", "datepart", "date_trunc", "day", "dayofmonth", "dayofweek", "dayofyear", "extract",
+    "from_unixtime", "from_utc_timestamp", "to_utc_timestamp", "convert_timezone", "hour", "minute",
+    "second", "last_day", "make_date", "make_timestamp", "make_interval", "make_dt_interval",
+    "make_ym_interval", "month", "months_between", "next_day", "quarter", "timestamp_micros",
+    "timestamp_millis", "timestamp_seconds", "to_date", "to_timestamp", "to_unix_timestamp", "trunc",
+    "unix_date", "unix_micros", "unix_millis", "unix_seconds", "unix_timestamp", "weekday", "weekofyear",
+    "year",
+    # hashes
+    "crc32", "hash", "md5", "sha", "sha1", "sha2", "xxhash64",
+    # arrays, maps, structs, higher-order functions
+    "array", "array_append", "array_compact", "array_contains", "array_distinct", "array_except",
+    "array_insert", "array_intersect", "array_join", "array_max", "array_min", "array_position",
+    "array_prepend", "array_remove", "array_size", "array_sort", "array_union", "arrays_overlap",
+    "arrays_zip", "cardinality", "element_at", "try_element_at", "flatten", "get", "map", "map_concat",
+    "map_contains_key", "map_entries", "map_from_arrays", "map_from_entries", "map_keys", "map_values",
+    "named_struct", "struct", "size", "slice", "sort_array", "str_to_map",
+    "transform", "filter", "exists", "forall", "aggregate", "reduce", "zip_with", "map_filter",
+    "transform_keys", "transform_values", "map_zip_with",
+    # JSON and CSV text
+    "from_json", "to_json", "get_json_object", "json_tuple", "json_array_length", "json_object_keys",
+    "schema_of_json", "from_csv", "to_csv", "schema_of_csv",
+    # aggregates
+    "any", "some", "every", "bool_and", "bool_or", "any_value", "approx_count_distinct",
+    "approx_percentile", "percentile_approx", "percentile", "median", "mode", "array_agg", "collect_list",
+    "collect_set", "avg", "mean", "count", "count_if", "corr", "covar_pop", "covar_samp", "first",
+    "first_value", "last", "last_value", "max", "max_by", "min", "min_by", "stddev", "stddev_pop",
+    "stddev_samp", "std", "sum", "var_pop", "var_samp", "variance", "kurtosis", "skewness",
+    "histogram_numeric", "regr_avgx", "regr_avgy", "regr_count", "regr_intercept", "regr_r2",
+    "regr_slope", "regr_sxx", "regr_sxy", "regr_syy", "bit_and", "bit_or", "bit_xor", "try_avg",
+    "try_sum", "grouping", "grouping_id",
+    # window functions
+    "row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile", "lag", "lead", "nth_value",
+    # generators (they turn one row of ref_view into several; they read nothing else)
+    "explode", "explode_outer", "posexplode", "posexplode_outer", "inline", "inline_outer", "stack",
+})
+
+#: Expression classes (relative to org.apache.spark.sql.catalyst.expressions) that are not bound to a
+#: function name: what the parser builds for SQL syntax (CASE, IN, LIKE ANY, subqueries, lambdas,
+#: field access, interval arithmetic, window specs) and what the analyzer wraps around it.
+SYNTAX_EXPRESSIONS: frozenset[str] = frozenset({
+    "Alias", "AttributeReference", "Literal", "SortOrder", "Cast", "OuterReference",
+    "aggregate.AggregateExpression", "aggregate.PivotFirst",
+    "WindowExpression", "WindowSpecDefinition", "SpecifiedWindowFrame", "UnspecifiedFrame$",
+    "UnboundedPreceding$", "UnboundedFollowing$", "CurrentRow$",
+    "ScalarSubquery", "Exists", "ListQuery", "InSubquery", "InSet",
+    "LambdaFunction", "NamedLambdaVariable",
+    "GetStructField", "GetArrayItem", "GetMapValue", "GetArrayStructFields",
+    "LikeAny", "NotLikeAny", "LikeAll", "NotLikeAll",
+    "DateAddInterval", "TimeAdd", "DatetimeSub", "SubtractDates", "SubtractTimestamps",
+    "TimestampAddYMInterval", "DateAddYMInterval", "ExtractANSIIntervalDays", "ExtractANSIIntervalMonths",
+    "ExtractANSIIntervalYears", "ExtractANSIIntervalHours", "ExtractANSIIntervalMinutes",
+    "ExtractANSIIntervalSeconds", "MultiplyYMInterval", "MultiplyDTInterval", "DivideYMInterval",
+    "DivideDTInterval", "TimestampAdd", "TimestampDiff",
+    # classes the builder-style functions of ALLOWED_FUNCTIONS produce (their registry entry is a builder)
+    "Ceil", "Floor", "RoundCeil", "RoundFloor", "Contains", "StartsWith", "EndsWith", "Explode",
+    "StringLPad", "StringRPad", "BinaryPad", "DatePart", "Mask", "TryEval", "ParseToTimestamp",
+    "aggregate.Sum", "aggregate.Average",
+})
+
+#: Spark-internal invocation nodes: accepted only inside the replacement of an allowed built-in
+#: (RuntimeReplaceable) function, where Spark itself put them; never elsewhere.
+INTERNAL_EXPRESSIONS: frozenset[str] = frozenset({
+    "objects.StaticInvoke", "objects.Invoke",
+})
+
+_RUNTIME_REPLACEABLE = _EXPR + "RuntimeReplaceable"
+_INHERIT_ANALYSIS_RULES = _EXPR + "InheritAnalysisRules"
+_SUBQUERY_EXPRESSION = _EXPR + "SubqueryExpression"
+_UNRESOLVED_FUNCTION = _ANALYSIS + "UnresolvedFunction"
+_UNRESOLVED_GENERATOR = _ANALYSIS + "UnresolvedGenerator"
+_UNRESOLVED_RELATION = _ANALYSIS + "UnresolvedRelation"
+
+
+@dataclass(frozen=True)
+class CheckedQuery:
+    """A statement that passed both stages: its text and the analyzed plan (JVM) that will run."""
+
+    text: str
+    analyzed: Any
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    return (lines[0] if lines else type(exc).__name__)[:500]
+
+
+def _seq(scala_seq: Any) -> list[Any]:
+    return [scala_seq.apply(i) for i in range(scala_seq.size())]
+
+
+def _class(obj: Any) -> str:
+    return str(obj.getClass().getName())
+
+
+class _Classes:
+    """JVM class objects for instance checks, loaded once per walk."""
+
+    def __init__(self, session: SparkSession) -> None:
+        self._jvm: Any = session._jvm  # type: ignore[attr-defined]
+        self._cache: dict[str, Any] = {}
+
+    def isinstance(self, obj: Any, class_name: str) -> bool:
+        klass = self._cache.get(class_name)
+        if klass is None:
+            klass = self._jvm.java.lang.Class.forName(class_name, False, obj.getClass().getClassLoader())
+            self._cache[class_name] = klass
+        return bool(klass.isInstance(obj))
+
+
+def _refuse(what: str) -> ValidationError:
+    return ValidationError(f"refused: {what} (the SQL box runs one read-only query over {VIEW})")
+
+
+# --------------------------------------------------------------------------- stage 1: the parsed plan
+def parse_query(session: SparkSession, sql: str) -> Any:
+    """Parse ``sql`` with the session's parser and accept it only as one plain query over ``ref_view``.
+
+    Returns the parsed (unresolved) plan; nothing is looked up, analysed or executed. Raises
+    ValidationError (one line) for empty or over-long text, a parse error, and any operator, relation
+    or function outside the allowlists.
+    """
+    text = (sql or "").strip()
+    if not text:
+        raise ValidationError(f"the SQL box is empty: write one SELECT over {VIEW}")
+    if len(text) > MAX_SQL_CHARS:
+        raise ValidationError(f"the statement is longer than {MAX_SQL_CHARS} characters")
+    jsession: Any = session._jsparkSession  # type: ignore[attr-defined]
+    try:
+        plan = jsession.sessionState().sqlParser().parsePlan(text)
+    except Exception as exc:  # Spark's ParseException arrives as a Py4J/PySpark error
+        raise ValidationError(f"SQL does not parse (one statement only): {_one_line(exc)}") from exc
+    classes = _Classes(session)
+    ctes: set[str] = set()
+    relations: list[str] = []
+    count = 0
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        count += 1
+        if count > MAX_PLAN_NODES:
+            raise ValidationError(f"the statement is too large (more than {MAX_PLAN_NODES} plan nodes)")
+        name = _class(node)
+        if name not in PARSED_OPERATORS:
+            raise _refuse(f"{node.nodeName()} is not a read-only query operator")
+        if name == _UNRESOLVED_RELATION:
+            parts = [str(p) for p in _seq(node.multipartIdentifier())]
+            if node.isStreaming() or not node.options().isEmpty():
+                raise _refuse(f"reading {'.'.join(parts)} with options")
+            if len(parts) != 1:
+                raise _refuse(f"the query may only read {VIEW} or its CTEs, not {'.'.join(parts)}")
+            relations.append(parts[0].lower())
+        elif name == _LOGICAL + "UnresolvedWith":
+            for pair in _seq(node.cteRelations()):
+                ctes.add(str(pair._1()).lower())
+                stack.append(pair._2())
+        elif name == _LOGICAL + "Generate":
+            pass  # its generator is among the expressions checked below
+        for expr in _seq(node.expressions()):
+            _check_parsed_expression(expr, classes, stack)
+        stack.extend(_seq(node.children()))
+    allowed = {VIEW, *ctes}
+    for rel in relations:
+        if rel not in allowed:
+            raise _refuse(f"the query may only read {VIEW} or its CTEs, not {rel}")
+    return plan
+
+
+def _check_parsed_expression(expr: Any, classes: _Classes, plans: list[Any]) -> None:
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        name = _class(e)
+        if name == _UNRESOLVED_FUNCTION:
+            parts = [str(p) for p in _seq(e.nameParts())]
+            fn = ".".join(parts)
+            if len(parts) != 1 or parts[0].lower() not in ALLOWED_FUNCTIONS:
+                raise _refuse(f"function {fn}() is not allowed")
+        elif name == _UNRESOLVED_GENERATOR:
+            ident = e.name()
+            fn = str(ident.funcName())
+            if ident.database().isDefined() or fn.lower() not in ALLOWED_FUNCTIONS:
+                raise _refuse(f"function {fn}() is not allowed")
+        elif name.endswith("ExpressionWithUnresolvedIdentifier"):
+            raise _refuse("IDENTIFIER(...) is not allowed: name the function directly")
+        if classes.isinstance(e, _SUBQUERY_EXPRESSION):
+            plans.append(e.plan())
+        stack.extend(_seq(e.children()))
+
+
+# --------------------------------------------------------------------------- stage 2: the analyzed plan
+@lru_cache(maxsize=1)
+def _registry_classes(jvm_id: int, jvm: Any) -> frozenset[str]:
+    """Classes Spark's built-in registry binds to ALLOWED_FUNCTIONS (builders are listed in SYNTAX_EXPRESSIONS)."""
+    del jvm_id  # cache key only
+    registry = jvm.org.apache.spark.sql.catalyst.analysis.FunctionRegistry.builtin()
+    out: set[str] = set()
+    for fn in ALLOWED_FUNCTIONS:
+        info = registry.lookupFunction(jvm.org.apache.spark.sql.catalyst.FunctionIdentifier.apply(fn))
+        if info.isEmpty():
+            log.warning("allowed function %s is not a Spark built-in here; ignored", fn)
+            continue
+        klass = str(info.get().getClassName())
+        if not klass.endswith("Builder"):
+            out.add(klass)
+    return frozenset(out)
+
+
+def allowed_expression_classes(session: SparkSession) -> frozenset[str]:
+    """Every expression class (full JVM name) an analyzed plan may contain outside internal replacements."""
+    jvm: Any = session._jvm  # type: ignore[attr-defined]
+    return _registry_classes(id(jvm), jvm) | frozenset(_EXPR + c for c in SYNTAX_EXPRESSIONS)
+
+
+def check_analyzed(session: SparkSession, plan: Any, relation: Any) -> None:
+    """Accept the analyzed ``plan`` only if it is built from allowed operators and expressions over ``relation``.
+
+    ``relation`` is the DataSourceV2Relation (JVM) bound to the temp view ``ref_view``. Raises
+    ValidationError naming the first thing outside the allowlists.
+    """
+    jvm: Any = session._jvm  # type: ignore[attr-defined]
+    expressions = allowed_expression_classes(session)
+    internal = frozenset(_EXPR + c for c in INTERNAL_EXPRESSIONS)
+    classes = _Classes(session)
+    bound_hash = int(jvm.java.lang.System.identityHashCode(relation.table()))
+    bound_options = relation.options()
+    count = 0
+    stack: list[tuple[Any, bool]] = [(plan, False)]  # (node, inside the ref_view View)
+    while stack:
+        node, in_view = stack.pop()
+        count += 1
+        if count > MAX_PLAN_NODES:
+            raise ValidationError(f"the statement is too large (more than {MAX_PLAN_NODES} plan nodes)")
+        name = _class(node)
+        if name not in PLAN_OPERATORS:
+            raise _refuse(f"{node.nodeName()} is not a read-only query operator")
+        if node.isStreaming():
+            raise _refuse("streaming reads")
+        if name == _LOGICAL + "View":
+            ident = node.desc().identifier()
+            if not (node.isTempView() and ident.database().isEmpty() and str(ident.table()).lower() == VIEW):
+                raise _refuse(f"the query may only read {VIEW}, not the view {ident.unquotedString()}")
+            in_view = True
+        elif name == _V2_RELATION:
+            table = node.table()
+            same = (
+                in_view
+                and int(jvm.java.lang.System.identityHashCode(table)) == bound_hash
+                and bool(table.equals(relation.table()))
+                and bool(node.options().equals(bound_options))
+            )
+            if not same:
+                raise _refuse(f"the query may only read {VIEW}, not {table.name()}")
+        children = _seq(node.children())
+        if not children and name not in (_V2_RELATION, _LOGICAL + "CTERelationRef"):
+            raise _refuse(f"every relation must be {VIEW} (found {node.nodeName()})")
+        for expr in _seq(node.expressions()):
+            _check_expression(expr, expressions, internal, classes, stack)
+        stack.extend((c, in_view) for c in children)
+
+
+def _check_expression(
+    expr: Any, allowed: frozenset[str], internal: frozenset[str], classes: _Classes, plans: list[tuple[Any, bool]]
+) -> None:
+    stack: list[tuple[Any, bool]] = [(expr, False)]  # (expression, inside an allowed function's replacement)
+    while stack:
+        e, in_replacement = stack.pop()
+        name = _class(e)
+        if not (name in allowed or (name in internal and in_replacement)):
+            raise _refuse(f"function or expression {e.prettyName()} ({name.rsplit('.', 1)[-1]}) is not allowed")
+        if classes.isinstance(e, _SUBQUERY_EXPRESSION):
+            plans.append((e.plan(), False))
+        if classes.isinstance(e, _INHERIT_ANALYSIS_RULES):
+            # An allowed function whose replacement Spark built from its parameters: the parameters (the
+            # user's arguments) are checked; the replacement is the function's own implementation.
+            stack.extend((c, False) for c in _seq(e.parameters()))
+            continue
+        inside = in_replacement or classes.isinstance(e, _RUNTIME_REPLACEABLE)
+        stack.extend((c, inside) for c in _seq(e.children()))
+
+
+# --------------------------------------------------------------------------- both stages
+def bound_relation(frame: DataFrame) -> Any:
+    """The DataSourceV2Relation (JVM) of the frame bound to ``ref_view``."""
+    plan = frame._jdf.queryExecution().analyzed()  # type: ignore[operator]
+    if _class(plan) != _V2_RELATION:  # pragma: no cover - explore binds a plain Iceberg read
+        raise ValidationError(f"{VIEW} must be bound to a plain Iceberg read, not {plan.nodeName()}")
+    return plan
+
+
+def check_query(session: SparkSession, sql: str, relation: Any) -> CheckedQuery:
+    """Both stages: parse and gate ``sql``, analyse it (nothing runs) and judge the analyzed plan."""
+    parsed = parse_query(session, sql)
+    jvm: Any = session._jvm  # type: ignore[attr-defined]
+    jsession: Any = session._jsparkSession  # type: ignore[attr-defined]
+    skip = getattr(jvm.org.apache.spark.sql.execution, "CommandExecutionMode$").__getattr__("MODULE$").SKIP()
+    qe = jsession.sessionState().executePlan(parsed, skip)
+    try:
+        analyzed = qe.analyzed()
+    except Exception as exc:  # AnalysisException (unknown column, type error) from the JVM
+        raise ValidationError(f"SQL error: {_one_line(exc)}") from exc
+    check_analyzed(session, analyzed, relation)
+    return CheckedQuery(text=(sql or "").strip(), analyzed=analyzed)
+
+
+def read_only_query(session: SparkSession, sql: str, relation: Any) -> DataFrame:
+    """A lazy DataFrame of ``sql`` whose plan is the analyzed plan judged by :func:`check_analyzed`.
+
+    Nothing runs until the caller collects it (with a row limit).
+    """
+    from pyspark.sql import DataFrame
+
+    checked = check_query(session, sql, relation)
+    jvm: Any = session._jvm  # type: ignore[attr-defined]
+    jdf = jvm.org.apache.spark.sql.Dataset.ofRows(session._jsparkSession, checked.analyzed)  # type: ignore[attr-defined]
+    runs = jdf.queryExecution().analyzed()
+    identity = jvm.java.lang.System.identityHashCode
+    if identity(runs) != identity(checked.analyzed):  # pragma: no cover - Spark keeps an analyzed plan as is
+        check_analyzed(session, runs, relation)
+    return DataFrame(jdf, session)

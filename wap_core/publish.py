@@ -19,6 +19,7 @@ from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import Table
 
 from wap_core import catalog as cat
+from wap_core.access import Permission, authorize
 from wap_core.audit import batch_frame, latest_audit
 from wap_core.exceptions import BranchBusyError, ConflictError, NotFoundError, RefusedError, ValidationError
 from wap_core.faults import fault_point
@@ -167,6 +168,7 @@ def publish(
     validate_branch(branch)
     if force and not (reason and reason.strip()):
         raise ValidationError("--force needs a --reason: a forced publish is journaled with its reason")
+    authorize(lh, user, Permission.PUBLISH, table=table, branch=branch)
     tbl = lh.table(table)
     main_before = cat.ref_snapshot_id(tbl, MAIN)
     if branch not in tbl.metadata.refs:
@@ -179,6 +181,8 @@ def publish(
     if not ready.allowed and not (force and ready.forceable):
         raise _refuse(lh, user, table, branch, "publish", RefusedError(f"publish of {table} {branch} refused: {ready.message}", ready.code), main_before)
     forced = not ready.allowed
+    if forced:  # publishing over the audit is the admins' call
+        authorize(lh, user, Permission.FORCE_PUBLISH, table=table, branch=branch)
     intent = _begin(lh, user, table, branch, "publish", main_before, expected_after=head, reason=reason,
                     details={"forced": forced, "refusal_overridden": ready.code if forced else None})
     with acting(lh, intent):
@@ -217,6 +221,8 @@ def publish(
 
 def discard(lh: Lakehouse, table: TableId, branch: str, *, reason: str | None = None, user: str | None = None) -> DiscardResult:
     user = user or lh.user
+    validate_branch(branch)
+    authorize(lh, user, Permission.DISCARD, table=table, branch=branch)
     tbl = lh.table(table)
     head = cat.require_branch(tbl, table, branch)
     intent = _begin(lh, user, table, branch, "discard", head, reason=reason)
@@ -239,6 +245,8 @@ def discard(lh: Lakehouse, table: TableId, branch: str, *, reason: str | None = 
 def rebase(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = None) -> RebaseResult:
     """Replay the branch's appended rows onto current main. The old branch stays intact until an atomic swap."""
     user = user or lh.user
+    validate_branch(branch)
+    authorize(lh, user, Permission.REBASE, table=table, branch=branch)
     tbl = lh.table(table)
     cat.require_branch(tbl, table, branch)
     lin = cat.lineage(tbl, branch)

@@ -23,7 +23,6 @@ from wap_core import Lakehouse, Settings, TableId
 from wap_core import explore
 from wap_core.access import (
     RULES,
-    AccessPolicy,
     Permission,
     Role,
     authorize,
@@ -382,7 +381,7 @@ def test_console_core_refuses_when_a_page_calls_anyway(console: Lakehouse) -> No
 
         from pages import _common as ui
         from wap_core import TableId
-        from wap_core.publish import discard, publish
+        from wap_core.publish import publish
 
         lh = ui.lakehouse()
         if st.button("Discard anyway"):

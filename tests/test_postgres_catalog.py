@@ -1,17 +1,12 @@
 """The same core against a real PostgreSQL catalog (the production set-up), not SQLite.
 
-A PostgreSQL 15 server is started with initdb + pg_ctl in a temp dir on a free local port.
+A PostgreSQL 15 server is started with initdb + pg_ctl in a temp dir on a free local port
+(the session-scoped ``postgres`` fixture in conftest.py).
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
-import tempfile
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -21,43 +16,7 @@ from wap_core.exceptions import RefusedError
 from wap_core.ingest import ingest
 from wap_core.publish import discard, publish
 
-PG_BIN = Path(os.environ.get("WAP_PG_BIN", "/usr/lib/postgresql/15/bin"))
 pytestmark = pytest.mark.postgres
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _as_pg_user(cmd: list[str]) -> list[str]:
-    # initdb refuses to run as root: run the server as the 'postgres' system user.
-    if os.geteuid() == 0:
-        return ["runuser", "-u", "postgres", "--", *cmd]
-    return cmd
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[str]:
-    if not (PG_BIN / "initdb").exists():
-        pytest.fail(f"PostgreSQL server binaries not found in {PG_BIN} (make test installs postgresql-15; or set WAP_PG_BIN)")
-    # not under pytest's tmp dir: that one is private to root, and the server runs as 'postgres'
-    base = Path(tempfile.mkdtemp(prefix="wap-pg-"))
-    data = base / "data"
-    if os.geteuid() == 0:
-        shutil.chown(base, "postgres", "postgres")
-    port = _free_port()
-    subprocess.run(_as_pg_user([str(PG_BIN / "initdb"), "-D", str(data), "-U", "wap", "--auth=trust", "-E", "UTF8"]), check=True, capture_output=True)
-    subprocess.run(_as_pg_user([str(PG_BIN / "pg_ctl"), "-D", str(data), "-o", f"-p {port} -k {base} -c listen_addresses=127.0.0.1",
-                                "-l", str(base / "log"), "-w", "start"]), check=True, capture_output=True)
-    try:
-        subprocess.run([str(PG_BIN / "createdb") if (PG_BIN / "createdb").exists() else "createdb", "-h", "127.0.0.1", "-p", str(port), "-U", "wap", "catalog"],
-                       check=True, capture_output=True)
-        yield f"postgresql+psycopg2://wap@127.0.0.1:{port}/catalog"
-    finally:
-        subprocess.run(_as_pg_user([str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"]), capture_output=True)
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def test_lifecycle_on_a_postgres_catalog(postgres: str, tmp_path: Path, spark_session: None) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -30,6 +31,9 @@ _ENV = {
     "shuffle_partitions": "WAP_SHUFFLE_PARTITIONS",
     "jdbc_jars": "WAP_JDBC_JARS",
     "sample_rows": "WAP_SAMPLE_ROWS",
+    "spark_conf": "WAP_SPARK_CONF",
+    "branch_ttl": "WAP_BRANCH_TTL",
+    "snapshot_retention": "WAP_SNAPSHOT_RETENTION",
 }
 
 
@@ -56,11 +60,19 @@ class Settings:
     shuffle_partitions: int = 4
     jdbc_jars: tuple[str, ...] = ()
     sample_rows: int = 5
+    # extra Spark conf for a cluster ("spark.executor.memory=1g spark.driver.host=10.0.0.5"); applied last
+    spark_conf: tuple[tuple[str, str], ...] = ()
+    branch_ttl: str = "14d"  # gc discards open branches older than this (per table: property wap.branch-ttl)
+    snapshot_retention: str = "30d"  # gc expires older snapshots (per table: history.expire.max-snapshot-age-ms)
 
     def __post_init__(self) -> None:
+        from wap_core.durations import parse_duration
+
         validate_identifier(self.catalog_name, "catalog name")
         if self.shuffle_partitions < 1:
             raise ValidationError("shuffle_partitions must be >= 1")
+        parse_duration(self.branch_ttl, "branch_ttl")
+        parse_duration(self.snapshot_retention, "snapshot_retention")
 
     # ----- derived values -------------------------------------------------
     @property
@@ -126,11 +138,36 @@ def _coerce(values: dict[str, Any]) -> dict[str, Any]:
                 out[key] = int(out[key])
             except (TypeError, ValueError) as exc:
                 raise ValidationError(f"setting {key} must be an integer, got {out[key]!r}") from exc
+    if "spark_conf" in out and out["spark_conf"] is not None:
+        out["spark_conf"] = parse_spark_conf(out["spark_conf"])
     if isinstance(out.get("jdbc_jars"), str):
         out["jdbc_jars"] = tuple(p for p in out["jdbc_jars"].split(os.pathsep) if p)
     elif out.get("jdbc_jars") is not None:
         out["jdbc_jars"] = tuple(out["jdbc_jars"])
     return out
+
+
+def parse_spark_conf(value: Any) -> tuple[tuple[str, str], ...]:
+    """Extra Spark conf: ``"k=v k2=v2"`` (whitespace-separated, as in WAP_SPARK_CONF), a mapping
+    (a ``[spark_conf]`` table in wap.toml) or pairs. Keys must be ``spark.*`` property names."""
+    if isinstance(value, str):
+        pairs: list[tuple[str, str]] = []
+        for item in value.split():
+            key, sep, val = item.partition("=")
+            if not sep:
+                raise ValidationError(f"spark_conf: {item!r} is not key=value (WAP_SPARK_CONF takes whitespace-separated key=value pairs)")
+            pairs.append((key, val))
+    elif isinstance(value, Mapping):
+        pairs = [(str(k), str(v)) for k, v in value.items()]
+    else:
+        pairs = [(str(k), str(v)) for k, v in value]
+    for key, _ in pairs:
+        if not _SPARK_KEY.fullmatch(key):
+            raise ValidationError(f"spark_conf: {key!r} is not a Spark property name (spark.*)")
+    return tuple(pairs)
+
+
+_SPARK_KEY = re.compile(r"spark\.[A-Za-z0-9_.\-]+")
 
 
 def sqlalchemy_to_jdbc(uri: str) -> str:

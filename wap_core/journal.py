@@ -81,7 +81,7 @@ batch_profiles_table = Table(
     Column("profile", Text, nullable=False),
 )
 
-ACTIONS = ("ingest", "audit", "publish", "rebase", "discard", "create")
+ACTIONS = ("ingest", "audit", "publish", "rebase", "discard", "create", "expire")
 
 
 def utcnow() -> datetime:

@@ -7,6 +7,7 @@ Branches are always addressed explicitly (``t.branch_x`` / ``VERSION AS OF``);
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -109,7 +110,9 @@ def get_spark(settings: Settings) -> SparkSession:
 def _build(settings: Settings) -> SparkSession:
     from pyspark.sql import SparkSession
 
-    os.environ.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON", "python3"))
+    # Python workers (driver-side and on executors) run this process's interpreter unless told otherwise:
+    # on a cluster the executors need the same Python (and pyspark) at the same path.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     jars = ",".join([iceberg_jar(), *jdbc_jars(settings)])
     builder = (
         SparkSession.builder.master(settings.spark_master)
@@ -126,6 +129,8 @@ def _build(settings: Settings) -> SparkSession:
         .config("spark.scheduler.mode", "FAIR")
         .config("spark.ui.showConsoleProgress", "false")
     )
+    for k, v in settings.spark_conf:  # WAP_SPARK_CONF: cluster settings (executor memory, driver host, ...) win
+        builder = builder.config(k, v)
     for k, v in catalog_conf(settings).items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
@@ -135,6 +140,11 @@ def _build(settings: Settings) -> SparkSession:
 
 def spark_running() -> bool:
     return _session is not None
+
+
+def current_spark() -> SparkSession | None:
+    """The process-wide session if one was started (never starts one)."""
+    return _session
 
 
 def stop_spark() -> None:

@@ -12,14 +12,10 @@ from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlparse
 
-import pytest
 from helpers import refs, write_csv
 
 from wap_core import TableId
 from wap_core import catalog as cat
-from wap_core.config import Settings
-from wap_core.durations import format_duration, parse_duration
-from wap_core.exceptions import ValidationError
 from wap_core.gc import collect_garbage, iceberg_would_remove
 from wap_core.ingest import ingest
 from wap_core.publish import discard, publish
@@ -186,24 +182,3 @@ def test_cli_gc_exit_codes_json_keys_and_text(make_lakehouse, tmp_path: Path, mo
     assert lh.journal.history("demo.people", action="discard")[0].user == "admin"
     assert main(["gc", "--older-than", "soon"]) == 2
     assert "invalid --older-than 'soon'" in capsys.readouterr().err
-
-
-def test_durations_and_retention_settings(tmp_path: Path) -> None:
-    assert parse_duration("14d") == timedelta(days=14) and parse_duration("36h") == timedelta(hours=36)
-    assert parse_duration("0s") == timedelta(0) and parse_duration("1.5h") == timedelta(minutes=90)
-    assert format_duration(timedelta(days=14)) == "14d" and format_duration(5400) == "90m" and format_duration(0) == "0s"
-    for bad in ("", "14", "d", "-1d", "1y", "1d2h"):
-        with pytest.raises(ValidationError):
-            parse_duration(bad)
-    s = Settings.from_env({"WAP_BRANCH_TTL": "7d", "WAP_SNAPSHOT_RETENTION": "90d",
-                           "WAP_SPARK_CONF": "spark.executor.memory=1g spark.driver.host=10.0.0.5"}, home=tmp_path)
-    assert (s.branch_ttl, s.snapshot_retention) == ("7d", "90d")
-    assert s.spark_conf == (("spark.executor.memory", "1g"), ("spark.driver.host", "10.0.0.5"))
-    assert Settings().branch_ttl == "14d" and Settings().snapshot_retention == "30d"
-    with pytest.raises(ValidationError, match="branch_ttl"):
-        Settings(branch_ttl="two weeks")
-    with pytest.raises(ValidationError, match="not a Spark property"):
-        Settings.from_env({"WAP_SPARK_CONF": "executor.memory=1g"}, home=tmp_path)
-    (tmp_path / "wap.toml").write_text('branch_ttl = "3d"\n[spark_conf]\n"spark.executor.cores" = "2"\n')
-    s = Settings.from_env({}, home=tmp_path)
-    assert s.branch_ttl == "3d" and s.spark_conf == (("spark.executor.cores", "2"),)

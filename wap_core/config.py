@@ -32,6 +32,7 @@ _ENV = {
     "jdbc_jars": "WAP_JDBC_JARS",
     "sample_rows": "WAP_SAMPLE_ROWS",
     "spark_conf": "WAP_SPARK_CONF",
+    "catalog_properties": "WAP_CATALOG_PROPERTIES",
     "branch_ttl": "WAP_BRANCH_TTL",
     "snapshot_retention": "WAP_SNAPSHOT_RETENTION",
 }
@@ -61,7 +62,9 @@ class Settings:
     jdbc_jars: tuple[str, ...] = ()
     sample_rows: int = 5
     # extra Spark conf for a cluster ("spark.executor.memory=1g spark.driver.host=10.0.0.5"); applied last
-    spark_conf: tuple[tuple[str, str], ...] = ()
+    spark_conf: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    # extra Iceberg catalog properties for BOTH PyIceberg and Spark's catalog (object store: s3.endpoint=...)
+    catalog_properties: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     branch_ttl: str = "14d"  # gc discards open branches older than this (per table: property wap.branch-ttl)
     snapshot_retention: str = "30d"  # gc expires older snapshots (per table: history.expire.max-snapshot-age-ms)
 
@@ -140,6 +143,8 @@ def _coerce(values: dict[str, Any]) -> dict[str, Any]:
                 raise ValidationError(f"setting {key} must be an integer, got {out[key]!r}") from exc
     if "spark_conf" in out and out["spark_conf"] is not None:
         out["spark_conf"] = parse_spark_conf(out["spark_conf"])
+    if "catalog_properties" in out and out["catalog_properties"] is not None:
+        out["catalog_properties"] = parse_catalog_properties(out["catalog_properties"])
     if isinstance(out.get("jdbc_jars"), str):
         out["jdbc_jars"] = tuple(p for p in out["jdbc_jars"].split(os.pathsep) if p)
     elif out.get("jdbc_jars") is not None:
@@ -147,27 +152,43 @@ def _coerce(values: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def parse_spark_conf(value: Any) -> tuple[tuple[str, str], ...]:
-    """Extra Spark conf: ``"k=v k2=v2"`` (whitespace-separated, as in WAP_SPARK_CONF), a mapping
-    (a ``[spark_conf]`` table in wap.toml) or pairs. Keys must be ``spark.*`` property names."""
+def _pairs(value: Any, what: str, env: str) -> list[tuple[str, str]]:
+    """``"k=v k2=v2"`` (whitespace-separated, as in the environment variable), a mapping (a TOML table) or pairs."""
     if isinstance(value, str):
         pairs: list[tuple[str, str]] = []
-        for item in value.split():
+        for n, item in enumerate(value.split(), 1):
             key, sep, val = item.partition("=")
-            if not sep:
-                raise ValidationError(f"spark_conf: {item!r} is not key=value (WAP_SPARK_CONF takes whitespace-separated key=value pairs)")
+            if not sep:  # the item is not echoed: it may be a secret
+                raise ValidationError(f"{what}: item {n} is not key=value ({env} takes whitespace-separated key=value pairs)")
             pairs.append((key, val))
-    elif isinstance(value, Mapping):
-        pairs = [(str(k), str(v)) for k, v in value.items()]
-    else:
-        pairs = [(str(k), str(v)) for k, v in value]
+        return pairs
+    if isinstance(value, Mapping):
+        return [(str(k), str(v)) for k, v in value.items()]
+    return [(str(k), str(v)) for k, v in value]
+
+
+def parse_spark_conf(value: Any) -> tuple[tuple[str, str], ...]:
+    """Extra Spark conf (WAP_SPARK_CONF or a ``[spark_conf]`` table). Keys must be ``spark.*`` property names."""
+    pairs = _pairs(value, "spark_conf", "WAP_SPARK_CONF")
     for key, _ in pairs:
         if not _SPARK_KEY.fullmatch(key):
             raise ValidationError(f"spark_conf: {key!r} is not a Spark property name (spark.*)")
     return tuple(pairs)
 
 
+def parse_catalog_properties(value: Any) -> tuple[tuple[str, str], ...]:
+    """Extra Iceberg catalog properties (WAP_CATALOG_PROPERTIES or a ``[catalog_properties]`` table)."""
+    pairs = _pairs(value, "catalog_properties", "WAP_CATALOG_PROPERTIES")
+    for key, _ in pairs:
+        if not _PROPERTY_KEY.fullmatch(key) or key.startswith("spark.") or key in _OWN_CATALOG_KEYS or key.startswith("jdbc."):
+            raise ValidationError(f"catalog_properties: {key!r} is not an Iceberg catalog property wap_core passes on "
+                                  f"(uri, warehouse, type and jdbc.* come from the other settings)")
+    return tuple(pairs)
+
+
 _SPARK_KEY = re.compile(r"spark\.[A-Za-z0-9_.\-]+")
+_PROPERTY_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]*")
+_OWN_CATALOG_KEYS = frozenset({"uri", "warehouse", "type", "catalog-impl", "cache-enabled"})
 
 
 def sqlalchemy_to_jdbc(uri: str) -> str:

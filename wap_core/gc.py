@@ -393,8 +393,7 @@ def _gc_table(lh: Lakehouse, table: TableId, override: timedelta | None, dry_run
                                   outcome="expired" if kind == "expired" else "removed", reason=reason,
                                   details={"gc": True, "kind": kind, "age_seconds": age.total_seconds(), "ttl": format_duration(ttl),
                                            "ttl_source": ttl_source})
-                if kind == "expired":
-                    pass  # NOTIFY(expired): a notification for the branch's owner goes here
+                # NOTIFY(expired): when kind == "expired", notify the branch's owner here (notifications: a later issue)
             else:
                 kind, reason = "kept", "the branch changed while gc looked at it: not stale"
         entry = BranchGc(name, kind, age.total_seconds(), format_duration(ttl), head, done, reason)
@@ -418,10 +417,10 @@ def _gc_table(lh: Lakehouse, table: TableId, override: timedelta | None, dry_run
                        f"{'refs ' + ', '.join(sorted(dropped)) if dropped else 'snapshots ' + ', '.join(map(str, sorted(extra - set(plan.expire))))}"
                        f" ({MAX_REF_AGE_PROPERTY} / per-ref max-snapshot-age-ms): not expiring")
     expire = plan.expire if skipped is None else ()
-    cache: dict[str, list[tuple[str, int, int]]] = {}
-    before = _reachable(tbl, snapshots, cache)
     counts = {"data": 0, "deletes": 0, "manifests": 0, "lists": 0, "bytes": 0}
     if expire:
+        cache: dict[str, list[tuple[str, int, int]]] = {}
+        before = _reachable(tbl, snapshots, cache)
         data, deletes, manifests, size = _gone(before, _reachable(tbl, set(snapshots) - set(expire), cache))
         counts = {"data": data, "deletes": deletes, "manifests": manifests, "lists": len(expire), "bytes": size}
         if not dry_run:

@@ -76,6 +76,8 @@ def catalog_conf(settings: Settings) -> dict[str, str]:
     if settings.is_sqlite:
         conf[f"{p}.jdbc.busy_timeout"] = "30000"
         conf[f"{p}.jdbc.journal_mode"] = "WAL"
+    for k, v in settings.catalog_properties:  # e.g. io-impl / s3.* for an object store (WAP_CATALOG_PROPERTIES)
+        conf[f"{p}.{k}"] = v
     return conf
 
 
@@ -113,7 +115,9 @@ def _build(settings: Settings) -> SparkSession:
     # Python workers (driver-side and on executors) run this process's interpreter unless told otherwise:
     # on a cluster the executors need the same Python (and pyspark) at the same path.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    jars = ",".join([iceberg_jar(), *jdbc_jars(settings)])
+    extra = dict(settings.spark_conf)
+    # jars named in WAP_SPARK_CONF (e.g. iceberg-aws-bundle for S3) come on top of the Iceberg runtime and JDBC drivers
+    jars = ",".join([iceberg_jar(), *jdbc_jars(settings), *(j for j in extra.pop("spark.jars", "").split(",") if j)])
     builder = (
         SparkSession.builder.master(settings.spark_master)
         .appName("wap-console")
@@ -129,7 +133,7 @@ def _build(settings: Settings) -> SparkSession:
         .config("spark.scheduler.mode", "FAIR")
         .config("spark.ui.showConsoleProgress", "false")
     )
-    for k, v in settings.spark_conf:  # WAP_SPARK_CONF: cluster settings (executor memory, driver host, ...) win
+    for k, v in extra.items():  # WAP_SPARK_CONF: cluster settings (executor memory, driver host, ...) win
         builder = builder.config(k, v)
     for k, v in catalog_conf(settings).items():
         builder = builder.config(k, v)

@@ -174,7 +174,7 @@ def cluster_probe(request: pytest.FixtureRequest, spark_session: None) -> Iterat
         return
     sc = spark.sparkContext
     # each executor reports the Python it runs (the project's, from PYSPARK_PYTHON) through a Python task
-    pythons = sorted(set(sc.parallelize(range(8), 8).map(lambda _: __import__("sys").executable).collect()))
+    pythons = sorted(set(sc.parallelize(range(4), 4).map(lambda _: __import__("sys").executable).collect()))
     store = sc._jsc.sc().statusStore()  # type: ignore[union-attr]
     summaries = store.executorList(True)
     executors = []

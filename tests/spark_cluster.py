@@ -67,6 +67,7 @@ def _env(base: Path) -> dict[str, str]:
         "SPARK_LOCAL_DIRS": str(base / "local"),
         "SPARK_DAEMON_MEMORY": "384m",  # master and worker daemons; executors get spark.executor.memory
         "SPARK_NO_DAEMONIZE": "1",
+        "SPARK_DAEMON_JAVA_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",  # small, quick daemons
     })
     for var in ("SPARK_CONF_DIR", "PYSPARK_SUBMIT_ARGS"):
         env.pop(var, None)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -41,6 +42,7 @@ SELECTION = [
     "tests/test_cli.py::test_full_lifecycle_through_the_cli",  # ingest .. diff --key .. publish .. history
 ]
 pytestmark = [pytest.mark.cluster, pytest.mark.postgres]
+FAST_JVM = "-XX:TieredStopAtLevel=1"
 
 
 def _failures(junit: Path) -> list[str]:
@@ -75,10 +77,13 @@ def test_lifecycle_on_a_spark_cluster_with_a_postgres_catalog(postgres: str, tmp
             **os.environ,
             "WAP_SPARK_MASTER": cluster.master_url,
             "WAP_SPARK_DRIVER_MEMORY": "1g",
-            "WAP_SPARK_CONF": " ".join([
+            "WAP_SPARK_CONF": " ".join(shlex.quote(kv) for kv in [
                 "spark.executor.memory=1g", "spark.executor.cores=1", "spark.cores.max=2",
                 "spark.driver.host=127.0.0.1", "spark.driver.bindAddress=127.0.0.1",
                 f"spark.pyspark.python={sys.executable}", f"spark.local.dir={tmp_path / 'driver-local'}",
+                # test speed on 2 busy cores: no wait for data locality, JIT without C2 (short-lived JVMs)
+                "spark.locality.wait=0s", f"spark.executor.extraJavaOptions={FAST_JVM}",
+                f"spark.driver.extraJavaOptions=-Dlog4j.rootLogger=WARN,console {FAST_JVM}",
             ]),
             "SPARK_LOCAL_IP": "127.0.0.1",
             "PYSPARK_PYTHON": sys.executable,

@@ -21,9 +21,11 @@ def test_durations_and_retention_settings(tmp_path: Path) -> None:
         with pytest.raises(ValidationError):
             parse_duration(bad)
     s = Settings.from_env({"WAP_BRANCH_TTL": "7d", "WAP_SNAPSHOT_RETENTION": "90d",
-                           "WAP_SPARK_CONF": "spark.executor.memory=1g spark.driver.host=10.0.0.5"}, home=tmp_path)
+                           "WAP_SPARK_CONF": "spark.executor.memory=1g spark.driver.host=10.0.0.5 "
+                                             "'spark.executor.extraJavaOptions=-Xss4m -XX:+UseG1GC'"}, home=tmp_path)
     assert (s.branch_ttl, s.snapshot_retention) == ("7d", "90d")
-    assert s.spark_conf == (("spark.executor.memory", "1g"), ("spark.driver.host", "10.0.0.5"))
+    assert s.spark_conf == (("spark.executor.memory", "1g"), ("spark.driver.host", "10.0.0.5"),
+                            ("spark.executor.extraJavaOptions", "-Xss4m -XX:+UseG1GC"))
     assert Settings().branch_ttl == "14d" and Settings().snapshot_retention == "30d"
     with pytest.raises(ValidationError, match="branch_ttl"):
         Settings(branch_ttl="two weeks")

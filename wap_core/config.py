@@ -10,6 +10,7 @@ from __future__ import annotations
 import getpass
 import os
 import re
+import shlex
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -153,10 +154,15 @@ def _coerce(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def _pairs(value: Any, what: str, env: str) -> list[tuple[str, str]]:
-    """``"k=v k2=v2"`` (whitespace-separated, as in the environment variable), a mapping (a TOML table) or pairs."""
+    """``"k=v k2=v2"`` (whitespace-separated, shell-style quotes for values with spaces: ``'k=a b'``, as in
+    the environment variable), a mapping (a TOML table) or pairs."""
     if isinstance(value, str):
         pairs: list[tuple[str, str]] = []
-        for n, item in enumerate(value.split(), 1):
+        try:
+            items = shlex.split(value)
+        except ValueError as exc:  # unbalanced quotes; the text is not echoed: it may hold a secret
+            raise ValidationError(f"{what}: {exc} ({env} takes whitespace-separated key=value pairs)") from exc
+        for n, item in enumerate(items, 1):
             key, sep, val = item.partition("=")
             if not sep:  # the item is not echoed: it may be a secret
                 raise ValidationError(f"{what}: item {n} is not key=value ({env} takes whitespace-separated key=value pairs)")

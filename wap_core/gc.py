@@ -6,8 +6,9 @@ Per table, in this order:
    ``discard``, outcome ``expired``, the reason naming the TTL). Temporary rebase branches (names
    holding ``__rebase_``) and branches whose status is ``incomplete`` (a crashed ingest) are removed
    (outcome ``removed``) once older than ``grace``: younger ones may belong to a rebase or ingest
-   still running. A branch's age runs from its first commit after the fork, else from its creation in
-   the journal, else from its head snapshot. TTL: table property ``wap.branch-ttl`` or
+   still running. A branch's age runs from its first commit after the fork (a rebase replays the batch
+   as a new commit, so it restarts the clock), else from its creation in the journal, else from its
+   head snapshot. TTL: table property ``wap.branch-ttl`` or
    ``Settings.branch_ttl`` (``WAP_BRANCH_TTL``, default 14d).
 2. **Snapshots.** Snapshots older than the retention are expired with Iceberg's Spark procedure
    ``expire_snapshots``, which deletes the data, delete and manifest files no retained snapshot
@@ -424,7 +425,8 @@ def _gc_table(lh: Lakehouse, table: TableId, override: timedelta | None, dry_run
         data, deletes, manifests, size = _gone(before, _reachable(tbl, set(snapshots) - set(expire), cache))
         counts = {"data": data, "deletes": deletes, "manifests": manifests, "lists": len(expire), "bytes": size}
         if not dry_run:
-            counts = _expire(lh, table, plan, expire, retain_last, before, cache, user)
+            why = f"snapshot retention {format_duration(retention)} ({retention_source}): expired snapshots older than {_iso(cutoff_ms)}"
+            counts = _expire(lh, table, plan, expire, retain_last, before, cache, user, why)
     return TableGc(
         table=str(table), branch_ttl=format_duration(ttl), branch_ttl_source=ttl_source,
         snapshot_retention=format_duration(retention), retention_source=retention_source, older_than=_iso(cutoff_ms),
@@ -437,7 +439,7 @@ def _gc_table(lh: Lakehouse, table: TableId, override: timedelta | None, dry_run
 
 
 def _expire(lh: Lakehouse, table: TableId, plan: ExpiryPlan, expire: tuple[int, ...], retain_last: int,
-            before: _Reach, cache: dict[str, list[tuple[str, int, int]]], user: str) -> dict[str, int]:
+            before: _Reach, cache: dict[str, list[tuple[str, int, int]]], user: str, why: str) -> dict[str, int]:
     """Run Iceberg's expire_snapshots for exactly ``expire``; the counts it reports and the bytes that went."""
     older = datetime.fromtimestamp(plan.older_than_ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
     ids = ", ".join(f"{int(s)}L" for s in expire)
@@ -460,6 +462,6 @@ def _expire(lh: Lakehouse, table: TableId, plan: ExpiryPlan, expire: tuple[int, 
     }
     main_head = cat.ref_snapshot_id(tbl, MAIN)
     lh.journal.record(user=user, action="expire", table=str(table), snapshot_before=main_head, snapshot_after=main_head,
-                      outcome="expired", reason=f"snapshots older than {_iso(plan.older_than_ms)}",
+                      outcome="expired", reason=why,
                       details={"gc": True, "snapshot_ids": list(expire), "protected_forks": dict(plan.forks), **counts})
     return counts

@@ -1,13 +1,20 @@
 """Shared fixtures: ONE real SparkSession per test run, real Iceberg tables in temp dirs.
 
 Every lakehouse a test makes gets its own catalog name, so all of them can live on
-the one session (Spark binds a catalog name to one JDBC URI). ``postgres``: a real
-PostgreSQL 15 server per test module.
+the one session (Spark binds a catalog name to one JDBC URI).
+
+Backends: tests that build lakehouses through ``make_lakehouse`` / ``make_backend_settings`` are
+parametrized by ``backend``: ``local-sqlite`` (the default: Spark ``local[2]``, SQLite catalog) or
+``cluster-postgres`` (Spark standalone master + two workers, PostgreSQL catalog, one database per
+lakehouse, the warehouse on the shared directory). One pytest process has one SparkContext, so a run
+takes ONE backend (``--backend``); tests/test_cluster.py starts the cluster and runs the
+backend-parametrized modules again in a pytest subprocess with ``--backend cluster-postgres``.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import shutil
 import socket
@@ -20,12 +27,97 @@ from typing import Callable, Iterator
 import pytest
 
 from wap_core import Lakehouse, Settings
-from wap_core.spark import stop_spark
+from wap_core.spark import current_spark, stop_spark
 
 _counter = itertools.count(1)
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
+BACKENDS = ("local-sqlite", "cluster-postgres")
+PG_BIN = Path(os.environ.get("WAP_PG_BIN", "/usr/lib/postgresql/15/bin"))
+# Set by tests/test_cluster.py for its pytest subprocess:
+PG_URL_ENV = "WAP_TEST_POSTGRES_URL"  # reuse the parent's PostgreSQL server
+SHARED_ENV = "WAP_TEST_SHARED_STORAGE"  # the warehouses' root every cluster process can reach
+PROBE_ENV = "WAP_TEST_CLUSTER_PROBE"  # where the cluster run writes what its executors did
 
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--backend", choices=BACKENDS, default="local-sqlite",
+                     help="where backend-parametrized tests run (one SparkContext per process: one backend per run)")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" in metafunc.fixturenames:
+        metafunc.parametrize("backend", [metafunc.config.getoption("backend")], indirect=True, scope="session")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On the cluster backend only the backend-parametrized tests run (the others are local-only)."""
+    if config.getoption("backend") == "local-sqlite":
+        return
+    keep = [i for i in items if "backend" in getattr(getattr(i, "callspec", None), "params", {})]
+    config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+    items[:] = keep
+
+
+# ----- PostgreSQL -------------------------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _as_pg_user(cmd: list[str]) -> list[str]:
+    # initdb refuses to run as root: run the server as the 'postgres' system user.
+    if os.geteuid() == 0:
+        return ["runuser", "-u", "postgres", "--", *cmd]
+    return cmd
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[str]:
+    """A real PostgreSQL 15 (initdb + pg_ctl in a temp dir, free local port): the URL of database ``catalog``.
+
+    In the cluster subprocess, the parent's server is reused (``WAP_TEST_POSTGRES_URL``).
+    """
+    if os.environ.get(PG_URL_ENV):
+        yield os.environ[PG_URL_ENV]
+        return
+    if not (PG_BIN / "initdb").exists():
+        pytest.fail(f"PostgreSQL server binaries not found in {PG_BIN} (make test installs postgresql-15; or set WAP_PG_BIN)")
+    # not under pytest's tmp dir: that one is private to root, and the server runs as 'postgres'
+    base = Path(tempfile.mkdtemp(prefix="wap-pg-"))
+    data = base / "data"
+    if os.geteuid() == 0:
+        shutil.chown(base, "postgres", "postgres")
+    port = _free_port()
+    subprocess.run(_as_pg_user([str(PG_BIN / "initdb"), "-D", str(data), "-U", "wap", "--auth=trust", "-E", "UTF8"]), check=True, capture_output=True)
+    # max_connections: each lakehouse holds a small SQLAlchemy pool and each Spark catalog a JDBC pool
+    subprocess.run(_as_pg_user([str(PG_BIN / "pg_ctl"), "-D", str(data), "-o", f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c max_connections=300",
+                                "-l", str(base / "log"), "-w", "start"]), check=True, capture_output=True)
+    try:
+        subprocess.run([str(PG_BIN / "createdb") if (PG_BIN / "createdb").exists() else "createdb", "-h", "127.0.0.1", "-p", str(port), "-U", "wap", "catalog"],
+                       check=True, capture_output=True)
+        yield f"postgresql+psycopg2://wap@127.0.0.1:{port}/catalog"
+    finally:
+        subprocess.run(_as_pg_user([str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"]), capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def create_pg_database(url: str, name: str) -> str:
+    """CREATE DATABASE ``name`` on the server of ``url``; the URL of the new database."""
+    import sqlalchemy
+    from sqlalchemy.engine import make_url
+
+    admin = sqlalchemy.create_engine(make_url(url).set(database="postgres"), isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    finally:
+        admin.dispose()
+    return make_url(url).set(database=name).render_as_string(hide_password=False)
+
+
+# ----- backends -----------------------------------------------------------------------------------
 def make_settings(home: Path, checks: str | None = None, **kw: object) -> Settings:
     home.mkdir(parents=True, exist_ok=True)
     checks_path = home / "checks.yml"
@@ -36,20 +128,80 @@ def make_settings(home: Path, checks: str | None = None, **kw: object) -> Settin
                     catalog_name=f"t{next(_counter)}", shuffle_partitions=2, **kw)  # type: ignore[arg-type]
 
 
+class Backend:
+    """Builds the settings of a fresh lakehouse on one backend."""
+
+    def __init__(self, name: str, pg_url: str | None = None) -> None:
+        self.name = name
+        self.pg_url = pg_url
+
+    def settings(self, home: Path, checks: str | None = None, **kw: object) -> Settings:
+        if self.name == "local-sqlite":
+            return make_settings(home, checks, **kw)
+        assert self.pg_url is not None
+        n = next(_counter)
+        shared = Path(os.environ.get(SHARED_ENV) or home.parent)
+        spark = Settings.from_env(env={k: v for k, v in os.environ.items()
+                                       if k in ("WAP_SPARK_MASTER", "WAP_SPARK_CONF", "WAP_SPARK_DRIVER_MEMORY")}, home=home)
+        kw.setdefault("catalog_uri", create_pg_database(self.pg_url, f"lh_{os.getpid()}_{n}"))
+        kw.setdefault("warehouse", (shared / f"warehouse_{n}").resolve().as_uri())
+        return make_settings(home, checks, spark_master=spark.spark_master, spark_conf=spark.spark_conf,
+                             spark_driver_memory=spark.spark_driver_memory, **kw)
+
+
+@pytest.fixture(scope="session")
+def backend(request: pytest.FixtureRequest) -> Backend:
+    name = str(request.param)
+    if name == "cluster-postgres":
+        if not os.environ.get("WAP_SPARK_MASTER", "").startswith("spark://"):
+            pytest.fail("--backend cluster-postgres needs WAP_SPARK_MASTER=spark://... (tests/test_cluster.py sets it)")
+        return Backend(name, request.getfixturevalue("postgres"))
+    return Backend(name)
+
+
 @pytest.fixture(scope="session")
 def spark_session() -> Iterator[None]:
     yield None
     stop_spark()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def cluster_probe(request: pytest.FixtureRequest, spark_session: None) -> Iterator[None]:
+    """Cluster run only: at the end, record what the executors did (the parent test checks it)."""
+    yield
+    target = os.environ.get(PROBE_ENV)
+    spark = current_spark()
+    if request.config.getoption("backend") != "cluster-postgres" or not target or spark is None:
+        return
+    sc = spark.sparkContext
+    # each executor reports the Python it runs (the project's, from PYSPARK_PYTHON) through a Python task
+    pythons = sorted(set(sc.parallelize(range(4), 4).map(lambda _: __import__("sys").executable).collect()))
+    store = sc._jsc.sc().statusStore()  # type: ignore[union-attr]
+    summaries = store.executorList(True)
+    executors = []
+    for i in range(summaries.size()):
+        e = summaries.apply(i)
+        executors.append({"id": e.id(), "host_port": e.hostPort(), "completed_tasks": e.completedTasks()})
+    Path(target).write_text(json.dumps({
+        "master": sc.master, "app_id": sc.applicationId, "executors": executors, "pythons": pythons,
+        "driver_python": sys.executable,
+    }))
+
+
 @pytest.fixture
-def make_lakehouse(tmp_path: Path, spark_session: None) -> Callable[..., Lakehouse]:
-    """Factory: ``make_lakehouse(checks_yaml)`` -> a fresh, empty lakehouse in a temp dir."""
+def make_lakehouse(tmp_path: Path, spark_session: None, backend: Backend) -> Iterator[Callable[..., Lakehouse]]:
+    """Factory: ``make_lakehouse(checks_yaml)`` -> a fresh, empty lakehouse in a temp dir (on ``backend``)."""
+    made: list[Lakehouse] = []
 
     def factory(checks: str | None = None, name: str = "lh", **kw: object) -> Lakehouse:
-        return Lakehouse(make_settings(tmp_path / name, checks, **kw))
+        lh = Lakehouse(backend.settings(tmp_path / name, checks, **kw))
+        made.append(lh)
+        return lh
 
-    return factory
+    yield factory
+    for lh in made:  # give the catalog database connections back (PostgreSQL counts them)
+        if "catalog" in lh.__dict__:
+            lh.catalog.engine.dispose()
 
 
 @pytest.fixture(scope="session")

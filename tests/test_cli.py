@@ -27,6 +27,10 @@ def cli(make_lakehouse, monkeypatch, capsys):  # type: ignore[no-untyped-def]
     for k, v in {"WAP_HOME": str(s.home), "WAP_CHECKS": str(s.checks_file), "WAP_CATALOG_NAME": s.catalog_name,
                  "WAP_USER": "cli-user", "WAP_SHUFFLE_PARTITIONS": "2"}.items():
         monkeypatch.setenv(k, v)
+    if s.catalog_uri:  # the cluster-postgres backend
+        monkeypatch.setenv("WAP_CATALOG_URI", s.catalog_uri)
+    if s.warehouse:
+        monkeypatch.setenv("WAP_WAREHOUSE", s.warehouse)
 
     def run(*args: str) -> tuple[int, str, str]:
         capsys.readouterr()

@@ -57,12 +57,11 @@ demo.orders:
 
 
 @pytest.fixture(scope="module")
-def audited(tmp_path_factory: pytest.TempPathFactory, spark_session: None):  # type: ignore[no-untyped-def]
-    from conftest import make_settings
+def audited(tmp_path_factory: pytest.TempPathFactory, spark_session: None, backend):  # type: ignore[no-untyped-def]
     from wap_core import Lakehouse
 
     d = tmp_path_factory.mktemp("checks")
-    lh = Lakehouse(make_settings(d / "lh", SUITE))
+    lh = Lakehouse(backend.settings(d / "lh", SUITE))
     countries = TableId("demo", "countries")
     r = ingest(lh, countries, [write_csv(d / "countries.csv", ["code", "label"], COUNTRIES)], create=True)
     publish(lh, countries, r.branch)

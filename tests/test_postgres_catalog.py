@@ -1,7 +1,7 @@
 """The same core against a real PostgreSQL catalog (the production set-up), not SQLite.
 
 A PostgreSQL 15 server is started with initdb + pg_ctl in a temp dir on a free local port
-(the ``postgres`` fixture, in conftest.py).
+(the session-scoped ``postgres`` fixture in conftest.py).
 """
 
 from __future__ import annotations

@@ -27,7 +27,8 @@ def open_catalog(settings: Settings) -> SqlCatalog:
         settings.home.mkdir(parents=True, exist_ok=True)
     (settings.home / "warehouse").mkdir(parents=True, exist_ok=True) if settings.warehouse is None else None
     ensure_v1_catalog_tables(settings.sqlalchemy_uri)
-    catalog = SqlCatalog(settings.catalog_name, uri=settings.sqlalchemy_uri, warehouse=settings.warehouse_uri)
+    # catalog_properties: e.g. the object store's s3.* FileIO properties (the same names Spark's catalog gets)
+    catalog = SqlCatalog(settings.catalog_name, **dict(settings.catalog_properties), uri=settings.sqlalchemy_uri, warehouse=settings.warehouse_uri)
     if settings.is_sqlite:
         _sqlite_pragmas(catalog)
     return catalog

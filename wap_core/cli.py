@@ -92,6 +92,12 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--json", action="store_true", help="print a JSON list of row objects")
     q.add_argument("--limit", type=int, default=1000, help="at most N rows (1..10000, default 1000)")
 
+    g = sub.add_parser("gc", help="retention (admin): discard expired branches, remove leftovers, expire old snapshots")
+    g.add_argument("--older-than", metavar="DURATION", help="snapshot retention for this run, e.g. 14d, 36h, 0s "
+                   "(default: table property history.expire.max-snapshot-age-ms, else WAP_SNAPSHOT_RETENTION)")
+    g.add_argument("--dry-run", action="store_true", help="report what would happen and change nothing")
+    g.add_argument("--json", action="store_true")
+
     h = sub.add_parser("history", help="the journal")
     h.add_argument("table", nargs="?")
     h.add_argument("--json", action="store_true")
@@ -191,6 +197,12 @@ def _run(args: argparse.Namespace) -> int:
         if args.status:
             rows = [r for r in rows if r["status"] == args.status]
         _print_json(rows) if args.json else _table(rows, ["table", "branch", "status", "created", "rows_added", "main_moved"])
+        return EXIT_OK
+    if cmd == "gc":
+        from wap_core.gc import collect_garbage
+
+        gc = collect_garbage(lh, older_than=args.older_than, dry_run=args.dry_run)
+        _print_json(gc.to_dict()) if args.json else print("\n".join(gc.lines()))
         return EXIT_OK
     if cmd == "history":
         entries = lh.journal.history(str(TableId.parse(args.table)) if args.table else None, limit=args.limit)

@@ -12,6 +12,7 @@ import logging
 import os
 import re
 import threading
+import shlex
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -35,6 +36,10 @@ _ENV = {
     "jdbc_jars": "WAP_JDBC_JARS",
     "sample_rows": "WAP_SAMPLE_ROWS",
     "ingest_roots": "WAP_INGEST_ROOTS",
+    "spark_conf": "WAP_SPARK_CONF",
+    "catalog_properties": "WAP_CATALOG_PROPERTIES",
+    "branch_ttl": "WAP_BRANCH_TTL",
+    "snapshot_retention": "WAP_SNAPSHOT_RETENTION",
 }
 
 
@@ -63,14 +68,24 @@ class Settings:
     jdbc_jars: tuple[str, ...] = ()
     sample_rows: int = 5
     ingest_roots: tuple[Path, ...] = ()  # where confined (console) ingest may read; default ($WAP_HOME/landing,)
+    # extra Spark conf for a cluster ("spark.executor.memory=1g spark.driver.host=10.0.0.5"); applied last
+    spark_conf: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    # extra Iceberg catalog properties for BOTH PyIceberg and Spark's catalog (object store: s3.endpoint=...)
+    catalog_properties: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    branch_ttl: str = "14d"  # gc discards open branches older than this (per table: property wap.branch-ttl)
+    snapshot_retention: str = "30d"  # gc expires older snapshots (per table: history.expire.max-snapshot-age-ms)
 
     def __post_init__(self) -> None:
+        from wap_core.durations import parse_duration
+
         validate_identifier(self.catalog_name, "catalog name")
         if self.shuffle_partitions < 1:
             raise ValidationError("shuffle_partitions must be >= 1")
         for uri in (self.catalog_uri, self.catalog_jdbc_uri):
             if uri:
                 register_secrets_of(uri)
+        parse_duration(self.branch_ttl, "branch_ttl")
+        parse_duration(self.snapshot_retention, "snapshot_retention")
 
     # ----- derived values -------------------------------------------------
     @property
@@ -158,11 +173,59 @@ def _coerce(values: dict[str, Any]) -> dict[str, Any]:
         out["ingest_roots"] = tuple(Path(p) for p in out["ingest_roots"].split(os.pathsep) if p)
     elif out.get("ingest_roots") is not None:
         out["ingest_roots"] = tuple(Path(p) for p in out["ingest_roots"])
+    if "spark_conf" in out and out["spark_conf"] is not None:
+        out["spark_conf"] = parse_spark_conf(out["spark_conf"])
+    if "catalog_properties" in out and out["catalog_properties"] is not None:
+        out["catalog_properties"] = parse_catalog_properties(out["catalog_properties"])
     if isinstance(out.get("jdbc_jars"), str):
         out["jdbc_jars"] = tuple(p for p in out["jdbc_jars"].split(os.pathsep) if p)
     elif out.get("jdbc_jars") is not None:
         out["jdbc_jars"] = tuple(out["jdbc_jars"])
     return out
+
+
+def _pairs(value: Any, what: str, env: str) -> list[tuple[str, str]]:
+    """``"k=v k2=v2"`` (whitespace-separated, shell-style quotes for values with spaces: ``'k=a b'``, as in
+    the environment variable), a mapping (a TOML table) or pairs."""
+    if isinstance(value, str):
+        pairs: list[tuple[str, str]] = []
+        try:
+            items = shlex.split(value)
+        except ValueError as exc:  # unbalanced quotes; the text is not echoed: it may hold a secret
+            raise ValidationError(f"{what}: {exc} ({env} takes whitespace-separated key=value pairs)") from exc
+        for n, item in enumerate(items, 1):
+            key, sep, val = item.partition("=")
+            if not sep:  # the item is not echoed: it may be a secret
+                raise ValidationError(f"{what}: item {n} is not key=value ({env} takes whitespace-separated key=value pairs)")
+            pairs.append((key, val))
+        return pairs
+    if isinstance(value, Mapping):
+        return [(str(k), str(v)) for k, v in value.items()]
+    return [(str(k), str(v)) for k, v in value]
+
+
+def parse_spark_conf(value: Any) -> tuple[tuple[str, str], ...]:
+    """Extra Spark conf (WAP_SPARK_CONF or a ``[spark_conf]`` table). Keys must be ``spark.*`` property names."""
+    pairs = _pairs(value, "spark_conf", "WAP_SPARK_CONF")
+    for key, _ in pairs:
+        if not _SPARK_KEY.fullmatch(key):
+            raise ValidationError(f"spark_conf: {key!r} is not a Spark property name (spark.*)")
+    return tuple(pairs)
+
+
+def parse_catalog_properties(value: Any) -> tuple[tuple[str, str], ...]:
+    """Extra Iceberg catalog properties (WAP_CATALOG_PROPERTIES or a ``[catalog_properties]`` table)."""
+    pairs = _pairs(value, "catalog_properties", "WAP_CATALOG_PROPERTIES")
+    for key, _ in pairs:
+        if not _PROPERTY_KEY.fullmatch(key) or key.startswith("spark.") or key in _OWN_CATALOG_KEYS or key.startswith("jdbc."):
+            raise ValidationError(f"catalog_properties: {key!r} is not an Iceberg catalog property wap_core passes on "
+                                  f"(uri, warehouse, type and jdbc.* come from the other settings)")
+    return tuple(pairs)
+
+
+_SPARK_KEY = re.compile(r"spark\.[A-Za-z0-9_.\-]+")
+_PROPERTY_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]*")
+_OWN_CATALOG_KEYS = frozenset({"uri", "warehouse", "type", "catalog-impl", "cache-enabled"})
 
 
 def sqlalchemy_to_jdbc(uri: str) -> str:

@@ -160,7 +160,7 @@ batch_profiles_table = Table(
     Column("profile", Text, nullable=False),
 )
 
-ACTIONS = ("ingest", "audit", "publish", "rebase", "discard", "create")
+ACTIONS = ("ingest", "audit", "publish", "rebase", "discard", "create", "expire")
 INTENT_ACTIONS = ("ingest", "publish", "rebase", "discard")  # the actions that move a ref
 
 HEARTBEAT_SECONDS = 15.0  # an in-flight intent's heartbeat_at is refreshed this often

@@ -7,6 +7,7 @@ Branches are always addressed explicitly (``t.branch_x`` / ``VERSION AS OF``);
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -75,6 +76,8 @@ def catalog_conf(settings: Settings) -> dict[str, str]:
     if settings.is_sqlite:
         conf[f"{p}.jdbc.busy_timeout"] = "30000"
         conf[f"{p}.jdbc.journal_mode"] = "WAL"
+    for k, v in settings.catalog_properties:  # e.g. io-impl / s3.* for an object store (WAP_CATALOG_PROPERTIES)
+        conf[f"{p}.{k}"] = v
     return conf
 
 
@@ -109,8 +112,12 @@ def get_spark(settings: Settings) -> SparkSession:
 def _build(settings: Settings) -> SparkSession:
     from pyspark.sql import SparkSession
 
-    os.environ.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON", "python3"))
-    jars = ",".join([iceberg_jar(), *jdbc_jars(settings)])
+    # Python workers (driver-side and on executors) run this process's interpreter unless told otherwise:
+    # on a cluster the executors need the same Python (and pyspark) at the same path.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    extra = dict(settings.spark_conf)
+    # jars named in WAP_SPARK_CONF (e.g. iceberg-aws-bundle for S3) come on top of the Iceberg runtime and JDBC drivers
+    jars = ",".join([iceberg_jar(), *jdbc_jars(settings), *(j for j in extra.pop("spark.jars", "").split(",") if j)])
     builder = (
         SparkSession.builder.master(settings.spark_master)
         .appName("wap-console")
@@ -126,6 +133,8 @@ def _build(settings: Settings) -> SparkSession:
         .config("spark.scheduler.mode", "FAIR")
         .config("spark.ui.showConsoleProgress", "false")
     )
+    for k, v in extra.items():  # WAP_SPARK_CONF: cluster settings (executor memory, driver host, ...) win
+        builder = builder.config(k, v)
     for k, v in catalog_conf(settings).items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
@@ -135,6 +144,11 @@ def _build(settings: Settings) -> SparkSession:
 
 def spark_running() -> bool:
     return _session is not None
+
+
+def current_spark() -> SparkSession | None:
+    """The process-wide session if one was started (never starts one)."""
+    return _session
 
 
 def stop_spark() -> None:

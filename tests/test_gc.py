@@ -1,0 +1,184 @@
+"""Retention (``python -m wap_core gc``) on real Iceberg tables: what goes, what stays, what is reclaimed.
+
+Time is real: tiny TTLs through the table property (``wap.branch-ttl = 1s``) plus a short sleep, and
+``--older-than 0s`` for snapshots; no clock is mocked.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import timedelta
+from pathlib import Path
+from urllib.parse import urlparse
+
+from helpers import refs, write_csv
+
+from wap_core import TableId
+from wap_core import catalog as cat
+from wap_core.gc import collect_garbage, iceberg_would_remove
+from wap_core.ingest import ingest
+from wap_core.publish import discard, publish
+
+HEADER = ["id", "name"]
+SUITE = "demo.people:\n  checks:\n    - not_null: [name]\n"
+
+
+def _seed(lh, t: TableId, tmp_path: Path, rows=((1, "ann"), (2, "bob"))) -> int:  # type: ignore[no-untyped-def]
+    r = ingest(lh, t, [write_csv(tmp_path / f"{t.name}_seed.csv", HEADER, list(rows))], create=True)
+    publish(lh, t, r.branch)
+    return r.snapshot_id
+
+
+def _branch(lh, t: TableId, tmp_path: Path, name: str, rows) -> int:  # type: ignore[no-untyped-def]
+    return ingest(lh, t, [write_csv(tmp_path / f"{t.name}_{name}.csv", HEADER, list(rows))], branch=name).snapshot_id
+
+
+def _set(lh, t: TableId, **props: str) -> None:  # type: ignore[no-untyped-def]
+    with lh.table(t).transaction() as tx:
+        tx.set_properties({k.replace("_", "."): v for k, v in props.items()})
+
+
+def _files(lh, t: TableId, snapshot_id: int) -> set[str]:  # type: ignore[no-untyped-def]
+    return {f.file.file_path for f in lh.table(t).scan(snapshot_id=snapshot_id).plan_files()}
+
+
+def _local(path: str) -> Path:
+    return Path(urlparse(path).path if path.startswith("file:") else path)
+
+
+def _ids(lh, t: TableId, branch: str | None = None) -> set[int]:  # type: ignore[no-untyped-def]
+    return {r.id for r in lh.spark.table(lh.spark_name(t, branch)).select("id").collect()}
+
+
+def test_dry_run_changes_nothing_then_gc_expires_the_stale_branch_and_reclaims_its_files(make_lakehouse, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    lh = make_lakehouse(SUITE)
+    t = TableId("demo", "people")
+    _seed(lh, t, tmp_path)
+    stale = _branch(lh, t, tmp_path, "stale", [(10, "old"), (11, "older")])
+    _set(lh, t, **{"wap.branch-ttl": "1s"})  # per-table TTL (table property) instead of the 14d default
+    time.sleep(1.2)
+    fresh = _branch(lh, t, tmp_path, "next", [(3, "cy")])
+    publish(lh, t, "next")  # main moves on: the seed snapshot becomes history
+    stale_only = _files(lh, t, stale) - _files(lh, t, fresh)
+    assert stale_only and all(_local(p).is_file() for p in stale_only)
+    before = lh.table(t).metadata
+    location = lh.table(t).metadata_location
+    journal_before = len(lh.journal.history())
+
+    dry = collect_garbage(lh, older_than="0s", dry_run=True)
+    (plan,) = dry.tables
+    assert dry.dry_run and [b.branch for b in plan.expired_branches] == ["stale"] and not plan.expired_branches[0].done
+    assert plan.branch_ttl == "1s" and plan.branch_ttl_source == "wap.branch-ttl" and plan.retention_source == "--older-than"
+    assert stale in plan.expired_snapshot_ids and fresh not in plan.expired_snapshot_ids
+    assert plan.data_files_deleted == len(stale_only) and plan.bytes_reclaimed > 0
+    after_dry = lh.table(t).metadata
+    assert after_dry.refs == before.refs and after_dry.snapshots == before.snapshots  # nothing changed
+    assert lh.table(t).metadata_location == location and len(lh.journal.history()) == journal_before
+    assert all(_local(p).is_file() for p in stale_only)
+
+    res = collect_garbage(lh, older_than="0s")
+    (done,) = res.tables
+    assert [b.branch for b in done.expired_branches] == ["stale"] and done.expired_branches[0].done
+    assert "stale" not in refs(lh, t)
+    assert done.expired_snapshot_ids == plan.expired_snapshot_ids  # the dry run predicted exactly this
+    assert done.snapshots_expired == len(plan.expired_snapshot_ids) and done.manifest_lists_deleted == done.snapshots_expired
+    assert done.data_files_deleted == len(stale_only) and done.bytes_reclaimed == plan.bytes_reclaimed > 0
+    assert not any(_local(p).exists() for p in stale_only)  # reclaimed from disk
+    assert {s.snapshot_id for s in lh.table(t).metadata.snapshots} == {fresh}
+    assert _ids(lh, t) == {1, 2, 3}  # main readable and correct
+    entry = lh.journal.history("demo.people", action="discard")[0]
+    assert (entry.branch, entry.outcome, entry.snapshot_before) == ("stale", "expired", stale)
+    assert "branch TTL 1s (wap.branch-ttl)" in (entry.reason or "")
+    expire = lh.journal.history("demo.people", action="expire")[0]
+    assert expire.outcome == "expired" and set(expire.details["snapshot_ids"]) == set(done.expired_snapshot_ids)
+    again = collect_garbage(lh, older_than="0s")  # idempotent
+    assert again.tables[0].snapshots_expired == 0 and not again.tables[0].expired_branches
+
+
+def test_open_branches_keep_their_data_and_their_fork_while_main_history_expires(make_lakehouse, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    lh = make_lakehouse(SUITE)
+    t = TableId("demo", "people")
+    fork = _seed(lh, t, tmp_path)
+    head = _branch(lh, t, tmp_path, "open", [(20, "dee")])  # an open branch (default TTL 14d) forked at the seed
+    main1 = _branch(lh, t, tmp_path, "m1", [(3, "cy")])
+    publish(lh, t, "m1")
+    main2 = _branch(lh, t, tmp_path, "m2", [(4, "eve")])
+    publish(lh, t, "m2")  # main: fork -> main1 -> main2; the fork is history of main and the base of 'open'
+    tbl = lh.table(t)
+    snapshots = {s.snapshot_id: s for s in tbl.metadata.snapshots}
+    now_ms = int(time.time() * 1000) + 1
+    # Iceberg's own rule would expire the fork: it keeps a branch's ancestors only while younger than older_than
+    iceberg_alone, _ = iceberg_would_remove(snapshots, tbl.metadata.refs, tbl.properties, now_ms, 1, now_ms)
+    assert fork in iceberg_alone
+
+    res = collect_garbage(lh, older_than="0s")
+    (done,) = res.tables
+    assert [b.branch for b in done.kept_branches] == ["open"] and not done.expired_branches
+    assert done.protected_snapshot_ids == (fork,)
+    left = {s.snapshot_id for s in lh.table(t).metadata.snapshots}
+    assert {fork, head, main1, main2} <= left  # main kept contiguous down to the fork: lineage still finds it
+    lin = cat.lineage(lh.table(t), "open")
+    assert (lin.fork, lin.head, lin.main_moved) == (fork, head, True)
+    assert _ids(lh, t, "open") == {1, 2, 20}  # the open branch's data survives (Spark read of the branch)
+    assert _ids(lh, t) == {1, 2, 3, 4}
+
+
+def test_young_kept_temp_and_incomplete_leftovers_removed_and_per_table_retention(make_lakehouse, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    lh = make_lakehouse(SUITE)
+    t = TableId("demo", "people")
+    seed = _seed(lh, t, tmp_path)
+    _branch(lh, t, tmp_path, "young", [(5, "fay")])
+    lh.table(t).manage_snapshots().create_branch(seed, "young__rebase_0123abcd").commit()  # a crashed rebase's leftover
+    # the default grace keeps a temp branch a rebase may still be using; without grace it goes
+    kept = collect_garbage(lh, dry_run=True).tables[0]
+    assert {b.branch for b in kept.kept_branches} == {"young", "young__rebase_0123abcd"}
+    res = collect_garbage(lh, grace=timedelta(0)).tables[0]
+    assert [b.branch for b in res.removed_branches] == ["young__rebase_0123abcd"] and res.removed_branches[0].kind == "temp"
+    assert [b.branch for b in res.kept_branches] == ["young"] and res.branch_ttl == "14d" and res.branch_ttl_source == "settings"
+    assert set(refs(lh, t)) == {"main", "young"}
+    entry = lh.journal.history("demo.people", action="discard")[0]
+    assert (entry.branch, entry.outcome) == ("young__rebase_0123abcd", "removed")
+    assert res.retention_source == "settings" and res.snapshot_retention == "30d" and res.snapshots_expired == 0
+    # Iceberg's retention property is the per-table override; --older-than overrides it for one run
+    _branch(lh, t, tmp_path, "m1", [(6, "gus")])
+    publish(lh, t, "m1")
+    junk = _branch(lh, t, tmp_path, "junk", [(8, "ivy")])
+    discard(lh, t, "junk", reason="not wanted")  # its snapshot is history now, kept only by the retention
+    _set(lh, t, **{"history.expire.max-snapshot-age-ms": "1"})
+    time.sleep(0.05)
+    by_prop = collect_garbage(lh, dry_run=True).tables[0]
+    assert by_prop.retention_source == "history.expire.max-snapshot-age-ms"
+    assert junk in by_prop.expired_snapshot_ids and seed not in by_prop.expired_snapshot_ids  # the seed is young's fork
+    assert collect_garbage(lh, dry_run=True, older_than="30d").tables[0].snapshots_expired == 0
+
+
+def test_cli_gc_exit_codes_json_keys_and_text(make_lakehouse, tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    from wap_core.cli import main
+
+    lh = make_lakehouse(SUITE)
+    t = TableId("demo", "people")
+    _seed(lh, t, tmp_path)
+    _branch(lh, t, tmp_path, "stale", [(7, "hal")])
+    _set(lh, t, **{"wap.branch-ttl": "1s"})
+    time.sleep(1.2)
+    for k, v in {"WAP_HOME": str(lh.settings.home), "WAP_CHECKS": str(lh.settings.checks_file),
+                 "WAP_CATALOG_NAME": lh.settings.catalog_name, "WAP_USER": "admin"}.items():
+        monkeypatch.setenv(k, v)
+    capsys.readouterr()
+    assert main(["gc", "--dry-run", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {"dry_run", "older_than_override", "tables", "totals"} and out["dry_run"] is True
+    (table,) = out["tables"]
+    assert {"table", "expired_branches", "removed_branches", "kept_branches", "snapshots_expired", "data_files_deleted",
+            "delete_files_deleted", "manifest_files_deleted", "manifest_lists_deleted", "bytes_reclaimed",
+            "protected_snapshot_ids", "expired_snapshot_ids", "older_than", "branch_ttl", "snapshot_retention", "skipped"} <= set(table)
+    assert table["table"] == "demo.people" and [b["branch"] for b in table["expired_branches"]] == ["stale"]
+    assert "stale" in refs(lh, t)
+    assert main(["gc", "--older-than", "0s"]) == 0
+    text = capsys.readouterr().out
+    assert "stale: discarded: expired" in text and "total: 1 branch(es) expired" in text
+    assert "stale" not in refs(lh, t)
+    assert lh.journal.history("demo.people", action="discard")[0].user == "admin"
+    assert main(["gc", "--older-than", "soon"]) == 2
+    assert "invalid --older-than 'soon'" in capsys.readouterr().err

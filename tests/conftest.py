@@ -251,3 +251,13 @@ def postgres() -> Iterator[str]:
     finally:
         subprocess.run(_as_pg_user([str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"]), capture_output=True)
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_console_caches() -> Iterator[None]:
+    """The console's st.cache_data entries are per process, not per lakehouse: clear them between tests."""
+    if "streamlit" in sys.modules:
+        import streamlit as st
+
+        st.cache_data.clear()
+    yield

@@ -159,7 +159,7 @@ def lake(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Lakeh
     home = tmp_path_factory.mktemp("access")
     (home / "checks.yml").write_text(SUITE)
     settings = Settings(home=home, checks_path=home / "checks.yml", access_path=home / "roles" / "access.yml", user="seeder",
-                        catalog_name=f"acc{next(_names)}", shuffle_partitions=2)
+                        catalog_name=f"acc{next(_names)}", shuffle_partitions=2, ingest_roots=(home,))
     lh = Lakehouse(settings)
     src = home / "src"
     first = ingest(lh, T, [write_csv(src / "first.csv", HEADER, [(1, "ann"), (2, "bob")])], create=True, branch="first")

@@ -368,7 +368,8 @@ def _gc_table(lh: Lakehouse, table: TableId, override: timedelta | None, dry_run
     removed: list[BranchGc] = []
     kept: list[BranchGc] = []
     infos = {b.branch: b for b in list_branches(lh, table)}
-    for name in cat.branch_names(tbl):
+    # every branch but main, rebase temp branches included (cat.branch_names hides those)
+    for name in sorted(n for n, r in tbl.metadata.refs.items() if _is_branch(r) and n != MAIN):
         info = infos.get(name)
         created = datetime.fromisoformat(info.created) if info is not None and info.created else None
         age = timedelta(milliseconds=max(0, now_ms - _age_ms(tbl, name, created)))

@@ -381,7 +381,7 @@ def test_console_core_refuses_when_a_page_calls_anyway(console: Lakehouse) -> No
 
         from pages import _common as ui
         from wap_core import TableId
-        from wap_core.publish import publish
+        from wap_core.publish import discard, publish  # noqa: F811 - AppTest runs this function from its source alone
 
         lh = ui.lakehouse()
         if st.button("Discard anyway"):

@@ -12,6 +12,7 @@ import io
 import itertools
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -34,7 +35,7 @@ from wap_core.access import (
 from wap_core.cli import main
 from wap_core.exceptions import AccessDeniedError, AccessFileError, RefusedError
 from wap_core.ingest import ingest
-from wap_core.publish import discard, publish
+from wap_core.publish import publish
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 T = TableId("demo", "people")
@@ -336,7 +337,8 @@ def _buttons(at: AppTest) -> dict[str, Any]:
 
 
 def _texts(elements: Any) -> str:
-    return "\n".join(str(e.value) for e in elements)
+    """The elements' Markdown bodies as read on screen: the console escapes user text (``ann\\@corp\\.test``)."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", "\n".join(str(e.value) for e in elements))
 
 
 def _plain(md: str | None) -> str:

@@ -86,14 +86,14 @@ can = {p: ui.may(lh, user, p) for p in (Permission.AUDIT, Permission.PUBLISH, Pe
 
 def _help(permission: Permission, default: str) -> str:
     d = can[permission]
-    return ui.md(default if d.allowed else d.message)
+    return default if d.allowed else ui.md(d.message)
 
 
 a1, a2, a3, a4 = st.columns(4)
 rerun_audit = a1.button("Re-run audit", icon=":material/replay:", width="stretch", disabled=not can[Permission.AUDIT].allowed,
                         help=_help(Permission.AUDIT, "Evaluate the table's checks on the branch head again"))
 if a2.button("Publish", icon=":material/publish:", type="primary", disabled=not (ready.allowed and can[Permission.PUBLISH].allowed),
-             width="stretch", help=_help(Permission.PUBLISH, ready.message if not ready.allowed else "Fast-forward main to this branch")):
+             width="stretch", help=_help(Permission.PUBLISH, ui.md(ready.message) if not ready.allowed else "Fast-forward main to this branch")):
     _open("publish", force=False)
 if a3.button("Discard", icon=":material/delete:", width="stretch", disabled=not can[Permission.DISCARD].allowed,
              help=_help(Permission.DISCARD, "Drop the branch; main is untouched")):

@@ -13,7 +13,6 @@ from __future__ import annotations
 import csv
 import glob
 import io
-import json
 import os
 import time
 import uuid
@@ -27,6 +26,7 @@ from wap_core.audit import AuditResult, run_audit
 from wap_core.checks import Suite, observed_metrics, suite_for
 from wap_core.exceptions import NotFoundError, SchemaMismatchError, SourceError, ValidationError, WapError
 from wap_core.identifiers import TableId, validate_branch
+from wap_core.samples import sample_json
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -467,7 +467,7 @@ def _ingest(lh: Lakehouse, table: TableId, files: list[str], fmt: str, branch: s
         "wap.branch": branch,
         "wap.user": user,
         "wap.malformed-rows": str(prepared.malformed),
-        "wap.malformed-sample": json.dumps(prepared.sample, default=str)[:8000],
+        "wap.malformed-sample": sample_json(prepared.sample),  # trimmed before serialising: always valid JSON
     }
     try:
         metrics = _write(lh, prepared.df, lh.spark_name(table, branch), props, suite)

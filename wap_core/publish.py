@@ -9,7 +9,6 @@ nothing is half-applied and no write is lost. No data file is written.
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from dataclasses import asdict, dataclass
@@ -23,6 +22,7 @@ from wap_core.audit import batch_frame, latest_audit
 from wap_core.exceptions import ConflictError, NotFoundError, RefusedError, ValidationError
 from wap_core.identifiers import MAIN, TableId, validate_branch
 from wap_core.ingest import remove_branch_quietly, with_commit_retry
+from wap_core.samples import load_sample, sample_json
 
 if TYPE_CHECKING:
     from wap_core.lakehouse import Lakehouse
@@ -228,9 +228,9 @@ def rebase(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = Non
             if (val := cat.summary_get(s, key)) is not None:
                 props[key] = val
         malformed += int(cat.summary_get(s, "wap.malformed-rows") or 0)
-        samples += json.loads(cat.summary_get(s, "wap.malformed-sample") or "[]")
+        samples += load_sample(cat.summary_get(s, "wap.malformed-sample"))
     props["wap.malformed-rows"] = str(malformed)
-    props["wap.malformed-sample"] = json.dumps(samples[:10])[:8000]
+    props["wap.malformed-sample"] = sample_json(samples)
     tbl.manage_snapshots().create_branch(main_head, tmp).commit()
     try:
         batch = batch_frame(lh, table, lin)

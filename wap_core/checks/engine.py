@@ -1,0 +1,266 @@
+"""Evaluation: every check's aggregates in ONE Spark query over the batch, then pure-Python verdicts.
+
+1. Each check's measurement is looked up in the result cache by (table, batch head, fingerprint);
+   only the checks without one are measured.
+2. The pass: every aggregate of those checks (keyed ``<check name>::<local name>``) and the row
+   count in one query. When checks need duplicate statistics of a key (``unique``), the same query
+   groups the batch by the key(s), and the plain aggregates ride along as ``DataFrame.observe``
+   metrics of that query: still one scan of the batch. Aggregates observed while ingest wrote the
+   batch (``precomputed``) are not computed again.
+3. Look-ups beyond the pass (main, other tables), then one job sampling every failing row check.
+4. Measurements are stored; verdicts (:meth:`CheckSpec.judge`) never run Spark, so a threshold
+   change is judged from the cache.
+
+A broken check (unknown column, bad SQL, a runtime error) is an ``error`` result; when the pass
+fails, the checks are measured one by one to find it, and the others still run.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence
+
+from wap_core.checks.base import CheckResult, CheckSpec, MainContext, Measurement, jsonable, row_dict, short_error
+from wap_core.identifiers import quote_column
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+    from wap_core.checks.parsing import Suite
+
+log = logging.getLogger(__name__)
+
+SEP = "::"
+ROWS = "_rows"
+
+
+class MeasurementCache(Protocol):
+    """Where measurements of one batch head are kept (see :class:`wap_core.checks.store.ResultCache`)."""
+
+    def load(self, fingerprints: Sequence[str]) -> dict[str, Measurement]: ...
+
+    def save(self, measurements: Mapping[str, Measurement]) -> None: ...
+
+
+@dataclass
+class Evaluation:
+    results: list[CheckResult]
+    rows: int
+    measurements: dict[str, Measurement] = field(default_factory=dict)  # by check name
+    measured: list[str] = field(default_factory=list)  # names measured now (the others came from the cache)
+
+
+def metric_name(check: str, local: str) -> str:
+    return f"{check}{SEP}{local}"
+
+
+def _alias(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _named(aggs: Mapping[str, str]) -> list[str]:
+    return [f"{text} AS {_alias(name)}" for name, text in aggs.items()]
+
+
+def suite_aggregates(checks: Sequence[CheckSpec], ctx: MainContext | None) -> dict[str, str]:
+    """The plain aggregates of ``checks`` keyed by check name, plus the row count."""
+    out = {ROWS: "count(1)"}
+    for spec in checks:
+        out.update({metric_name(spec.name, k): v for k, v in spec.aggregates(ctx).items()})  # type: ignore[arg-type]
+    return out
+
+
+def observed_metrics(suite: Suite) -> list[Column]:
+    """The suite's aggregates in a form ``DataFrame.observe`` can collect while the batch is written.
+
+    Keyed by check name (``<check>::<local>``, and ``_rows``). Checks whose aggregates depend on
+    stored state (``drift``) are left to the audit. Raises when any check cannot be built; callers
+    then audit the written batch with its own pass.
+    """
+    from pyspark.sql import functions as F
+
+    return [F.expr(t) for t in _named(suite_aggregates(suite.checks, None))]
+
+
+def _run(batch: DataFrame, plain: Mapping[str, str], keys: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:
+    """One Spark query: ``plain`` aggregates and, per check in ``keys``, ``dup_rows``/``dup_keys``."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    if not keys:
+        return batch.selectExpr(*_named(plain)).collect()[0].asDict() if plain else {}
+    obs = Observation(f"wap_checks_{uuid.uuid4().hex}") if plain else None
+    src = batch.observe(obs, *[F.expr(t) for t in _named(plain)]) if obs is not None else batch
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for name, cols in keys.items():
+        groups.setdefault(tuple(cols), []).append(name)
+    n = F.col("__n")
+    if len(groups) == 1:
+        (cols,) = groups
+        counted = src.groupBy(*[F.col(quote_column(c)) for c in cols]).agg(F.count(F.lit(1)).alias("__n"))
+        stats = [F.sum(F.when(n > 1, n)).alias("r0"), F.count(F.when(n > 1, n)).alias("k0")]
+    else:
+        # one grouping per key: explode each row into one struct per key (other keys NULL) and count
+        types = {c: batch.schema[c].dataType for cols in groups for c in cols}
+        slots = [(g, j, c) for g, cols in enumerate(groups) for j, c in enumerate(cols)]
+        structs = [
+            F.struct(F.lit(g).alias("__g"), *[
+                (F.col(quote_column(c)) if sg == g else F.lit(None).cast(types[c])).alias(f"__k{sg}_{j}") for sg, j, c in slots
+            ])
+            for g in range(len(groups))
+        ]
+        exploded = src.select(F.explode(F.array(*structs)).alias("__s")).select("__s.*")
+        counted = exploded.groupBy(*exploded.columns).agg(F.count(F.lit(1)).alias("__n"))
+        g_ = F.col("__g")
+        stats = [a for g in range(len(groups)) for a in (
+            F.sum(F.when((g_ == g) & (n > 1), n)).alias(f"r{g}"), F.count(F.when((g_ == g) & (n > 1), n)).alias(f"k{g}"))]
+    row = counted.agg(*stats).collect()[0]
+    values: dict[str, Any] = dict(obs.get) if obs is not None else {}
+    for g, names in enumerate(groups.values()):
+        for name in names:
+            values[metric_name(name, "dup_rows")] = int(row[f"r{g}"] or 0)
+            values[metric_name(name, "dup_keys")] = int(row[f"k{g}"] or 0)
+    return values
+
+
+def _measure_pass(
+    batch: DataFrame,
+    aggs: dict[str, dict[str, str]],
+    keys: dict[str, tuple[str, ...]],
+    precomputed: Mapping[str, Any] | None,
+    errors: dict[str, BaseException],
+) -> dict[str, Any]:
+    plain = {ROWS: "count(1)"}
+    for name, texts in aggs.items():
+        plain.update({metric_name(name, k): v for k, v in texts.items()})
+    values: dict[str, Any] = {}
+    if precomputed is not None and ROWS in precomputed:
+        values = {k: v for k, v in precomputed.items() if k in plain}
+        plain = {k: v for k, v in plain.items() if k not in values}
+    if not plain and not keys:
+        return values
+    try:
+        values.update(_run(batch, plain, keys))
+        return values
+    except Exception as exc:  # noqa: BLE001 - isolate the broken check(s) below
+        log.info("the one pass failed (%s); measuring the checks one by one to find the broken one", short_error(exc))
+    if ROWS in plain:
+        values.update(_run(batch, {ROWS: plain[ROWS]}, {}))
+    for name in dict.fromkeys([*aggs, *keys]):
+        mine = {k: v for k, v in plain.items() if k.startswith(name + SEP) and k[: len(name)] == name}
+        try:
+            values.update(_run(batch, mine, {name: keys[name]} if name in keys else {}))
+        except Exception as exc:  # noqa: BLE001 - a broken check is a result, not a crash
+            errors[name] = exc
+    return values
+
+
+def evaluate(
+    batch: DataFrame,
+    suite: Suite,
+    ctx: MainContext,
+    sample_rows: int = 5,
+    precomputed: Mapping[str, Any] | None = None,
+    cache: MeasurementCache | None = None,
+) -> Evaluation:
+    """Evaluate ``suite`` on the new rows ``batch``. Never raises for a broken check.
+
+    ``precomputed`` holds aggregates observed while exactly these rows were written (see
+    :func:`observed_metrics`); ``cache`` the stored measurements of this batch head.
+    """
+    specs = list(suite.checks)
+    errors: dict[str, BaseException] = {}
+    fingerprints: dict[str, str] = {}
+    for spec in specs:
+        try:
+            fingerprints[spec.name] = spec.fingerprint(ctx)
+        except Exception as exc:  # noqa: BLE001 - a broken check is a result, not a crash
+            errors[spec.name] = exc
+    cached: dict[str, Measurement] = {}
+    if cache is not None and fingerprints:
+        cached = cache.load(list(fingerprints.values()))
+    measurements: dict[str, Measurement] = {}
+    todo: list[CheckSpec] = []
+    for spec in specs:
+        if spec.name in errors:
+            continue
+        fp = fingerprints[spec.name]
+        if fp in cached:
+            measurements[spec.name] = cached[fp]
+        else:
+            todo.append(spec)
+
+    # 1. what the pass must compute (SQL text only; no Spark work yet)
+    aggs: dict[str, dict[str, str]] = {}
+    keys: dict[str, tuple[str, ...]] = {}
+    for spec in todo:
+        try:
+            aggs[spec.name] = spec.aggregates(ctx)
+            k = spec.key_columns()
+            if k:
+                keys[spec.name] = tuple(k)
+        except Exception as exc:  # noqa: BLE001
+            errors[spec.name] = exc
+    todo = [s for s in todo if s.name not in errors]
+
+    # 2. the one pass (also when everything is cached but nothing tells the row count)
+    rows: int | None = next((int(m[ROWS]) for m in measurements.values() if m.get(ROWS) is not None), None)
+    values: dict[str, Any] = {}
+    if todo or rows is None:
+        values = _measure_pass(batch, {n: a for n, a in aggs.items() if a}, keys, precomputed, errors)
+        rows = int(values.get(ROWS) or 0)
+    todo = [s for s in todo if s.name not in errors]
+
+    # 3. each check's own look-ups
+    fresh: dict[str, Measurement] = {}
+    for spec in todo:
+        prefix = spec.name + SEP
+        m: Measurement = {k[len(prefix):]: v for k, v in values.items() if k.startswith(prefix)}
+        m[ROWS] = rows
+        try:
+            fresh[spec.name] = spec.measure_more(m, batch, ctx)
+        except Exception as exc:  # noqa: BLE001
+            errors[spec.name] = exc
+
+    # 4. samples of failing rows: one job for every failing row-level check
+    failing = [s for s in todo if s.name in fresh and s.row_level and int(fresh[s.name].get("fail") or 0) > 0
+               and "sample" not in fresh[s.name]]
+    if failing and sample_rows > 0:
+        _sample(batch, failing, fresh, sample_rows)
+    for name, m in fresh.items():
+        measurements[name] = jsonable(m)
+    if cache is not None and fresh:
+        cache.save({fingerprints[n]: measurements[n] for n in fresh})
+
+    # 5. verdicts: pure Python
+    results: list[CheckResult] = []
+    for spec in specs:
+        if spec.name in errors:
+            log.info("check %s is broken: %s", spec.name, short_error(errors[spec.name]))
+            results.append(spec.error(errors[spec.name]))
+            continue
+        try:
+            results.append(spec.judge(measurements[spec.name], ctx))
+        except Exception as exc:  # noqa: BLE001 - a broken check is a result, not a crash
+            log.warning("check %s could not be judged: %s", spec.name, short_error(exc))
+            results.append(spec.error(exc))
+    return Evaluation(results, rows or 0, measurements, list(fresh))
+
+
+def _sample(batch: DataFrame, checks: list[CheckSpec], fresh: dict[str, Measurement], n: int) -> None:
+    from pyspark.sql import functions as F
+
+    for spec in checks:
+        fresh[spec.name]["sample"] = []
+    try:
+        parts = [batch.where(F.expr(str(s.fail_sql()))).limit(n).withColumn("__check", F.lit(s.name)) for s in checks]
+        union = parts[0]
+        for p in parts[1:]:
+            union = union.unionByName(p)
+        for row in union.collect():
+            d = row_dict(row)
+            fresh[str(d.pop("__check"))]["sample"].append(d)
+    except Exception as exc:  # noqa: BLE001 - samples are diagnostics; the verdicts stand
+        log.warning("could not sample the failing rows: %s", short_error(exc))

@@ -250,17 +250,30 @@ def evaluate(
 
 
 def _sample(batch: DataFrame, checks: list[CheckSpec], fresh: dict[str, Measurement], n: int) -> None:
+    """Up to ``n`` failing rows per check: one filtered read of the batch with a flag per check (no
+    shuffle); only checks it left short are sampled again, each with its own small query."""
     from pyspark.sql import functions as F
 
     for spec in checks:
         fresh[spec.name]["sample"] = []
+    flags = {f"__fail{i}": spec for i, spec in enumerate(checks)}
     try:
-        parts = [batch.where(F.expr(str(s.fail_sql()))).limit(n).withColumn("__check", F.lit(s.name)) for s in checks]
-        union = parts[0]
-        for p in parts[1:]:
-            union = union.unionByName(p)
-        for row in union.collect():
+        conds = {f: F.coalesce(F.expr(str(spec.fail_sql())), F.lit(False)) for f, spec in flags.items()}
+        any_fail = F.lit(False)
+        for c in conds.values():
+            any_fail = any_fail | c
+        cols = [F.col(quote_column(c)) for c in batch.columns]
+        rows = batch.where(any_fail).select(*cols, *[c.alias(f) for f, c in conds.items()]).limit(min(1000, 4 * n * len(checks))).collect()
+        for row in rows:
             d = row_dict(row)
-            fresh[str(d.pop("__check"))]["sample"].append(d)
+            hits = [f for f in flags if d.pop(f)]
+            for f in hits:
+                sample = fresh[flags[f].name]["sample"]
+                if len(sample) < n:
+                    sample.append(dict(d))
+        for spec in checks:
+            short = fresh[spec.name]["sample"]
+            if len(short) < min(n, int(fresh[spec.name].get("fail") or 0)):
+                fresh[spec.name]["sample"] = [row_dict(r) for r in batch.where(F.expr(str(spec.fail_sql()))).limit(n).collect()]
     except Exception as exc:  # noqa: BLE001 - samples are diagnostics; the verdicts stand
         log.warning("could not sample the failing rows: %s", short_error(exc))

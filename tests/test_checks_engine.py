@@ -107,7 +107,7 @@ def test_unique_counts_rows_sharing_a_key_exactly(batch) -> None:  # type: ignor
     a = run_audit(lh, t, "b", suite=suite(t, ["unique: [id]", "unique: {name: pair, columns: [id, k2]}"]), use_cache=False)
     by = {c.name: c for c in a.checks}
     # id 7: three rows, id 9: two rows; id 1000 is main's only row (not in the batch)
-    assert by["unique(id)"].observed == {"duplicate_rows_in_batch": 5, "rows_already_in_main": 0}
+    assert by["unique(id)"].observed == {"duplicate_rows_in_batch": 5, "duplicate_keys_in_batch": 2, "rows_already_in_main": 0}
     assert by["unique(id)"].failing_rows == 5
     # (7, 1) occurs twice (ROWS has id 7 with k2 = 7 % 3 = 1, plus (7, 1, "x")); (9, 0) twice
     assert by["pair"].failing_rows == 4

@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export WAP_HOME ?= $(CURDIR)/lakehouse
 PORT ?= 8501
 
-.PHONY: setup system-deps test-deps run demo test bench clean-lakehouse
+.PHONY: setup system-deps test-deps run demo test bench bench-peers clean-lakehouse
 
 setup: system-deps $(STAMP)
 
@@ -38,7 +38,18 @@ run: demo
 test: setup test-deps
 	$(PY) -m pytest -q -ra
 
-bench: setup
+# The check engine's peers (Great Expectations, Soda Core) pin conflicting dependencies: each gets its
+# own venv under bench/.work from its pinned requirements (same PySpark as ours), run as a subprocess.
+BENCH_WORK := bench/.work
+bench-peers: $(BENCH_WORK)/venv-gx/.installed $(BENCH_WORK)/venv-soda/.installed
+
+$(BENCH_WORK)/venv-%/.installed: bench/requirements-%.txt
+	$(PYTHON) -m venv $(BENCH_WORK)/venv-$*
+	$(BENCH_WORK)/venv-$*/bin/python -m pip install -q --upgrade pip
+	$(BENCH_WORK)/venv-$*/bin/python -m pip install -q -r $<
+	touch $@
+
+bench: setup bench-peers
 	$(PY) -m pip install -q -r bench/requirements.txt
 	$(PY) -m bench.run $(BENCH_ARGS)
 

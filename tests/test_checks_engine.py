@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
-
 from helpers import write_csv
+
 from wap_core import TableId
 from wap_core.audit import run_audit
 from wap_core.checks import AVAILABLE_CHECKS, parse_checks, yaml_types
@@ -55,6 +56,7 @@ def jobs(lh: Any, fn: Callable[[], Any]) -> tuple[int, Any]:
 @pytest.fixture(scope="module")
 def batch(tmp_path_factory: pytest.TempPathFactory, spark_session: None):  # type: ignore[no-untyped-def]
     from conftest import make_settings
+
     from wap_core import Lakehouse
 
     d = tmp_path_factory.mktemp("engine")
@@ -72,7 +74,7 @@ def test_ten_row_checks_cost_the_jobs_of_one(batch) -> None:  # type: ignore[no-
     one, ten = suite(t, TEN[:1]), suite(t, TEN)
     run_audit(lh, t, "b", suite=ten, use_cache=False)  # warm-up
     # failing rows are sampled by one more job whatever their number; compare like with like
-    n1, a1 = jobs(lh, lambda: run_audit(lh, t, "b", suite=one, use_cache=False))
+    n1, _ = jobs(lh, lambda: run_audit(lh, t, "b", suite=one, use_cache=False))
     n10, a10 = jobs(lh, lambda: run_audit(lh, t, "b", suite=ten, use_cache=False))
     assert len([c for c in a10.checks if c.type != "malformed_rows"]) == 10
     assert n10 == n1, (n1, n10)
@@ -118,7 +120,7 @@ def test_a_threshold_change_is_judged_from_the_cache_without_spark(batch) -> Non
     lh, t = batch
     lines = [*TEN, "unique: [id]", "row_count: {min: 1}"]
     first = run_audit(lh, t, "b", suite=suite(t, lines), use_cache=False)
-    n_fresh, fresh = jobs(lh, lambda: run_audit(lh, t, "b", suite=suite(t, lines)))  # fills the cache
+    _, fresh = jobs(lh, lambda: run_audit(lh, t, "b", suite=suite(t, lines)))  # fills the cache
     assert [c.to_dict() for c in fresh.checks] == [c.to_dict() for c in first.checks]
     changed = [ln.replace("not_null: [name]", "not_null: {column: name, max_failing_rows: 10}") for ln in lines]
     changed[-1] = "row_count: {min: 100}"
@@ -148,3 +150,25 @@ def test_the_registry_lists_every_type_and_each_parses(tmp_path: Path) -> None:
     assert (a.name, a.line, a.args["max_z"], a.args["window"]) == ("anomaly(null_pct(dep_time))", 3, 4.0, 30)
     assert (rc.name, rc.args["window"], rc.columns) == ("anomaly(row_count)", 10, ())
     assert (d.name, d.args["warn_at"], d.args["fail_at"]) == ("drift(distance)", 0.1, 0.25)
+
+
+@pytest.mark.parametrize(
+    ("item", "fragment"),
+    [
+        ("anomaly: {metric: median, column: a}", "metric must be one of row_count, null_pct, distinct, mean"),
+        ("anomaly: {metric: null_pct}", "name the column(s)"),
+        ("anomaly: {metric: row_count, column: a}", "row_count takes no column"),
+        ("anomaly: {metric: mean, column: a, threshold: -1}", "threshold must be a number >= 0"),
+        ("anomaly: {metric: mean, column: a, min_history: 10, window: 5}", "smaller than min_history"),
+        ("anomaly: {metric: mean, column: a, window: 5, history: 6}", "window or history"),
+        ("drift: {column: a, warn: 0.3, fail: 0.2}", "warn is greater than fail"),
+        ("drift: {columns: [a, b]}", "give exactly one column"),
+        ("malformed_rows: {}", "unknown check type 'malformed_rows'"),
+    ],
+)
+def test_new_types_reject_bad_arguments_with_file_and_line(item: str, fragment: str) -> None:
+    from wap_core.exceptions import ChecksFileError
+
+    with pytest.raises(ChecksFileError) as info:
+        parse_checks(f"demo.t:\n  checks:\n    - row_count: {{min: 1}}\n    - {item}\n", "suite.yml")
+    assert info.value.line == 4 and fragment in str(info.value), str(info.value)

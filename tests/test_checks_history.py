@@ -20,12 +20,12 @@ from wap_core.publish import publish
 
 T = TableId("demo", "daily")
 COLUMNS = ["year", "month", "day", "dep_time", "carrier", "flight", "origin", "dest", "distance"]
-HISTORY = [(1, d) for d in range(14, 32)] + [(2, d) for d in range(1, 8)]  # Jan 14 - Feb 7: 25 published days
+HISTORY = [(1, d) for d in range(24, 32)] + [(2, d) for d in range(1, 8)]  # Jan 24 - Feb 7: 15 published days
 SUITE = """\
 demo.daily:
   checks:
     - anomaly: {metric: null_pct, column: dep_time, min_history: 5, threshold: 4}
-    - anomaly: {metric: row_count, min_history: 5, threshold: 4, history: 20}
+    - anomaly: {metric: row_count, min_history: 5, threshold: 4, history: 10}
     - anomaly: {name: mean_distance, metric: mean, column: distance, min_history: 5}
     - drift: {column: distance, warn: 0.1, fail: 0.25}
     - drift: {column: origin}
@@ -44,8 +44,8 @@ def _parquet(frame: Any, path: Path) -> str:
 @pytest.fixture(scope="module")
 def history(tmp_path_factory: pytest.TempPathFactory, spark_session: None):  # type: ignore[no-untyped-def]
     import pandas as pd
-
     from conftest import make_settings
+
     from wap_core import Lakehouse
     from wap_core.demo import _data_dir
     from wap_core.diff import main_profile
@@ -91,7 +91,7 @@ def test_the_snowstorm_days_are_flagged_by_null_pct(history) -> None:  # type: i
         c = _c(audits[day], "anomaly(null_pct(dep_time))")
         assert c.status == "failed", c.message
         assert c.observed["value"] == pytest.approx(pct, abs=0.01) and c.observed["z"] > 4
-        assert c.observed["history"] == 25
+        assert c.observed["history"] == 15
         assert audits[day].status == "failed"
 
 
@@ -99,7 +99,7 @@ def test_half_a_days_rows_is_flagged_by_row_count(history) -> None:  # type: ign
     _, audits, _ = history
     c = _c(audits["half"], "anomaly(row_count)")
     assert c.status == "failed", c.message
-    assert c.observed["value"] == 446 and c.observed["history"] == 20
+    assert c.observed["value"] == 446 and c.observed["history"] == 10
 
 
 def test_ordinary_days_pass_every_history_check(history) -> None:  # type: ignore[no-untyped-def]

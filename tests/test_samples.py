@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from helpers import write_csv
+
 from wap_core import TableId
 from wap_core.audit import run_audit
 from wap_core.catalog import lineage, summary_get

@@ -17,6 +17,7 @@ published values it passes with a note: never a false alarm on a young table.
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -104,7 +105,7 @@ class Anomaly(CheckSpec):
                                f"{self.key} = {value:g}; only {len(history)} published batches with this metric "
                                f"(needs {self.min_history}): not judged yet")
         z, median, scale = robust_z(value, history, self.min_scale)
-        observed.update({"median": round(median, 6), "scale": round(scale, 6), "z": round(z, 3) if z == z and abs(z) != float("inf") else str(z)})
+        observed.update({"median": round(median, 6), "scale": round(scale, 6), "z": round(z, 3) if math.isfinite(z) else str(z)})
         ok = abs(z) <= self.max_z
         verdict = "anomalous" if not ok else "within the usual range"
         return self.result(ok, observed, None,

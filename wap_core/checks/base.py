@@ -20,9 +20,10 @@ import datetime as _dt
 import decimal
 import hashlib
 import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from wap_core.identifiers import TableId
 

@@ -18,10 +18,18 @@ The total variation distance (half the sum of |b - m|) is reported beside it.
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from wap_core.checks.base import CheckResult, CheckSpec, MainContext, Measurement, Outcome, sql_literal
+from wap_core.checks.base import (
+    CheckResult,
+    CheckSpec,
+    MainContext,
+    Measurement,
+    Outcome,
+    sql_literal,
+)
 from wap_core.checks.parsing import Args
 from wap_core.identifiers import quote_column
 
@@ -72,7 +80,7 @@ class Drift(CheckSpec):
                 cuts.append((v, float(p)))
             edges = [c for c, _ in cuts]
             below = [0.0] + [s for _, s in cuts] + [1.0]
-            shares = [max(b - a, 0.0) for a, b in zip(below, below[1:])]
+            shares = [max(b - a, 0.0) for a, b in pairwise(below)]
             return "numeric", edges, shares
         if col.get("top_values"):
             rows = float(col["rows"])
@@ -120,7 +128,7 @@ class Drift(CheckSpec):
         actual = [n / total for n in counts]
         psi = sum((max(b, EPS) - max(a, EPS)) * math.log(max(b, EPS) / max(a, EPS)) for a, b in zip(expected, actual))
         tvd = 0.5 * sum(abs(b - a) for a, b in zip(expected, actual))
-        labels = ([f"< {defs[0]:g}" if defs else "all"] + [f"[{a:g}, {b:g})" for a, b in zip(defs, defs[1:])]
+        labels = ([f"< {defs[0]:g}" if defs else "all"] + [f"[{a:g}, {b:g})" for a, b in pairwise(defs)]
                   + ([f">= {defs[-1]:g}"] if defs else [])) if kind == "numeric" else [*map(str, defs), "other"]
         observed = {"psi": round(psi, 4), "tvd": round(tvd, 4), "bins": [
             {"bin": lbl, "main": round(a, 4), "batch": round(b, 4)} for lbl, a, b in zip(labels, expected, actual)]}

@@ -19,10 +19,19 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
-from wap_core.checks.base import CheckResult, CheckSpec, MainContext, Measurement, jsonable, row_dict, short_error
+from wap_core.checks.base import (
+    CheckResult,
+    CheckSpec,
+    MainContext,
+    Measurement,
+    jsonable,
+    row_dict,
+    short_error,
+)
 from wap_core.identifiers import quote_column
 
 if TYPE_CHECKING:
@@ -97,10 +106,18 @@ def _run(batch: DataFrame, plain: Mapping[str, str], keys: Mapping[str, tuple[st
     for name, cols in keys.items():
         groups.setdefault(tuple(cols), []).append(name)
     n = F.col("__n")
+
+    def examples(cond: Column, fields: list[Column]) -> list[Column]:
+        # two duplicated keys as examples (the smallest and the largest), from the same aggregate
+        key = F.struct(*fields, n.alias("count"))
+        return [F.min(F.when(cond, key)), F.max(F.when(cond, key))]
+
     if len(groups) == 1:
         (cols,) = groups
         counted = src.groupBy(*[F.col(quote_column(c)) for c in cols]).agg(F.count(F.lit(1)).alias("__n"))
-        stats = [F.sum(F.when(n > 1, n)).alias("r0"), F.count(F.when(n > 1, n)).alias("k0")]
+        dup = n > 1
+        stats = [F.sum(F.when(dup, n)).alias("r0"), F.count(F.when(dup, n)).alias("k0"),
+                 *[e.alias(f"e0_{i}") for i, e in enumerate(examples(dup, [F.col(quote_column(c)) for c in cols]))]]
     else:
         # one grouping per key: explode each row into one struct per key (other keys NULL) and count
         types = {c: batch.schema[c].dataType for cols in groups for c in cols}
@@ -114,14 +131,20 @@ def _run(batch: DataFrame, plain: Mapping[str, str], keys: Mapping[str, tuple[st
         exploded = src.select(F.explode(F.array(*structs)).alias("__s")).select("__s.*")
         counted = exploded.groupBy(*exploded.columns).agg(F.count(F.lit(1)).alias("__n"))
         g_ = F.col("__g")
-        stats = [a for g in range(len(groups)) for a in (
-            F.sum(F.when((g_ == g) & (n > 1), n)).alias(f"r{g}"), F.count(F.when((g_ == g) & (n > 1), n)).alias(f"k{g}"))]
+        stats = []
+        for g, cols in enumerate(groups):
+            dup = (g_ == g) & (n > 1)
+            fields = [F.col(f"__k{g}_{j}").alias(c) for j, c in enumerate(cols)]
+            stats += [F.sum(F.when(dup, n)).alias(f"r{g}"), F.count(F.when(dup, n)).alias(f"k{g}"),
+                      *[e.alias(f"e{g}_{i}") for i, e in enumerate(examples(dup, fields))]]
     row = counted.agg(*stats).collect()[0]
     values: dict[str, Any] = dict(obs.get) if obs is not None else {}
     for g, names in enumerate(groups.values()):
+        found = [row[f"e{g}_{i}"].asDict() for i in range(2) if row[f"e{g}_{i}"] is not None]
         for name in names:
             values[metric_name(name, "dup_rows")] = int(row[f"r{g}"] or 0)
             values[metric_name(name, "dup_keys")] = int(row[f"k{g}"] or 0)
+            values[metric_name(name, "dup_examples")] = [dict(d) for d in ({repr(x): x for x in found}.values())]
     return values
 
 

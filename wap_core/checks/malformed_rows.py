@@ -6,8 +6,9 @@ summaries only (``wap.malformed-rows``, ``wap.malformed-sample``), no data.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from wap_core.checks.base import CheckResult, CheckSpec, MainContext, Measurement
 from wap_core.checks.parsing import Args

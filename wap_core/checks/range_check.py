@@ -8,7 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from wap_core.checks.base import CheckSpec, MainContext, Measurement, RowCheck, jsonable, sql_literal
+from wap_core.checks.base import (
+    CheckSpec,
+    MainContext,
+    Measurement,
+    RowCheck,
+    jsonable,
+    sql_literal,
+)
 from wap_core.checks.parsing import Args
 from wap_core.identifiers import quote_column
 

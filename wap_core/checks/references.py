@@ -8,7 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from wap_core.checks.base import CheckResult, CheckSpec, MainContext, Measurement, jsonable
+from wap_core.checks.base import (
+    CheckResult,
+    CheckSpec,
+    MainContext,
+    Measurement,
+    jsonable,
+)
 from wap_core.checks.parsing import Args
 from wap_core.checks.unique import key_range_filter
 from wap_core.exceptions import ValidationError

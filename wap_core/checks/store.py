@@ -11,13 +11,19 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, and_, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from wap_core.checks.base import Measurement
-from wap_core.journal import batch_metrics_table, batch_profiles_table, check_results_table, utcnow
+from wap_core.journal import (
+    batch_metrics_table,
+    batch_profiles_table,
+    check_results_table,
+    utcnow,
+)
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -80,7 +86,7 @@ def load_batch_metrics(engine: Engine, table: str, heads: Sequence[int]) -> dict
             chunk = list(heads[i:i + _CHUNK])
             for head, metrics in conn.execute(select(t.head_snapshot_id, t.metrics).where(
                     and_(t.table_name == table, t.head_snapshot_id.in_(chunk)))).all():
-                out[int(head)] = json.loads(metrics)
+                out[int(str(head))] = json.loads(str(metrics))
     return out
 
 
@@ -93,13 +99,13 @@ def _profile_metrics(engine: Engine, table: str, heads: Sequence[int]) -> dict[i
             chunk = list(heads[i:i + _CHUNK])
             for head, text in conn.execute(select(t.head_snapshot_id, t.profile).where(
                     and_(t.table_name == table, t.head_snapshot_id.in_(chunk)))).all():
-                prof = json.loads(text)
+                prof = json.loads(str(text))
                 m: dict[str, Any] = {"row_count": prof.get("rows")}
                 for col, c in (prof.get("columns") or {}).items():
                     m[f"null_pct({col})"] = c.get("null_pct")
                     m[f"distinct({col})"] = c.get("distinct")
                     m[f"mean({col})"] = c.get("mean")
-                out[int(head)] = m
+                out[int(str(head))] = m
     return out
 
 

@@ -11,7 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from wap_core.checks.base import CheckResult, CheckSpec, MainContext, Measurement, row_dict
+from wap_core.checks.base import (
+    CheckResult,
+    CheckSpec,
+    MainContext,
+    Measurement,
+    jsonable,
+    row_dict,
+)
 from wap_core.checks.parsing import Args
 from wap_core.identifiers import quote_column
 
@@ -50,8 +57,12 @@ class Unique(CheckSpec):
         keys = [F.col(quote_column(c)) for c in self.columns]
         sample: list[dict[str, Any]] = []
         if int(m.get("dup_rows") or 0):
-            dup_groups = batch.groupBy(*keys).count().where(F.col("count") > 1)
-            sample = [dict(row_dict(r), __problem="duplicate in batch") for r in dup_groups.limit(3).collect()]
+            # examples of duplicated keys come from the one pass; only a measurement without them looks again
+            examples = m.get("dup_examples")
+            if examples is None:
+                dup_groups = batch.groupBy(*keys).count().where(F.col("count") > 1)
+                examples = [r.asDict() for r in dup_groups.limit(3).collect()]
+            sample = [dict(jsonable(d), __problem="duplicate in batch") for d in examples]
         in_main = 0
         if self.against_main:
             main = ctx.read_main(ctx.table)

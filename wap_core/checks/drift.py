@@ -18,8 +18,8 @@ The total variation distance (half the sum of |b - m|) is reported beside it.
 from __future__ import annotations
 
 import math
-from itertools import pairwise
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any, ClassVar
 
 from wap_core.checks.base import (

@@ -43,6 +43,9 @@ log = logging.getLogger(__name__)
 
 SEP = "::"
 ROWS = "_rows"
+DUP_KEYS_COLLECTED = 10_000  # duplicated keys brought to the driver as they are (beyond: counted by Spark)
+DUP_EXAMPLES = 3
+SAMPLE_OVERSAMPLING = 4  # a failing row is kept for the sample with probability ~ 4 n / failing rows
 
 
 class MeasurementCache(Protocol):
@@ -106,18 +109,10 @@ def _run(batch: DataFrame, plain: Mapping[str, str], keys: Mapping[str, tuple[st
     for name, cols in keys.items():
         groups.setdefault(tuple(cols), []).append(name)
     n = F.col("__n")
-
-    def examples(cond: Column, fields: list[Column]) -> list[Column]:
-        # two duplicated keys as examples (the smallest and the largest), from the same aggregate
-        key = F.struct(*fields, n.alias("count"))
-        return [F.min(F.when(cond, key)), F.max(F.when(cond, key))]
-
     if len(groups) == 1:
         (cols,) = groups
         counted = src.groupBy(*[F.col(quote_column(c)) for c in cols]).agg(F.count(F.lit(1)).alias("__n"))
-        dup = n > 1
-        stats = [F.sum(F.when(dup, n)).alias("r0"), F.count(F.when(dup, n)).alias("k0"),
-                 *[e.alias(f"e0_{i}") for i, e in enumerate(examples(dup, [F.col(quote_column(c)) for c in cols]))]]
+        fields = {0: [(c, c) for c in cols]}
     else:
         # one grouping per key: explode each row into one struct per key (other keys NULL) and count
         types = {c: batch.schema[c].dataType for cols in groups for c in cols}
@@ -130,21 +125,29 @@ def _run(batch: DataFrame, plain: Mapping[str, str], keys: Mapping[str, tuple[st
         ]
         exploded = src.select(F.explode(F.array(*structs)).alias("__s")).select("__s.*")
         counted = exploded.groupBy(*exploded.columns).agg(F.count(F.lit(1)).alias("__n"))
-        g_ = F.col("__g")
-        stats = []
-        for g, cols in enumerate(groups):
-            dup = (g_ == g) & (n > 1)
-            fields = [F.col(f"__k{g}_{j}").alias(c) for j, c in enumerate(cols)]
-            stats += [F.sum(F.when(dup, n)).alias(f"r{g}"), F.count(F.when(dup, n)).alias(f"k{g}"),
-                      *[e.alias(f"e{g}_{i}") for i, e in enumerate(examples(dup, fields))]]
-    row = counted.agg(*stats).collect()[0]
+        fields = {g: [(f"__k{g}_{j}", c) for j, c in enumerate(cols)] for g, cols in enumerate(groups)}
+    # Only the duplicated keys leave the grouping: usually few, so they are collected as they are
+    # (counts and examples on the driver, no second aggregation stage); past DUP_KEYS_COLLECTED the
+    # statistics are aggregated by Spark instead.
+    dups = [r.asDict() for r in counted.where(n > 1).limit(DUP_KEYS_COLLECTED + 1).collect()]
     values: dict[str, Any] = dict(obs.get) if obs is not None else {}
+    if len(dups) > DUP_KEYS_COLLECTED:
+        g_ = F.col("__g") if len(groups) > 1 else None
+        stats = []
+        for g in range(len(groups)):
+            dup = (n > 1) & (g_ == g) if g_ is not None else n > 1
+            stats += [F.sum(F.when(dup, n)).alias(f"r{g}"), F.count(F.when(dup, n)).alias(f"k{g}")]
+        row = counted.agg(*stats).collect()[0]
+        totals = {g: (int(row[f"r{g}"] or 0), int(row[f"k{g}"] or 0)) for g in range(len(groups))}
+    else:
+        totals = {g: (sum(d["__n"] for d in dups if d.get("__g", 0) == g), sum(1 for d in dups if d.get("__g", 0) == g))
+                  for g in range(len(groups))}
     for g, names in enumerate(groups.values()):
-        found = [row[f"e{g}_{i}"].asDict() for i in range(2) if row[f"e{g}_{i}"] is not None]
+        mine = [d for d in dups if d.get("__g", 0) == g][:DUP_EXAMPLES]
+        examples = [{**{c: d[f] for f, c in fields[g]}, "count": d["__n"]} for d in mine]
         for name in names:
-            values[metric_name(name, "dup_rows")] = int(row[f"r{g}"] or 0)
-            values[metric_name(name, "dup_keys")] = int(row[f"k{g}"] or 0)
-            values[metric_name(name, "dup_examples")] = [dict(d) for d in ({repr(x): x for x in found}.values())]
+            values[metric_name(name, "dup_rows")], values[metric_name(name, "dup_keys")] = totals[g]
+            values[metric_name(name, "dup_examples")] = examples
     return values
 
 
@@ -273,30 +276,38 @@ def evaluate(
 
 
 def _sample(batch: DataFrame, checks: list[CheckSpec], fresh: dict[str, Measurement], n: int) -> None:
-    """Up to ``n`` failing rows per check: one filtered read of the batch with a flag per check (no
-    shuffle); only checks it left short are sampled again, each with its own small query."""
+    """Up to ``n`` failing rows per check, from ONE filtered read of the batch (no shuffle, no per-check scan).
+
+    The pass told how many rows fail each check; a failing row is kept with probability about
+    ``SAMPLE_OVERSAMPLING * n / failing`` (all of them when few fail), decided by a hash of the row,
+    so one read returns a few dozen rows per check, spread over the batch, the same on every run.
+    """
     from pyspark.sql import functions as F
 
     for spec in checks:
         fresh[spec.name]["sample"] = []
-    flags = {f"__fail{i}": spec for i, spec in enumerate(checks)}
     try:
-        conds = {f: F.coalesce(F.expr(str(spec.fail_sql())), F.lit(False)) for f, spec in flags.items()}
+        cols = [F.col(quote_column(c)) for c in batch.columns]
+        bucket = F.pmod(F.xxhash64(*cols), F.lit(1_000_000))
+        conds: dict[str, Column] = {}
+        for i, spec in enumerate(checks):
+            failing = int(fresh[spec.name].get("fail") or 0)
+            cond = F.coalesce(F.expr(str(spec.fail_sql())), F.lit(False))
+            keep = min(1.0, SAMPLE_OVERSAMPLING * n / failing) if failing else 1.0
+            if keep < 1.0:
+                cond = cond & (bucket < F.lit(int(keep * 1_000_000)))
+            conds[f"__fail{i}"] = cond
         any_fail = F.lit(False)
         for c in conds.values():
             any_fail = any_fail | c
-        cols = [F.col(quote_column(c)) for c in batch.columns]
-        rows = batch.where(any_fail).select(*cols, *[c.alias(f) for f, c in conds.items()]).limit(min(1000, 4 * n * len(checks))).collect()
+        cap = 10 * SAMPLE_OVERSAMPLING * n * len(checks)
+        rows = batch.where(any_fail).select(*cols, *[c.alias(f) for f, c in conds.items()]).limit(cap).collect()
+        flags = {f"__fail{i}": spec for i, spec in enumerate(checks)}
         for row in rows:
             d = row_dict(row)
-            hits = [f for f in flags if d.pop(f)]
-            for f in hits:
+            for f in [f for f in flags if d.pop(f)]:
                 sample = fresh[flags[f].name]["sample"]
                 if len(sample) < n:
                     sample.append(dict(d))
-        for spec in checks:
-            short = fresh[spec.name]["sample"]
-            if len(short) < min(n, int(fresh[spec.name].get("fail") or 0)):
-                fresh[spec.name]["sample"] = [row_dict(r) for r in batch.where(F.expr(str(spec.fail_sql()))).limit(n).collect()]
     except Exception as exc:  # noqa: BLE001 - samples are diagnostics; the verdicts stand
         log.warning("could not sample the failing rows: %s", short_error(exc))

@@ -10,7 +10,7 @@ PORT ?= 8501
 # Share the console over the network only with sign-in configured: make run ADDRESS=0.0.0.0
 ADDRESS ?= 127.0.0.1
 
-.PHONY: setup system-deps test-deps run demo test bench clean-lakehouse
+.PHONY: setup system-deps test-deps run demo test bench bench-peers clean-lakehouse
 
 setup: system-deps $(STAMP)
 
@@ -41,7 +41,18 @@ run: demo
 test: setup test-deps
 	$(PY) -m pytest -q -ra
 
-bench: setup
+# The check engine's peers (Great Expectations, Soda Core) pin conflicting dependencies: each gets its
+# own venv under bench/.work from its pinned requirements (same PySpark as ours), run as a subprocess.
+BENCH_WORK := bench/.work
+bench-peers: $(BENCH_WORK)/venv-gx/.installed $(BENCH_WORK)/venv-soda/.installed
+
+$(BENCH_WORK)/venv-%/.installed: bench/requirements-%.txt
+	$(PYTHON) -m venv $(BENCH_WORK)/venv-$*
+	$(BENCH_WORK)/venv-$*/bin/python -m pip install -q --upgrade pip
+	$(BENCH_WORK)/venv-$*/bin/python -m pip install -q -r $<
+	touch $@
+
+bench: setup bench-peers
 	$(PY) -m pip install -q -r bench/requirements.txt
 	$(PY) -m bench.run $(BENCH_ARGS)
 

@@ -10,6 +10,7 @@ metadata scenarios in fresh interpreters that never start Spark, runs the peer
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -83,6 +84,7 @@ class Bench:
         self.rows: list[Row] = []
         self.repeat: int = args.repeat
         self.batch_index = 0
+        self.job_groups = itertools.count(1)
 
     # ----- set-up ------------------------------------------------------------
     def prepare_data(self) -> None:
@@ -551,6 +553,160 @@ class Bench:
              f"no new snapshot, main's files (inspect.files) = the branch's files: {checks_ok}"],
         ))
 
+    # ----- scenario 9: the check engine vs Great Expectations and Soda Core, same suite, same files --------
+    PEERS = (("GX SUMMARY", "gx", "SUMMARY"), ("GX BOOLEAN_ONLY", "gx", "BOOLEAN_ONLY"), ("Soda", "soda", "default"),
+             ("Soda no samples", "soda", "no_samples"))
+    WITH_COUNTS = ("GX SUMMARY", "Soda", "Soda no samples")
+
+    def spark_conf(self) -> dict[str, str]:
+        """The Spark configuration of our session, for the peers' sessions (Iceberg entries aside)."""
+        keys = ("spark.sql.shuffle.partitions", "spark.default.parallelism", "spark.sql.session.timeZone",
+                "spark.sql.adaptive.enabled", "spark.scheduler.mode", "spark.ui.enabled", "spark.ui.showConsoleProgress")
+        conf = {k: self.spark.conf.get(k) for k in keys}
+        conf["spark.master"] = self.lh.settings.spark_master
+        conf["spark.driver.memory"] = self.args.driver_memory
+        return conf
+
+    def start_peer(self, tool: str, files: list[str]) -> tuple[subprocess.Popen[str], dict[str, Any]]:
+        py = self.work / f"venv-{tool}" / "bin" / "python"
+        if not py.is_file():
+            raise SystemExit(f"{py} is missing: make bench creates it from bench/requirements-{tool}.txt")
+        env = dict(os.environ, PYTHONPATH=str(ROOT), PYSPARK_PYTHON=str(py))
+        errors = (self.work / f"peer-{tool}.log").open("w")  # the worker's stderr, for a post-mortem
+        proc = subprocess.Popen([str(py), "-m", "bench.peer_checks", tool, json.dumps(files), json.dumps(self.spark_conf())],
+                                cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, text=True)
+        return proc, self.peer_line(proc, "ready")
+
+    @staticmethod
+    def peer_line(proc: subprocess.Popen[str], key: str) -> dict[str, Any]:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # the tools may print too: take the first JSON line with our key
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    out = json.loads(line)
+                except ValueError:
+                    continue
+                if key in out:
+                    return out  # type: ignore[no-any-return]
+        raise SystemExit(f"peer worker ended without {key!r} (exit {proc.wait()})")
+
+    def peer_run(self, proc: subprocess.Popen[str], mode: str) -> dict[str, Any]:
+        assert proc.stdin is not None
+        proc.stdin.write(f"run {mode}\n")
+        proc.stdin.flush()
+        return self.peer_line(proc, "seconds")
+
+    def jobs_of(self, fn: Callable[[], Any]) -> tuple[float, int, Any]:
+        sc = self.spark.sparkContext
+        group = f"bench_ours_{next(self.job_groups)}"
+        sc.setJobGroup(group, "bench run")
+        try:
+            t0 = time.perf_counter()
+            out = fn()
+            seconds = time.perf_counter() - t0
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        return seconds, len(sc.statusTracker().getJobIdsForGroup(group)), out
+
+    def scenario_9(self, rows: int | None, label: str) -> None:
+        from bench import checks_suite
+        from wap_core import catalog as cat
+        from wap_core.audit import run_audit
+        from wap_core.checks import parse_checks
+        from wap_core.ingest import ingest
+
+        sf1 = data.generate(self.data_dir, 1.0, ("lineitem",))
+        _, tail = data.split_tail(self.data_dir, sf1 / "lineitem.parquet")
+        size = rows or data.rows(tail)
+        path = checks_suite.defective_batch(tail, self.data_dir / "checks" / f"batch_{size}.parquet", rows)
+        tid = self.tid(f"li_chk{label.replace('·', '')}")
+        res = ingest(self.lh, tid, [str(path)], create=True, branch="c9")
+        tbl = self.lh.table(tid)
+        head = cat.lineage(tbl, "c9").head
+        files = list(tbl.inspect.files(snapshot_id=head)["file_path"].to_pylist())
+        log(f"scenario {label}: 11 checks on {size} rows (SF1 lineitem, {len(files)} files): wap_core vs GX and Soda")
+
+        def suite(overrides: dict[str, str] | None = None) -> Any:
+            lines = checks_suite.wap_yaml_lines(overrides)
+            return parse_checks(f"{tid}:\n  checks:\n" + "".join(f"    - {ln}\n" for ln in lines))[str(tid)]
+
+        fresh_suite = suite()
+        peers: dict[str, subprocess.Popen[str]] = {}
+        versions: dict[str, str] = {}
+        try:
+            for tool in ("gx", "soda"):
+                peers[tool], ready = self.start_peer(tool, files)
+                versions[tool] = f"{ready['tool']} (PySpark {ready['pyspark']})"
+            ours_fn = lambda: run_audit(self.lh, tid, "c9", suite=fresh_suite, use_cache=False)  # noqa: E731
+            ours_fn()  # warm-up, like every peer below
+            for _, tool, mode in self.PEERS:
+                self.peer_run(peers[tool], mode)
+            times: dict[str, list[float]] = {"ours": [], **{n: [] for n, _, _ in self.PEERS}}
+            jobs: dict[str, int] = {}
+            counts: dict[str, dict[str, Any]] = {}
+            audit: Any = None
+            for i in range(self.repeat):
+                order = [("ours", "", ""), *self.PEERS]
+                if i % 2:
+                    order.reverse()
+                for name, tool, mode in order:
+                    if name == "ours":
+                        sec, n, audit = self.jobs_of(ours_fn)
+                    else:
+                        out = self.peer_run(peers[tool], mode)
+                        sec, n = out["seconds"], out["jobs"]
+                        counts[name] = out["counts"]
+                    times[name].append(sec)
+                    jobs[name] = n
+        finally:
+            for proc in peers.values():
+                if proc.stdin is not None:
+                    proc.stdin.write("quit\n")
+                    proc.stdin.close()
+                proc.wait(timeout=120)
+        med = {k: statistics.median(v) for k, v in times.items()}
+        ours = {c.name: c for c in audit.checks}
+        ours_counts = {cid: ours[cid].failing_rows for cid, _, _ in checks_suite.CHECKS}
+        gx_same = all(counts["GX SUMMARY"].get(cid) == ours_counts[cid] for cid in ours_counts)
+        soda_expected = dict(ours_counts, uniq_key=ours["uniq_key"].observed["duplicate_keys_in_batch"])
+        soda_same = all(counts[n].get(cid) == soda_expected[cid] for cid in ours_counts for n in ("Soda", "Soda no samples"))
+        fastest_name = min(self.WITH_COUNTS, key=lambda k: med[k])
+        ratio = med["ours"] / med[fastest_name]
+        sizes = f"batch {fmt_rows(size)} (SF1 lineitem), 11 checks"
+        self.rows.append(Row(
+            f"{label} check suite: wap_core audit vs fastest peer with counts ({fastest_name})", sizes, med["ours"],
+            med[fastest_name], ratio, "≤ 0.5 (1/2), same counts", ratio <= 0.5 and gx_same and soda_same,
+            [f"{label}: Spark jobs per run: ours {jobs['ours']}, " + ", ".join(f"{n} {jobs[n]}" for n, _, _ in self.PEERS)
+             + f"; medians: ours {fmt_s(med['ours'])}, " + ", ".join(f"{n} {fmt_s(med[n])}" for n, _, _ in self.PEERS),
+             f"{label}: failing counts ours {ours_counts}; GX SUMMARY {'identical' if gx_same else counts['GX SUMMARY']}; "
+             f"Soda {'identical' if soda_same else counts['Soda']} (Soda's duplicate_count counts duplicated keys: "
+             f"ours {soda_expected['uniq_key']} keys / {ours_counts['uniq_key']} rows)",
+             f"{label}: peers: {versions['gx']}, {versions['soda']}; same Spark conf {self.spark_conf()}; "
+             f"same data files (the Iceberg branch's {len(files)} Parquet files); audit status {audit.status}"],
+        ))
+        for n, _, _ in self.PEERS:
+            self.rows.append(Row(f"{label}· (info) wap_core audit vs {n}", sizes, med["ours"], med[n], med["ours"] / med[n], "—", True))
+
+        # re-audit after one check's threshold changed: judged from the cached measurements
+        run_audit(self.lh, tid, "c9", suite=fresh_suite)  # fills the cache (as any audit does)
+        re_t: list[float] = []
+        re_jobs: list[int] = []
+        for i in range(self.repeat):
+            changed = suite({"nn_partkey": f"max_failing_rows: {1000 + i}"})
+            sec, n, again = self.jobs_of(lambda: run_audit(self.lh, tid, "c9", suite=changed))
+            re_t.append(sec)
+            re_jobs.append(n)
+        re_med = statistics.median(re_t)
+        same_counts = {c.name: c.failing_rows for c in again.checks} == {c.name: c.failing_rows for c in audit.checks}
+        self.rows.append(Row(
+            f"{label}· re-audit after one threshold changed vs fresh audit", sizes, re_med, med["ours"], re_med / med["ours"],
+            "≤ 0.2 (1/5), no Spark job", re_med / med["ours"] <= 0.2 and max(re_jobs) == 0 and same_counts,
+            [f"{label}·: re-audit (max_failing_rows of nn_partkey changed) ran {max(re_jobs)} Spark jobs; "
+             f"nn_partkey now {again.checks[[c.name for c in again.checks].index('nn_partkey')].status}; counts unchanged: {same_counts}"],
+        ))
+        del res
+
     # ----- report ----------------------------------------------------------------------------------
     def machine(self) -> str:
         mem_gb = 0.0
@@ -608,7 +764,8 @@ class Bench:
             f"- command: `python -m bench.run {' '.join(sys.argv[1:])}`".rstrip(), "",
             self.table(markdown=True), "",
             "ratio = ours / baseline; \"baseline\" is the small table (1, 1b, 2), the hand-written PySpark script (3), "
-            "the 1-check suite (4), the first diff on a main snapshot (6) and lake-sift (7, 8).", "",
+            "the 1-check suite (4), the first diff on a main snapshot (6), lake-sift (7, 8), the fastest of Great Expectations "
+            "and Soda Core that reports failing counts (9) and a fresh audit (9·, re-audit).", "",
             "## Notes", "", *[f"- {n}" for n in notes], "",
         ]
         RESULTS.mkdir(parents=True, exist_ok=True)
@@ -627,7 +784,8 @@ class Bench:
         if want("5"):
             self.scenario_5()  # before Spark starts in this process; runs in its own interpreter anyway
         self.start()
-        self.setup_tables()
+        if only is None or only & {"1", "2", "4", "6", "7"}:
+            self.setup_tables()
         if want("6"):
             self.scenario_6()
         if want("1") or want("4"):
@@ -650,6 +808,9 @@ class Bench:
                 self.scenario_3(self.peer_batch, "3b", min(self.repeat, 3))
         if want("2"):
             self.scenario_2()
+        if want("9") and not self.args.skip_checks_peers:
+            self.scenario_9(None, "9")
+            self.scenario_9(60_000, "9b")
         self.report(started)
         return 0 if all(r.passed for r in self.rows) else 1
 
@@ -672,7 +833,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--shuffle-partitions", type=int, default=4, help="spark.sql.shuffle.partitions (default 4)")
     p.add_argument("--hand-full-scan", action="store_true",
                    help="scenario 3: the hand-written script counts nulls over the whole branch instead of the written batch")
-    p.add_argument("--only", default="", help="comma-separated scenarios to run, e.g. 1,4 (default all)")
+    p.add_argument("--skip-checks-peers", action="store_true", help="skip scenario 9 (Great Expectations and Soda Core)")
+    p.add_argument("--only", default="", help="comma-separated scenarios to run, e.g. 1,4 or 9 (default all)")
     p.add_argument("--work-dir", type=Path, default=Path(__file__).resolve().parent / ".work",
                    help="data cache and lakehouse (default bench/.work; the lakehouse is recreated each run)")
     p.add_argument("--output", default="", help="markdown output (default bench/results/latest.md)")

@@ -7,15 +7,18 @@ with the audited snapshot id; re-running is always allowed.
 
 from __future__ import annotations
 
-import json
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from wap_core import catalog as cat
 from wap_core.access import Permission, authorize
-from wap_core.checks import CheckResult, CheckSpec, Level, MainContext, Suite, evaluate, summarize, suite_for
-from wap_core.identifiers import TableId
+from wap_core.checks import CheckResult, CheckSpec, Evaluation, MainContext, Suite, evaluate, summarize, suite_for
+from wap_core.checks.anomaly import Anomaly
+from wap_core.checks.malformed_rows import MalformedRows
+from wap_core.checks.store import ResultCache, StoredHistory, save_batch_metrics
+from wap_core.identifiers import MAIN, TableId
 from wap_core.journal import StoredAudit, utcnow
 
 if TYPE_CHECKING:
@@ -23,6 +26,7 @@ if TYPE_CHECKING:
 
     from wap_core.lakehouse import Lakehouse
 
+log = logging.getLogger(__name__)
 
 @dataclass
 class AuditResult:
@@ -99,40 +103,25 @@ def batch_frame(lh: Lakehouse, table: TableId, lin: cat.Lineage) -> DataFrame:
     return lh.read_snapshot(table, lin.head).exceptAll(lh.read_snapshot(table, lin.fork))
 
 
-def builtin_checks(lin: cat.Lineage) -> tuple[list[CheckSpec], list[CheckResult]]:
-    """Checks every batch gets regardless of the suite: malformed source rows recorded at ingest."""
-    malformed = 0
-    sample: list[dict[str, Any]] = []
-    recorded = False
-    for snap in lin.new_snapshots:
-        raw = cat.summary_get(snap, "wap.malformed-rows")
-        if raw is not None:
-            recorded = True
-            malformed += int(raw)
-            try:
-                sample += json.loads(cat.summary_get(snap, "wap.malformed-sample") or "[]")
-            except ValueError:
-                pass
-    if not recorded:
-        return [], []
-    spec = CheckSpec("malformed_rows", "malformed_rows", (), Level.FAIL, {}, None, 0)
-    result = CheckResult(
-        name="malformed_rows",
-        type="malformed_rows",
-        columns=[],
-        level="fail",
-        status="passed" if malformed == 0 else "failed",
-        observed=malformed,
-        threshold=spec.threshold,
-        failing_rows=malformed,
-        sample=sample[:10],
-        message=(
-            f"{malformed} source rows could not be parsed and were kept out of the branch"
-            if malformed
-            else "every source row parsed"
-        ),
-    )
-    return [spec], [result]
+def builtin_checks(lin: cat.Lineage) -> list[CheckSpec]:
+    """Checks every batch gets regardless of the suite (registered built-ins): malformed source rows."""
+    return MalformedRows.for_batch(_summaries(lin))
+
+
+def _summaries(lin: cat.Lineage) -> tuple[dict[str, str], ...]:
+    return tuple(dict(s.summary.additional_properties) if s.summary is not None else {} for s in lin.new_snapshots)
+
+
+def batch_metrics(suite: Suite, evaluation: Evaluation) -> dict[str, float]:
+    """The batch's row count and every metric its anomaly checks measured (the next batches' history)."""
+    metrics: dict[str, float] = {"row_count": float(evaluation.rows)}
+    for spec in suite.checks:
+        m = evaluation.measurements.get(spec.name)
+        if isinstance(spec, Anomaly) and m is not None:
+            value = spec.value(m)
+            if value is not None:
+                metrics[spec.key] = value
+    return metrics
 
 
 def run_audit(
@@ -143,11 +132,12 @@ def run_audit(
     user: str | None = None,
     suite: Suite | None = None,
     observed: tuple[int, dict[str, Any]] | None = None,
+    use_cache: bool = True,
 ) -> AuditResult:
     """(Re-)audit ``branch`` of ``table`` as ``user`` (the AUDIT permission) and record the result."""
     user = user or lh.user
     authorize(lh, user, Permission.AUDIT, table=table, branch=branch)
-    return audit_branch(lh, table, branch, user=user, suite=suite, observed=observed)
+    return audit_branch(lh, table, branch, user=user, suite=suite, observed=observed, use_cache=use_cache)
 
 
 def audit_branch(
@@ -158,13 +148,15 @@ def audit_branch(
     user: str | None = None,
     suite: Suite | None = None,
     observed: tuple[int, dict[str, Any]] | None = None,
+    use_cache: bool = True,
 ) -> AuditResult:
     """Audit ``branch`` of ``table`` and record the result. Never changes any ref.
 
     Not guarded: callers authorize first (:func:`run_audit` as AUDIT; ingest's own audit is
     part of the ingest). ``observed`` is ``(snapshot_id, metrics)`` collected by ingest while it
     wrote that snapshot; it replaces the aggregate pass only when that snapshot is the branch's
-    whole batch.
+    whole batch. Measurements are cached per (batch head, check fingerprint): a re-audit measures
+    only checks that changed (``use_cache=False`` measures everything again).
     """
     t0 = time.perf_counter()
     user = user or lh.user
@@ -181,13 +173,27 @@ def audit_branch(
             return lh.read_snapshot(table, fork) if fork is not None else None
         return lh.read_main(t)
 
-    ctx = MainContext(lh.spark, read_main, table)
+    def snapshot_of(t: TableId) -> int | None:
+        return cat.ref_snapshot_id(lh.table(t), MAIN) if cat.table_exists(lh.catalog, t) else None
+
+    def stored_main_profile() -> dict[str, Any] | None:
+        from wap_core.diff import cached_main_profile  # diff imports this module
+
+        return cached_main_profile(lh, table, fork)
+
+    engine = lh.journal.engine
+    ctx = MainContext(
+        lh.spark, read_main, table, snapshot_of=snapshot_of, fork_snapshot_id=fork, head_snapshot_id=lin.head,
+        new_snapshot_summaries=_summaries(lin), stored=StoredHistory(engine, str(table), tbl, fork, stored_main_profile),
+    )
     precomputed = None
     if observed is not None and observed[0] == lin.head and len(lin.new_snapshots) == 1:
         precomputed = observed[1]
-    evaluation = evaluate(batch, suite, ctx, lh.settings.sample_rows, precomputed)
-    _, builtin = builtin_checks(lin)
-    results = builtin + evaluation.results
+    full = Suite(suite.table, (*builtin_checks(lin), *suite.checks), suite.source)
+    evaluation = evaluate(batch, full, ctx, lh.settings.sample_rows, precomputed,
+                          cache=ResultCache(engine, str(table), lin.head) if use_cache else None)
+    save_batch_metrics(engine, str(table), lin.head, fork, batch_metrics(suite, evaluation))
+    results = evaluation.results
     rows = evaluation.rows
     status = summarize(results)
     at = utcnow()

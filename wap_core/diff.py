@@ -114,6 +114,13 @@ def main_profile(lh: Lakehouse, table: TableId, snapshot_id: int | None) -> dict
     return prof
 
 
+def cached_main_profile(lh: Lakehouse, table: TableId, snapshot_id: int | None) -> dict[str, Any] | None:
+    """Main's profile at ``snapshot_id`` if stored, or merged from stored profiles; None rather than a scan."""
+    if snapshot_id is None:
+        return None
+    return _cached_or_merged(lh, table, snapshot_id, MAX_MERGE_DEPTH)
+
+
 def _cached_or_merged(lh: Lakehouse, table: TableId, snapshot_id: int, depth: int) -> dict[str, Any] | None:
     cached = lh.journal.load_profile(str(table), snapshot_id)
     if cached is not None or depth <= 0:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import csv
 import glob
 import io
-import json
 import logging
 import os
 import time
@@ -33,6 +32,7 @@ from wap_core.identifiers import TableId, validate_branch
 from wap_core.journal import Intent
 from wap_core.paths import SourcePolicy, allowed_roots, confine, expand_confined
 from wap_core.reconcile import INTENT_PROPERTY, acting
+from wap_core.samples import sample_json
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -588,7 +588,7 @@ def _ingest(lh: Lakehouse, table: TableId, files: list[str], fmt: str, branch: s
             "wap.branch": branch,
             "wap.user": user,
             "wap.malformed-rows": str(prepared.malformed),
-            "wap.malformed-sample": json.dumps(prepared.sample, default=str)[:8000],
+            "wap.malformed-sample": sample_json(prepared.sample),  # trimmed before serialising: always valid JSON
             INTENT_PROPERTY: str(intent.id),
         }
         try:

@@ -160,6 +160,34 @@ batch_profiles_table = Table(
     Column("profile", Text, nullable=False),
 )
 
+# ----------------------------------------------------------------------------- check engine tables
+# (wap_core.checks.store reads and writes them; a migration must create them like the tables above)
+
+# A check's measurement of one batch head, keyed by its fingerprint (type, measured arguments and the
+# snapshots it reads, never its thresholds): a re-audit measures only what changed.
+check_results_table = Table(
+    "wap_check_results",
+    _meta,
+    Column("table_name", String(512), primary_key=True),
+    Column("head_snapshot_id", BigInteger, primary_key=True),
+    Column("fingerprint", String(64), primary_key=True),
+    Column("at", DateTime(timezone=True), nullable=False),
+    Column("measurement", Text, nullable=False),
+)
+
+# The metrics of each audited batch (row count, and what the suite's anomaly checks measure), keyed
+# by its head snapshot: the history the anomaly check compares a new batch with.
+batch_metrics_table = Table(
+    "wap_batch_metrics",
+    _meta,
+    Column("table_name", String(512), primary_key=True),
+    Column("head_snapshot_id", BigInteger, primary_key=True),
+    Column("fork_snapshot_id", BigInteger, nullable=True),
+    Column("at", DateTime(timezone=True), nullable=False),
+    Column("metrics", Text, nullable=False),
+)
+# ----------------------------------------------------------------------------- end of check engine tables
+
 ACTIONS = ("ingest", "audit", "publish", "rebase", "discard", "create", "expire")
 INTENT_ACTIONS = ("ingest", "publish", "rebase", "discard")  # the actions that move a ref
 

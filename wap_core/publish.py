@@ -9,7 +9,6 @@ nothing is half-applied and no write is lost. No data file is written.
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from dataclasses import asdict, dataclass
@@ -27,6 +26,7 @@ from wap_core.identifiers import MAIN, TableId, validate_branch
 from wap_core.ingest import remove_branch_quietly, with_commit_retry
 from wap_core.journal import Intent
 from wap_core.reconcile import INTENT_PROPERTY, acting, remove_branches, temp_branch_name, temp_branches_of
+from wap_core.samples import load_sample, sample_json
 
 if TYPE_CHECKING:
     from wap_core.lakehouse import Lakehouse
@@ -267,9 +267,9 @@ def rebase(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = Non
             if (val := cat.summary_get(s, key)) is not None:
                 props[key] = val
         malformed += int(cat.summary_get(s, "wap.malformed-rows") or 0)
-        samples += json.loads(cat.summary_get(s, "wap.malformed-sample") or "[]")
+        samples += load_sample(cat.summary_get(s, "wap.malformed-sample"))
     props["wap.malformed-rows"] = str(malformed)
-    props["wap.malformed-sample"] = json.dumps(samples[:10])[:8000]
+    props["wap.malformed-sample"] = sample_json(samples)
     rows = sum(int(cat.summary_get(s, "added-records") or 0) for s in lin.new_snapshots)
     intent = _begin(lh, user, table, branch, "rebase", lin.head,
                     details={"tmp": tmp, "old_fork": lin.fork, "new_fork": main_head, "rows": rows})

@@ -1,0 +1,286 @@
+"""The parts every check type shares: levels, the spec base class, the result, the context.
+
+A check type is a frozen dataclass deriving from :class:`CheckSpec` (its YAML arguments are its
+fields) that says
+
+- which aggregates it needs from the single pass over the batch (:meth:`CheckSpec.aggregates`,
+  SQL text keyed by a name local to the check; the engine keys them by the check's name),
+- whether it needs the duplicate statistics of a key in that pass (:meth:`CheckSpec.key_columns`),
+- what else it must measure outside the pass, e.g. a look-up in main (:meth:`CheckSpec.measure_more`),
+- how to judge the measurement (:meth:`CheckSpec.judge`, pure Python, no Spark),
+- how to describe its threshold (:attr:`CheckSpec.threshold`).
+
+Measurements are JSON-able dicts; they are cached by (table, batch head, the check's measure
+fingerprint), so a change of a threshold is judged again without any Spark job.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import decimal
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from enum import Enum
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from wap_core.identifiers import TableId
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from wap_core.checks.parsing import Args
+
+Measurement = dict[str, Any]  # a check's measured values (JSON-able), from the pass and its own look-ups
+
+
+class Level(str, Enum):
+    FAIL = "fail"
+    WARN = "warn"
+
+
+class Outcome(str, Enum):
+    PASSED = "passed"
+    WARNED = "warned"
+    FAILED = "failed"
+    ERROR = "error"
+
+
+@dataclass
+class CheckResult:
+    """The outcome of one check, with diagnostics."""
+
+    name: str
+    type: str
+    columns: list[str]
+    level: str
+    status: str
+    observed: Any
+    threshold: str
+    failing_rows: int | None
+    sample: list[dict[str, Any]] = field(default_factory=list)
+    message: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> CheckResult:
+        return cls(**{k: d.get(k) for k in cls.__dataclass_fields__})  # type: ignore[arg-type]
+
+
+def summarize(results: Sequence[CheckResult]) -> str:
+    """Overall status: failed if any fail-level check failed or any check errored, else warned/passed."""
+    statuses = {r.status for r in results}
+    if Outcome.FAILED.value in statuses or Outcome.ERROR.value in statuses:
+        return Outcome.FAILED.value
+    if Outcome.WARNED.value in statuses:
+        return Outcome.WARNED.value
+    return Outcome.PASSED.value
+
+
+@dataclass(frozen=True)
+class MainContext:
+    """What a check may read besides the batch: main (at the fork) and stored history.
+
+    ``read_main`` returns main of this or another table (this table's main at the batch's fork);
+    ``snapshot_of`` the snapshot id that read would see (part of the result-cache key). ``stored``
+    gives the stored profiles and batch metrics the history-aware checks compare with (no scan).
+    """
+
+    spark: SparkSession
+    read_main: Callable[[TableId], DataFrame | None]
+    table: TableId
+    snapshot_of: Callable[[TableId], int | None] | None = None
+    fork_snapshot_id: int | None = None
+    head_snapshot_id: int | None = None
+    new_snapshot_summaries: tuple[Mapping[str, str], ...] = ()
+    stored: Any = None  # wap_core.checks.history.StoredHistory (Any: keeps this module free of the journal)
+
+    def main_snapshot(self, table: TableId) -> int | None:
+        if table == self.table:
+            return self.fork_snapshot_id
+        return self.snapshot_of(table) if self.snapshot_of is not None else None
+
+
+# --------------------------------------------------------------------------- values
+
+
+def jsonable(value: Any) -> Any:
+    """A value Spark returned, as JSON can hold it (dates as ISO text, decimals as floats)."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else str(value)
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, (_dt.date, _dt.datetime)):
+        return value.isoformat()
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    return str(value)
+
+
+def sql_literal(value: Any) -> str:
+    """A Spark SQL literal for a value from the checks file (strings escaped, never pasted raw)."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError(f"cannot use {value!r} in a check")
+        return repr(value)
+    if isinstance(value, _dt.datetime):
+        return f"TIMESTAMP '{value.isoformat(sep=' ')}'"
+    if isinstance(value, _dt.date):
+        return f"DATE '{value.isoformat()}'"
+    text = str(value).replace("\\", "\\\\").replace("'", "\\'")
+    return f"'{text}'"
+
+
+def short_error(exc: BaseException | str) -> str:
+    text = str(exc)
+    # Spark analysis errors carry a long plan; keep the first informative line.
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return first[:500]
+
+
+def row_dict(row: Any) -> dict[str, Any]:
+    return {k: jsonable(v) for k, v in row.asDict().items()}
+
+
+# --------------------------------------------------------------------------- the spec base class
+
+_BASE_FIELDS = ("name", "columns", "level", "line", "max_failing_rows")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckSpec:
+    """One validated check. Subclasses add their YAML arguments as fields and register a YAML key."""
+
+    name: str
+    columns: tuple[str, ...] = ()
+    level: Level = Level.FAIL
+    line: int | None = None
+    max_failing_rows: int = 0
+
+    type: ClassVar[str] = ""  # the YAML key, set by each check type
+    row_level: ClassVar[bool] = False  # a per-row predicate counted in the one pass (and sampled)
+    builtin: ClassVar[bool] = False  # added by wap_core itself, not allowed in the checks file
+    # fields that only change how a measurement is judged: a change of them needs no new measurement
+    judge_fields: ClassVar[tuple[str, ...]] = ()
+
+    # ----- parsing ------------------------------------------------------------------
+    @classmethod
+    def parse(cls, args: Args) -> list[CheckSpec]:
+        """Build the spec(s) from the YAML arguments (``args`` raises with file and line)."""
+        raise NotImplementedError
+
+    # ----- description --------------------------------------------------------------
+    @property
+    def args(self) -> dict[str, Any]:
+        """The type-specific arguments (every field beyond the common ones)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _BASE_FIELDS}
+
+    @property
+    def threshold(self) -> str:
+        return f"<= {self.max_failing_rows} failing rows"
+
+    # ----- measuring ------------------------------------------------------------------
+    def aggregates(self, ctx: MainContext | None) -> dict[str, str]:
+        """Aggregates this check needs from the one pass over the batch: local name -> Spark SQL text."""
+        return {}
+
+    def key_columns(self) -> tuple[str, ...] | None:
+        """Columns whose duplicate statistics (``dup_rows``, ``dup_keys``) the pass must compute."""
+        return None
+
+    def fail_sql(self) -> str | None:
+        """For row-level checks: the SQL predicate TRUE for a failing row (counted and sampled)."""
+        return None
+
+    def reads(self, ctx: MainContext) -> tuple[Any, ...]:
+        """What the measurement depends on besides the batch (snapshots of the tables it reads)."""
+        return ()
+
+    def measure_more(self, m: Measurement, batch: DataFrame, ctx: MainContext) -> Measurement:
+        """Measure what the one pass cannot (a look-up in main); ``m`` holds the pass's values."""
+        return m
+
+    def fingerprint(self, ctx: MainContext) -> str:
+        """Identifies the measurement: type, measured arguments and what it reads (not thresholds)."""
+        measured = {k: v for k, v in self.args.items() if k not in self.judge_fields}
+        key = [self.type, list(self.columns), measured, self.aggregates(ctx), self.key_columns(), list(self.reads(ctx))]
+        return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+    # ----- judging ---------------------------------------------------------------------
+    def judge(self, m: Measurement, ctx: MainContext) -> CheckResult:
+        """The verdict on a measurement. Pure Python: never runs Spark."""
+        raise NotImplementedError
+
+    def status(self, ok: bool) -> str:
+        if ok:
+            return Outcome.PASSED.value
+        return Outcome.WARNED.value if self.level is Level.WARN else Outcome.FAILED.value
+
+    def result(
+        self,
+        ok: bool,
+        observed: Any,
+        failing: int | None,
+        message: str = "",
+        sample: list[dict[str, Any]] | None = None,
+    ) -> CheckResult:
+        return CheckResult(
+            name=self.name,
+            type=self.type,
+            columns=list(self.columns),
+            level=self.level.value,
+            status=self.status(ok),
+            observed=observed,
+            threshold=self.threshold,
+            failing_rows=failing,
+            sample=list(sample or []),
+            message=message,
+        )
+
+    def error(self, exc: BaseException | str) -> CheckResult:
+        return CheckResult(
+            name=self.name,
+            type=self.type,
+            columns=list(self.columns),
+            level=self.level.value,
+            status=Outcome.ERROR.value,
+            observed=None,
+            threshold=self.threshold,
+            failing_rows=None,
+            sample=[],
+            message=short_error(exc),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class RowCheck(CheckSpec):
+    """A check of each row by a SQL predicate: one ``count_if`` in the pass, failing rows sampled."""
+
+    row_level: ClassVar[bool] = True
+    judge_fields: ClassVar[tuple[str, ...]] = ()
+
+    def aggregates(self, ctx: MainContext | None) -> dict[str, str]:
+        return {"fail": f"count_if({self.fail_sql()})"}
+
+    def observed(self, m: Measurement, failing: int) -> Any:
+        return failing
+
+    def judge(self, m: Measurement, ctx: MainContext) -> CheckResult:
+        failing = int(m.get("fail") or 0)
+        rows = int(m.get("_rows") or 0)
+        pct = f" ({100.0 * failing / rows:.2f}% of {rows})" if rows else ""
+        msg = f"{failing} of {rows} rows fail{pct}" if failing else f"all {rows} rows pass"
+        return self.result(failing <= self.max_failing_rows, self.observed(m, failing), failing, msg, m.get("sample"))

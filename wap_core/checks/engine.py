@@ -1,0 +1,313 @@
+"""Evaluation: every check's aggregates in ONE Spark query over the batch, then pure-Python verdicts.
+
+1. Each check's measurement is looked up in the result cache by (table, batch head, fingerprint);
+   only the checks without one are measured.
+2. The pass: every aggregate of those checks (keyed ``<check name>::<local name>``) and the row
+   count in one query. When checks need duplicate statistics of a key (``unique``), the same query
+   groups the batch by the key(s), and the plain aggregates ride along as ``DataFrame.observe``
+   metrics of that query: still one scan of the batch. Aggregates observed while ingest wrote the
+   batch (``precomputed``) are not computed again.
+3. Look-ups beyond the pass (main, other tables), then one job sampling every failing row check.
+4. Measurements are stored; verdicts (:meth:`CheckSpec.judge`) never run Spark, so a threshold
+   change is judged from the cache.
+
+A broken check (unknown column, bad SQL, a runtime error) is an ``error`` result; when the pass
+fails, the checks are measured one by one to find it, and the others still run.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from wap_core.checks.base import (
+    CheckResult,
+    CheckSpec,
+    MainContext,
+    Measurement,
+    jsonable,
+    row_dict,
+    short_error,
+)
+from wap_core.identifiers import quote_column
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+    from wap_core.checks.parsing import Suite
+
+log = logging.getLogger(__name__)
+
+SEP = "::"
+ROWS = "_rows"
+DUP_KEYS_COLLECTED = 10_000  # duplicated keys brought to the driver as they are (beyond: counted by Spark)
+DUP_EXAMPLES = 3
+SAMPLE_OVERSAMPLING = 4  # a failing row is kept for the sample with probability ~ 4 n / failing rows
+
+
+class MeasurementCache(Protocol):
+    """Where measurements of one batch head are kept (see :class:`wap_core.checks.store.ResultCache`)."""
+
+    def load(self, fingerprints: Sequence[str]) -> dict[str, Measurement]: ...
+
+    def save(self, measurements: Mapping[str, Measurement]) -> None: ...
+
+
+@dataclass
+class Evaluation:
+    results: list[CheckResult]
+    rows: int
+    measurements: dict[str, Measurement] = field(default_factory=dict)  # by check name
+    measured: list[str] = field(default_factory=list)  # names measured now (the others came from the cache)
+
+
+def metric_name(check: str, local: str) -> str:
+    return f"{check}{SEP}{local}"
+
+
+def _alias(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _named(aggs: Mapping[str, str]) -> list[str]:
+    return [f"{text} AS {_alias(name)}" for name, text in aggs.items()]
+
+
+def suite_aggregates(checks: Sequence[CheckSpec], ctx: MainContext | None) -> dict[str, str]:
+    """The plain aggregates of ``checks`` keyed by check name, plus the row count."""
+    out = {ROWS: "count(1)"}
+    for spec in checks:
+        out.update({metric_name(spec.name, k): v for k, v in spec.aggregates(ctx).items()})  # type: ignore[arg-type]
+    return out
+
+
+def observed_metrics(suite: Suite) -> list[Column]:
+    """The suite's aggregates in a form ``DataFrame.observe`` can collect while the batch is written.
+
+    Keyed by check name (``<check>::<local>``, and ``_rows``). Checks whose aggregates depend on
+    stored state (``drift``) are left to the audit. Raises when any check cannot be built; callers
+    then audit the written batch with its own pass.
+    """
+    from pyspark.sql import functions as F
+
+    return [F.expr(t) for t in _named(suite_aggregates(suite.checks, None))]
+
+
+def _run(batch: DataFrame, plain: Mapping[str, str], keys: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:
+    """One Spark query: ``plain`` aggregates and, per check in ``keys``, ``dup_rows``/``dup_keys``."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    if not keys:
+        return batch.selectExpr(*_named(plain)).collect()[0].asDict() if plain else {}
+    obs = Observation(f"wap_checks_{uuid.uuid4().hex}") if plain else None
+    src = batch.observe(obs, *[F.expr(t) for t in _named(plain)]) if obs is not None else batch
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for name, cols in keys.items():
+        groups.setdefault(tuple(cols), []).append(name)
+    n = F.col("__n")
+    if len(groups) == 1:
+        (cols,) = groups
+        counted = src.groupBy(*[F.col(quote_column(c)) for c in cols]).agg(F.count(F.lit(1)).alias("__n"))
+        fields = {0: [(c, c) for c in cols]}
+    else:
+        # one grouping per key: explode each row into one struct per key (other keys NULL) and count
+        types = {c: batch.schema[c].dataType for cols in groups for c in cols}
+        slots = [(g, j, c) for g, cols in enumerate(groups) for j, c in enumerate(cols)]
+        structs = [
+            F.struct(F.lit(g).alias("__g"), *[
+                (F.col(quote_column(c)) if sg == g else F.lit(None).cast(types[c])).alias(f"__k{sg}_{j}") for sg, j, c in slots
+            ])
+            for g in range(len(groups))
+        ]
+        exploded = src.select(F.explode(F.array(*structs)).alias("__s")).select("__s.*")
+        counted = exploded.groupBy(*exploded.columns).agg(F.count(F.lit(1)).alias("__n"))
+        fields = {g: [(f"__k{g}_{j}", c) for j, c in enumerate(cols)] for g, cols in enumerate(groups)}
+    # Only the duplicated keys leave the grouping: usually few, so they are collected as they are
+    # (counts and examples on the driver, no second aggregation stage); past DUP_KEYS_COLLECTED the
+    # statistics are aggregated by Spark instead.
+    dups = [r.asDict() for r in counted.where(n > 1).limit(DUP_KEYS_COLLECTED + 1).collect()]
+    values: dict[str, Any] = dict(obs.get) if obs is not None else {}
+    if len(dups) > DUP_KEYS_COLLECTED:
+        g_ = F.col("__g") if len(groups) > 1 else None
+        stats = []
+        for g in range(len(groups)):
+            dup = (n > 1) & (g_ == g) if g_ is not None else n > 1
+            stats += [F.sum(F.when(dup, n)).alias(f"r{g}"), F.count(F.when(dup, n)).alias(f"k{g}")]
+        row = counted.agg(*stats).collect()[0]
+        totals = {g: (int(row[f"r{g}"] or 0), int(row[f"k{g}"] or 0)) for g in range(len(groups))}
+    else:
+        totals = {g: (sum(d["__n"] for d in dups if d.get("__g", 0) == g), sum(1 for d in dups if d.get("__g", 0) == g))
+                  for g in range(len(groups))}
+    for g, names in enumerate(groups.values()):
+        mine = [d for d in dups if d.get("__g", 0) == g][:DUP_EXAMPLES]
+        examples = [{**{c: d[f] for f, c in fields[g]}, "count": d["__n"]} for d in mine]
+        for name in names:
+            values[metric_name(name, "dup_rows")], values[metric_name(name, "dup_keys")] = totals[g]
+            values[metric_name(name, "dup_examples")] = examples
+    return values
+
+
+def _measure_pass(
+    batch: DataFrame,
+    aggs: dict[str, dict[str, str]],
+    keys: dict[str, tuple[str, ...]],
+    precomputed: Mapping[str, Any] | None,
+    errors: dict[str, BaseException],
+) -> dict[str, Any]:
+    plain = {ROWS: "count(1)"}
+    for name, texts in aggs.items():
+        plain.update({metric_name(name, k): v for k, v in texts.items()})
+    values: dict[str, Any] = {}
+    if precomputed is not None and ROWS in precomputed:
+        values = {k: v for k, v in precomputed.items() if k in plain}
+        plain = {k: v for k, v in plain.items() if k not in values}
+    if not plain and not keys:
+        return values
+    try:
+        values.update(_run(batch, plain, keys))
+        return values
+    except Exception as exc:  # noqa: BLE001 - isolate the broken check(s) below
+        log.info("the one pass failed (%s); measuring the checks one by one to find the broken one", short_error(exc))
+    if ROWS in plain:
+        values.update(_run(batch, {ROWS: plain[ROWS]}, {}))
+    for name in dict.fromkeys([*aggs, *keys]):
+        mine = {k: v for k, v in plain.items() if k.startswith(name + SEP) and k[: len(name)] == name}
+        try:
+            values.update(_run(batch, mine, {name: keys[name]} if name in keys else {}))
+        except Exception as exc:  # noqa: BLE001 - a broken check is a result, not a crash
+            errors[name] = exc
+    return values
+
+
+def evaluate(
+    batch: DataFrame,
+    suite: Suite,
+    ctx: MainContext,
+    sample_rows: int = 5,
+    precomputed: Mapping[str, Any] | None = None,
+    cache: MeasurementCache | None = None,
+) -> Evaluation:
+    """Evaluate ``suite`` on the new rows ``batch``. Never raises for a broken check.
+
+    ``precomputed`` holds aggregates observed while exactly these rows were written (see
+    :func:`observed_metrics`); ``cache`` the stored measurements of this batch head.
+    """
+    specs = list(suite.checks)
+    errors: dict[str, BaseException] = {}
+    fingerprints: dict[str, str] = {}
+    for spec in specs:
+        try:
+            fingerprints[spec.name] = spec.fingerprint(ctx)
+        except Exception as exc:  # noqa: BLE001 - a broken check is a result, not a crash
+            errors[spec.name] = exc
+    cached: dict[str, Measurement] = {}
+    if cache is not None and fingerprints:
+        cached = cache.load(list(fingerprints.values()))
+    measurements: dict[str, Measurement] = {}
+    todo: list[CheckSpec] = []
+    for spec in specs:
+        if spec.name in errors:
+            continue
+        fp = fingerprints[spec.name]
+        if fp in cached:
+            measurements[spec.name] = cached[fp]
+        else:
+            todo.append(spec)
+
+    # 1. what the pass must compute (SQL text only; no Spark work yet)
+    aggs: dict[str, dict[str, str]] = {}
+    keys: dict[str, tuple[str, ...]] = {}
+    for spec in todo:
+        try:
+            aggs[spec.name] = spec.aggregates(ctx)
+            k = spec.key_columns()
+            if k:
+                keys[spec.name] = tuple(k)
+        except Exception as exc:  # noqa: BLE001
+            errors[spec.name] = exc
+    todo = [s for s in todo if s.name not in errors]
+
+    # 2. the one pass (also when everything is cached but nothing tells the row count)
+    rows: int | None = next((int(m[ROWS]) for m in measurements.values() if m.get(ROWS) is not None), None)
+    values: dict[str, Any] = {}
+    if todo or rows is None:
+        values = _measure_pass(batch, {n: a for n, a in aggs.items() if a}, keys, precomputed, errors)
+        rows = int(values.get(ROWS) or 0)
+    todo = [s for s in todo if s.name not in errors]
+
+    # 3. each check's own look-ups
+    fresh: dict[str, Measurement] = {}
+    for spec in todo:
+        prefix = spec.name + SEP
+        m: Measurement = {k[len(prefix):]: v for k, v in values.items() if k.startswith(prefix)}
+        m[ROWS] = rows
+        try:
+            fresh[spec.name] = spec.measure_more(m, batch, ctx)
+        except Exception as exc:  # noqa: BLE001
+            errors[spec.name] = exc
+
+    # 4. samples of failing rows: one job for every failing row-level check
+    failing = [s for s in todo if s.name in fresh and s.row_level and int(fresh[s.name].get("fail") or 0) > 0
+               and "sample" not in fresh[s.name]]
+    if failing and sample_rows > 0:
+        _sample(batch, failing, fresh, sample_rows)
+    for name, m in fresh.items():
+        measurements[name] = jsonable(m)
+    if cache is not None and fresh:
+        cache.save({fingerprints[n]: measurements[n] for n in fresh})
+
+    # 5. verdicts: pure Python
+    results: list[CheckResult] = []
+    for spec in specs:
+        if spec.name in errors:
+            log.info("check %s is broken: %s", spec.name, short_error(errors[spec.name]))
+            results.append(spec.error(errors[spec.name]))
+            continue
+        try:
+            results.append(spec.judge(measurements[spec.name], ctx))
+        except Exception as exc:  # noqa: BLE001 - a broken check is a result, not a crash
+            log.warning("check %s could not be judged: %s", spec.name, short_error(exc))
+            results.append(spec.error(exc))
+    return Evaluation(results, rows or 0, measurements, list(fresh))
+
+
+def _sample(batch: DataFrame, checks: list[CheckSpec], fresh: dict[str, Measurement], n: int) -> None:
+    """Up to ``n`` failing rows per check, from ONE filtered read of the batch (no shuffle, no per-check scan).
+
+    The pass told how many rows fail each check; a failing row is kept with probability about
+    ``SAMPLE_OVERSAMPLING * n / failing`` (all of them when few fail), decided by a hash of the row,
+    so one read returns a few dozen rows per check, spread over the batch, the same on every run.
+    """
+    from pyspark.sql import functions as F
+
+    for spec in checks:
+        fresh[spec.name]["sample"] = []
+    try:
+        cols = [F.col(quote_column(c)) for c in batch.columns]
+        bucket = F.pmod(F.xxhash64(*cols), F.lit(1_000_000))
+        conds: dict[str, Column] = {}
+        for i, spec in enumerate(checks):
+            failing = int(fresh[spec.name].get("fail") or 0)
+            cond = F.coalesce(F.expr(str(spec.fail_sql())), F.lit(False))
+            keep = min(1.0, SAMPLE_OVERSAMPLING * n / failing) if failing else 1.0
+            if keep < 1.0:
+                cond = cond & (bucket < F.lit(int(keep * 1_000_000)))
+            conds[f"__fail{i}"] = cond
+        any_fail = F.lit(False)
+        for c in conds.values():
+            any_fail = any_fail | c
+        cap = 10 * SAMPLE_OVERSAMPLING * n * len(checks)
+        rows = batch.where(any_fail).select(*cols, *[c.alias(f) for f, c in conds.items()]).limit(cap).collect()
+        flags = {f"__fail{i}": spec for i, spec in enumerate(checks)}
+        for row in rows:
+            d = row_dict(row)
+            for f in [f for f in flags if d.pop(f)]:
+                sample = fresh[flags[f].name]["sample"]
+                if len(sample) < n:
+                    sample.append(dict(d))
+    except Exception as exc:  # noqa: BLE001 - samples are diagnostics; the verdicts stand
+        log.warning("could not sample the failing rows: %s", short_error(exc))

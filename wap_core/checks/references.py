@@ -1,0 +1,80 @@
+"""``references: {column, table, ref_column}``: every non-NULL value exists in the other table's main.
+
+The batch's value range (from the one pass) is pushed into the scan of the referenced table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from wap_core.checks.base import (
+    CheckResult,
+    CheckSpec,
+    MainContext,
+    Measurement,
+    jsonable,
+)
+from wap_core.checks.parsing import Args
+from wap_core.checks.unique import key_range_filter
+from wap_core.exceptions import ValidationError
+from wap_core.identifiers import TableId, quote_column
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+
+@dataclass(frozen=True, kw_only=True)
+class References(CheckSpec):
+    type: ClassVar[str] = "references"
+    table: str
+    ref_column: str
+
+    @classmethod
+    def parse(cls, args: Args) -> list[CheckSpec]:
+        col = args.one_column()
+        ref_table = args.pop("table")
+        try:
+            tid = TableId.parse(str(ref_table))
+        except ValidationError as exc:
+            raise args.fail(f"references: {exc}") from exc
+        ref_col = args.pop("ref_column", col)
+        if not isinstance(ref_col, str) or not ref_col:
+            raise args.fail("references: ref_column must be a column name")
+        return [args.spec(cls, f"references({col} -> {tid}.{ref_col})", (col,), table=str(tid), ref_column=ref_col)]
+
+    def aggregates(self, ctx: MainContext | None) -> dict[str, str]:
+        c = quote_column(self.columns[0])
+        return {"lo": f"min({c})", "hi": f"max({c})"}
+
+    def reads(self, ctx: MainContext) -> tuple[Any, ...]:
+        return (self.table, ctx.main_snapshot(TableId.parse(self.table)))
+
+    def measure_more(self, m: Measurement, batch: DataFrame, ctx: MainContext) -> Measurement:
+        from pyspark.sql import functions as F
+
+        ref_tid = TableId.parse(self.table)
+        ref = ctx.read_main(ref_tid)
+        if ref is None:
+            return {**m, "no_main": True}
+        ref_keys = key_range_filter(ref.select(F.col(quote_column(self.ref_column)).alias("__ref")), "__ref",
+                                    m.get("lo"), m.get("hi")).distinct()
+        c = F.col(quote_column(self.columns[0]))
+        missing = batch.where(c.isNotNull()).join(ref_keys, c == F.col("__ref"), "left_anti")
+        stats = missing.agg(F.count(F.lit(1)).alias("rows"), F.countDistinct(c).alias("values")).collect()[0]
+        failing = int(stats["rows"])
+        sample: list[dict[str, Any]] = []
+        if failing:
+            top = missing.groupBy(c.alias("value")).count().orderBy(F.desc("count")).limit(5).collect()
+            sample = [{"value": jsonable(r["value"]), "rows": int(r["count"])} for r in top]
+        return {**m, "missing_rows": failing, "missing_values": int(stats["values"]), "sample": sample}
+
+    def judge(self, m: Measurement, ctx: MainContext) -> CheckResult:
+        col, target = self.columns[0], f"{self.table}.{self.ref_column}"
+        if m.get("no_main"):
+            return self.result(False, None, None, f"referenced table {self.table} has no data on main")
+        failing, values = int(m.get("missing_rows") or 0), int(m.get("missing_values") or 0)
+        msg = (f"{failing} rows ({values} distinct values) of {col} are missing from {target}"
+               if failing else f"every {col} exists in {target}")
+        return self.result(failing <= self.max_failing_rows, {"missing_rows": failing, "missing_values": values},
+                           failing, msg, m.get("sample"))

@@ -1,0 +1,95 @@
+"""``unique: [col, ...]``: no two rows of the batch share a key, nor a row of main (``against_main``).
+
+Within the batch, the duplicate statistics come from the one pass (the engine groups the batch by
+the key in the same Spark query that computes every other aggregate). Against main, the batch's key
+range (min/max of the first key column, from the same pass) is pushed into the scan of main at the
+fork, so Iceberg prunes main's files by their column statistics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from wap_core.checks.base import (
+    CheckResult,
+    CheckSpec,
+    MainContext,
+    Measurement,
+    jsonable,
+    row_dict,
+)
+from wap_core.checks.parsing import Args
+from wap_core.identifiers import quote_column
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+
+@dataclass(frozen=True, kw_only=True)
+class Unique(CheckSpec):
+    type: ClassVar[str] = "unique"
+    against_main: bool = True
+
+    @classmethod
+    def parse(cls, args: Args) -> list[CheckSpec]:
+        cols = args.columns()
+        against_main = args.pop("against_main", True)
+        if not isinstance(against_main, bool):
+            raise args.fail("unique: against_main must be true or false")
+        return [args.spec(cls, f"unique({', '.join(cols)})", cols, against_main=against_main)]
+
+    def key_columns(self) -> tuple[str, ...]:
+        return self.columns
+
+    def aggregates(self, ctx: MainContext | None) -> dict[str, str]:
+        if not self.against_main:
+            return {}
+        c = quote_column(self.columns[0])
+        return {"lo": f"min({c})", "hi": f"max({c})"}
+
+    def reads(self, ctx: MainContext) -> tuple[Any, ...]:
+        return ("main", ctx.fork_snapshot_id) if self.against_main else ()
+
+    def measure_more(self, m: Measurement, batch: DataFrame, ctx: MainContext) -> Measurement:
+        from pyspark.sql import functions as F
+
+        keys = [F.col(quote_column(c)) for c in self.columns]
+        sample: list[dict[str, Any]] = []
+        if int(m.get("dup_rows") or 0):
+            # examples of duplicated keys come from the one pass; only a measurement without them looks again
+            examples = m.get("dup_examples")
+            if examples is None:
+                dup_groups = batch.groupBy(*keys).count().where(F.col("count") > 1)
+                examples = [r.asDict() for r in dup_groups.limit(3).collect()]
+            sample = [dict(jsonable(d), __problem="duplicate in batch") for d in examples]
+        in_main = 0
+        if self.against_main:
+            main = ctx.read_main(ctx.table)
+            if main is not None:
+                main_keys = key_range_filter(main.select(*keys), self.columns[0], m.get("lo"), m.get("hi"))
+                clash = batch.select(*keys).join(main_keys.distinct(), on=list(self.columns), how="left_semi")
+                in_main = clash.count()
+                if in_main:
+                    sample += [dict(row_dict(r), __problem="already in main") for r in clash.limit(3).collect()]
+        return {**m, "in_main": in_main, "sample": sample}
+
+    def judge(self, m: Measurement, ctx: MainContext) -> CheckResult:
+        dup_rows, in_main = int(m.get("dup_rows") or 0), int(m.get("in_main") or 0)
+        failing = dup_rows + in_main
+        observed = {"duplicate_rows_in_batch": dup_rows, "duplicate_keys_in_batch": int(m.get("dup_keys") or 0),
+                    "rows_already_in_main": in_main}
+        scope = "within the batch and against main" if self.against_main else "within the batch"
+        msg = (f"{dup_rows} rows share a key within the batch; {in_main} rows have a key already in main"
+               if failing else f"keys unique {scope}")
+        return self.result(failing <= self.max_failing_rows, observed, failing, msg, m.get("sample"))
+
+
+def key_range_filter(df: DataFrame, column: str, lo: Any, hi: Any) -> DataFrame:
+    """``df`` limited to ``column`` in [lo, hi]: Iceberg skips files whose min/max miss the range."""
+    from pyspark.sql import functions as F
+
+    if lo is None or hi is None:
+        return df.limit(0)
+    c = F.col(quote_column(column))
+    return df.where(c.isNotNull() & (c >= F.lit(lo)) & (c <= F.lit(hi)))

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
-
 from helpers import write_csv
+
 from wap_core import TableId
 from wap_core.diff import compute_diff, main_profile, profile_frame
 from wap_core.ingest import ingest

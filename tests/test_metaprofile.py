@@ -39,7 +39,7 @@ def _create_wide(lh: Any, rows: int = 3000, files: int = 4, props: str = "") -> 
         f"CASE WHEN id % 29 = 0 THEN NULL ELSE concat('{LONG}', CAST(id AS string)) END AS label",
         f"CASE WHEN id % 31 = 0 THEN NULL ELSE concat('{LONG}', CAST(id % 97 AS string)) END AS note",
         "CASE WHEN id % 3 = 0 THEN NULL ELSE CAST(id % 1000 AS int) END AS q",
-    ).repartition(files, "id").sortWithinPartitions("id").writeTo(name).append())
+    ).repartitionByRange(files, "id").sortWithinPartitions("id").writeTo(name).append())  # files hold key ranges
     return int(lh.table(T).current_snapshot().snapshot_id)
 
 
@@ -194,3 +194,22 @@ def test_first_diff_profiles_main_from_metadata_and_merges_after_publish(
 
 def prof_distinct(profile: dict[str, Any], column: str) -> int:
     return int(profile["columns"][column]["distinct"])
+
+
+def test_sample_follows_schema_evolution_by_field_id(wide: tuple[Any, int]) -> None:
+    lh, _ = wide
+    name = lh.sql_name(T)
+    lh.spark.sql(f"ALTER TABLE {name} RENAME COLUMN grp TO team")
+    lh.spark.sql(f"ALTER TABLE {name} ADD COLUMN extra int")
+    lh.spark.sql(f"INSERT INTO {name} VALUES (5000, 'g1', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 7)")
+    snap = int(lh.table(T).current_snapshot().snapshot_id)
+    prof, _ = metadata_profile(lh, T, snap, scan_max_rows=0, sample_rows=1000, sample_files=5)
+    truth = profile_frame(lh.read_snapshot(T, snap))
+    assert prof is not None and set(prof["columns"]) == set(truth["columns"]) and "team" in prof["columns"]
+    team, extra = prof["columns"]["team"], prof["columns"]["extra"]
+    # the renamed column is read from the old files by its field id: its sample has values
+    assert {d["value"] for d in team["top_values"]} & {f"g{i}" for i in range(7)}
+    assert (team["nulls"], team["min"], team["max"]) == (truth["columns"]["team"]["nulls"], "g0", "g6")
+    # the added column has no stats in the files written before it: its nulls come from the sample, marked
+    assert extra["accuracy"]["nulls"] == "approximate" and extra["nulls"] >= 0.9 * truth["columns"]["extra"]["nulls"]
+    assert extra["accuracy"]["min"] == "approximate"

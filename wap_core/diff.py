@@ -33,6 +33,7 @@ _BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
 MAX_MERGE_DEPTH = 20  # publishes in a row whose profiles merge without a rescan of main
 QUANTILES = (0.0, 0.05, 0.25, 0.5, 0.75, 0.95, 1.0)
 TOP_N = 5
+TOP_VALUES_MAX_DISTINCT = 10_000  # top values of a column with more distinct values say little (each is rare) and cost a big shuffle
 _NUMERIC = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
 _CATEGORICAL = ("string", "boolean", "date")
 
@@ -88,7 +89,7 @@ def profile_frame(df: DataFrame, max_top_columns: int = 12) -> dict[str, Any]:
             "accuracy": acc,
             "approximate": [f for f in FIELDS if acc[f] == APPROXIMATE],
         }
-    cats = [n for n, t in fields if _kind(t) == "categorical"][:max_top_columns]
+    cats = [n for n, t in fields if _kind(t) == "categorical" and cols[n]["distinct"] <= TOP_VALUES_MAX_DISTINCT][:max_top_columns]
     if cats and rows:
         pairs = F.explode(F.array(*[F.struct(F.lit(n).alias("col"), F.col(quote_column(n)).cast("string").alias("val")) for n in cats]))
         counted = df.select(pairs.alias("p")).groupBy(F.col("p.col").alias("col"), F.col("p.val").alias("val")).count()

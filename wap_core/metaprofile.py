@@ -237,12 +237,14 @@ def _top_values(values: pa.Array, rows: int, sample_rows: int, top_n: int) -> li
 
     if sample_rows == 0:
         return None
-    vc = pc.value_counts(values.cast(pa.string())).to_pylist()
-    vc.sort(key=lambda d: (-d["counts"], d["values"] is None, str(d["values"])))
+    vc = pc.value_counts(values.cast(pa.string()))
+    counted = pa.table({"value": vc.field("values"), "count": vc.field("counts")})
+    top = pc.select_k_unstable(counted, top_n, [("count", "descending"), ("value", "ascending")])
     out = []
-    for d in vc[:top_n]:
-        pct = 100.0 * d["counts"] / sample_rows
-        out.append({"value": d["values"], "count": round(pct * rows / 100.0), "pct": round(pct, 4)})
+    for d in counted.take(top).to_pylist():
+        pct = 100.0 * d["count"] / sample_rows
+        out.append({"value": d["value"], "count": round(pct * rows / 100.0), "pct": round(pct, 4)})
+    out.sort(key=lambda d: (-d["pct"], d["value"] is None, str(d["value"])))
     return out
 
 
@@ -268,7 +270,7 @@ def metadata_profile(
     import pyarrow.compute as pc
     from pyiceberg.types import DoubleType, FloatType, PrimitiveType
 
-    from wap_core.diff import QUANTILES, TOP_N, _kind
+    from wap_core.diff import QUANTILES, TOP_N, TOP_VALUES_MAX_DISTINCT, _kind
 
     sample_rows = SAMPLE_ROWS if sample_rows is None else sample_rows
     sample_files = SAMPLE_FILES if sample_files is None else sample_files
@@ -360,7 +362,7 @@ def metadata_profile(
             elif non_null == 0 and acc["nulls"] == EXACT:
                 acc["mean"] = acc["quantiles"] = EXACT
         top = None
-        if kind == "categorical" and len(cats) < max_top_columns:
+        if kind == "categorical" and len(cats) < max_top_columns and distinct <= TOP_VALUES_MAX_DISTINCT:
             cats.append(name)
             top = _top_values(values, rows, n, TOP_N) if rows else None
             acc["top_values"] = APPROXIMATE if top else EXACT

@@ -56,14 +56,23 @@ def rows(path: Path) -> int:
     return pq.ParquetFile(path).metadata.num_rows
 
 
-def shifted_batch(data_dir: Path, source: Path, index: int) -> Path:
-    """``source`` lineitem rows with order keys moved to ``(index + 1) * 10**9 + key``: new keys."""
-    out = data_dir / "batches" / f"{source.parent.name}_b{index}.parquet"
+def shifted_batch(data_dir: Path, source: Path, index: int, partkeys: int | None = None) -> Path:
+    """``source`` lineitem rows with order keys moved to ``(index + 1) * 10**9 + key``: new keys.
+
+    ``partkeys``: fold ``l_partkey`` into ``1..partkeys`` (so one batch references valid parts on
+    tables of every scale: SF0.01 has 2,000 parts).
+    """
+    out = data_dir / "batches" / f"{source.parent.name}_b{index}{f'_p{partkeys}' if partkeys else ''}.parquet"
     if not out.is_file():
         out.parent.mkdir(parents=True, exist_ok=True)
         t = _plain_strings(pq.read_table(source))
         i = t.schema.get_field_index("l_orderkey")
         t = t.set_column(i, "l_orderkey", pc.add(t["l_orderkey"], pa.scalar((index + 1) * 10**9, pa.int64())))
+        if partkeys:
+            j = t.schema.get_field_index("l_partkey")
+            k = t["l_partkey"]
+            wraps = pc.divide(pc.subtract(k, 1), partkeys)  # integer division: keys are positive
+            t = t.set_column(j, "l_partkey", pc.subtract(k, pc.multiply(wraps, partkeys)).cast(k.type))  # (k - 1) % n + 1
         tmp = out.with_suffix(".tmp")
         pq.write_table(t, tmp)
         tmp.rename(out)

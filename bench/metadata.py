@@ -1,7 +1,7 @@
 """Metadata-only scenarios, run in a fresh interpreter that never starts Spark.
 
-``python -m bench.metadata branches HOME REPEAT``: scenario 5 (50 tables x 4 open
-branches, set up with PyIceberg only; list_branches / table_infos timed).
+``python -m bench.metadata branches HOME REPEAT [TABLES]``: scenario 5 (50 tables, or
+TABLES, x 4 open branches, set up with PyIceberg only; list_branches / table_infos timed).
 ``python -m bench.metadata diff HOME CATALOG TABLE BRANCH REPEAT``: scenario 7
 (``metadata_diff`` of an existing branch).
 
@@ -31,15 +31,15 @@ def _no_spark() -> dict[str, bool]:
     return {"spark_running": spark_running(), "pyspark_imported": "pyspark" in sys.modules}
 
 
-def branches(home: Path, repeat: int) -> dict[str, Any]:
+def branches(home: Path, repeat: int, tables: int = TABLES) -> dict[str, Any]:
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
     lh = Lakehouse(Settings(home=home, checks_path=home / "checks.yml", user="bench", catalog_name="meta"))
     t0 = time.perf_counter()
     lh.catalog.create_namespace("m")
     tiny = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "v": pa.array(["a", "b", "c"])})
-    for i in range(TABLES):
-        tbl = lh.catalog.create_table(("m", f"t{i:02d}"), schema=tiny.schema)
+    for i in range(tables):
+        tbl = lh.catalog.create_table(("m", f"t{i:03d}"), schema=tiny.schema)
         tbl.append(tiny)
         ms = tbl.manage_snapshots()
         for b in range(BRANCHES):
@@ -86,7 +86,7 @@ def diff(home: Path, catalog: str, table: str, branch: str, repeat: int) -> dict
 
 def main(argv: list[str]) -> None:
     if argv[0] == "branches":
-        out = branches(Path(argv[1]), int(argv[2]))
+        out = branches(Path(argv[1]), int(argv[2]), int(argv[3]) if len(argv) > 3 else TABLES)
     elif argv[0] == "diff":
         out = diff(Path(argv[1]), argv[2], argv[3], argv[4], int(argv[5]))
     else:

@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from bench import data
+from bench import data, xl
 from bench.data import KEY
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,6 +90,8 @@ class Bench:
     def prepare_data(self) -> None:
         a = self.args
         t0 = time.perf_counter()
+        if not self.core:  # only the on-demand scenarios (bench/xl.py): no SF1 tables
+            return
         self.large_dir = data.generate(self.data_dir, a.scale_large)
         self.small_dir = data.generate(self.data_dir, a.scale_small)
         self.large_rows = data.rows(self.large_dir / "lineitem.parquet")
@@ -119,6 +121,7 @@ class Bench:
         return (
             suite("li_large", "part_large") + suite("li_small", "part_small")
             + f"{NS}.li_s3_ours:\n  checks:\n    - not_null: [l_orderkey]\n"
+            + xl.checks_yaml(NS)
         )
 
     def start(self) -> None:
@@ -744,8 +747,13 @@ class Bench:
 
         a = self.args
         now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-        scale = (f"lineitem SF{a.scale_large:g} ({self.large_rows:,} rows) vs SF{a.scale_small:g} ({self.small_rows:,} rows)"
-                 + ("" if a.skip_peer else f"; peer scenario SF{a.peer_scale:g}"))
+        scale = "; ".join(x for x in (
+            (f"lineitem SF{a.scale_large:g} ({self.large_rows:,} rows) vs SF{a.scale_small:g} ({self.small_rows:,} rows)"
+             + ("" if a.skip_peer else f"; peer scenario SF{a.peer_scale:g}")) if self.core else "",
+            f"xl: lineitem SF{a.scale_xl:g} ({self.xl_rows:,} rows) vs SF{a.scale_small:g} ({self.xs_rows:,} rows), "
+            f"batch SF{xl.BATCH_SCALE:g}" if hasattr(self, "xl_rows") else "",
+            f"metadata pages at {a.meta_tables} tables" if "metadata500" in self.only else "",
+        ) if x)
         notes = [n for r in self.rows for n in r.notes]
         total = time.perf_counter() - started
         print()
@@ -759,13 +767,15 @@ class Bench:
             "# WAP Console benchmark: latest results", "",
             f"- date: {now}", f"- scale: {scale}", f"- machine: {self.machine()}",
             f"- software: Python {platform.python_version()}, PySpark {pyspark.__version__}, Spark master "
-            f"{self.lh.settings.spark_master}, driver memory {a.driver_memory}, shuffle partitions {a.shuffle_partitions}",
+            f"{self.lh.settings.spark_master if hasattr(self, 'lh') else '(not started)'}, driver memory {a.driver_memory}, shuffle partitions {a.shuffle_partitions}",
             f"- repetitions: {a.repeat} (medians; scenarios 6 and 8 use min(repeat, 3)); total run time {total / 60:.1f} min",
             f"- command: `python -m bench.run {' '.join(sys.argv[1:])}`".rstrip(), "",
             self.table(markdown=True), "",
             "ratio = ours / baseline; \"baseline\" is the small table (1, 1b, 2), the hand-written PySpark script (3), "
             "the 1-check suite (4), the first diff on a main snapshot (6), lake-sift (7, 8), the fastest of Great Expectations "
-            "and Soda Core that reports failing counts (9) and a fresh audit (9·, re-audit).", "",
+            "and Soda Core that reports failing counts (9) and a fresh audit (9·, re-audit); "
+            "for 10 (ten times the data, `--only xl`) the SF0.01 main (10b, 10c) and a full-scan profile of main (10a, "
+            "with `--xl-scan-baseline`).", "",
             "## Notes", "", *[f"- {n}" for n in notes], "",
         ]
         RESULTS.mkdir(parents=True, exist_ok=True)
@@ -773,17 +783,39 @@ class Bench:
         out.write_text("\n".join(md))
         log(f"wrote {out}")
 
+    @property
+    def only(self) -> set[str]:
+        return set(self.args.only.split(",")) if self.args.only else set()
+
+    @property
+    def core(self) -> bool:
+        """Whether any scenario of the default set runs (the on-demand ones of bench/xl.py need none of its tables)."""
+        return not self.only or bool(self.only - set(xl.SCENARIOS))
+
     def run(self) -> int:
         started = time.perf_counter()
-        only = set(self.args.only.split(",")) if self.args.only else None
+        only = self.only or None
 
         def want(s: str) -> bool:
             return only is None or s in only
 
         self.prepare_data()
+        if "xl" in self.only:
+            xl.prepare(self)
         if want("5"):
             self.scenario_5()  # before Spark starts in this process; runs in its own interpreter anyway
+        if "metadata500" in self.only:
+            xl.scenario_metadata(self, self.args.meta_tables)
+        if not self.core and "xl" not in self.only:
+            self.report(started)
+            return 0 if all(r.passed for r in self.rows) else 1
         self.start()
+        if "xl" in self.only:
+            xl.setup(self)
+            xl.scenario_xl(self)
+        if not self.core:
+            self.report(started)
+            return 0 if all(r.passed for r in self.rows) else 1
         if only is None or only & {"1", "2", "4", "6", "7"}:
             self.setup_tables()
         if want("6"):
@@ -834,7 +866,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--hand-full-scan", action="store_true",
                    help="scenario 3: the hand-written script counts nulls over the whole branch instead of the written batch")
     p.add_argument("--skip-checks-peers", action="store_true", help="skip scenario 9 (Great Expectations and Soda Core)")
-    p.add_argument("--only", default="", help="comma-separated scenarios to run, e.g. 1,4 or 9 (default all)")
+    p.add_argument("--only", default="",
+                   help="comma-separated scenarios to run, e.g. 1,4 (default: 1-8); the on-demand scenarios of issue 10 "
+                        "run only when named: xl (main at --scale-xl vs SF0.01, 600k batch), metadata500 (--meta-tables tables)")
+    p.add_argument("--scale-xl", type=float, default=10.0, help="scenario xl: TPC-H scale factor of the XL main (default 10: 60M rows)")
+    p.add_argument("--xl-scan-baseline", action="store_true",
+                   help="scenario xl: also profile the XL main by a full scan (minutes) and check the metadata profile's exact fields")
+    p.add_argument("--meta-tables", type=int, default=500, help="scenario metadata500: number of tables (default 500)")
     p.add_argument("--work-dir", type=Path, default=Path(__file__).resolve().parent / ".work",
                    help="data cache and lakehouse (default bench/.work; the lakehouse is recreated each run)")
     p.add_argument("--output", default="", help="markdown output (default bench/results/latest.md)")

@@ -129,6 +129,8 @@ def profile_table(columns: list[dict[str, Any]]) -> pd.DataFrame:
             "min main": str(m.get("min")) if m.get("min") is not None else None, "min batch": str(b.get("min")) if b.get("min") is not None else None,
             "max main": str(m.get("max")) if m.get("max") is not None else None, "max batch": str(b.get("max")) if b.get("max") is not None else None,
             "mean main": _fmt(m.get("mean")), "mean batch": _fmt(b.get("mean")),
+            # which of main's figures are estimates (a sample, a sketch, a merge) rather than exact
+            "approximate in main": ", ".join(f.replace("_", " ") for f in m.get("approximate") or []) or None,
         })
     return pd.DataFrame(rows)
 
@@ -188,6 +190,10 @@ def diff_details(diff: dict[str, Any], max_charts: int = 4) -> None:
         st.dataframe(pd.DataFrame(diff["schema_changes"]), hide_index=True, width="stretch")
     st.markdown("**Per-column profile, main vs batch**")
     st.dataframe(profile_table(diff["columns"]), hide_index=True, width="stretch")
+    source = diff.get("main_profile") or {}
+    if source.get("basis"):
+        st.caption(f"Main's profile ({source.get('source', '').split(':')[0]}): {source['basis']}. "
+                   "Figures listed under *approximate in main* are estimates; the others are exact.")
     # Distributions worth a chart: numeric columns that vary within the batch, categorical ones with few values.
     numeric = sorted((c for c in diff["columns"] if c["kind"] == "numeric" and (c["batch"].get("distinct") or 0) >= 10),
                      key=_shift, reverse=True)[:max_charts]

@@ -7,6 +7,8 @@ cheap enough for a page load.
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -87,6 +89,60 @@ def load_table(catalog: SqlCatalog, table: TableId) -> Table:
 
 def table_exists(catalog: SqlCatalog, table: TableId) -> bool:
     return catalog.table_exists(table.tuple)
+
+
+_SHARED_TABLES: OrderedDict[str, Table] = OrderedDict()  # metadata location -> parsed table (read-only use)
+_SHARED_MAX = 2048
+_SHARED_LOCK = threading.Lock()
+
+
+def load_tables(catalog: SqlCatalog) -> list[tuple[TableId, Table]]:
+    """Every table of the catalog at its current metadata, for read-only overviews (sorted by id).
+
+    One SQL query gives every table's current metadata location. A metadata file is immutable
+    (each commit writes a new one), so a table parsed from it is kept by its location and reused
+    until the table moves on: a page listing 500 tables parses only the ones that changed. The
+    returned tables are shared between callers: read them, never commit through them.
+    """
+    from sqlalchemy import text
+
+    with catalog.engine.connect() as conn:
+        rows = conn.execute(text(
+            "SELECT table_namespace, table_name, metadata_location FROM iceberg_tables "
+            "WHERE catalog_name = :c AND (iceberg_type IS NULL OR iceberg_type = 'TABLE')"), {"c": catalog.name}).all()
+    out: list[tuple[TableId, Table]] = []
+    for row in sorted(tuple(r) for r in rows):
+        tid, location = TableId(str(row[0]), str(row[1])), str(row[2] or "")
+        with _SHARED_LOCK:
+            tbl = _SHARED_TABLES.get(location) if location else None
+            if tbl is not None:
+                _SHARED_TABLES.move_to_end(location)
+        if tbl is None:
+            tbl = _table_at(catalog, tid, location) if location else None
+            if tbl is None:
+                continue
+            with _SHARED_LOCK:
+                _SHARED_TABLES[tbl.metadata_location] = tbl
+                while len(_SHARED_TABLES) > _SHARED_MAX:
+                    _SHARED_TABLES.popitem(last=False)
+        out.append((tid, tbl))
+    return out
+
+
+def _table_at(catalog: SqlCatalog, table: TableId, location: str) -> Table | None:
+    """``table`` parsed from its metadata file at ``location`` (what the catalog's load_table does, minus its query)."""
+    from pyiceberg.io import load_file_io
+    from pyiceberg.serializers import FromInputFile
+
+    try:
+        metadata = FromInputFile.table_metadata(load_file_io(catalog.properties, location).new_input(location))
+    except FileNotFoundError:  # the table moved on since the query and its old metadata file is gone
+        try:
+            return load_table(catalog, table)
+        except NotFoundError:
+            return None  # dropped since the query
+    io = load_file_io({**catalog.properties, **metadata.properties}, location)
+    return Table(identifier=table.tuple, metadata=metadata, metadata_location=location, io=io, catalog=catalog)
 
 
 def list_table_ids(catalog: SqlCatalog) -> list[TableId]:

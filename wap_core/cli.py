@@ -254,6 +254,8 @@ def _run(args: argparse.Namespace) -> int:
                 rows.append({"column": c["name"], "type": c["type"], "null%_main": m.get("null_pct", ""), "null%_batch": b["null_pct"],
                              "distinct_main": m.get("distinct", ""), "distinct_batch": b["distinct"], "min_batch": b.get("min"), "max_batch": b.get("max")})
             _table(rows, list(rows[0].keys()) if rows else [])
+            if d.main_profile.get("basis"):
+                print(f"main's profile ({str(d.main_profile.get('source')).split(':')[0]}): {d.main_profile['basis']}")
             if keyed is not None:
                 print(f"by key ({args.key}): {keyed.summary()}")
         return EXIT_OK

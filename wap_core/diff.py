@@ -2,7 +2,10 @@
 
 Main's column profile is computed once per main snapshot and cached in the
 catalog database (``wap_profiles``), so reviewing ten branches of one table
-profiles main once.
+profiles main once. It is built metadata-first (``wap_core.metaprofile``): rows, nulls,
+min and max from the manifests, the rest from a bounded sample, each field of each
+column marked ``exact`` or ``approximate``; only a small main or one with delete files
+is scanned.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from wap_core import catalog as cat
 from wap_core.audit import batch_frame
 from wap_core.checks import jsonable
 from wap_core.identifiers import MAIN, TableId, quote_column
+from wap_core.metaprofile import APPROXIMATE, EXACT, FIELDS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -29,6 +33,7 @@ _BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
 MAX_MERGE_DEPTH = 20  # publishes in a row whose profiles merge without a rescan of main
 QUANTILES = (0.0, 0.05, 0.25, 0.5, 0.75, 0.95, 1.0)
 TOP_N = 5
+TOP_VALUES_MAX_DISTINCT = 10_000  # top values of a column with more distinct values say little (each is rare) and cost a big shuffle
 _NUMERIC = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
 _CATEGORICAL = ("string", "boolean", "date")
 
@@ -65,6 +70,9 @@ def profile_frame(df: DataFrame, max_top_columns: int = 12) -> dict[str, Any]:
     cols: dict[str, dict[str, Any]] = {}
     for i, (name, typ) in enumerate(fields):
         nn = int(row[f"nn{i}"])
+        # every row read: counts, min, max, mean and top values are exact; the distinct count is an HLL
+        # sketch's estimate and the quantiles percentile_approx's
+        acc = {f: APPROXIMATE if f == "distinct" or (f == "quantiles" and row.get(f"q{i}")) else EXACT for f in FIELDS}
         cols[name] = {
             "type": typ,
             "kind": _kind(typ),
@@ -78,8 +86,10 @@ def profile_frame(df: DataFrame, max_top_columns: int = 12) -> dict[str, Any]:
             "mean": jsonable(row.get(f"avg{i}")),
             "quantiles": dict(zip([str(q) for q in QUANTILES], jsonable(row.get(f"q{i}")) or [])) if row.get(f"q{i}") else None,
             "top_values": None,
+            "accuracy": acc,
+            "approximate": [f for f in FIELDS if acc[f] == APPROXIMATE],
         }
-    cats = [n for n, t in fields if _kind(t) == "categorical"][:max_top_columns]
+    cats = [n for n, t in fields if _kind(t) == "categorical" and cols[n]["distinct"] <= TOP_VALUES_MAX_DISTINCT][:max_top_columns]
     if cats and rows:
         pairs = F.explode(F.array(*[F.struct(F.lit(n).alias("col"), F.col(quote_column(n)).cast("string").alias("val")) for n in cats]))
         counted = df.select(pairs.alias("p")).groupBy(F.col("p.col").alias("col"), F.col("p.val").alias("val")).count()
@@ -102,14 +112,21 @@ def main_profile(lh: Lakehouse, table: TableId, snapshot_id: int | None) -> dict
     After a publish, main's new head is the head of a batch whose profile the review computed;
     main's profile is then the merge of its profile at the batch's fork and the batch's profile
     (counts, nulls, min, max, mean and HLL distinct counts merge exactly; quantiles and top values
-    approximately, and say so). Only when no such chain is cached is all of main scanned.
+    approximately, and say so). When no such chain is cached, main's profile is built
+    metadata-first (``source`` "metadata": exact counts and bounds from the manifests, the rest
+    from a bounded sample, marked approximate); only a small main or one with delete files is
+    scanned (``source`` "scan"). ``basis`` says what the profile was computed from.
     """
     if snapshot_id is None:
         return None
     prof = _cached_or_merged(lh, table, snapshot_id, MAX_MERGE_DEPTH)
     if prof is None:
-        prof = profile_frame(lh.read_snapshot(table, snapshot_id))
-        prof["source"] = "scan"
+        from wap_core.metaprofile import metadata_profile
+
+        prof, basis = metadata_profile(lh, table, snapshot_id)
+        if prof is None:
+            prof = profile_frame(lh.read_snapshot(table, snapshot_id))
+            prof["source"], prof["basis"] = "scan", basis
         lh.journal.save_profile(str(table), snapshot_id, prof)
     return prof
 
@@ -134,6 +151,7 @@ def _cached_or_merged(lh: Lakehouse, table: TableId, snapshot_id: int, depth: in
         return None
     merged = merge_profiles(lh.spark, base, batch_prof)
     merged["source"] = f"merged: main at {fork} + batch ({fork}, {snapshot_id}]"
+    merged["basis"] = f"merged from main's profile at {fork} ({str(base.get('source', 'scan')).split(':')[0]}) and the published batch's"
     lh.journal.save_profile(str(table), snapshot_id, merged)
     return merged
 
@@ -152,6 +170,8 @@ def merge_profiles(spark: SparkSession, a: dict[str, Any], b: dict[str, Any]) ->
     cols: dict[str, dict[str, Any]] = {}
     for i, n in enumerate(names):
         ca, cb = a["columns"][n], b["columns"][n]
+        acc_a, acc_b = accuracy(ca), accuracy(cb)
+        acc = {f: EXACT if acc_a[f] == acc_b[f] == EXACT else APPROXIMATE for f in FIELDS}
         nn_a, nn_b = ca["rows"] - ca["nulls"], cb["rows"] - cb["nulls"]
         nulls = ca["nulls"] + cb["nulls"]
         col = dict(ca)
@@ -164,14 +184,19 @@ def merge_profiles(spark: SparkSession, a: dict[str, Any], b: dict[str, Any]) ->
             "mean": ((ca["mean"] or 0) * nn_a + (cb["mean"] or 0) * nn_b) / (nn_a + nn_b)
             if ca.get("mean") is not None and cb.get("mean") is not None and nn_a + nn_b else _pick(ca.get("mean"), cb.get("mean"), max),
         })
+        acc["distinct"] = APPROXIMATE  # a union of HLL sketches, or without a sketch of one side an estimate
         if f"d{i}" in merged_hll:
             col["distinct"] = int(merged_hll[f"d{i}"] or 0)
             col["hll"] = base64.b64encode(bytes(merged_hll[f"h{i}"])).decode("ascii")
         else:
-            col["distinct"], col["hll"] = max(ca["distinct"], cb["distinct"]), None
+            # no sketch of one side (a metadata-first profile of main): value ranges that do not overlap
+            # cannot share a value, so the counts add up; otherwise the larger is a lower bound
+            disjoint = _disjoint(ca, acc_a, cb, acc_b)
+            col["distinct"] = (ca["distinct"] or 0) + (cb["distinct"] or 0) if disjoint else max(ca["distinct"] or 0, cb["distinct"] or 0)
+            col["hll"] = None
         if ca.get("quantiles") and cb.get("quantiles"):
             col["quantiles"] = _merge_quantiles(ca["quantiles"], nn_a, cb["quantiles"], nn_b)
-            col["approximate"] = ["quantiles"]
+            acc["quantiles"] = APPROXIMATE
         else:
             col["quantiles"] = ca.get("quantiles") or cb.get("quantiles")
         if ca.get("top_values") or cb.get("top_values"):
@@ -180,9 +205,31 @@ def merge_profiles(spark: SparkSession, a: dict[str, Any], b: dict[str, Any]) ->
                 counts[tv["value"]] = counts.get(tv["value"], 0) + tv["count"]
             top = sorted(counts.items(), key=lambda kv: (-kv[1], str(kv[0])))[:TOP_N]
             col["top_values"] = [{"value": v, "count": c, "pct": round(100.0 * c / rows, 4) if rows else 0.0} for v, c in top]
-            col["approximate"] = [*col.get("approximate", []), "top_values"]
+            acc["top_values"] = APPROXIMATE
+        col["accuracy"], col["approximate"] = acc, [f for f in FIELDS if acc[f] == APPROXIMATE]
         cols[n] = col
     return {"rows": rows, "columns": cols}
+
+
+def accuracy(col: dict[str, Any]) -> dict[str, str]:
+    """``{field: "exact"|"approximate"}`` of a profiled column (profiles cached before the markers: derived)."""
+    acc = col.get("accuracy")
+    if isinstance(acc, dict) and set(acc) >= set(FIELDS):
+        return {f: acc[f] for f in FIELDS}
+    approx = {*(col.get("approximate") or []), "distinct", "quantiles"}  # HLL and percentile_approx estimates
+    return {f: APPROXIMATE if f in approx else EXACT for f in FIELDS}
+
+
+def _disjoint(ca: dict[str, Any], acc_a: dict[str, str], cb: dict[str, Any], acc_b: dict[str, str]) -> bool:
+    """Whether two columns' exact value ranges do not overlap (then no value is in both)."""
+    if not all(acc[f] == EXACT for acc in (acc_a, acc_b) for f in ("min", "max")):
+        return False
+    if ca.get("min") is None or cb.get("min") is None:
+        return True  # one side has no values at all
+    try:
+        return bool(cb["min"] > ca["max"] or cb["max"] < ca["min"])
+    except TypeError:
+        return False
 
 
 def _public(profile: dict[str, Any]) -> dict[str, Any]:
@@ -252,6 +299,8 @@ class DiffResult:
     schema_changes: list[dict[str, Any]]
     columns: list[dict[str, Any]]
     metadata: dict[str, Any] = field(default_factory=dict)
+    # how main's profile was made: source (scan | metadata | merged: ...), basis (in words), sample (rows, files)
+    main_profile: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -312,6 +361,7 @@ def compute_diff(lh: Lakehouse, table: TableId, branch: str) -> DiffResult:
         table=str(table), branch=branch, fork_snapshot_id=lin.fork, head_snapshot_id=lin.head, main_snapshot_id=lin.main_head,
         main_moved=lin.main_moved, pure_append=meta.pure_append, rows_added=batch_prof["rows"], rows_deleted=deleted,
         schema_changes=schema_changes(tbl, branch), columns=columns, metadata=asdict(meta),
+        main_profile={k: main_prof.get(k) for k in ("source", "basis", "sample")} if main_prof is not None else {},
     )
 
 

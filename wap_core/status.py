@@ -63,8 +63,7 @@ def _ms_iso(ms: int | None) -> str | None:
 
 def table_infos(lh: Lakehouse) -> list[TableInfo]:
     out: list[TableInfo] = []
-    for tid in lh.tables():
-        tbl = lh.table(tid)
+    for tid, tbl in cat.load_tables(lh.catalog):
         main_id = cat.ref_snapshot_id(tbl, MAIN)
         main = tbl.metadata.snapshot_by_id(main_id) if main_id is not None else None
 
@@ -82,13 +81,16 @@ def table_infos(lh: Lakehouse) -> list[TableInfo]:
 
 def list_branches(lh: Lakehouse, table: TableId | None = None) -> list[BranchInfo]:
     """Every open branch (all refs of type branch except main) with its audit status."""
-    tables = [table] if table is not None else lh.tables()
-    loaded = [(tid, lh.table(tid)) for tid in tables]  # reconciles crashed actions before the journal is read
+    if table is not None:
+        tables = [(table, lh.table(table))]  # lh.table reconciles crashed actions before the journal is read
+    else:
+        lh.reconcile()  # crashed actions resolved before the journal is read
+        tables = cat.load_tables(lh.catalog)
     audits = lh.journal.latest_audits(str(table) if table is not None else None)
     created = lh.journal.created_times(str(table) if table is not None else None)
     incomplete = lh.journal.incomplete_branches(str(table) if table is not None else None)
     out: list[BranchInfo] = []
-    for tid, tbl in loaded:
+    for tid, tbl in tables:
         for name in cat.branch_names(tbl):
             lin = cat.lineage(tbl, name)
             audit = audits.get((str(tid), name))

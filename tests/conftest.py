@@ -231,28 +231,6 @@ def _as_pg_user(cmd: list[str]) -> list[str]:
     return cmd
 
 
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[str]:
-    if not (PG_BIN / "initdb").exists():
-        pytest.fail(f"PostgreSQL server binaries not found in {PG_BIN} (make test installs postgresql-15; or set WAP_PG_BIN)")
-    # not under pytest's tmp dir: that one is private to root, and the server runs as 'postgres'
-    base = Path(tempfile.mkdtemp(prefix="wap-pg-"))
-    data = base / "data"
-    if os.geteuid() == 0:
-        shutil.chown(base, "postgres", "postgres")
-    port = _free_port()
-    subprocess.run(_as_pg_user([str(PG_BIN / "initdb"), "-D", str(data), "-U", "wap", "--auth=trust", "-E", "UTF8"]), check=True, capture_output=True)
-    subprocess.run(_as_pg_user([str(PG_BIN / "pg_ctl"), "-D", str(data), "-o", f"-p {port} -k {base} -c listen_addresses=127.0.0.1",
-                                "-l", str(base / "log"), "-w", "start"]), check=True, capture_output=True)
-    try:
-        subprocess.run([str(PG_BIN / "createdb") if (PG_BIN / "createdb").exists() else "createdb", "-h", "127.0.0.1", "-p", str(port), "-U", "wap", "catalog"],
-                       check=True, capture_output=True)
-        yield f"postgresql+psycopg2://wap@127.0.0.1:{port}/catalog"
-    finally:
-        subprocess.run(_as_pg_user([str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"]), capture_output=True)
-        shutil.rmtree(base, ignore_errors=True)
-
-
 @pytest.fixture(autouse=True)
 def _fresh_console_caches() -> Iterator[None]:
     """The console's st.cache_data entries are per process, not per lakehouse: clear them between tests."""

@@ -34,6 +34,7 @@ _ENV = {
     "jdbc_jars": "WAP_JDBC_JARS",
     "sample_rows": "WAP_SAMPLE_ROWS",
     "ingest_roots": "WAP_INGEST_ROOTS",
+    "notify_path": "WAP_NOTIFY",
 }
 
 
@@ -61,6 +62,7 @@ class Settings:
     jdbc_jars: tuple[str, ...] = ()
     sample_rows: int = 5
     ingest_roots: tuple[Path, ...] = ()  # where confined (console) ingest may read; default ($WAP_HOME/landing,)
+    notify_path: Path | None = None  # the notification targets file; default $WAP_HOME/notify.yml
 
     def __post_init__(self) -> None:
         validate_identifier(self.catalog_name, "catalog name")
@@ -74,6 +76,10 @@ class Settings:
     @property
     def checks_file(self) -> Path:
         return self.checks_path if self.checks_path is not None else self.home / "checks.yml"
+
+    @property
+    def notify_file(self) -> Path:
+        return self.notify_path if self.notify_path is not None else self.home / "notify.yml"
 
     @property
     def sqlalchemy_uri(self) -> str:
@@ -139,7 +145,7 @@ class Settings:
 
 def _coerce(values: dict[str, Any]) -> dict[str, Any]:
     out = dict(values)
-    for key in ("home", "checks_path"):
+    for key in ("home", "checks_path", "notify_path"):
         if out.get(key) is not None:
             out[key] = Path(out[key])
     for key in ("shuffle_partitions", "sample_rows"):

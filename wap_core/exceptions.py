@@ -90,3 +90,18 @@ class ConflictError(RefusedError):
 
 class BranchBusyError(ConflictError):
     """Another ref-moving action on the same branch is still in flight (its intent is pending). Exit code 1."""
+
+
+class NotifyFileError(ValidationError):
+    """The notification targets file (``WAP_NOTIFY``) is invalid; the message names file and line. Exit code 2.
+
+    Never read as "no targets": ``notify-test`` exits 2 and every event that could not be queued
+    because of it is journaled (action ``notify``, outcome ``failed``).
+    """
+
+    def __init__(self, path: str, line: int | None, message: str) -> None:
+        self.path = path
+        self.line = line
+        self.detail = message
+        where = f"{path}:{line}" if line is not None else path
+        super().__init__(f"{where}: {message}")

@@ -51,7 +51,7 @@ import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from enum import Enum
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -64,7 +64,15 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from wap_core.config import mask_secrets, register_secret
 from wap_core.exceptions import NotifyFileError
-from wap_core.journal import Journal, JournalEntry, journal_table, mask_values, outbox_table, process_owner, utcnow
+from wap_core.journal import (
+    Journal,
+    JournalEntry,
+    journal_table,
+    mask_values,
+    outbox_table,
+    process_owner,
+    utcnow,
+)
 
 if TYPE_CHECKING:
     from wap_core.config import Settings
@@ -106,8 +114,10 @@ MAX_BACKOFF_SECONDS = 300.0
 _LEASE_EXTRA_SECONDS = 30.0  # a claimed row is reclaimable this long after its request would have timed out
 _POLL_SECONDS = 15.0  # the console's deliverer looks at the outbox at least this often
 _CLAIM_BATCH = 10
+_MAX_ERRORS = 3  # consecutive outbox errors after which a CLI's deliverer gives up (the rows stay for a later process)
 _MAX_SUMMARY = 1500  # characters of summary in a Slack block (a section holds at most 3000)
 _MAX_CHECKS_SHOWN = 20
+_MIN_SECRET_PATH = 16
 
 
 # --------------------------------------------------------------------------- the targets file
@@ -272,7 +282,8 @@ def _url(node: yaml.Node, source: str, what: str, *, console: bool = False) -> s
     value = _scalar(node, source, what)
     if not isinstance(value, str) or not value.strip():
         raise NotifyFileError(source, _line(node), f"{what} must be an http(s) URL")
-    register_secret(value)  # before any message could show it
+    if not console:
+        register_secret(value)  # a webhook URL may be its own credential: masked wherever it could surface from now on
     shown = mask_url(value)
     if any(c.isspace() or ord(c) < 32 or c in '<>|"\\' for c in value):
         raise NotifyFileError(source, _line(node), f"{what} {shown} holds white space or one of < > | \" \\")
@@ -287,8 +298,11 @@ def _url(node: yaml.Node, source: str, what: str, *, console: bool = False) -> s
         raise NotifyFileError(source, _line(node), f"{what} {shown} has no host")
     if console and (parts.query or parts.fragment or "@" in parts.netloc):
         raise NotifyFileError(source, _line(node), f"{what} must be the console's base URL (no user, query or fragment)")
-    for secret in (parts.path + ("?" + parts.query if parts.query else ""), parts.password):
-        register_secret(secret)
+    if not console:
+        rest = parts.path + ("?" + parts.query if parts.query else "")
+        register_secret(parts.password)
+        if len(rest) >= _MIN_SECRET_PATH:  # a Slack-like path is the token; a short "/hook" is not worth masking everywhere
+            register_secret(rest)
     return str(value)
 
 
@@ -627,7 +641,7 @@ def outbox(journal: Journal, *, limit: int = 500) -> list[OutboxRow]:
 
 
 def _aware(dt: datetime) -> datetime:
-    return dt if dt.tzinfo is not None else dt.replace(tzinfo=timezone.utc)
+    return dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)
 
 
 def _due(now: datetime) -> Any:
@@ -649,6 +663,7 @@ class Deliverer:
         self.persistent = False
         self._lock = threading.Lock()
         self._wake = threading.Event()
+        self._stopped = False
         self._thread: threading.Thread | None = None
         self._token = uuid.uuid4().hex[:8]
 
@@ -659,36 +674,53 @@ class Deliverer:
     def wake(self) -> None:
         """Deliver what is due now (starts the thread if it is not running)."""
         with self._lock:
+            self._stopped = False
             self._wake.set()
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="wap-notify-deliverer", daemon=True)
                 self._thread.start()
 
+    def stop(self, timeout: float = 5.0) -> None:
+        """End the thread after the row it is delivering (rows left stay in the outbox)."""
+        with self._lock:
+            self._stopped = True
+            self._wake.set()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
     def _run(self) -> None:
-        while True:
+        errors = 0
+        while not self._stopped:
             self._wake.clear()
             wait: float | None
             try:
                 cfg = load_config(self.notify_file)
                 if self.deliver_due(cfg):
+                    errors = 0
                     continue
                 wait = self._seconds_to_next()
+                errors = 0
             except NotifyFileError as exc:  # rows stay pending: delivered once the file is fixed
                 log.error("notifications not delivered: %s", exc)
                 wait = None
             except SQLAlchemyError as exc:
-                log.warning("notification outbox unavailable, retrying: %s", exc)
-                wait = 5.0
+                errors += 1
+                log.warning("notification outbox unavailable (%d): %s", errors, exc)
+                wait = None if errors >= _MAX_ERRORS and not self.persistent else 5.0
             except Exception:  # noqa: BLE001 - the thread must survive anything; logged with its traceback
-                log.exception("notification deliverer failed; retrying")
-                wait = 5.0
+                errors += 1
+                log.exception("notification deliverer failed (%d)", errors)
+                wait = None if errors >= _MAX_ERRORS and not self.persistent else 5.0
             if wait is None and not self.persistent:
                 with self._lock:
-                    if not self._wake.is_set():
+                    if not self._wake.is_set() or self._stopped:
                         self._thread = None
                         return
                 continue
             self._wake.wait(_POLL_SECONDS if wait is None else (min(wait, _POLL_SECONDS) if self.persistent else wait))
+        with self._lock:
+            self._thread = None
 
     def _seconds_to_next(self) -> float | None:
         """Seconds until the next row is due (a pending retry or an expiring lease); None when nothing is open."""
@@ -704,9 +736,22 @@ class Deliverer:
     def deliver_due(self, cfg: NotifyConfig) -> int:
         """Claim the due rows (up to a batch) and deliver them; returns how many were claimed."""
         rows = self._claim(cfg.delivery)
-        for row in rows:
-            self._deliver(row, cfg)
+        if len(rows) == 1:
+            self._deliver(row=rows[0], cfg=cfg)
+        elif rows:  # in parallel: a target that never answers does not hold up the others (daemon threads: never delay exit)
+            workers = [threading.Thread(target=self._deliver_logged, args=(row, cfg), name=f"wap-notify-{row.id}", daemon=True)
+                       for row in rows]
+            for w in workers:
+                w.start()
+            for w in workers:
+                w.join()
         return len(rows)
+
+    def _deliver_logged(self, row: OutboxRow, cfg: NotifyConfig) -> None:
+        try:
+            self._deliver(row, cfg)
+        except Exception:  # noqa: BLE001 - one row's failure never stops the batch; its lease lets it be retried
+            log.exception("notification %d: delivery failed", row.id)
 
     def _claim(self, policy: DeliveryPolicy) -> list[OutboxRow]:
         c = outbox_table.c
@@ -831,6 +876,15 @@ def start_deliverer(lh: Lakehouse) -> Deliverer | None:
     except Exception:  # noqa: BLE001 - the console starts without notifications rather than not at all
         log.exception("could not start the notification deliverer")
     return None
+
+
+def stop_all() -> None:
+    """Stop every deliverer of this process (tests; a process that exits needs not call it)."""
+    with _registry_lock:
+        deliverers = list(_deliverers.values())
+        _deliverers.clear()
+    for d in deliverers:
+        d.stop()
 
 
 def drain(timeout: float | None = None) -> int:

@@ -201,8 +201,8 @@ def pyiceberg_branch(lh: Lakehouse, table: str = "demo.t", branch: str = "b1") -
 def cli_env(lh: Lakehouse, **extra: str) -> dict[str, str]:
     s = lh.settings
     env = {k: v for k, v in os.environ.items() if not k.startswith("WAP_")}
-    env.update(WAP_HOME=str(s.home), WAP_CHECKS=str(s.checks_file), WAP_CATALOG_NAME=s.catalog_name, WAP_USER="cli-user",
-               WAP_NOTIFY=str(s.notify_file), PYTHONPATH=str(ROOT), **extra)
+    env.update({"WAP_HOME": str(s.home), "WAP_CHECKS": str(s.checks_file), "WAP_CATALOG_NAME": s.catalog_name, "WAP_USER": "cli-user",
+                "WAP_NOTIFY": str(s.notify_file), "PYTHONPATH": str(ROOT), **extra})
     return env
 
 

@@ -6,6 +6,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export WAP_HOME ?= $(CURDIR)/lakehouse
 PORT ?= 8501
+# Local mode (no [auth] in .streamlit/secrets.toml) is single-user: bind to this machine only.
+# Share the console over the network only with sign-in configured: make run ADDRESS=0.0.0.0
+ADDRESS ?= 127.0.0.1
 
 .PHONY: setup system-deps test-deps run demo test bench clean-lakehouse
 
@@ -33,7 +36,7 @@ demo: setup
 
 run: demo
 	@echo "WAP Console: http://localhost:$(PORT)"
-	$(PY) -m streamlit run app.py --server.port $(PORT) --server.headless true
+	$(PY) -m streamlit run app.py --server.port $(PORT) --server.address $(ADDRESS) --server.headless true
 
 test: setup test-deps
 	$(PY) -m pytest -q -ra

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages._common import current_user, lakehouse, md, spark_status
+from pages._common import (
+    auth_configured,
+    current_user,
+    lakehouse,
+    md,
+    secrets_problem,
+    signed_in_user,
+    spark_status,
+)
+from wap_core.access import Permission, access_policy, decide
+from wap_core.exceptions import WapError
 
 st.set_page_config(page_title="WAP Console", page_icon=":material/fact_check:", layout="wide")
 
@@ -23,14 +33,49 @@ PAGES = {
         st.Page("pages/checks.py", title="Checks", icon=":material/checklist:", url_path="checks"),
     ],
 }
+
+# ----------------------------------------------------------------------------- the gate (before anything else)
+problem = secrets_problem()
+sign_in = auth_configured()
+if problem is not None or (sign_in and signed_in_user() is None):
+    st.navigation(PAGES, position="hidden")  # routes only; no page runs and the sidebar stays empty
+    st.title("WAP Console")
+    if problem is not None:
+        st.error(problem)
+    else:
+        st.write("Sign in to review, publish and explore the lakehouse.")
+        if st.button("Sign in", icon=":material/login:", type="primary"):
+            st.login()
+    st.stop()
+
 nav = st.navigation(PAGES)
+lh = lakehouse()
+user = current_user(lh)
+try:
+    policy = access_policy(lh)
+    can_read = decide(policy, user, Permission.READ)
+except WapError as exc:  # a broken access file stops the console; it never means "everyone is admin"
+    st.error(md(str(exc)))
+    if sign_in and st.sidebar.button("Sign out", icon=":material/logout:"):
+        st.logout()
+    st.stop()
+if not can_read.allowed:
+    st.error(f"{md(can_read.message)}. Ask an admin to add you to the access file.")
+    if sign_in and st.sidebar.button("Sign out", icon=":material/logout:"):
+        st.logout()
+    st.stop()
 
 with st.sidebar:
-    lh = lakehouse()
     st.markdown("**WAP Console** · Write-Audit-Publish on Iceberg")
     st.caption(f"Catalog {md(lh.settings.catalog_name, code=True)} · {md(lh.settings.masked_catalog_uri)}")
     st.caption(f"Warehouse {md(lh.settings.warehouse_uri)}")
-    st.caption(f"Signed in as **{md(current_user(lh))}**")
+    st.caption(f"Signed in as **{md(user)}**")
+    st.caption(f"Role: {md(can_read.role_label)}" + ("" if policy.enabled else " (access control is off: no access file, everyone is admin)"))
+    if sign_in:
+        if st.button("Sign out", icon=":material/logout:"):
+            st.logout()
+    else:
+        st.caption("sign-in is off (single-user local mode)")
     spark_slot = st.empty()
     spark_slot.caption(spark_status())
 

@@ -6,7 +6,6 @@ Metadata helpers (tables, branches, journal, checks) never start Spark.
 
 from __future__ import annotations
 
-import getpass
 import os
 import re
 import string
@@ -20,6 +19,7 @@ import streamlit as st
 
 from wap_core import Lakehouse, TableId
 from wap_core.config import mask_secrets
+from wap_core.access import Decision, Permission, decide
 from wap_core.exceptions import WapError
 from wap_core.paths import sanitize_filename as _sanitize_filename
 from wap_core.spark import spark_running
@@ -54,7 +54,7 @@ STATUS_COLOR: dict[str, str] = {
     "stale": "#e16f24",
     "incomplete": "#57606a",
 }
-_ENV_KEYS = ("WAP_HOME", "WAP_CHECKS", "WAP_USER", "WAP_CATALOG_NAME", "WAP_CATALOG_URI", "WAP_CATALOG_JDBC_URI",
+_ENV_KEYS = ("WAP_HOME", "WAP_CHECKS", "WAP_ACCESS", "WAP_USER", "WAP_CATALOG_NAME", "WAP_CATALOG_URI", "WAP_CATALOG_JDBC_URI",
              "WAP_WAREHOUSE", "WAP_CONFIG", "WAP_SPARK_MASTER", "WAP_SHUFFLE_PARTITIONS", "WAP_JDBC_JARS", "WAP_INGEST_ROOTS",
              "WAP_NOTIFY")
 CACHE_TTL = 30  # seconds: metadata caches; every write clears them anyway
@@ -76,18 +76,54 @@ def lakehouse() -> Lakehouse:
     return _lakehouse_for(key)
 
 
+def auth_configured() -> bool:
+    """True when the secrets (``.streamlit/secrets.toml`` or ``--secrets.files``) have an ``[auth]`` section.
+
+    Then OIDC sign-in (``st.login``) is on: anonymous visitors see only the sign-in screen and every
+    action is journaled under the signed-in identity.
+    """
+    return bool(st.secrets.load_if_toml_exists() and "auth" in st.secrets)
+
+
+def secrets_problem() -> str | None:
+    """A secrets file that exists but cannot be parsed (sign-in must not silently turn off)."""
+    from streamlit import config
+
+    present = [p for p in config.get_option("secrets.files") or [] if Path(p).exists()]
+    if present and not st.secrets.load_if_toml_exists():
+        return f"the secrets file cannot be parsed ({', '.join(present)}): sign-in is not configured correctly"
+    return None
+
+
+def signed_in_user() -> str | None:
+    """The signed-in identity (e-mail, else the OIDC ``sub``), or None when nobody is signed in.
+
+    An e-mail the provider marks as unverified (``email_verified: false``) is not an identity:
+    the subject is used instead (and matches no e-mail in the access file).
+    """
+    if not st.user.is_logged_in:
+        return None
+    email = st.user.get("email") if st.user.get("email_verified") is not False else None
+    who = email or st.user.get("sub")
+    return str(who) if who else None
+
+
 def current_user(lh: Lakehouse | None = None) -> str:
-    """The signed-in user: ``st.user`` when authentication is configured, else WAP_USER or the OS user."""
-    try:
-        if st.user.is_logged_in:
-            who = st.user.get("email") or st.user.get("name")
-            if who:
-                return str(who)
-    except (AttributeError, KeyError):
-        pass
-    if lh is not None:
-        return lh.user
-    return os.environ.get("WAP_USER") or getpass.getuser()
+    """Who acts: the signed-in user when ``[auth]`` is configured, else WAP_USER or the OS user.
+
+    With sign-in on, an anonymous run never gets an identity: the script stops here.
+    """
+    if auth_configured():
+        who = signed_in_user()
+        if who is None:
+            st.stop()
+        return str(who)
+    return (lh or lakehouse()).user
+
+
+def may(lh: Lakehouse, user: str, permission: Permission) -> Decision:
+    """The core's decision (no journaling): pages disable a role-gated control with ``message``."""
+    return decide(lh, user, permission)
 
 
 def spark_status() -> str:

@@ -13,6 +13,7 @@ from wap_core.exceptions import WapError
 
 ui.page_header("Explore", "Read-only: browse a table as of any branch, tag, snapshot or point in time.")
 lh = ui.lakehouse()
+user = ui.current_user(lh)
 
 tables = ui.table_names()
 if not tables:
@@ -76,7 +77,7 @@ with tab_rows:
         filters = [] if col == "(none)" else [(col, op, val)]
         try:
             with st.spinner("Reading rows with Spark…"):
-                st.dataframe(ex.rows(lh, tid, ref.snapshot_id, filters, int(limit)), hide_index=True, width="stretch")
+                st.dataframe(ex.rows(lh, tid, ref.snapshot_id, filters, int(limit), user=user), hide_index=True, width="stretch")
         except WapError as exc:
             ui.show_error(exc)
 with tab_sql:
@@ -88,6 +89,6 @@ with tab_sql:
     if run:
         try:
             with st.spinner("Running with Spark…"):
-                st.dataframe(ex.run_sql(lh, tid, ref.snapshot_id, sql), hide_index=True, width="stretch")
+                st.dataframe(ex.run_sql(lh, tid, ref.snapshot_id, sql, user=user), hide_index=True, width="stretch")
         except WapError as exc:
             ui.show_error(exc)

@@ -8,6 +8,7 @@ import streamlit as st
 
 from pages import _common as ui
 from wap_core import TableId
+from wap_core.access import Permission
 from wap_core.exceptions import ValidationError, WapError
 from wap_core.identifiers import validate_branch
 from wap_core.ingest import ingest
@@ -18,6 +19,9 @@ NEW = "➕ New table…"
 ui.page_header("Ingest", "Write a batch to a new audit branch. Main is untouched until a steward publishes the branch.")
 lh = ui.lakehouse()
 user = ui.current_user(lh)
+may_ingest = ui.may(lh, user, Permission.INGEST)
+if not may_ingest.allowed:
+    st.caption(f":material/lock: {ui.md(may_ingest.message)}")
 
 with st.form("ingest"):
     source_kind = st.radio("Source", ["Upload a file", "Server-side path"], horizontal=True)
@@ -31,7 +35,8 @@ with st.form("ingest"):
     c3, c4 = st.columns(2)
     branch_in = c3.text_input("Branch name (optional)", placeholder="generated when empty")
     fmt = c4.selectbox("Format", ["auto", "csv", "parquet", "json"])
-    submitted = st.form_submit_button("Ingest and audit", type="primary")
+    submitted = st.form_submit_button("Ingest and audit", type="primary", disabled=not may_ingest.allowed,
+                                      help=None if may_ingest.allowed else ui.md(may_ingest.message))
 
 if submitted:
     try:

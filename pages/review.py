@@ -14,6 +14,7 @@ from pages import _common as ui
 from pages import _review_parts as rv
 from wap_core import TableId
 from wap_core import catalog as cat
+from wap_core.access import Permission
 from wap_core.audit import latest_audit, run_audit
 from wap_core.exceptions import ValidationError, WapError
 from wap_core.identifiers import validate_branch
@@ -78,20 +79,40 @@ def _close() -> None:
 
 
 st.markdown("#### Actions")
+# Role-gated: each control is disabled with the core's reason; the core refuses anyway if called.
+can = {p: ui.may(lh, user, p) for p in (Permission.AUDIT, Permission.PUBLISH, Permission.FORCE_PUBLISH,
+                                        Permission.DISCARD, Permission.REBASE)}
+
+
+def _help(permission: Permission, default: str) -> str:
+    d = can[permission]
+    return ui.md(default if d.allowed else d.message)
+
+
 a1, a2, a3, a4 = st.columns(4)
-rerun_audit = a1.button("Re-run audit", icon=":material/replay:", width="stretch", help="Evaluate the table's checks on the branch head again")
-if a2.button("Publish", icon=":material/publish:", type="primary", disabled=not ready.allowed, width="stretch",
-             help=ui.md(ready.message) if not ready.allowed else "Fast-forward main to this branch"):
+rerun_audit = a1.button("Re-run audit", icon=":material/replay:", width="stretch", disabled=not can[Permission.AUDIT].allowed,
+                        help=_help(Permission.AUDIT, "Evaluate the table's checks on the branch head again"))
+if a2.button("Publish", icon=":material/publish:", type="primary", disabled=not (ready.allowed and can[Permission.PUBLISH].allowed),
+             width="stretch", help=_help(Permission.PUBLISH, ready.message if not ready.allowed else "Fast-forward main to this branch")):
     _open("publish", force=False)
-if a3.button("Discard", icon=":material/delete:", width="stretch", help="Drop the branch; main is untouched"):
+if a3.button("Discard", icon=":material/delete:", width="stretch", disabled=not can[Permission.DISCARD].allowed,
+             help=_help(Permission.DISCARD, "Drop the branch; main is untouched")):
     _open("discard")
-do_rebase = meta.main_moved and a4.button("Rebase", icon=":material/merge:", width="stretch", help="Replay this batch onto current main")
+do_rebase = meta.main_moved and a4.button("Rebase", icon=":material/merge:", width="stretch", disabled=not can[Permission.REBASE].allowed,
+                                          help=_help(Permission.REBASE, "Replay this batch onto current main"))
+shown = [Permission.AUDIT, Permission.PUBLISH, Permission.DISCARD] + ([Permission.REBASE] if meta.main_moved else [])
+for reason in dict.fromkeys(can[p].message for p in shown if not can[p].allowed):
+    st.caption(f":material/lock: {ui.md(reason)}")
 if not ready.allowed:
     st.warning(f"**Publish is disabled:** {ui.md(ready.message)}")
     if ready.forceable:
-        with st.expander("Force publish (approvers only, journaled with your reason)"):
+        with st.expander("Force publish (admins only, journaled with your reason)"):
             st.caption("A forced publish overrides the audit. It needs a reason, which is recorded in the journal with your name.")
-            if st.button("Force publish", icon=":material/gpp_maybe:"):
+            force_ok = can[Permission.FORCE_PUBLISH]
+            if not force_ok.allowed:
+                st.caption(f":material/lock: {ui.md(force_ok.message)}")
+            if st.button("Force publish", icon=":material/gpp_maybe:", disabled=not force_ok.allowed,
+                         help=_help(Permission.FORCE_PUBLISH, "Publish over the audit, with a reason")):
                 _open("publish", force=True)
 else:
     st.success(f"Ready to publish: {ui.md(ready.message)}")

@@ -1,9 +1,16 @@
-"""Small real data files for tests."""
+"""Small real data files for tests, and the server/browser plumbing of the end-to-end tests."""
 
 from __future__ import annotations
 
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Mapping, Sequence
 
 
 def write_csv(path: Path, header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -16,3 +23,51 @@ def write_csv(path: Path, header: Sequence[str], rows: Sequence[Sequence[object]
 def refs(lh, table):  # type: ignore[no-untyped-def]
     """{ref name: snapshot id} read back with PyIceberg (never the CLI's word)."""
     return {name: ref.snapshot_id for name, ref in lh.table(table).metadata.refs.items()}
+
+
+# --------------------------------------------------------------------------- servers for end-to-end tests
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 90, what: str = "streamlit") -> None:
+    """Poll ``url`` until it answers 200; fail early when ``proc`` exits."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise TimeoutError(f"{url} not healthy after {timeout}s")
+
+
+@contextmanager
+def running(cmd: list[str], *, cwd: Path, env: Mapping[str, str], log: Path, health: str, timeout: float = 90,
+            what: str = "server") -> Iterator[subprocess.Popen[bytes]]:
+    """Start ``cmd`` in its own process group, wait until ``health`` answers, stop the group afterwards."""
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=dict(env), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            wait_healthy(health, proc, timeout, what)
+            yield proc
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=20)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass

@@ -15,7 +15,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -32,7 +31,7 @@ from urllib.parse import parse_qs, urlsplit
 import pyarrow as pa
 import pytest
 
-from helpers import write_csv
+from helpers import CHROMIUM, CHROMIUM_ARGS, free_port, running, write_csv
 from wap_core import Lakehouse, Settings, TableId
 from wap_core import notify
 from wap_core.cli import main
@@ -504,6 +503,23 @@ def test_a_publish_recorded_by_reconciliation_is_notified(tmp_path: Path, receiv
     assert lh.table(TableId("demo", "t")).metadata.refs["main"].snapshot_id == head
 
 
+def test_an_authorization_refusal_is_notified(tmp_path: Path, receiver: Receiver) -> None:
+    from wap_core.exceptions import AccessDeniedError
+    from wap_core.publish import discard
+
+    lh = meta_lakehouse(tmp_path, f"console_url: http://console.test\nwebhooks:\n  - url: {receiver.url('/hook')}\n"
+                                  "    events: [refused]\n" + FAST)
+    (lh.settings.home / "access.yml").write_text("roles:\n  viewer: ['*']\n  admin: [root@corp.test]\n")
+    pyiceberg_branch(lh)
+    with pytest.raises(AccessDeniedError):
+        discard(lh, TableId("demo", "t"), "b1", reason="cleanup", user="vic <@corp> & co")
+    body = receiver.wait_for("/hook", 1)[0].json
+    assert (body["event"], body["status"], body["user"], body["table"], body["branch"]) == (
+        "refused", "forbidden", "vic <@corp> & co", "demo.t", "b1")
+    assert "may not discard" in body["summary"] and body["link"] == "http://console.test/review?table=demo.t&branch=b1"
+    assert "b1" in lh.table(TableId("demo", "t")).metadata.refs
+
+
 # ----------------------------------------------------------------------------- notify-test
 def test_notify_test_reports_every_target(tmp_path: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch,
                                          capsys: pytest.CaptureFixture[str]) -> None:
@@ -566,12 +582,6 @@ PEOPLE = TableId("demo", "people")
 HOSTILE = "mallory <!here> & co"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @dataclass
 class Flow:
     lh: Lakehouse
@@ -588,7 +598,7 @@ def flow(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Itera
 
     receiver = Receiver()
     home = tmp_path_factory.mktemp("notify-flow")
-    console = f"http://127.0.0.1:{_free_port()}"
+    console = f"http://127.0.0.1:{free_port()}"
     (home / "checks.yml").write_text(CHECKS)
     (home / "notify.yml").write_text(f"""console_url: {console}
 webhooks:
@@ -673,26 +683,19 @@ def test_the_link_opens_the_review_of_the_branch(flow: Flow) -> None:
 def test_the_link_opens_the_review_page_in_chromium(flow: Flow) -> None:
     """The console at console_url, the audit_failed link pasted into a fresh Chromium: the Review of that branch."""
     from playwright.sync_api import expect, sync_playwright
-    from test_e2e_browser import ARGS, CHROMIUM, _wait_healthy
 
     if not Path(CHROMIUM).exists():
         pytest.skip("Chromium is not installed (make browser-deps)")
     link = next(r.json["link"] for r in flow.receiver.wait_for("/json", 6)
                 if r.json["event"] == "audit_failed" and r.json["branch"] == "bad")
-    s = flow.lh.settings
     port = urlsplit(flow.console).port
     env = cli_env(flow.lh, WAP_USER="reviewer", WAP_SHUFFLE_PARTITIONS="2", PYSPARK_PYTHON=sys.executable)
-    log = open(s.home / "streamlit-notify.log", "wb")  # noqa: SIM115 - closed in the finally below
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    try:
-        _wait_healthy(f"{flow.console}/_stcore/health", proc)
+    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
+           "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
+    with running(cmd, cwd=ROOT, env=env, log=flow.lh.settings.home / "streamlit-notify.log", health=f"{flow.console}/_stcore/health"):
         expect.set_options(timeout=120_000)
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             try:
                 page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
                 page.set_default_timeout(120_000)
@@ -703,16 +706,6 @@ def test_the_link_opens_the_review_page_in_chromium(flow: Flow) -> None:
                 expect(page.get_by_text("not_null(name)").first).to_be_visible()
             finally:
                 browser.close()
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=20)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        log.close()
 
 
 def test_publish_never_waits_for_a_webhook(make_lakehouse: Callable[..., Lakehouse], tmp_path: Path, receiver: Receiver,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from wap_core import catalog as cat
 from wap_core import notify
+from wap_core.access import Permission, authorize
 from wap_core.checks import CheckResult, CheckSpec, Level, MainContext, Suite, evaluate, summarize, suite_for
 from wap_core.identifiers import TableId
 from wap_core.journal import StoredAudit, utcnow
@@ -144,10 +145,27 @@ def run_audit(
     suite: Suite | None = None,
     observed: tuple[int, dict[str, Any]] | None = None,
 ) -> AuditResult:
+    """(Re-)audit ``branch`` of ``table`` as ``user`` (the AUDIT permission) and record the result."""
+    user = user or lh.user
+    authorize(lh, user, Permission.AUDIT, table=table, branch=branch)
+    return audit_branch(lh, table, branch, user=user, suite=suite, observed=observed)
+
+
+def audit_branch(
+    lh: Lakehouse,
+    table: TableId,
+    branch: str,
+    *,
+    user: str | None = None,
+    suite: Suite | None = None,
+    observed: tuple[int, dict[str, Any]] | None = None,
+) -> AuditResult:
     """Audit ``branch`` of ``table`` and record the result. Never changes any ref.
 
-    ``observed`` is ``(snapshot_id, metrics)`` collected by ingest while it wrote that snapshot;
-    it replaces the aggregate pass only when that snapshot is the branch's whole batch.
+    Not guarded: callers authorize first (:func:`run_audit` as AUDIT; ingest's own audit is
+    part of the ingest). ``observed`` is ``(snapshot_id, metrics)`` collected by ingest while it
+    wrote that snapshot; it replaces the aggregate pass only when that snapshot is the branch's
+    whole batch.
     """
     t0 = time.perf_counter()
     user = user or lh.user

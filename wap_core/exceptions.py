@@ -92,6 +92,34 @@ class BranchBusyError(ConflictError):
     """Another ref-moving action on the same branch is still in flight (its intent is pending). Exit code 1."""
 
 
+class AccessDeniedError(RefusedError):
+    """The acting user's role does not allow the action. Exit code 1, reason code ``forbidden``.
+
+    The message is one line: ``ann@corp.test (steward) may not publish: approver role needed``.
+    """
+
+    def __init__(self, message: str, *, user: str, role: str | None, needed: str, permission: str) -> None:
+        self.user = user
+        self.role = role
+        self.needed = needed
+        self.permission = permission
+        super().__init__(message, reason_code="forbidden")
+
+
+class AccessFileError(ValidationError):
+    """The access file (roles) is invalid; the message names file and line. Exit code 2.
+
+    Never read as "access control is off": a broken file stops every guarded action.
+    """
+
+    def __init__(self, path: str, line: int | None, message: str) -> None:
+        self.path = path
+        self.line = line
+        self.detail = message
+        where = f"{path}:{line}" if line is not None else path
+        super().__init__(f"{where}: {message}")
+
+
 class NotifyFileError(ValidationError):
     """The notification targets file (``WAP_NOTIFY``) is invalid; the message names file and line. Exit code 2.
 

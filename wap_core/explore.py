@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from wap_core import catalog as cat
 from wap_core import sql_guard
+from wap_core.access import Permission, authorize
 from wap_core.exceptions import NotFoundError, ValidationError
 from wap_core.identifiers import MAIN, TableId, quote_column
 
@@ -110,9 +111,13 @@ def rows(
     snapshot_id: int,
     filters: list[tuple[str, str, Any]] | None = None,
     limit: int = 200,
+    *,
+    user: str | None = None,
 ) -> pd.DataFrame:
     """Rows of ``table`` at ``snapshot_id``, filtered by (column, op, value) triples; values are literals."""
     from pyspark.sql import functions as F
+
+    authorize(lh, user or lh.user, Permission.READ, table=table)
 
     df = lh.read_snapshot(table, snapshot_id)
     columns = set(df.columns)
@@ -199,8 +204,9 @@ def _cap(limit: int) -> int:
     return max(1, min(int(limit), MAX_ROWS))
 
 
-def run_sql(lh: Lakehouse, table: TableId, snapshot_id: int, sql: str, limit: int = 1000) -> pd.DataFrame:
+def run_sql(lh: Lakehouse, table: TableId, snapshot_id: int, sql: str, limit: int = 1000, *, user: str | None = None) -> pd.DataFrame:
     """Run one read-only query with ``ref_view`` bound to ``table`` at ``snapshot_id`` (at most ``limit`` rows)."""
+    authorize(lh, user or lh.user, Permission.READ, table=table)
     return _with_ref_view(lh, table, snapshot_id, sql, lambda df: df.limit(_cap(limit)).toPandas())
 
 
@@ -262,8 +268,9 @@ def _utc(value: Any, dtype: Any) -> Any:
     return value
 
 
-def query_rows(lh: Lakehouse, table: TableId, snapshot_id: int, sql: str, limit: int = 1000) -> SqlResult:
+def query_rows(lh: Lakehouse, table: TableId, snapshot_id: int, sql: str, limit: int = 1000, *, user: str | None = None) -> SqlResult:
     """Run one read-only query like :func:`run_sql` and return exact Python rows (for the CLI)."""
+    authorize(lh, user or lh.user, Permission.READ, table=table)
     cap = _cap(limit)
 
     def collect(df: DataFrame) -> SqlResult:

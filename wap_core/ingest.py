@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from wap_core import catalog as cat
-from wap_core.audit import AuditResult, run_audit
+from wap_core.access import Permission, authorize
+from wap_core.audit import AuditResult, audit_branch
 from wap_core.checks import Suite, observed_metrics, suite_for
 from wap_core.exceptions import BranchBusyError, NotFoundError, SchemaMismatchError, SourceError, ValidationError, WapError
 from wap_core.faults import fault_point
@@ -540,6 +541,7 @@ def ingest(
     user = user or lh.user
     if branch is not None:
         validate_branch(branch)
+    authorize(lh, user, Permission.INGEST, table=table, branch=branch)
     try:
         roots = allowed_roots(lh.settings) if source_policy is not SourcePolicy.ANY else ()
         files, fmt = resolve_sources(sources, fmt, policy=source_policy, roots=roots)
@@ -600,7 +602,8 @@ def _ingest(lh: Lakehouse, table: TableId, files: list[str], fmt: str, branch: s
         tbl = lh.table(table)
         lin = cat.lineage(tbl, branch)
         lh.journal.resolve_intent(intent, outcome="written", done=True, snapshot_after=lin.head)
-    audit = run_audit(lh, table, branch, user=user, suite=suite,
+    # the audit is part of the ingest (authorized above as INGEST), not a separate re-run
+    audit = audit_branch(lh, table, branch, user=user, suite=suite,
                       observed=(lin.head, metrics) if metrics is not None and len(lin.new_snapshots) == 1 else None)
     return IngestResult(
         table=str(table), branch=branch, created_table=created, rows_written=prepared.rows, malformed_rows=prepared.malformed,

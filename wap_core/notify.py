@@ -475,6 +475,7 @@ def build(
     snapshot_id: int | None = None,
     at: datetime | None = None,
 ) -> Notification:
+    table, branch = table or None, branch or None  # "" (no table, e.g. a refused read of the whole catalog) is null
     return Notification(
         event=event, table=table, branch=branch, user=user, at=(at or utcnow()).isoformat(timespec="seconds"),
         status=status, failed_checks=tuple(failed_checks), summary=summary, link=link_for(cfg.console_url, event, table, branch),

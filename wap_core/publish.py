@@ -20,6 +20,7 @@ from pyiceberg.table import Table
 
 from wap_core import catalog as cat
 from wap_core import notify
+from wap_core.access import Permission, authorize
 from wap_core.audit import batch_frame, latest_audit
 from wap_core.exceptions import BranchBusyError, ConflictError, NotFoundError, RefusedError, ValidationError
 from wap_core.faults import fault_point
@@ -111,7 +112,7 @@ def publish_readiness(lh: Lakehouse, table: TableId, branch: str, tbl: Table | N
 def _refuse(lh: Lakehouse, user: str, table: TableId, branch: str, action: str, exc: RefusedError, before: int | None = None) -> RefusedError:
     lh.journal.record(user=user, action=action, table=str(table), branch=branch, snapshot_before=before, outcome="refused",
                       reason=str(exc), details={"code": exc.reason_code})
-    # NOTIFY(refused): authorization refusals are emitted by access.authorize at merge
+    # (authorization refusals are journaled and notified by access.authorize)
     notify.emit(lh, notify.Event.REFUSED, table=str(table), branch=branch, user=user, status=exc.reason_code, summary=str(exc),
                 snapshot_id=before)
     return exc
@@ -171,6 +172,7 @@ def publish(
     validate_branch(branch)
     if force and not (reason and reason.strip()):
         raise ValidationError("--force needs a --reason: a forced publish is journaled with its reason")
+    authorize(lh, user, Permission.PUBLISH, table=table, branch=branch)
     tbl = lh.table(table)
     main_before = cat.ref_snapshot_id(tbl, MAIN)
     if branch not in tbl.metadata.refs:
@@ -183,6 +185,8 @@ def publish(
     if not ready.allowed and not (force and ready.forceable):
         raise _refuse(lh, user, table, branch, "publish", RefusedError(f"publish of {table} {branch} refused: {ready.message}", ready.code), main_before)
     forced = not ready.allowed
+    if forced:  # publishing over the audit is the admins' call
+        authorize(lh, user, Permission.FORCE_PUBLISH, table=table, branch=branch)
     intent = _begin(lh, user, table, branch, "publish", main_before, expected_after=head, reason=reason,
                     details={"forced": forced, "refusal_overridden": ready.code if forced else None})
     with acting(lh, intent):
@@ -224,6 +228,8 @@ def publish(
 
 def discard(lh: Lakehouse, table: TableId, branch: str, *, reason: str | None = None, user: str | None = None) -> DiscardResult:
     user = user or lh.user
+    validate_branch(branch)
+    authorize(lh, user, Permission.DISCARD, table=table, branch=branch)
     tbl = lh.table(table)
     head = cat.require_branch(tbl, table, branch)
     intent = _begin(lh, user, table, branch, "discard", head, reason=reason)
@@ -249,6 +255,8 @@ def discard(lh: Lakehouse, table: TableId, branch: str, *, reason: str | None = 
 def rebase(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = None) -> RebaseResult:
     """Replay the branch's appended rows onto current main. The old branch stays intact until an atomic swap."""
     user = user or lh.user
+    validate_branch(branch)
+    authorize(lh, user, Permission.REBASE, table=table, branch=branch)
     tbl = lh.table(table)
     cat.require_branch(tbl, table, branch)
     lin = cat.lineage(tbl, branch)

@@ -1,0 +1,368 @@
+"""Who may do what: roles from the access file, and the one authorization function.
+
+The access file (``WAP_ACCESS``, default ``$WAP_HOME/access.yml``)::
+
+    roles:                      # cumulative: viewer < steward < approver < admin
+      viewer: ["*"]             # "*" = every signed-in user (in the CLI: every OS / WAP_USER user)
+      steward: [sam@corp.test]
+      approver: [ann@corp.test]
+      admin: [ops-bot, root]
+    policies: {...}             # per-table review policies (parsed by the review workflow)
+
+No file: access control is off and everyone is admin (single-user local use). A broken file
+(bad YAML, unknown role or key, a non-list) is an :class:`AccessFileError` naming file and line,
+never "everyone is admin".
+
+Every guarded core operation calls :func:`authorize` first: the CLI and every console page go
+through the same rules, and the core refuses even when a page forgot to disable a button.
+:func:`decide` answers the same question without journaling, for pages to disable buttons
+with the reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum, IntEnum
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Union
+
+import yaml
+
+from wap_core import notify
+from wap_core.exceptions import AccessDeniedError, AccessFileError
+
+if TYPE_CHECKING:
+    from wap_core.identifiers import TableId
+    from wap_core.lakehouse import Lakehouse
+
+log = logging.getLogger(__name__)
+
+EVERYONE = "*"
+TOP_KEYS = ("roles", "policies")
+
+
+class Role(IntEnum):
+    """Cumulative roles: each one may do everything the lower ones may."""
+
+    VIEWER = 1
+    STEWARD = 2
+    APPROVER = 3
+    ADMIN = 4
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, name: str) -> Role:
+        try:
+            return cls[name.strip().upper()]
+        except KeyError as exc:
+            raise ValueError(f"unknown role {name!r}: use {', '.join(r.label for r in cls)}") from exc
+
+
+class Permission(str, Enum):
+    """What a user asks to do. :data:`RULES` maps each one to the lowest role allowed to."""
+
+    READ = "read"  # every page, Explore, query
+    INGEST = "ingest"
+    AUDIT = "audit"  # re-run an audit (the audit inside an ingest is part of the ingest)
+    REBASE = "rebase"
+    DISCARD = "discard"
+    COMMENT = "comment"
+    PUBLISH = "publish"  # a branch whose audit passed
+    APPROVE = "approve"  # approve / request changes
+    FORCE_PUBLISH = "force_publish"  # publish over a failed or missing audit, with a reason
+    ADMIN = "admin"  # admin actions (gc, rollback, ...)
+
+
+@dataclass(frozen=True)
+class Rule:
+    needed: Role  # the lowest role that holds the permission
+    verb: str  # as in "... may not <verb>: ..."
+    action: str  # the journal's action of a refusal
+
+
+# THE table: which role each permission needs. Nothing else decides.
+RULES: Mapping[Permission, Rule] = MappingProxyType({
+    Permission.READ: Rule(Role.VIEWER, "read", "read"),
+    Permission.INGEST: Rule(Role.STEWARD, "ingest", "ingest"),
+    Permission.AUDIT: Rule(Role.STEWARD, "audit", "audit"),
+    Permission.REBASE: Rule(Role.STEWARD, "rebase", "rebase"),
+    Permission.DISCARD: Rule(Role.STEWARD, "discard", "discard"),
+    Permission.COMMENT: Rule(Role.STEWARD, "comment", "comment"),
+    Permission.PUBLISH: Rule(Role.APPROVER, "publish", "publish"),
+    Permission.APPROVE: Rule(Role.APPROVER, "approve", "approve"),
+    Permission.FORCE_PUBLISH: Rule(Role.ADMIN, "force publish", "publish"),
+    Permission.ADMIN: Rule(Role.ADMIN, "run admin actions", "admin"),
+})
+
+
+def _key(user: str) -> str:
+    """Users match exactly; e-mail addresses case-insensitively."""
+    return user.casefold() if "@" in user else user
+
+
+@dataclass(frozen=True)
+class Grant:
+    user: str  # as written in the file ("*" = everyone signed in)
+    role: Role
+    line: int
+
+
+@dataclass(frozen=True)
+class AccessPolicy:
+    """The parsed access file. ``enabled`` is False when there is no file (everyone is admin)."""
+
+    path: str  # the file consulted
+    enabled: bool
+    grants: tuple[Grant, ...] = ()
+    # ``policies:`` of the file as plain data (read-only), for the review workflow; None when absent.
+    policies: Mapping[str, Any] | None = None
+    policies_line: int | None = None
+    # The YAML node of ``policies:`` (line numbers for precise errors when it is parsed further).
+    policies_node: yaml.Node | None = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def off(cls, path: str) -> AccessPolicy:
+        return cls(path=path, enabled=False)
+
+    def role_of(self, user: str) -> Role | None:
+        """The user's highest role; None when the file gives them none. Everyone is admin when off."""
+        if not self.enabled:
+            return Role.ADMIN
+        if not user:
+            return None
+        key = _key(user)
+        best: Role | None = None
+        for g in self.grants:
+            if g.user == EVERYONE or _key(g.user) == key:
+                best = g.role if best is None else max(best, g.role)
+        return best
+
+    def roles_of(self, user: str) -> tuple[Role, ...]:
+        """Cumulative: every role up to the user's highest, e.g. (VIEWER, STEWARD)."""
+        top = self.role_of(user)
+        return tuple(r for r in Role if top is not None and r <= top)
+
+    def members(self, role: Role) -> tuple[str, ...]:
+        """The users listed under ``role`` itself (as written)."""
+        return tuple(g.user for g in self.grants if g.role == role)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Whether ``user`` may do ``permission``, and the one-line reason."""
+
+    allowed: bool
+    user: str
+    role: Role | None
+    needed: Role
+    message: str
+    permission: Permission = Permission.READ
+    action: str = "read"  # the journal's action name
+
+    @property
+    def role_label(self) -> str:
+        return self.role.label if self.role is not None else "no role"
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def _line(node: yaml.Node) -> int:
+    return int(node.start_mark.line) + 1
+
+
+_STR_TAG = "tag:yaml.org,2002:str"
+
+
+def _text(node: yaml.Node, source: str, what: str) -> str:
+    if not isinstance(node, yaml.ScalarNode) or node.tag != _STR_TAG:
+        shown = node.value if isinstance(node, yaml.ScalarNode) else type(node).__name__.replace("Node", "").lower()
+        raise AccessFileError(source, _line(node), f"expected {what} (text), got {shown!r}")
+    return str(node.value)
+
+
+def parse_access(text: str, source: str = "<access>") -> AccessPolicy:
+    """Parse the access file's text; every error names ``source`` and the line."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        raise AccessFileError(source, line, f"invalid YAML: {getattr(exc, 'problem', None) or exc}") from exc
+    if root is None:
+        raise AccessFileError(source, 1, "the file is empty: it needs a 'roles' mapping (delete the file to turn access control off)")
+    if not isinstance(root, yaml.MappingNode):
+        raise AccessFileError(source, _line(root), "the file must be a mapping with 'roles' (and optionally 'policies')")
+    top: dict[str, tuple[yaml.Node, yaml.Node]] = {}
+    for key_node, val_node in root.value:
+        key = _text(key_node, source, "a key")
+        if key not in TOP_KEYS:
+            raise AccessFileError(source, _line(key_node), f"unknown key {key!r}: expected 'roles' or 'policies'")
+        if key in top:
+            raise AccessFileError(source, _line(key_node), f"{key!r} is given twice")
+        top[key] = (key_node, val_node)
+    if "roles" not in top:
+        raise AccessFileError(source, _line(root), "missing 'roles': map viewer, steward, approver, admin to lists of users")
+    grants = _parse_roles(top["roles"][1], source)
+    policies: Mapping[str, Any] | None = None
+    policies_line: int | None = None
+    policies_node: yaml.Node | None = None
+    if "policies" in top:
+        key_node, node = top["policies"]
+        policies_line = _line(key_node)
+        if not (isinstance(node, yaml.MappingNode) or (isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null")):
+            raise AccessFileError(source, _line(node), "'policies' must be a mapping from table (or \"*\") to its review policy")
+        if isinstance(node, yaml.MappingNode):
+            try:
+                plain = yaml.safe_load(yaml.serialize(node))
+            except yaml.YAMLError as exc:
+                raise AccessFileError(source, _line(node), f"invalid 'policies': {getattr(exc, 'problem', None) or exc}") from exc
+            policies = MappingProxyType(dict(plain or {}))
+            policies_node = node
+        else:
+            policies = MappingProxyType({})
+    return AccessPolicy(path=source, enabled=True, grants=grants, policies=policies, policies_line=policies_line,
+                        policies_node=policies_node)
+
+
+def _parse_roles(node: yaml.Node, source: str) -> tuple[Grant, ...]:
+    if not isinstance(node, yaml.MappingNode):
+        raise AccessFileError(source, _line(node), "'roles' must be a mapping from role (viewer, steward, approver, admin) to a list of users")
+    grants: list[Grant] = []
+    seen: set[Role] = set()
+    for key_node, val_node in node.value:
+        name = _text(key_node, source, "a role name")
+        try:
+            role = Role.parse(name)
+        except ValueError as exc:
+            raise AccessFileError(source, _line(key_node), str(exc)) from exc
+        if name != role.label:
+            raise AccessFileError(source, _line(key_node), f"write the role in lower case: {role.label!r}")
+        if role in seen:
+            raise AccessFileError(source, _line(key_node), f"role {role.label!r} is given twice")
+        seen.add(role)
+        if not isinstance(val_node, yaml.SequenceNode):
+            raise AccessFileError(source, _line(val_node),
+                                  f"role {role.label!r} must be a list of users, e.g. [sam@corp.test] ([] for nobody)")
+        users: set[str] = set()
+        for item in val_node.value:
+            user = _text(item, source, "a user name")
+            if not user or any(ch.isspace() or not ch.isprintable() for ch in user):
+                raise AccessFileError(source, _line(item), f"invalid user name {user!r}: no blanks or control characters")
+            if _key(user) in users:
+                raise AccessFileError(source, _line(item), f"user {user!r} is listed twice under {role.label!r}")
+            users.add(_key(user))
+            grants.append(Grant(user, role, _line(item)))
+    return tuple(grants)
+
+
+_cache: dict[str, tuple[tuple[int, int, int], AccessPolicy]] = {}
+_cache_lock = threading.Lock()
+
+
+def load_access(path: str | Path) -> AccessPolicy:
+    """The access policy in ``path``, re-parsed only when the file changed (mtime, size, inode).
+
+    A missing file turns access control off; an unreadable or invalid one raises AccessFileError.
+    """
+    p = Path(path)
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        if p.is_symlink():
+            raise AccessFileError(str(p), None, "the access file is a dangling symbolic link") from None
+        return AccessPolicy.off(str(p))
+    except OSError as exc:
+        raise AccessFileError(str(p), None, f"cannot read: {exc.strerror}") from exc
+    if not p.is_file():
+        raise AccessFileError(str(p), None, "the access file is not a regular file")
+    stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+    with _cache_lock:
+        hit = _cache.get(str(p))
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AccessFileError(str(p), None, f"cannot read: {getattr(exc, 'strerror', None) or exc}") from exc
+    policy = parse_access(text, str(p))
+    with _cache_lock:
+        _cache[str(p)] = (stamp, policy)
+    return policy
+
+
+# --------------------------------------------------------------------------- deciding
+
+PolicySource = Union["Lakehouse", AccessPolicy]
+
+
+def access_policy(lh: Lakehouse) -> AccessPolicy:
+    """The lakehouse's access policy (``settings.access_file``), cached by the file's mtime."""
+    return load_access(lh.settings.access_file)
+
+
+def _policy(src: PolicySource) -> AccessPolicy:
+    return src if isinstance(src, AccessPolicy) else access_policy(src)
+
+
+def role_of(src: PolicySource, user: str) -> Role | None:
+    return _policy(src).role_of(user)
+
+
+def roles_of(src: PolicySource, user: str) -> list[Role]:
+    """Cumulative roles of ``user``, lowest first: e.g. [VIEWER, STEWARD]; [] for no role."""
+    return list(_policy(src).roles_of(user))
+
+
+def decide(src: PolicySource, user: str, permission: Permission, *, action: str | None = None) -> Decision:
+    """May ``user`` do ``permission``? Pure: nothing is journaled (pages use it to disable buttons).
+
+    ``action`` names the action in the message and the journal when it is more specific than
+    the permission (e.g. ``"gc"`` for :attr:`Permission.ADMIN`).
+    """
+    permission = Permission(permission)
+    rule = RULES[permission]
+    role = _policy(src).role_of(user)
+    allowed = role is not None and role >= rule.needed
+    verb = action.replace("_", " ") if action else rule.verb
+    who = user or "(anonymous)"
+    shown = role.label if role is not None else "no role"
+    if allowed:
+        message = f"{who} ({shown}) may {verb}"
+    else:
+        message = f"{who} ({shown}) may not {verb}: {rule.needed.label} role needed"
+    return Decision(allowed, user, role, rule.needed, message, permission, action or rule.action)
+
+
+def authorize(
+    lh: Lakehouse,
+    user: str,
+    permission: Permission,
+    *,
+    table: TableId | None = None,
+    branch: str | None = None,
+    action: str | None = None,
+) -> None:
+    """Refuse (AccessDeniedError, exit 1) unless ``user`` may do ``permission``; a refusal is journaled.
+
+    Called at the top of every guarded core operation, so the CLI and the console obey the
+    same rules. A broken access file raises AccessFileError (exit 2), never allows.
+    """
+    d = decide(lh, user, permission, action=action)
+    if d.allowed:
+        return
+    log.info("refused: %s", d.message)
+    lh.journal.record(user=user, action=d.action, outcome="refused", table=str(table) if table is not None else None,
+                      branch=branch, reason=d.message, details={"code": "forbidden"})
+    notify.emit(  # the one place authorization refusals are journaled: notified here too
+        lh, notify.Event.REFUSED, table=str(table) if table is not None else "", branch=branch, user=user,
+        status="forbidden", summary=f"{d.action} refused: {d.message}")
+    raise AccessDeniedError(d.message, user=user, role=d.role.label if d.role is not None else None,
+                            needed=d.needed.label, permission=d.permission.value)

@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
-from test_postgres_catalog import postgres  # noqa: F401 - the real PostgreSQL server fixture
 
 from wap_core import Lakehouse, Settings, TableId
 from wap_core.ingest import ingest

@@ -532,7 +532,7 @@ def emit_outcome(lh: Lakehouse, entry: JournalEntry | None) -> None:
 
 def _journal_unqueued(lh: Lakehouse, event: str, table: str | None, branch: str | None, user: str, error: str) -> None:
     try:
-        lh.journal.record(user=user, action="notify", outcome="failed", table=table, branch=branch,
+        lh.journal.record(user=user, action="notify", outcome="failed", table=table or None, branch=branch,
                           reason=f"{event} notification not queued: {error}", details={"event": event, "error": error})
     except Exception:  # noqa: BLE001 - the journal itself is unavailable: the log line above is what is left
         log.exception("could not journal the unqueued %s notification", event)

@@ -54,17 +54,20 @@ STATUS_COLOR: dict[str, str] = {
     "stale": "#e16f24",
     "incomplete": "#57606a",
 }
-_ENV_KEYS = ("WAP_HOME", "WAP_CHECKS", "WAP_USER", "WAP_CATALOG_NAME", "WAP_CATALOG_URI", "WAP_CATALOG_JDBC_URI",
-             "WAP_WAREHOUSE", "WAP_CONFIG", "WAP_SPARK_MASTER", "WAP_SHUFFLE_PARTITIONS", "WAP_JDBC_JARS", "WAP_INGEST_ROOTS")
 _ENV_KEYS = ("WAP_HOME", "WAP_CHECKS", "WAP_ACCESS", "WAP_USER", "WAP_CATALOG_NAME", "WAP_CATALOG_URI", "WAP_CATALOG_JDBC_URI",
-             "WAP_WAREHOUSE", "WAP_CONFIG", "WAP_SPARK_MASTER", "WAP_SHUFFLE_PARTITIONS", "WAP_JDBC_JARS")
+             "WAP_WAREHOUSE", "WAP_CONFIG", "WAP_SPARK_MASTER", "WAP_SHUFFLE_PARTITIONS", "WAP_JDBC_JARS", "WAP_INGEST_ROOTS",
+             "WAP_NOTIFY")
 CACHE_TTL = 30  # seconds: metadata caches; every write clears them anyway
 
 
 # --------------------------------------------------------------------------- resources
 @st.cache_resource(show_spinner=False)
 def _lakehouse_for(env_key: tuple[tuple[str, str], ...]) -> Lakehouse:
-    return Lakehouse.from_env()
+    from wap_core.notify import start_deliverer
+
+    lh = Lakehouse.from_env()
+    start_deliverer(lh)  # the console delivers the outbox, also what exited CLI commands left (never raises)
+    return lh
 
 
 def lakehouse() -> Lakehouse:

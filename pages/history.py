@@ -16,7 +16,8 @@ ui.page_header("History", "Every ingest, audit, publish, rebase, discard and ref
 with ui.wap_errors():
     tables = ui.table_names()
     f1, f2, f3, f4 = st.columns(4)
-    table = f1.selectbox("Table", ["All tables", *tables])
+    linked = st.query_params.get("table")  # /history?table=NS.TABLE (the link of a rollback notification)
+    table = f1.selectbox("Table", ["All tables", *tables], index=1 + tables.index(linked) if linked in tables else 0)
     action = f2.selectbox("Action", ["All actions", *ACTIONS])
     entries = ui.journal(None if table == "All tables" else table, None if action == "All actions" else action, 2000)
     outcomes = sorted({e["outcome"] for e in entries})

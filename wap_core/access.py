@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Union
 
 import yaml
 
+from wap_core import notify
 from wap_core.exceptions import AccessDeniedError, AccessFileError
 
 if TYPE_CHECKING:
@@ -360,5 +361,8 @@ def authorize(
     log.info("refused: %s", d.message)
     lh.journal.record(user=user, action=d.action, outcome="refused", table=str(table) if table is not None else None,
                       branch=branch, reason=d.message, details={"code": "forbidden"})
+    notify.emit(  # the one place authorization refusals are journaled: notified here too
+        lh, notify.Event.REFUSED, table=str(table) if table is not None else "", branch=branch, user=user,
+        status="forbidden", summary=f"{d.action} refused: {d.message}")
     raise AccessDeniedError(d.message, user=user, role=d.role.label if d.role is not None else None,
                             needed=d.needed.label, permission=d.permission.value)

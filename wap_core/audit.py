@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from wap_core import catalog as cat
+from wap_core import notify
 from wap_core.access import Permission, authorize
 from wap_core.checks import CheckResult, CheckSpec, Evaluation, MainContext, Suite, evaluate, summarize, suite_for
 from wap_core.checks.anomaly import Anomaly
@@ -219,6 +220,10 @@ def audit_branch(
         user=user, action="audit", table=str(table), branch=branch, snapshot_before=fork, snapshot_after=lin.head,
         outcome=status, details={"failed_checks": failed, "checks": len(results), "rows": rows},
     )
+    if status == "failed":
+        notify.emit(lh, notify.Event.AUDIT_FAILED, table=str(table), branch=branch, user=user, status=status, failed_checks=failed,
+                    summary=f"audit of {table} {branch} failed: {len(failed)} of {len(results)} checks failed on {rows} new rows "
+                            f"({', '.join(failed)})", snapshot_id=lin.head)
     return result
 
 

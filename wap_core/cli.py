@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import traceback
 from typing import Any, Sequence
@@ -97,6 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: table property history.expire.max-snapshot-age-ms, else WAP_SNAPSHOT_RETENTION)")
     g.add_argument("--dry-run", action="store_true", help="report what would happen and change nothing")
     g.add_argument("--json", action="store_true")
+    nt = sub.add_parser("notify-test", help="send one test notification to every webhook of the notify file and report each outcome")
+    nt.add_argument("--json", action="store_true")
 
     h = sub.add_parser("history", help="the journal")
     h.add_argument("table", nargs="?")
@@ -143,6 +146,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         first = (mask_secrets(str(exc)).strip().splitlines() or [type(exc).__name__])[0]
         print(f"error: {type(exc).__name__}: {first}", file=sys.stderr)
         return EXIT_ERROR
+    finally:
+        _drain_notifications()
+
+
+def _drain_notifications() -> None:
+    """Give this command's queued notifications a bounded grace period (``exit_grace_seconds``); the rest stays
+    in the outbox for the next process or the console to deliver."""
+    import wap_core.notify as notify
+
+    try:
+        notify.drain()
+    except Exception:  # noqa: BLE001 - the command's own outcome stands; logged with its traceback
+        logging.getLogger(__name__).exception("could not wait for queued notifications")
 
 
 def _print_traceback() -> None:
@@ -204,6 +220,8 @@ def _run(args: argparse.Namespace) -> int:
         gc = collect_garbage(lh, older_than=args.older_than, dry_run=args.dry_run)
         _print_json(gc.to_dict()) if args.json else print("\n".join(gc.lines()))
         return EXIT_OK
+    if cmd == "notify-test":
+        return _notify_test(lh, args)
     if cmd == "history":
         entries = lh.journal.history(str(TableId.parse(args.table)) if args.table else None, limit=args.limit)
         rows = [e.to_dict() for e in entries]
@@ -280,6 +298,22 @@ def _run(args: argparse.Namespace) -> int:
         _print_json(dr.to_dict()) if args.json else print(f"discarded {dr.table} {dr.branch} (head {dr.head}); main untouched")
         return EXIT_OK
     raise AssertionError(cmd)  # pragma: no cover
+
+
+def _notify_test(lh: Any, args: argparse.Namespace) -> int:
+    """``notify-test``: exit 0 when every target took the test event, 1 when one did not, 2 on a bad notify file."""
+    from wap_core.notify import notify_test
+
+    cfg, outcomes = notify_test(lh)
+    if args.json:
+        _print_json([o.to_dict() for o in outcomes])
+    elif not outcomes:
+        print(f"no notification targets: {cfg.path} " + ("lists no webhooks" if cfg.exists else "does not exist"), file=sys.stderr)
+    else:
+        rows = [{**o.to_dict(), "outcome": "delivered" if o.delivered else "FAILED", "status": o.status if o.status is not None else "-",
+                 "error": o.error or ""} for o in outcomes]
+        _table(rows, ["target", "format", "source", "outcome", "status", "attempts", "error"])
+    return EXIT_OK if all(o.delivered for o in outcomes) else EXIT_REFUSED
 
 
 def _print_audit_err(res: Any) -> None:

@@ -40,6 +40,7 @@ _ENV = {
     "catalog_properties": "WAP_CATALOG_PROPERTIES",
     "branch_ttl": "WAP_BRANCH_TTL",
     "snapshot_retention": "WAP_SNAPSHOT_RETENTION",
+    "notify_path": "WAP_NOTIFY",
 }
 
 
@@ -74,6 +75,7 @@ class Settings:
     catalog_properties: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     branch_ttl: str = "14d"  # gc discards open branches older than this (per table: property wap.branch-ttl)
     snapshot_retention: str = "30d"  # gc expires older snapshots (per table: history.expire.max-snapshot-age-ms)
+    notify_path: Path | None = None  # the notification targets file; default $WAP_HOME/notify.yml
 
     def __post_init__(self) -> None:
         from wap_core.durations import parse_duration
@@ -91,6 +93,10 @@ class Settings:
     @property
     def checks_file(self) -> Path:
         return self.checks_path if self.checks_path is not None else self.home / "checks.yml"
+
+    @property
+    def notify_file(self) -> Path:
+        return self.notify_path if self.notify_path is not None else self.home / "notify.yml"
 
     @property
     def access_file(self) -> Path:
@@ -160,7 +166,7 @@ class Settings:
 
 def _coerce(values: dict[str, Any]) -> dict[str, Any]:
     out = dict(values)
-    for key in ("home", "checks_path", "access_path"):
+    for key in ("home", "checks_path", "access_path", "notify_path"):
         if out.get(key) is not None:
             out[key] = Path(out[key])
     for key in ("shuffle_partitions", "sample_rows"):

@@ -118,3 +118,18 @@ class AccessFileError(ValidationError):
         self.detail = message
         where = f"{path}:{line}" if line is not None else path
         super().__init__(f"{where}: {message}")
+
+
+class NotifyFileError(ValidationError):
+    """The notification targets file (``WAP_NOTIFY``) is invalid; the message names file and line. Exit code 2.
+
+    Never read as "no targets": ``notify-test`` exits 2 and every event that could not be queued
+    because of it is journaled (action ``notify``, outcome ``failed``).
+    """
+
+    def __init__(self, path: str, line: int | None, message: str) -> None:
+        self.path = path
+        self.line = line
+        self.detail = message
+        where = f"{path}:{line}" if line is not None else path
+        super().__init__(f"{where}: {message}")

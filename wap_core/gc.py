@@ -51,6 +51,7 @@ from wap_core.access import Permission, authorize
 from wap_core.durations import format_duration, parse_duration
 from wap_core.exceptions import BranchBusyError, ValidationError
 from wap_core.identifiers import MAIN, TableId
+from wap_core.notify import Event, emit
 from wap_core.reconcile import acting
 
 if TYPE_CHECKING:
@@ -403,7 +404,8 @@ def _gc_table(lh: Lakehouse, table: TableId, override: timedelta | None, dry_run
                     done = _remove_branch(lh, table, name, head)
                     if done:
                         lh.journal.resolve_intent(intent, outcome="expired" if kind == "expired" else "removed", done=True)
-                        # NOTIFY(expired): when kind == "expired", notify the branch's owner here
+                        if kind == "expired":
+                            emit(lh, Event.EXPIRED, table=str(table), branch=name, user=user, status="expired", summary=reason)
                     else:
                         lh.journal.resolve_intent(intent, outcome="abandoned", done=False,
                                                   details={"why": "the branch changed while gc looked at it"})

@@ -188,7 +188,32 @@ batch_metrics_table = Table(
 )
 # ----------------------------------------------------------------------------- end of check engine tables
 
-ACTIONS = ("ingest", "audit", "publish", "rebase", "discard", "create", "expire")
+ACTIONS = ("ingest", "audit", "publish", "rebase", "discard", "create", "expire", "notify")
+outbox_table = Table(
+    "wap_outbox",  # notifications waiting for delivery (wap_core.notify; migration 0004)
+    _meta,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("event", String(32), nullable=False),
+    Column("table_name", String(512), nullable=True),
+    Column("branch", String(255), nullable=True),
+    Column("user_name", String(255), nullable=False),
+    Column("target", String(64), nullable=False),  # sha256 of format + URL: the URL itself (a secret) is never stored
+    Column("target_label", String(512), nullable=False),  # the masked URL, for the journal and the console
+    Column("format", String(16), nullable=False),
+    Column("body", Text, nullable=False),  # the exact request body, rendered when the event happened
+    Column("status", String(16), nullable=False),  # pending | delivering | delivered | failed
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("next_attempt_at", DateTime(timezone=True), nullable=False),
+    Column("origin", String(255), nullable=False),  # process_owner() of the emitting process
+    Column("claimed_by", String(255), nullable=True),  # process_owner() of the deliverer holding the row
+    Column("claimed_until", DateTime(timezone=True), nullable=True),  # its lease: reclaimable after that
+    Column("delivered_at", DateTime(timezone=True), nullable=True),
+    Column("last_status", Integer, nullable=True),  # the last HTTP status code (None: no answer)
+    Column("last_error", Text, nullable=True),
+    Index("ix_wap_outbox_due", "status", "next_attempt_at"),
+)
+
 INTENT_ACTIONS = ("ingest", "publish", "rebase", "discard")  # the actions that move a ref
 
 HEARTBEAT_SECONDS = 15.0  # an in-flight intent's heartbeat_at is refreshed this often

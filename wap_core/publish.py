@@ -18,6 +18,7 @@ from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import Table
 
 from wap_core import catalog as cat
+from wap_core import notify
 from wap_core.access import Permission, authorize
 from wap_core.audit import batch_frame, latest_audit
 from wap_core.exceptions import BranchBusyError, ConflictError, NotFoundError, RefusedError, ValidationError
@@ -111,6 +112,9 @@ def publish_readiness(lh: Lakehouse, table: TableId, branch: str, tbl: Table | N
 def _refuse(lh: Lakehouse, user: str, table: TableId, branch: str, action: str, exc: RefusedError, before: int | None = None) -> RefusedError:
     lh.journal.record(user=user, action=action, table=str(table), branch=branch, snapshot_before=before, outcome="refused",
                       reason=str(exc), details={"code": exc.reason_code})
+    # (authorization refusals are journaled and notified by access.authorize)
+    notify.emit(lh, notify.Event.REFUSED, table=str(table), branch=branch, user=user, status=exc.reason_code, summary=str(exc),
+                snapshot_id=before)
     return exc
 
 
@@ -216,6 +220,9 @@ def publish(
                 time.sleep(0.05 * (attempt + 1))  # another branch of the table committed: retry on fresh metadata
         fault_point("after_publish_commit")
         lh.journal.resolve_intent(intent, outcome="forced" if forced else "published", done=True, snapshot_after=head)
+    notify.emit(lh, notify.Event.PUBLISHED, table=str(table), branch=branch, user=user, status="forced" if forced else "published",
+                summary=f"main of {table} moved from snapshot {main_before} to {head}"
+                        + (f"; forced over '{ready.message}': {reason}" if forced else f" ({ready.message})"), snapshot_id=head)
     return PublishResult(str(table), branch, "published", main_before, head, forced, reason)
 
 
@@ -239,6 +246,9 @@ def discard(lh: Lakehouse, table: TableId, branch: str, *, reason: str | None = 
                 time.sleep(0.05 * (attempt + 1))
         fault_point("after_discard_commit")
         lh.journal.resolve_intent(intent, outcome="discarded", done=True)
+    notify.emit(lh, notify.Event.DISCARDED, table=str(table), branch=branch, user=user, status="discarded",
+                summary=f"branch {branch} of {table} discarded (head {head}); main untouched" + (f": {reason}" if reason else ""),
+                snapshot_id=head)
     return DiscardResult(str(table), branch, head, reason)
 
 

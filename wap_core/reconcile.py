@@ -46,6 +46,7 @@ from pyiceberg.table import Table
 from sqlalchemy.exc import SQLAlchemyError
 
 from wap_core import catalog as cat
+from wap_core import notify
 from wap_core.catalog import TEMP_MARK, is_temp_branch
 from wap_core.exceptions import NotFoundError, RefusedError, ValidationError, WapError
 from wap_core.identifiers import MAIN, TableId
@@ -221,6 +222,7 @@ def reconcile(lh: Lakehouse, table: TableId | str | None = None) -> list[Journal
         if entry is not None:
             log.warning("reconciled %s of %s %s by %s (intent %d): %s", intent.action, intent.table, intent.branch,
                         intent.user, intent.id, entry.outcome)
+            notify.emit_outcome(lh, entry)  # a publish or discard that landed is notified, late but once
             out.append(entry)
             loaded.pop(intent.table, None)  # cleanup may have changed it
     return out
@@ -245,6 +247,7 @@ def settle(lh: Lakehouse, intent: Intent, exc: BaseException | None) -> JournalE
                                           done=False, reason=_one_line(exc), details=details)
     if isinstance(exc, WapError):
         exc.journaled = True
+    notify.emit_outcome(lh, entry)  # refused (a lost race) or, when the commit landed after all, published/discarded
     return entry
 
 

@@ -79,7 +79,10 @@ def cli(lh: Lakehouse, user: str, *args: str) -> tuple[int, str, str]:
         for k in ("WAP_CONFIG", "WAP_CATALOG_URI", "WAP_CATALOG_JDBC_URI", "WAP_WAREHOUSE", "WAP_FAULT"):
             mp.delenv(k, raising=False)
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(list(args))
+            try:
+                code = main(list(args))
+            except SystemExit as exc:  # argparse: bad usage
+                code = int(exc.code or 0)
     return code, out.getvalue(), err.getvalue()
 
 
@@ -255,7 +258,7 @@ def test_comments_thread_survives_publish_and_discard(lake: Lakehouse) -> None:
 
 
 def _intent_and_outcome(lh: Lakehouse, action: str) -> tuple[Any, Any]:
-    intent = lh.journal.intents(str(F), limit=1)[0]
+    intent = next(i for i in lh.journal.intents(str(F), limit=10) if i.action == action)
     outcome = next(e for e in lh.journal.history(str(F), action=action, limit=5) if e.intent_id == intent.id)
     return intent, outcome
 
@@ -354,12 +357,10 @@ def test_rollback_killed_at_its_fault_points_is_reconciled(lake: Lakehouse) -> N
     p = _run_killed(lh, "after_rollback_intent", "rollback", "demo.free", "--to", str(target), "--reason", "killed early")
     assert p.returncode == FAULT_EXIT_CODE, p.stderr
     assert refs(lh, F)["main"] == main0  # nothing moved; reading the table reconciled the dead intent
-    i = lh.journal.intents(str(F), limit=1)[0]
-    e = lh.journal.history(str(F), action="rollback", limit=1)[0]
+    i, e = _intent_and_outcome(lh, "rollback")
     assert (i.status, e.intent_id, e.outcome, e.reconciled, e.user, e.reason) == ("abandoned", i.id, "abandoned", True, ROOT_, "killed early")
     p = _run_killed(lh, "after_rollback_commit", "rollback", "demo.free", "--to", str(target), "--reason", "killed late")
     assert p.returncode == FAULT_EXIT_CODE, p.stderr
     assert refs(lh, F)["main"] == target
-    i = lh.journal.intents(str(F), limit=1)[0]
-    e = lh.journal.history(str(F), action="rollback", limit=1)[0]
+    i, e = _intent_and_outcome(lh, "rollback")
     assert (i.status, e.intent_id, e.outcome, e.reconciled, e.snapshot_after, e.reason) == ("done", i.id, "rolled_back", True, target, "killed late")

@@ -318,8 +318,8 @@ def _run(args: argparse.Namespace) -> int:
     if cmd == "comment":
         from wap_core import review
 
-        c = review.add_comment(lh, table, args.branch, args.text, check=args.check)
-        _print_json(c.to_dict()) if args.json else print(f"comment {c.id} added to {c.table} {c.branch}")
+        added = review.add_comment(lh, table, args.branch, args.text, check=args.check)
+        _print_json(added.to_dict()) if args.json else print(f"comment {added.id} added to {added.table} {added.branch}")
         return EXIT_OK
     if cmd == "comments":
         from wap_core import review

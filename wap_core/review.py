@@ -257,7 +257,7 @@ def authors(lh: Lakehouse, table: str | None = None) -> dict[tuple[str, str], st
     out: dict[tuple[str, str], str] = {}
     with lh.journal.engine.connect() as conn:
         for t, b, u in conn.execute(q).all():
-            out[(t, b)] = u
+            out[(str(t), str(b))] = str(u)
     return out
 
 

@@ -397,7 +397,8 @@ def test_console_history_rollback_is_admin_only_and_offers_reopen(lake: Lakehous
     at.selectbox[-1].select("demo.free")
     at.run()
     rb = [b for b in at.button if b.label == "Roll back"]
-    assert rb and all(b.disabled for b in rb)
+    assert rb and all(b.disabled for b in rb), ([e.value for e in at.exception], [e.value for e in at.error], [b.label for b in at.button],
+                                                [s.value for s in at.selectbox])
     assert "ann@corp.test (approver) may not roll back: admin role needed" in "\n".join(str(c.value) for c in at.caption).replace("\\", "")
     assert [b for b in at.button if b.label == "Reopen as branch"]  # the rolled-back batch of the kill test
     at = _page(lake, ROOT_, "pages/history.py")

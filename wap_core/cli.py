@@ -226,7 +226,7 @@ def _run(args: argparse.Namespace) -> int:
         rows = [b.to_dict() for b in list_branches(lh, TableId.parse(args.table) if args.table else None)]
         if args.status:
             rows = [r for r in rows if r["status"] == args.status]
-        _print_json(rows) if args.json else _table(rows, ["table", "branch", "status", "created", "rows_added", "main_moved"])
+        _print_json(rows) if args.json else _table(rows, ["table", "branch", "status", "review", "approvals", "created", "rows_added", "main_moved"])
         return EXIT_OK
     if cmd == "history":
         entries = lh.journal.history(str(TableId.parse(args.table)) if args.table else None, limit=args.limit)

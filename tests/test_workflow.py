@@ -369,31 +369,28 @@ def test_rollback_killed_at_its_fault_points_is_reconciled(lake: Lakehouse) -> N
 # ============================================================================= the console (AppTest, metadata pages only)
 
 
-def _page(lh: Lakehouse, user: str, page: str, **query: str) -> Any:
+def _page(lh: Lakehouse, user: str, page: str, mp: pytest.MonkeyPatch) -> Any:
+    """The console's ``page`` as ``user``; the environment stays set (``mp``) for further runs of the AppTest."""
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
     s = lh.settings
-    with pytest.MonkeyPatch.context() as mp:
-        for k, v in {"WAP_HOME": str(s.home), "WAP_CHECKS": str(s.checks_file), "WAP_CATALOG_NAME": s.catalog_name,
-                     "WAP_ACCESS": str(s.access_file), "WAP_USER": user, "WAP_SHUFFLE_PARTITIONS": "2"}.items():
-            mp.setenv(k, v)
-        for k in ("WAP_CONFIG", "WAP_CATALOG_URI", "WAP_CATALOG_JDBC_URI", "WAP_WAREHOUSE", "WAP_FAULT"):
-            mp.delenv(k, raising=False)
-        st.cache_data.clear()
-        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-        at.run()
-        at.switch_page(page)
-        for k, v in query.items():
-            at.query_params[k] = v
-        at.run()
-        assert not at.exception, [e.value for e in at.exception]
-        st.cache_data.clear()
+    for k, v in {"WAP_HOME": str(s.home), "WAP_CHECKS": str(s.checks_file), "WAP_CATALOG_NAME": s.catalog_name,
+                 "WAP_ACCESS": str(s.access_file), "WAP_USER": user, "WAP_SHUFFLE_PARTITIONS": "2"}.items():
+        mp.setenv(k, v)
+    for k in ("WAP_CONFIG", "WAP_CATALOG_URI", "WAP_CATALOG_JDBC_URI", "WAP_WAREHOUSE", "WAP_FAULT"):
+        mp.delenv(k, raising=False)
+    st.cache_data.clear()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.run()
+    at.switch_page(page)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
     return at
 
 
-def test_console_history_rollback_is_admin_only_and_offers_reopen(lake: Lakehouse) -> None:
-    at = _page(lake, ANN, "pages/history.py")
+def test_console_history_rollback_is_admin_only_and_offers_reopen(lake: Lakehouse, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = _page(lake, ANN, "pages/history.py", monkeypatch)
     at.selectbox[-1].select("demo.free")
     at.run()
     rb = [b for b in at.button if b.label == "Roll back"]
@@ -401,15 +398,15 @@ def test_console_history_rollback_is_admin_only_and_offers_reopen(lake: Lakehous
                                                 [s.value for s in at.selectbox])
     assert "ann@corp.test (approver) may not roll back: admin role needed" in "\n".join(str(c.value) for c in at.caption).replace("\\", "")
     assert [b for b in at.button if b.label == "Reopen as branch"]  # the rolled-back batch of the kill test
-    at = _page(lake, ROOT_, "pages/history.py")
+    at = _page(lake, ROOT_, "pages/history.py", monkeypatch)
     at.selectbox[-1].select("demo.free")
     at.run()
     assert [b for b in at.button if b.label == "Roll back" and not b.disabled]
 
 
-def test_console_branches_show_review_and_approvals(lake: Lakehouse) -> None:
+def test_console_branches_show_review_and_approvals(lake: Lakehouse, monkeypatch: pytest.MonkeyPatch) -> None:
     assert cli(lake, SAM, "ingest", "demo.people", src(lake, "ui", [(70, "jo")]), "--branch", "ui")[0] == 0
-    at = _page(lake, ANN, "pages/branches.py")
+    at = _page(lake, ANN, "pages/branches.py", monkeypatch)
     df = at.dataframe[0].value
     row = df[df["branch"] == "ui"].iloc[0]
     assert (row["review state"], row["approvals"]) == ("awaiting", 0)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages import _common as ui
+from pages import _workflow as wf
 from wap_core.status import BRANCH_STATUSES
 
 ui.page_header("Branches", "Open audit branches. A branch is published only after its audit passes on its current head.")
@@ -25,6 +26,7 @@ with ui.wap_errors():
     else:
         df = ui.frame(shown, ["table", "branch", "status", "created", "rows_added", "main_moved", "last_audit_at", "failed_checks"])
         df.insert(0, "review", [ui.review_url(t, b) for t, b in zip(df["table"], df["branch"])])
+        wf.add_review_columns(df, shown)  # review state and approvals on the head
         df["status"] = df["status"].map(ui.status_badge)
         df["created"] = ui.to_datetime(df["created"])
         df["last_audit_at"] = ui.to_datetime(df["last_audit_at"])

@@ -9,6 +9,7 @@ import altair as alt
 import streamlit as st
 
 from pages import _common as ui
+from pages import _workflow as wf
 from wap_core.journal import ACTIONS
 
 ui.page_header("History", "Every ingest, audit, publish, rebase, discard and refusal, with who and why.")
@@ -55,3 +56,4 @@ with ui.wap_errors():
             st.dataframe(tdf, hide_index=True, width="stretch",
                          column_config={"snapshot_id": st.column_config.NumberColumn("snapshot", format="%d"),
                                         "parent_id": st.column_config.NumberColumn("parent", format="%d")})
+        wf.history_actions(ui.lakehouse(), ui.current_user(), t, tl)  # Roll back (admin), Reopen as branch (steward)

@@ -12,6 +12,7 @@ import streamlit as st
 
 from pages import _common as ui
 from pages import _review_parts as rv
+from pages import _workflow as wf
 from wap_core import TableId
 from wap_core import catalog as cat
 from wap_core.access import Permission
@@ -62,6 +63,7 @@ meta = cat.metadata_diff(tbl, tid, branch)
 
 # ----------------------------------------------------------------------------- verdict
 rv.verdict(audit, head, ready, meta)
+wf.review_panel(lh, user, tid, branch)  # approvals on the head, Approve / Request changes, the thread
 
 # ----------------------------------------------------------------------------- metadata diff (no Spark)
 st.markdown("#### What the branch changes (metadata)")

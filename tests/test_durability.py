@@ -235,7 +235,8 @@ CASES = [
 
 
 def test_every_fault_point_has_a_kill_case() -> None:
-    assert sorted(c.point for c in CASES) == sorted(FAULT_POINTS)
+    # the rollback points are killed in tests/test_workflow.py (test_rollback_killed_at_its_fault_points_is_reconciled)
+    assert sorted(c.point for c in CASES) == sorted(p for p in FAULT_POINTS if "rollback" not in p)
     with pytest.raises(ValueError):
         fault_point("after_a_typo")
 

@@ -23,6 +23,7 @@ from wap_core.identifiers import MAIN, TableId
 from wap_core.journal import StoredAudit, utcnow
 
 if TYPE_CHECKING:
+    from pyiceberg.table import Table
     from pyspark.sql import DataFrame
 
     from wap_core.lakehouse import Lakehouse
@@ -224,7 +225,20 @@ def audit_branch(
         notify.emit(lh, notify.Event.AUDIT_FAILED, table=str(table), branch=branch, user=user, status=status, failed_checks=failed,
                     summary=f"audit of {table} {branch} failed: {len(failed)} of {len(results)} checks failed on {rows} new rows "
                             f"({', '.join(failed)})", snapshot_id=lin.head)
+    if result.passed:
+        _announce_awaiting(lh, table, branch, user, lin.head, tbl)
     return result
+
+
+def _announce_awaiting(lh: Lakehouse, table: TableId, branch: str, user: str, head: int, tbl: Table) -> None:
+    """The audit passed: when the table's policy needs approvals the head does not have yet, notify the reviewers."""
+    from wap_core.notify import Event, emit
+    from wap_core.review import ReviewState, review_state
+
+    rs = review_state(lh, table, branch, tbl)
+    if rs.state is ReviewState.AWAITING:
+        emit(lh, Event.AWAITING_APPROVAL, table=str(table), branch=branch, user=user, status=rs.state.value,
+             summary=f"audit passed; {rs.message}", snapshot_id=head)
 
 
 def latest_audit(lh: Lakehouse, table: TableId, branch: str) -> AuditResult | None:

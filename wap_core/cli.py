@@ -100,6 +100,41 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--json", action="store_true")
     nt = sub.add_parser("notify-test", help="send one test notification to every webhook of the notify file and report each outcome")
     nt.add_argument("--json", action="store_true")
+    ap = sub.add_parser("approve", help="approve a branch's current head (approver role)")
+    ap.add_argument("table")
+    ap.add_argument("branch")
+    ap.add_argument("--comment")
+    ap.add_argument("--json", action="store_true")
+
+    rc = sub.add_parser("request-changes", help="request changes on a branch's current head (approver role)")
+    rc.add_argument("table")
+    rc.add_argument("branch")
+    rc.add_argument("--comment", required=True)
+    rc.add_argument("--json", action="store_true")
+
+    cm = sub.add_parser("comment", help="add a comment to a branch's thread (steward role)")
+    cm.add_argument("table")
+    cm.add_argument("branch")
+    cm.add_argument("text", metavar="TEXT")
+    cm.add_argument("--check", help="the check the comment is about")
+    cm.add_argument("--json", action="store_true")
+
+    cs = sub.add_parser("comments", help="a branch's thread (kept after publish or discard)")
+    cs.add_argument("table")
+    cs.add_argument("branch")
+    cs.add_argument("--json", action="store_true")
+
+    rl = sub.add_parser("rollback", help="move main back to a snapshot in its own history (admin role)")
+    rl.add_argument("table")
+    rl.add_argument("--to", required=True, type=int, metavar="SNAPSHOT_ID")
+    rl.add_argument("--reason", required=True)
+    rl.add_argument("--json", action="store_true")
+
+    ro = sub.add_parser("reopen", help="make a rolled-back batch a branch again (steward role)")
+    ro.add_argument("table")
+    ro.add_argument("--snapshot", required=True, type=int, metavar="SNAPSHOT_ID")
+    ro.add_argument("--branch")
+    ro.add_argument("--json", action="store_true")
 
     h = sub.add_parser("history", help="the journal")
     h.add_argument("table", nargs="?")
@@ -212,7 +247,7 @@ def _run(args: argparse.Namespace) -> int:
         rows = [b.to_dict() for b in list_branches(lh, TableId.parse(args.table) if args.table else None)]
         if args.status:
             rows = [r for r in rows if r["status"] == args.status]
-        _print_json(rows) if args.json else _table(rows, ["table", "branch", "status", "created", "rows_added", "main_moved"])
+        _print_json(rows) if args.json else _table(rows, ["table", "branch", "status", "review", "approvals", "created", "rows_added", "main_moved"])
         return EXIT_OK
     if cmd == "gc":
         from wap_core.gc import collect_garbage
@@ -296,6 +331,45 @@ def _run(args: argparse.Namespace) -> int:
 
         dr = discard(lh, table, args.branch, reason=args.reason)
         _print_json(dr.to_dict()) if args.json else print(f"discarded {dr.table} {dr.branch} (head {dr.head}); main untouched")
+        return EXIT_OK
+    if cmd in ("approve", "request-changes"):
+        from wap_core import review
+
+        if cmd == "approve":
+            rs = review.approve(lh, table, args.branch, comment=args.comment)
+        else:
+            rs = review.request_changes(lh, table, args.branch, comment=args.comment)
+        if args.json:
+            _print_json(rs.to_dict())
+        else:
+            verb = "approved" if cmd == "approve" else "changes requested on"
+            print(f"{verb} {rs.table} {rs.branch} at snapshot {rs.head}: review {rs.state.value}, "
+                  f"{len(rs.approvals)} of {rs.policy.approvals} required approval(s)" + (f" ({rs.message})" if rs.message else ""))
+        return EXIT_OK
+    if cmd == "comment":
+        from wap_core import review
+
+        added = review.add_comment(lh, table, args.branch, args.text, check=args.check)
+        _print_json(added.to_dict()) if args.json else print(f"comment {added.id} added to {added.table} {added.branch}")
+        return EXIT_OK
+    if cmd == "comments":
+        from wap_core import review
+
+        thread = [c.to_dict() for c in review.comments(lh, table, args.branch)]
+        _print_json(thread) if args.json else _table(thread, ["at", "user", "kind", "check", "text"])
+        return EXIT_OK
+    if cmd == "rollback":
+        from wap_core.rollback import rollback
+
+        rr = rollback(lh, table, args.to, reason=args.reason)
+        _print_json(rr.to_dict()) if args.json else print(
+            f"rolled back: {rr.table} main {rr.main_before} -> {rr.main_after} ({len(rr.rolled_back)} snapshot(s) rolled back)")
+        return EXIT_OK
+    if cmd == "reopen":
+        from wap_core.rollback import reopen
+
+        ro = reopen(lh, table, args.snapshot, branch=args.branch)
+        _print_json(ro.to_dict()) if args.json else print(ro.branch)
         return EXIT_OK
     raise AssertionError(cmd)  # pragma: no cover
 

@@ -30,6 +30,9 @@ FAULT_POINTS: tuple[str, ...] = (
     # discard: intent -> branch removed -> outcome
     "after_discard_intent",
     "after_discard_commit",
+    # rollback: intent -> main moved back (one metadata commit) -> outcome
+    "after_rollback_intent",
+    "after_rollback_commit",
 )
 
 

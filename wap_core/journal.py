@@ -188,7 +188,8 @@ batch_metrics_table = Table(
 )
 # ----------------------------------------------------------------------------- end of check engine tables
 
-ACTIONS = ("ingest", "audit", "publish", "rebase", "discard", "create", "expire", "notify")
+ACTIONS = ("ingest", "audit", "publish", "rebase", "discard", "create", "expire", "notify", "rollback", "reopen", "approve",
+           "request_changes", "comment")
 outbox_table = Table(
     "wap_outbox",  # notifications waiting for delivery (wap_core.notify; migration 0004)
     _meta,
@@ -214,7 +215,38 @@ outbox_table = Table(
     Index("ix_wap_outbox_due", "status", "next_attempt_at"),
 )
 
-INTENT_ACTIONS = ("ingest", "publish", "rebase", "discard")  # the actions that move a ref
+INTENT_ACTIONS = ("ingest", "publish", "rebase", "discard", "rollback", "reopen")  # the actions that move a ref
+# The review workflow (migration 0005): each reviewer's verdict on a branch head, and the thread.
+reviews_table = Table(
+    "wap_reviews",
+    _meta,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("at", DateTime(timezone=True), nullable=False),
+    Column("user_name", String(255), nullable=False),
+    Column("table_name", String(512), nullable=False),
+    Column("branch", String(255), nullable=False),
+    Column("snapshot_id", BigInteger, nullable=False),  # the branch head the verdict is about
+    Column("verdict", String(32), nullable=False),  # approved | changes_requested
+    Column("role", String(16), nullable=True),  # the reviewer's role when reviewing
+    Column("comment", Text, nullable=True),
+    Index("ix_wap_reviews_table_branch", "table_name", "branch"),
+)
+
+comments_table = Table(
+    "wap_comments",
+    _meta,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("at", DateTime(timezone=True), nullable=False),
+    Column("user_name", String(255), nullable=False),
+    Column("table_name", String(512), nullable=False),
+    Column("branch", String(255), nullable=False),
+    Column("snapshot_id", BigInteger, nullable=True),  # the branch head when written
+    Column("check_name", String(512), nullable=True),  # the check the comment is about
+    Column("kind", String(32), nullable=False),  # comment | approved | changes_requested
+    Column("text", Text, nullable=False),
+    Index("ix_wap_comments_table_branch", "table_name", "branch"),
+)
+
 
 HEARTBEAT_SECONDS = 15.0  # an in-flight intent's heartbeat_at is refreshed this often
 STALE_AFTER_SECONDS = 120.0  # a pending intent whose heartbeat is older belongs to a dead process

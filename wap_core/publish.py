@@ -26,6 +26,7 @@ from wap_core.faults import fault_point
 from wap_core.identifiers import MAIN, TableId, validate_branch
 from wap_core.ingest import remove_branch_quietly, with_commit_retry
 from wap_core.journal import Intent
+from wap_core.review import ReviewStatus, review_state, second_admin_approval
 from wap_core.reconcile import INTENT_PROPERTY, acting, remove_branches, temp_branch_name, temp_branches_of
 from wap_core.samples import load_sample, sample_json
 
@@ -85,9 +86,10 @@ class PublishCheck:
     """Whether a branch may be published now, and if not, why (for the console's disabled button)."""
 
     allowed: bool
-    code: str  # ok | not_audited | stale | audit_failed | main_moved | empty
+    code: str  # ok | not_audited | stale | audit_failed | main_moved | empty | changes_requested | approvals_missing
     message: str
     forceable: bool
+    review: ReviewStatus | None = None  # the head's review status against the table's policy (None: not reached)
 
 
 def publish_readiness(lh: Lakehouse, table: TableId, branch: str, tbl: Table | None = None) -> PublishCheck:
@@ -103,10 +105,18 @@ def publish_readiness(lh: Lakehouse, table: TableId, branch: str, tbl: Table | N
         return PublishCheck(False, "not_audited", "the branch has not been audited", True)
     if audit.snapshot_id != lin.head:
         return PublishCheck(False, "stale", f"the branch moved since its last audit (audited snapshot {audit.snapshot_id}, head {lin.head}): audit it again", True)
+    rs = review_state(lh, table, branch, tbl)
     if not audit.passed:
         bad = [c.name for c in audit.checks if c.status in ("failed", "error")]
-        return PublishCheck(False, "audit_failed", f"the latest audit failed: {', '.join(bad) or 'see the audit'}", True)
-    return PublishCheck(True, "ok", f"audit {audit.status} at snapshot {audit.snapshot_id}", False)
+        also = f"; {rs.message}" if rs.message else ""
+        return PublishCheck(False, "audit_failed", f"the latest audit failed: {', '.join(bad) or 'see the audit'}{also}", True, rs)
+    # the audit passed on the head: the table's review policy must be satisfied on the same head
+    if rs.changes_requested:
+        return PublishCheck(False, "changes_requested", rs.message, True, rs)
+    if rs.missing:
+        return PublishCheck(False, "approvals_missing", rs.message, True, rs)
+    approved = f"; approved by {', '.join(r.user for r in rs.approvals)}" if rs.approvals else ""
+    return PublishCheck(True, "ok", f"audit {audit.status} at snapshot {audit.snapshot_id}{approved}", False, rs)
 
 
 def _refuse(lh: Lakehouse, user: str, table: TableId, branch: str, action: str, exc: RefusedError, before: int | None = None) -> RefusedError:
@@ -185,8 +195,13 @@ def publish(
     if not ready.allowed and not (force and ready.forceable):
         raise _refuse(lh, user, table, branch, "publish", RefusedError(f"publish of {table} {branch} refused: {ready.message}", ready.code), main_before)
     forced = not ready.allowed
-    if forced:  # publishing over the audit is the admins' call
+    if forced:  # publishing over the audit (or the review policy) is the admins' call
         authorize(lh, user, Permission.FORCE_PUBLISH, table=table, branch=branch)
+        rs = ready.review if ready.review is not None else review_state(lh, table, branch, tbl)
+        if rs.policy.force_needs_second_admin and second_admin_approval(lh, rs, user) is None:
+            raise _refuse(lh, user, table, branch, "publish", RefusedError(
+                f"forced publish of {table} {branch} refused: the policy ({rs.policy.source}) needs an approval of the head "
+                f"from an admin other than {user}", "second_admin_missing"), main_before)
     intent = _begin(lh, user, table, branch, "publish", main_before, expected_after=head, reason=reason,
                     details={"forced": forced, "refusal_overridden": ready.code if forced else None})
     with acting(lh, intent):

@@ -14,7 +14,9 @@ The rule, per pending intent not in flight in this process:
    contains the announced head), ``discarded`` (the branch is gone), ``rebased`` (the branch's
    history holds the snapshot stamped ``wap.intent-id`` = the intent), ``written`` (the branch
    holds the batch stamped with the intent / batch id). Recording it early is safe even if the
-   acting process still runs: the outcome is the same and only one writer wins.
+   acting process still runs: the outcome is the same and only one writer wins. ``rolled_back``
+   (main is at the rollback's target, or holds it and no longer holds the snapshot it left),
+   ``reopened`` (the reopened branch exists).
 2. **Not landed** -> ``abandoned`` (an ingest whose branch exists without its batch:
    ``incomplete``, and the branch is listed with status ``incomplete`` until discarded) when
    the intent can no longer land or its process is gone:
@@ -132,6 +134,16 @@ def judge(tbl: Table | None, intent: Intent) -> Verdict:
         if ref is None:
             return Verdict(True, "discarded", None, False, "the branch is gone")
         return Verdict(False, "abandoned", None, head != intent.expected_before, "the branch is still there")
+    if a == "rollback":
+        main_now = cat.ref_snapshot_id(tbl, MAIN)
+        if main_now == intent.expected_after or (
+                _in_main(tbl, intent.expected_after) and not _in_main(tbl, intent.expected_before)):
+            return Verdict(True, "rolled_back", intent.expected_after, False, "main is back at the rollback's target")
+        return Verdict(False, "abandoned", None, main_now != intent.expected_before, "main was not moved back")
+    if a == "reopen":
+        if ref is not None:
+            return Verdict(True, "reopened", head, False, "the reopened branch exists")
+        return Verdict(False, "abandoned", None, False, "the branch was not created")
     tmp = intent.details.get("tmp")
     cleanup = (tmp,) if a == "rebase" and isinstance(tmp, str) and tmp in tbl.metadata.refs else ()
     if a == "rebase":

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from wap_core import catalog as cat
 from wap_core.identifiers import MAIN, TableId
+from wap_core.review import review_states
 
 if TYPE_CHECKING:
     from wap_core.lakehouse import Lakehouse
@@ -30,6 +31,8 @@ class BranchInfo:
     last_audit_at: str | None
     audited_snapshot_id: int | None
     failed_checks: tuple[str, ...]
+    review: str = "none"  # none | awaiting | approved | changes_requested (the head against the table's policy)
+    approvals: int = 0  # counting approvals on the head
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -89,6 +92,8 @@ def list_branches(lh: Lakehouse, table: TableId | None = None) -> list[BranchInf
     audits = lh.journal.latest_audits(str(table) if table is not None else None)
     created = lh.journal.created_times(str(table) if table is not None else None)
     incomplete = lh.journal.incomplete_branches(str(table) if table is not None else None)
+    heads = {(str(tid), name): cat.require_branch(tbl, tid, name) for tid, tbl in tables for name in cat.branch_names(tbl)}
+    reviews = review_states(lh, str(table) if table is not None else None, heads)
     out: list[BranchInfo] = []
     for tid, tbl in tables:
         for name in cat.branch_names(tbl):
@@ -112,6 +117,7 @@ def list_branches(lh: Lakehouse, table: TableId | None = None) -> list[BranchInf
                 rows_added=rows, main_moved=lin.main_moved, head_snapshot_id=lin.head, fork_snapshot_id=lin.fork,
                 last_audit_at=audit.at.isoformat() if audit else None,
                 audited_snapshot_id=audit.snapshot_id if audit else None, failed_checks=failed,
+                review=reviews[(str(tid), name)].state.value, approvals=len(reviews[(str(tid), name)].approvals),
             ))
     return out
 

@@ -1,0 +1,426 @@
+"""The review workflow: approvals bound to a branch head, per-table policies, and the comment thread.
+
+* An approval (or a request for changes) is of the branch's **current head snapshot**. A later
+  commit or a rebase moves the head, and every earlier review is *dismissed* (listed, never counted).
+* Each reviewer's latest review on the head counts: an approval replaces the same reviewer's
+  earlier request for changes; an open request for changes blocks publish whatever the approvals.
+* Policies per table come from the access file's ``policies:`` section, with ``"*"`` as default::
+
+      policies:
+        "*": {approvals: 0}
+        demo.flights: {approvals: 1, author_cannot_approve: true, force_needs_second_admin: true}
+
+* The author of a branch is whoever ingested it, rebased it or reopened it last (from the journal).
+
+:func:`review_state` answers everything the publish guard (:func:`wap_core.publish.publish_readiness`),
+``branches --json`` and the console need. Reviews and comments live in the catalog's database
+(``wap_reviews``, ``wap_comments``; migration 0005) and outlive the branch.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+import yaml
+from sqlalchemy import and_, insert, or_, select
+
+from wap_core import catalog as cat
+from wap_core.access import AccessPolicy, Permission, Role, access_policy, authorize, decide
+from wap_core.exceptions import AccessFileError, RefusedError, ValidationError
+from wap_core.identifiers import TableId, validate_branch
+from wap_core.journal import _aware, comments_table, journal_table, reviews_table, utcnow
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+
+    from wap_core.lakehouse import Lakehouse
+
+log = logging.getLogger(__name__)
+
+MAX_TEXT = 10_000  # characters of a comment
+MAX_CHECK = 512
+
+
+class ReviewState(str, Enum):
+    """The ``review`` value of ``branches --json`` and the Branches page."""
+
+    NONE = "none"  # the policy needs no approval and nobody reviewed the head
+    AWAITING = "awaiting"  # the policy needs more approvals on the head
+    APPROVED = "approved"  # the policy is satisfied on the head
+    CHANGES_REQUESTED = "changes_requested"  # a reviewer's latest review on the head asks for changes
+
+
+class Verdict(str, Enum):
+    APPROVED = "approved"
+    CHANGES_REQUESTED = "changes_requested"
+
+
+# --------------------------------------------------------------------------- policies
+
+POLICY_KEYS = ("approvals", "author_cannot_approve", "force_needs_second_admin")
+
+
+@dataclass(frozen=True)
+class ReviewPolicy:
+    approvals: int = 0
+    author_cannot_approve: bool = False
+    force_needs_second_admin: bool = False
+    source: str = "default"  # the policies key it came from ("*", a table, a pattern) or "default"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"approvals": self.approvals, "author_cannot_approve": self.author_cannot_approve,
+                "force_needs_second_admin": self.force_needs_second_admin, "source": self.source}
+
+
+_parsed: dict[int, tuple[AccessPolicy, dict[str, ReviewPolicy]]] = {}
+
+
+def parse_policies(policy: AccessPolicy) -> dict[str, ReviewPolicy]:
+    """The ``policies:`` section as {table or pattern: ReviewPolicy}; errors name the file and line."""
+    hit = _parsed.get(id(policy))
+    if hit is not None and hit[0] is policy:
+        return hit[1]
+    out: dict[str, ReviewPolicy] = {}
+    node = policy.policies_node
+    if isinstance(node, yaml.MappingNode):
+        for key_node, val_node in node.value:
+            line = int(key_node.start_mark.line) + 1
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+            if not isinstance(key, str) or not key:
+                raise AccessFileError(policy.path, line, "a policy key must be a table name (namespace.table) or \"*\"")
+            if key != "*" and "*" not in key:
+                try:
+                    TableId.parse(key)
+                except ValidationError as exc:
+                    raise AccessFileError(policy.path, line, f"policy key {key!r}: {exc}") from exc
+            if key in out:
+                raise AccessFileError(policy.path, line, f"policy {key!r} is given twice")
+            if not isinstance(val_node, yaml.MappingNode):
+                raise AccessFileError(policy.path, int(val_node.start_mark.line) + 1,
+                                      f"policy {key!r} must be a mapping, e.g. {{approvals: 1, author_cannot_approve: true}}")
+            values: dict[str, Any] = {}
+            for k_node, v_node in val_node.value:
+                k_line = int(k_node.start_mark.line) + 1
+                k = k_node.value if isinstance(k_node, yaml.ScalarNode) else None
+                if k not in POLICY_KEYS:
+                    raise AccessFileError(policy.path, k_line, f"unknown policy key {k!r}: use {', '.join(POLICY_KEYS)}")
+                v = yaml.safe_load(yaml.serialize(v_node))
+                if k == "approvals":
+                    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 10:
+                        raise AccessFileError(policy.path, k_line, f"'approvals' must be a whole number from 0 to 10, got {v!r}")
+                elif not isinstance(v, bool):
+                    raise AccessFileError(policy.path, k_line, f"{k!r} must be true or false, got {v!r}")
+                values[str(k)] = v
+            out[key] = ReviewPolicy(source=key, **values)
+    if len(_parsed) > 64:
+        _parsed.clear()
+    _parsed[id(policy)] = (policy, out)
+    return out
+
+
+def policy_for(src: Lakehouse | AccessPolicy, table: TableId | str) -> ReviewPolicy:
+    """The table's review policy: its own entry, else the most specific matching pattern, else ``"*"``."""
+    policy = src if isinstance(src, AccessPolicy) else access_policy(src)
+    pols = parse_policies(policy)
+    name = str(table)
+    if name in pols:
+        return pols[name]
+    patterns = [k for k in pols if k != "*" and "*" in k and fnmatch.fnmatchcase(name, k)]
+    if patterns:
+        return pols[max(patterns, key=len)]
+    return pols.get("*", ReviewPolicy())
+
+
+# --------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class Review:
+    id: int
+    at: datetime
+    user: str
+    table: str
+    branch: str
+    snapshot_id: int
+    verdict: str
+    role: str | None
+    comment: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "at": self.at.isoformat(), "user": self.user, "table": self.table, "branch": self.branch,
+                "snapshot_id": self.snapshot_id, "verdict": self.verdict, "role": self.role, "comment": self.comment}
+
+
+@dataclass(frozen=True)
+class Comment:
+    id: int
+    at: datetime
+    user: str
+    table: str
+    branch: str
+    snapshot_id: int | None
+    check: str | None
+    kind: str  # comment | approved | changes_requested
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "at": self.at.isoformat(), "user": self.user, "table": self.table, "branch": self.branch,
+                "snapshot_id": self.snapshot_id, "check": self.check, "kind": self.kind, "text": self.text}
+
+
+@dataclass(frozen=True)
+class ReviewStatus:
+    """Where a branch head stands against its table's policy."""
+
+    table: str
+    branch: str
+    head: int
+    policy: ReviewPolicy
+    author: str | None
+    state: ReviewState
+    approvals: tuple[Review, ...]  # counting approvals on the head (each reviewer's latest)
+    changes_requested: tuple[Review, ...]  # open requests for changes on the head
+    dismissed: tuple[Review, ...]  # latest reviews of earlier heads (a later commit or a rebase dismissed them)
+    ignored: tuple[Review, ...] = field(default=())  # the author's own approvals where the policy forbids them
+
+    @property
+    def missing(self) -> int:
+        return max(0, self.policy.approvals - len(self.approvals))
+
+    @property
+    def satisfied(self) -> bool:
+        return not self.changes_requested and self.missing == 0
+
+    @property
+    def message(self) -> str:
+        """Why the policy is not satisfied (empty when it is)."""
+        parts = []
+        if self.changes_requested:
+            parts.append("changes requested by " + ", ".join(r.user for r in self.changes_requested))
+        if self.missing:
+            parts.append(f"{self.missing} approval{'s' if self.missing != 1 else ''} of {self.policy.approvals} required "
+                         f"{'is' if self.missing == 1 else 'are'} missing")
+        return "; ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"table": self.table, "branch": self.branch, "head": self.head, "policy": self.policy.to_dict(),
+                "author": self.author, "review": self.state.value, "approvals": len(self.approvals),
+                "required": self.policy.approvals, "approved_by": [r.user for r in self.approvals],
+                "changes_requested_by": [r.user for r in self.changes_requested],
+                "dismissed": [r.to_dict() for r in self.dismissed], "message": self.message}
+
+
+def _review(r: Any) -> Review:
+    return Review(id=r["id"], at=_aware(r["at"]), user=r["user_name"], table=r["table_name"], branch=r["branch"],
+                  snapshot_id=int(r["snapshot_id"]), verdict=r["verdict"], role=r["role"], comment=r["comment"])
+
+
+def _comment(r: Any) -> Comment:
+    return Comment(id=r["id"], at=_aware(r["at"]), user=r["user_name"], table=r["table_name"], branch=r["branch"],
+                   snapshot_id=r["snapshot_id"], check=r["check_name"], kind=r["kind"], text=r["text"])
+
+
+def reviews(lh: Lakehouse, table: TableId | str, branch: str) -> list[Review]:
+    """Every review of the branch (all heads), oldest first."""
+    q = select(reviews_table).where(and_(reviews_table.c.table_name == str(table), reviews_table.c.branch == branch)).order_by(reviews_table.c.id)
+    with lh.journal.engine.connect() as conn:
+        return [_review(r) for r in conn.execute(q).mappings().all()]
+
+
+def _all_reviews(lh: Lakehouse, table: str | None) -> dict[tuple[str, str], list[Review]]:
+    q = select(reviews_table).order_by(reviews_table.c.id)
+    if table is not None:
+        q = q.where(reviews_table.c.table_name == table)
+    out: dict[tuple[str, str], list[Review]] = {}
+    with lh.journal.engine.connect() as conn:
+        for r in conn.execute(q).mappings().all():
+            rv = _review(r)
+            out.setdefault((rv.table, rv.branch), []).append(rv)
+    return out
+
+
+_AUTHOR_OUTCOMES = (("ingest", "written"), ("rebase", "rebased"), ("reopen", "reopened"))
+
+
+def authors(lh: Lakehouse, table: str | None = None) -> dict[tuple[str, str], str]:
+    """{(table, branch): author}: whoever last ingested, rebased or reopened each branch (from the journal)."""
+    cond = or_(*[and_(journal_table.c.action == a, journal_table.c.outcome == o) for a, o in _AUTHOR_OUTCOMES])
+    q = select(journal_table.c.table_name, journal_table.c.branch, journal_table.c.user_name).where(cond).order_by(journal_table.c.id)
+    if table is not None:
+        q = q.where(journal_table.c.table_name == table)
+    out: dict[tuple[str, str], str] = {}
+    with lh.journal.engine.connect() as conn:
+        for t, b, u in conn.execute(q).all():
+            out[(str(t), str(b))] = str(u)
+    return out
+
+
+def author_of(lh: Lakehouse, table: TableId | str, branch: str) -> str | None:
+    return authors(lh, str(table)).get((str(table), branch))
+
+
+def _same(a: str | None, b: str | None) -> bool:
+    if a is None or b is None:
+        return False
+    return a.casefold() == b.casefold() if "@" in a else a == b
+
+
+def evaluate(table: str, branch: str, head: int, policy: ReviewPolicy, author: str | None, all_reviews: list[Review]) -> ReviewStatus:
+    """Pure: the review status of ``head`` from the branch's reviews (oldest first)."""
+    latest: dict[str, Review] = {}
+    for r in all_reviews:
+        latest[r.user.casefold() if "@" in r.user else r.user] = r
+    on_head = [r for r in latest.values() if r.snapshot_id == head]
+    dismissed = tuple(r for r in latest.values() if r.snapshot_id != head)
+    approvals = [r for r in on_head if r.verdict == Verdict.APPROVED.value]
+    ignored = tuple(r for r in approvals if policy.author_cannot_approve and _same(r.user, author))
+    counting = tuple(r for r in approvals if r not in ignored)
+    changes = tuple(r for r in on_head if r.verdict == Verdict.CHANGES_REQUESTED.value)
+    if changes:
+        state = ReviewState.CHANGES_REQUESTED
+    elif len(counting) < policy.approvals:
+        state = ReviewState.AWAITING
+    elif counting:
+        state = ReviewState.APPROVED
+    else:
+        state = ReviewState.NONE
+    return ReviewStatus(table, branch, head, policy, author, state, counting, changes, dismissed, ignored)
+
+
+def review_state(lh: Lakehouse, table: TableId, branch: str, tbl: Table | None = None) -> ReviewStatus:
+    """The review status of the branch's current head (no authorization: a read like ``branches``)."""
+    tbl = tbl if tbl is not None else lh.table(table)
+    head = cat.require_branch(tbl, table, branch)
+    return evaluate(str(table), branch, head, policy_for(lh, table), author_of(lh, table, branch), reviews(lh, table, branch))
+
+
+def review_states(lh: Lakehouse, table: str | None, heads: Mapping[tuple[str, str], int]) -> dict[tuple[str, str], ReviewStatus]:
+    """Review status of many branch heads in two queries (``branches``)."""
+    all_reviews = _all_reviews(lh, table)
+    who = authors(lh, table)
+    policy = access_policy(lh)
+    return {(t, b): evaluate(t, b, head, policy_for(policy, t), who.get((t, b)), all_reviews.get((t, b), []))
+            for (t, b), head in heads.items()}
+
+
+def second_admin_approval(lh: Lakehouse, status: ReviewStatus, forcing_user: str) -> Review | None:
+    """An approval on the head by an admin other than ``forcing_user`` (for ``force_needs_second_admin``)."""
+    policy = access_policy(lh)
+    for r in status.approvals:
+        if not _same(r.user, forcing_user) and r.user != forcing_user and policy.role_of(r.user) == Role.ADMIN:
+            return r
+    return None
+
+
+# --------------------------------------------------------------------------- actions
+
+
+def _clean_text(text: str | None, what: str, required: bool) -> str | None:
+    if text is None or not text.strip():
+        if required:
+            raise ValidationError(f"{what} must not be empty")
+        return None
+    if len(text) > MAX_TEXT:
+        raise ValidationError(f"{what} is too long ({len(text)} characters, at most {MAX_TEXT})")
+    if any(not ch.isprintable() and ch not in "\n\t" for ch in text):
+        raise ValidationError(f"{what} holds control characters")
+    return text.strip()
+
+
+def _record_review(lh: Lakehouse, user: str, table: TableId, branch: str, verdict: Verdict, comment: str | None,
+                   role: Role | None) -> tuple[Review, int]:
+    tbl = lh.table(table)
+    head = cat.require_branch(tbl, table, branch)
+    now = utcnow()
+    with lh.journal.engine.begin() as conn:
+        pk = conn.execute(insert(reviews_table).values(
+            at=now, user_name=user, table_name=str(table), branch=branch, snapshot_id=head, verdict=verdict.value,
+            role=role.label if role is not None else None, comment=comment)).inserted_primary_key
+        assert pk is not None
+        conn.execute(insert(comments_table).values(
+            at=now, user_name=user, table_name=str(table), branch=branch, snapshot_id=head, check_name=None,
+            kind=verdict.value, text=comment or ""))
+    lh.journal.record(user=user, action="approve" if verdict is Verdict.APPROVED else "request_changes", table=str(table),
+                      branch=branch, snapshot_after=head, outcome=verdict.value, reason=comment)
+    rv = Review(int(pk[0]), now, user, str(table), branch, head, verdict.value, role.label if role else None, comment)
+    return rv, head
+
+
+def approve(lh: Lakehouse, table: TableId, branch: str, *, comment: str | None = None, user: str | None = None) -> ReviewStatus:
+    """Approve the branch's current head (approver role). Self-approval is refused where the policy says so."""
+    user = user or lh.user
+    validate_branch(branch)
+    authorize(lh, user, Permission.APPROVE, table=table, branch=branch)
+    text = _clean_text(comment, "the comment", required=False)
+    policy = policy_for(lh, table)
+    author = author_of(lh, table, branch)
+    if policy.author_cannot_approve and _same(author, user):
+        msg = f"{user} may not approve {table} {branch}: the author of a branch cannot approve it (policy {policy.source})"
+        lh.journal.record(user=user, action="approve", table=str(table), branch=branch, outcome="refused", reason=msg,
+                          details={"code": "self_approval"})
+        raise RefusedError(msg, "self_approval")
+    _record_review(lh, user, table, branch, Verdict.APPROVED, text, access_policy(lh).role_of(user))
+    return review_state(lh, table, branch)
+
+
+def request_changes(lh: Lakehouse, table: TableId, branch: str, *, comment: str, user: str | None = None) -> ReviewStatus:
+    """Request changes on the branch's current head (approver role); blocks publish until that reviewer approves."""
+    user = user or lh.user
+    validate_branch(branch)
+    authorize(lh, user, Permission.APPROVE, table=table, branch=branch, action="request_changes")
+    text = _clean_text(comment, "the comment (--comment)", required=True)
+    _, head = _record_review(lh, user, table, branch, Verdict.CHANGES_REQUESTED, text, access_policy(lh).role_of(user))
+    from wap_core.notify import Event, emit
+
+    emit(lh, Event.CHANGES_REQUESTED, table=str(table), branch=branch, user=user, status=ReviewState.CHANGES_REQUESTED.value,
+         summary=f"changes requested by {user}: {text}"[:500], snapshot_id=head)
+    return review_state(lh, table, branch)
+
+
+def add_comment(lh: Lakehouse, table: TableId, branch: str, text: str, *, check: str | None = None, user: str | None = None) -> Comment:
+    """Add a comment to the branch's thread (steward role); optionally about one check."""
+    user = user or lh.user
+    validate_branch(branch)
+    authorize(lh, user, Permission.COMMENT, table=table, branch=branch)
+    body = _clean_text(text, "the comment", required=True)
+    assert body is not None
+    check_name = _clean_text(check, "the check name", required=False)
+    if check_name is not None and (len(check_name) > MAX_CHECK or "\n" in check_name):
+        raise ValidationError(f"the check name must be one line of at most {MAX_CHECK} characters")
+    tbl = lh.table(table)
+    head = cat.require_branch(tbl, table, branch)
+    now = utcnow()
+    with lh.journal.engine.begin() as conn:
+        pk = conn.execute(insert(comments_table).values(
+            at=now, user_name=user, table_name=str(table), branch=branch, snapshot_id=head, check_name=check_name,
+            kind="comment", text=body)).inserted_primary_key
+        assert pk is not None
+    return Comment(int(pk[0]), now, user, str(table), branch, head, check_name, "comment", body)
+
+
+def comments(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = None) -> list[Comment]:
+    """The branch's thread, oldest first (also after the branch was published or discarded)."""
+    user = user or lh.user
+    validate_branch(branch)
+    authorize(lh, user, Permission.READ, table=table, branch=branch)
+    q = (select(comments_table).where(and_(comments_table.c.table_name == str(table), comments_table.c.branch == branch))
+         .order_by(comments_table.c.id))
+    with lh.journal.engine.connect() as conn:
+        return [_comment(r) for r in conn.execute(q).mappings().all()]
+
+
+def approve_decision(lh: Lakehouse, table: TableId, branch: str, user: str) -> tuple[bool, str]:
+    """Whether ``user`` may approve the head now, and why not (for the console's disabled button). Pure."""
+    d = decide(lh, user, Permission.APPROVE)
+    if not d.allowed:
+        return False, d.message
+    policy = policy_for(lh, table)
+    if policy.author_cannot_approve and _same(author_of(lh, table, branch), user):
+        return False, f"the author of a branch cannot approve it (policy {policy.source})"
+    return True, d.message

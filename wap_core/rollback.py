@@ -1,0 +1,199 @@
+"""Rollback of main to a snapshot in its own history, and "reopen as branch" of a rolled-back batch.
+
+Both are metadata-only ref moves (PyIceberg ``manage_snapshots``, like publish), journaled with
+intent/outcome and reconciled after a crash (:mod:`wap_core.reconcile`).
+
+* :func:`rollback` (admin) moves main back to an ancestor of main. The commit carries PyIceberg's
+  requirement that main is still at the snapshot read before (compare-and-swap): a publish landing
+  between the read and the commit makes the rollback fail cleanly (ConflictError), nothing moved.
+* :func:`reopen` (steward) creates a branch whose head is a snapshot main no longer holds (a
+  rolled-back batch). The branch forks from main's old line: when main has moved since the
+  rollback, rebase replays the branch's appended batches onto the new main, like any branch.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pyiceberg.exceptions import CommitFailedException
+
+from wap_core import catalog as cat
+from wap_core.access import Permission, authorize
+from wap_core.exceptions import BranchBusyError, ConflictError, NotFoundError, RefusedError, ValidationError
+from wap_core.faults import fault_point
+from wap_core.identifiers import MAIN, TableId, validate_branch
+from wap_core.journal import Intent
+from wap_core.reconcile import acting
+
+if TYPE_CHECKING:
+    from wap_core.lakehouse import Lakehouse
+
+log = logging.getLogger(__name__)
+
+_SCAN = 10_000  # snapshots walked back in main's history
+
+
+@dataclass(frozen=True)
+class RolledBackBatch:
+    snapshot_id: int
+    branch: str | None  # wap.branch of the snapshot (the published audit branch)
+    user: str | None
+    rows: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class RollbackResult:
+    table: str
+    main_before: int
+    main_after: int
+    reason: str
+    rolled_back: tuple[RolledBackBatch, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["rolled_back"] = [b.to_dict() for b in self.rolled_back]
+        return d
+
+
+@dataclass(frozen=True)
+class ReopenResult:
+    table: str
+    branch: str
+    head: int
+    fork: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _refuse(lh: Lakehouse, user: str, table: TableId, branch: str, action: str, exc: RefusedError, before: int | None) -> RefusedError:
+    lh.journal.record(user=user, action=action, table=str(table), branch=branch, snapshot_before=before, outcome="refused",
+                      reason=str(exc), details={"code": exc.reason_code})
+    return exc
+
+
+def _begin(lh: Lakehouse, user: str, table: TableId, branch: str, action: str, before: int | None, **kw: Any) -> Intent:
+    try:
+        return lh.journal.begin_intent(user=user, action=action, table=str(table), branch=branch, expected_before=before, **kw)
+    except BranchBusyError as exc:
+        raise _refuse(lh, user, table, branch, action, exc, before) from exc
+
+
+def rollback(lh: Lakehouse, table: TableId, to_snapshot: int, *, reason: str, user: str | None = None,
+             expected_main: int | None = None) -> RollbackResult:
+    """Move main back to ``to_snapshot`` (an ancestor of main), metadata only. Admin role.
+
+    ``expected_main``: the main head the caller saw (the console's timeline); refused when main moved since.
+    """
+    user = user or lh.user
+    if not (reason and reason.strip()):
+        raise ValidationError("a rollback needs a --reason: it is journaled with its reason")
+    authorize(lh, user, Permission.ADMIN, table=table, branch=MAIN, action="rollback")
+    tbl = lh.table(table)  # the read: main's head now; the commit below requires main still there
+    main_before = cat.ref_snapshot_id(tbl, MAIN)
+    if main_before is None:
+        raise NotFoundError(f"table {table} has no main snapshot to roll back")
+    if expected_main is not None and expected_main != main_before:
+        raise _refuse(lh, user, table, MAIN, "rollback", ConflictError(
+            f"rollback of {table} refused: main moved since it was read (expected {expected_main}, now {main_before}); look again"), main_before)
+    if to_snapshot == main_before:
+        raise _refuse(lh, user, table, MAIN, "rollback", RefusedError(
+            f"rollback of {table} refused: main is already at snapshot {to_snapshot}", "already_there"), main_before)
+    dropped: list[RolledBackBatch] = []
+    found = False
+    for n, snap in enumerate(cat.ancestors(tbl, main_before)):
+        if n >= _SCAN:
+            break
+        if snap.snapshot_id == to_snapshot:
+            found = True
+            break
+        dropped.append(RolledBackBatch(snap.snapshot_id, cat.summary_get(snap, "wap.branch"), cat.summary_get(snap, "wap.user"),
+                                       int(cat.summary_get(snap, "added-records") or 0)))
+    if not found:
+        raise _refuse(lh, user, table, MAIN, "rollback", RefusedError(
+            f"rollback of {table} refused: snapshot {to_snapshot} is not an ancestor of main (main is at {main_before}); "
+            "only a snapshot in main's own history can be rolled back to", "not_ancestor"), main_before)
+    intent = _begin(lh, user, table, MAIN, "rollback", main_before, expected_after=to_snapshot, reason=reason,
+                    details={"rolled_back": [b.snapshot_id for b in dropped]})
+    with acting(lh, intent):
+        fault_point("after_rollback_intent")
+        main_ref = tbl.metadata.refs[MAIN]
+        try:
+            (tbl.manage_snapshots()
+             .create_branch(to_snapshot, MAIN, max_ref_age_ms=main_ref.max_ref_age_ms,
+                            max_snapshot_age_ms=main_ref.max_snapshot_age_ms, min_snapshots_to_keep=main_ref.min_snapshots_to_keep)
+             .commit())
+        except CommitFailedException as exc:
+            # main moved since the read (a publish or another rollback landed): nothing was rolled back
+            raise ConflictError(f"rollback of {table} lost a race: main changed during the rollback; nothing was rolled back ({exc})") from exc
+        fault_point("after_rollback_commit")
+        lh.journal.resolve_intent(intent, outcome="rolled_back", done=True, snapshot_after=to_snapshot)
+    result = RollbackResult(str(table), main_before, to_snapshot, reason.strip(), tuple(dropped))
+    from wap_core.notify import Event, emit
+
+    emit(lh, Event.ROLLED_BACK, table=str(table), branch=None, user=user, status="rolled_back",
+         summary=f"main rolled back from {main_before} to {to_snapshot}: {reason.strip()}"[:500], snapshot_id=to_snapshot)
+    return result
+
+
+def rolled_back_snapshots(lh: Lakehouse, table: TableId) -> list[dict[str, Any]]:
+    """Snapshots main held once and no longer holds, per the journal's rollbacks (newest rollback first)."""
+    tbl = lh.table(table)
+    main_ids = {s.snapshot_id for s in cat.ancestors(tbl, cat.ref_snapshot_id(tbl, MAIN))}
+    out: list[dict[str, Any]] = []
+    seen: set[int] = set()
+    for e in lh.journal.history(str(table), action="rollback", limit=100):
+        if e.outcome != "rolled_back":
+            continue
+        for sid in e.details.get("rolled_back", []):
+            snap = tbl.metadata.snapshot_by_id(int(sid))
+            if snap is None or sid in main_ids or sid in seen:
+                continue
+            seen.add(sid)
+            out.append({"snapshot_id": sid, "branch": cat.summary_get(snap, "wap.branch"), "user": cat.summary_get(snap, "wap.user"),
+                        "rows": int(cat.summary_get(snap, "added-records") or 0), "rolled_back_at": e.at.isoformat(),
+                        "rolled_back_by": e.user, "reason": e.reason})
+    return out
+
+
+def default_reopen_name(tbl: Any, snapshot_id: int) -> str:
+    snap = tbl.metadata.snapshot_by_id(snapshot_id)
+    base = cat.summary_get(snap, "wap.branch") if snap is not None else None
+    stem = f"{base[:100]}_reopened" if base else f"reopen_{snapshot_id}"
+    name, n = stem, 2
+    while name in tbl.metadata.refs:
+        name, n = f"{stem}_{n}", n + 1
+    return name
+
+
+def reopen(lh: Lakehouse, table: TableId, snapshot_id: int, *, branch: str | None = None, user: str | None = None) -> ReopenResult:
+    """Create a branch whose head is ``snapshot_id``, a snapshot main no longer holds (a rolled-back batch). Steward role."""
+    user = user or lh.user
+    if branch is not None:
+        validate_branch(branch)
+    authorize(lh, user, Permission.INGEST, table=table, branch=branch, action="reopen")
+    tbl = lh.table(table)
+    if tbl.metadata.snapshot_by_id(snapshot_id) is None:
+        raise NotFoundError(f"snapshot {snapshot_id} does not exist in {table} (expired, or never there)")
+    name = branch or default_reopen_name(tbl, snapshot_id)
+    validate_branch(name)
+    if name in tbl.metadata.refs:
+        raise _refuse(lh, user, table, name, "reopen", RefusedError(f"reopen refused: {table} already has a ref named {name!r}", "exists"), None)
+    main_ids = {s.snapshot_id for s in cat.ancestors(tbl, cat.ref_snapshot_id(tbl, MAIN))}
+    if snapshot_id in main_ids:
+        raise _refuse(lh, user, table, name, "reopen", RefusedError(
+            f"reopen refused: snapshot {snapshot_id} is still in main's history; only a rolled-back batch can be reopened", "in_main"), None)
+    intent = _begin(lh, user, table, name, "reopen", None, expected_after=snapshot_id, details={"snapshot_id": snapshot_id})
+    with acting(lh, intent):
+        try:
+            tbl.manage_snapshots().create_branch(snapshot_id, name).commit()
+        except CommitFailedException as exc:
+            raise ConflictError(f"reopen of {snapshot_id} as {table} {name} lost a race with another change ({exc})") from exc
+        lh.journal.resolve_intent(intent, outcome="reopened", done=True, snapshot_after=snapshot_id)
+    lin = cat.lineage(lh.table(table), name)
+    return ReopenResult(str(table), name, snapshot_id, lin.fork)

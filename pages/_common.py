@@ -268,8 +268,8 @@ def style_status(df: pd.DataFrame, column: str = "status") -> Any:
 
 
 def human_bytes(n: int | float | None) -> str:
-    if n is None:
-        return "-"
+    if n is None or (isinstance(n, float) and n != n):
+        return ""
     size = float(n)
     for unit in ("B", "KB", "MB", "GB", "TB"):
         if abs(size) < 1024 or unit == "TB":
@@ -279,19 +279,95 @@ def human_bytes(n: int | float | None) -> str:
 
 
 def short_time(iso: str | None) -> str:
-    if not iso:
-        return "-"
-    return iso.replace("T", " ")[:19]
+    """A readable local time with its zone (``2026-11-22 06:06:04 CET``); blank for none."""
+    return local_time(iso)
+
+
+def local_time(value: object) -> str:
+    """An ISO 8601 text or a datetime as the server's local time with the zone; "" for none/unparseable."""
+    if value is None or value == "" or (isinstance(value, float) and value != value):
+        return ""
+    try:
+        ts = pd.Timestamp(value)
+    except (ValueError, TypeError):
+        return str(value)
+    if ts is pd.NaT:
+        return ""
+    if ts.tzinfo is None:
+        ts = ts.tz_localize("UTC")
+    local = ts.to_pydatetime().astimezone()
+    return local.strftime("%Y-%m-%d %H:%M:%S ") + (local.tzname() or local.strftime("%z"))
+
+
+def id_text(value: object) -> str:
+    """A 64-bit id as exact text (never through a float/JavaScript number); "" for none."""
+    if value is None or value == "" or (isinstance(value, float) and value != value):
+        return ""
+    if isinstance(value, float):  # should not happen: ids are ints; keep the digits we have
+        return str(int(value))
+    return str(value)
+
+
+def blank(value: object) -> str:
+    """Text of a value, blank for None/NaN."""
+    if value is None or (isinstance(value, float) and value != value):
+        return ""
+    return str(value)
+
+
+def details_text(details: object) -> str:
+    """A details mapping as ``key: value`` text joined by `` · `` (nested values compact)."""
+    if not details:
+        return ""
+    if not isinstance(details, dict):
+        return str(details)
+    parts = []
+    for k, v in details.items():
+        if v is None or v == "" or v == [] or v == {}:
+            continue
+        if isinstance(v, (list, tuple)):
+            v = ", ".join(str(x) for x in v)
+        elif isinstance(v, dict):
+            v = ", ".join(f"{a}={b}" for a, b in v.items())
+        parts.append(f"{k}: {v}")
+    return " · ".join(parts)
+
+
+ID_COLUMNS = ("snapshot_id", "parent_id", "snapshot_before", "snapshot_after", "head_snapshot_id", "fork_snapshot_id",
+              "main_snapshot_id", "main_before", "main_after", "head", "old_head", "new_head")
+
+
+def texts_for_ids(df: pd.DataFrame) -> pd.DataFrame:
+    """Every 64-bit id column of ``df`` as exact text (st.dataframe and Vega would round them as numbers)."""
+    for c in df.columns:
+        if _is_id_key(c):
+            df[c] = df[c].map(id_text).astype(object)
+    return df
+
+
+def times_for_display(df: pd.DataFrame, *columns: str) -> pd.DataFrame:
+    """Time columns as readable local text with the zone (full ISO stays in JSON and chart tooltips)."""
+    for c in columns:
+        if c in df.columns:
+            df[c] = df[c].map(local_time).astype(object)
+    return df
+
+
+def _is_id_key(key: object) -> bool:
+    return key in ID_COLUMNS or str(key).endswith("snapshot_id")
 
 
 def frame(rows: list[dict[str, Any]], columns: list[str] | None = None) -> pd.DataFrame:
+    """A DataFrame of ``rows``; 64-bit ids become exact text BEFORE pandas sees them (a None among ids
+    would otherwise make the column float64 and round the ids)."""
+    rows = [{k: (id_text(v) if _is_id_key(k) else v) for k, v in r.items()} for r in rows]
     df = pd.DataFrame(rows)
     if columns is not None:
         for c in columns:
             if c not in df.columns:
                 df[c] = None
         df = df[columns]
-    return df
+    return texts_for_ids(df)
 
 
 def to_datetime(series: pd.Series) -> pd.Series:

@@ -44,7 +44,7 @@ def verdict(audit: AuditResult | None, head: int | None, ready: PublishCheck, me
     stale = audit.snapshot_id != head
     bad = [c for c in audit.checks if c.status in ("failed", "error")]
     warned = [c for c in audit.checks if c.status == "warned"]
-    line = (f"{len(audit.checks)} checks on {audit.rows_checked:,} new rows · audited {ui.short_time(audit.at)} UTC "
+    line = (f"{len(audit.checks)} checks on {audit.rows_checked:,} new rows · audited {ui.short_time(audit.at)} "
             f"by {ui.md(audit.user)} at snapshot {audit.snapshot_id}")
     if stale:
         st.warning(f"**Audit is stale:** the branch moved since it was audited (head {head}).  \n{line}", icon=ui.STATUS_MATERIAL["stale"])

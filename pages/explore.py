@@ -38,7 +38,7 @@ if kind in ("branch", "tag"):
 elif kind == "snapshot":
     snaps = sorted(tbl.metadata.snapshots, key=lambda s: -s.timestamp_ms)
     value = c3.selectbox("Snapshot", [s.snapshot_id for s in snaps],
-                         format_func=lambda i: f"{i} · {ui.short_time(datetime.fromtimestamp(tbl.metadata.snapshot_by_id(i).timestamp_ms / 1000, tz=timezone.utc).isoformat())}")
+                         format_func=lambda i: f"{ui.id_text(i)} · {ui.local_time(datetime.fromtimestamp(tbl.metadata.snapshot_by_id(i).timestamp_ms / 1000, tz=timezone.utc))}")
 else:
     value = c3.text_input("Time on main (ISO 8601, UTC)", value=datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
@@ -59,11 +59,11 @@ with tab_snaps:
     ref_name = ref.value if kind in ("branch", "tag") else "main"
     tl = ui.timeline(table, ref_name)
     df = ui.frame(tl, ["at", "snapshot_id", "parent_id", "operation", "added_records", "total_records", "user", "source"])
-    df["at"] = ui.to_datetime(df["at"])
+    df = ui.times_for_display(df, "at")
     st.caption(f"Ancestry of {ui.md(ref_name)}, newest first")
     st.dataframe(df, hide_index=True, width="stretch",
-                 column_config={"snapshot_id": st.column_config.NumberColumn("snapshot", format="%d"),
-                                "parent_id": st.column_config.NumberColumn("parent", format="%d")})
+                 column_config={"snapshot_id": st.column_config.TextColumn("snapshot"),
+                                "parent_id": st.column_config.TextColumn("parent")})
 with tab_rows:
     columns = [r["column"] for r in ex.schema_rows(tbl, ref.snapshot_id)]
     with st.form("rows"):

@@ -61,7 +61,7 @@ class Settings:
     spark_driver_memory: str = "2g"
     shuffle_partitions: int = 4
     jdbc_jars: tuple[str, ...] = ()
-    sample_rows: int = 5
+    sample_rows: int = 20  # failing-row sample per check (WAP_SAMPLE_ROWS)
     ingest_roots: tuple[Path, ...] = ()  # where confined (console) ingest may read; default ($WAP_HOME/landing,)
 
     def __post_init__(self) -> None:

@@ -1,0 +1,73 @@
+"""Console formatting and ranking helpers (pure functions: no Spark, no server)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from pages import _common as ui
+from pages._review_parts import sample_order
+from wap_core.cli import _cell, _json_default
+from wap_core.diff import rank_changes
+
+BIG = 4887153865992560141  # a real 64-bit snapshot id that a float/JavaScript number rounds
+
+
+def test_ids_stay_exact_text_even_next_to_none() -> None:
+    df = ui.frame([{"snapshot_id": BIG, "parent_id": None}, {"snapshot_id": BIG + 1, "parent_id": BIG}], ["snapshot_id", "parent_id"])
+    assert list(df["snapshot_id"]) == [str(BIG), str(BIG + 1)]
+    assert list(df["parent_id"]) == ["", str(BIG)]
+    assert float(BIG) != BIG  # the failure mode this guards against
+
+
+def test_times_blanks_and_details() -> None:
+    text = ui.local_time("2026-11-22T05:06:04.399748+00:00")
+    assert text.startswith("2026-11-22 ") and len(text.split()) == 3 and "T" not in text and "." not in text
+    assert ui.local_time(None) == "" and ui.blank(None) == "" and ui.blank(float("nan")) == ""
+    assert ui.details_text({"rows": 5, "files": ["a.csv", "b.csv"], "none": None}) == "rows: 5 · files: a.csv, b.csv"
+    assert ui.details_text({}) == ""
+
+
+def test_cli_cells_and_json() -> None:
+    from decimal import Decimal
+    import datetime as dt
+
+    assert _cell(None) == "" and _cell(["a", "b"]) == "a, b" and _cell({"k": 1, "n": None}) == "k=1"
+    out = json.loads(json.dumps({"d": Decimal("1.5"), "i": Decimal("3"), "t": dt.date(2026, 1, 2), "id": BIG}, default=_json_default))
+    assert out == {"d": 1.5, "i": 3, "t": "2026-01-02", "id": BIG}
+
+
+def test_failing_row_sample_leads_with_failing_columns_then_key() -> None:
+    cols = ["year", "month", "flight", "carrier", "air_time", "dest", "__problem"]
+    assert sample_order(cols, ["air_time"], ["flight", "carrier"])[:4] == ["__problem", "air_time", "flight", "carrier"]
+    assert sample_order(["a", "b", "__check"], ["b"], []) == ["b", "a"]
+
+
+def _col(name: str, main_null: float, batch_null: float, **extra: object) -> dict[str, object]:
+    base = {"rows": 1000, "distinct": 50, "min": 0, "max": 100, "mean": 50.0,
+            "quantiles": {"0.05": 5.0, "0.25": 25.0, "0.5": 50.0, "0.75": 75.0, "0.95": 95.0}}
+    return {"name": name, "kind": "numeric", "main": {**base, "null_pct": main_null},
+            "batch": {**base, "null_pct": batch_null, **extra}}
+
+
+def test_rank_changes_standardizes_null_rate_and_distribution() -> None:
+    ranked = rank_changes([
+        _col("steady", 1.0, 1.2),
+        _col("nulls", 1.6, 16.1),
+        _col("shifted", 0.0, 0.0, mean=53.0, quantiles={"0.05": 8.0, "0.95": 98.0}),
+    ])
+    assert [r.column for r in ranked] == ["nulls", "shifted", "steady"]
+    assert ranked[0].aspect == "null_rate" and 0.5 < ranked[0].score < 0.7
+    assert ranked[1].aspect == "distribution"
+    assert ranked[2].score < 0.05
+    cat = {"name": "dest", "kind": "categorical",
+           "main": {"null_pct": 0.0, "distinct": 3, "top_values": [{"value": "A", "pct": 50.0}, {"value": "B", "pct": 50.0}]},
+           "batch": {"null_pct": 0.0, "distinct": 3, "top_values": [{"value": "A", "pct": 10.0}, {"value": "C", "pct": 90.0}]}}
+    top = rank_changes([cat])[0]
+    assert top.aspect == "top_values" and top.score > 0.8
+
+
+def test_profile_frame_has_units_and_ids_as_text() -> None:
+    df = ui.texts_for_ids(pd.DataFrame({"snapshot_id": [BIG], "x": [1]}))
+    assert df["snapshot_id"][0] == str(BIG)

@@ -6,9 +6,12 @@ Metadata helpers (tables, branches, journal, checks) never start Spark.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import string
+import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -123,8 +126,78 @@ def may(lh: Lakehouse, user: str, permission: Permission) -> Decision:
     return decide(lh, user, permission)
 
 
+class SparkStarter:
+    """Starts the process's SparkSession in a background thread (one per process), so no page waits in the dark."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.thread: threading.Thread | None = None
+        self.error: str | None = None
+        self.started_at: float | None = None
+
+    def start(self, lh: Lakehouse) -> None:
+        with self._lock:
+            if self.thread is not None or spark_running():
+                return
+            self.started_at = time.monotonic()
+            self.thread = threading.Thread(target=self._run, args=(lh,), name="wap-spark-start", daemon=True)
+            self.thread.start()
+
+    def _run(self, lh: Lakehouse) -> None:
+        try:
+            lh.spark  # noqa: B018 - builds (or joins) the one SparkSession of the process
+        except Exception as exc:  # noqa: BLE001 - shown in the sidebar and on the pages that need Spark
+            self.error = mask_secrets(f"{type(exc).__name__}: {exc}".splitlines()[0])
+            logging.getLogger(__name__).warning("Spark did not start: %s", self.error)
+
+    @property
+    def starting(self) -> bool:
+        return self.thread is not None and self.thread.is_alive() and not spark_running()
+
+
+@st.cache_resource(show_spinner=False)
+def spark_starter() -> SparkStarter:
+    return SparkStarter()
+
+
+def spark_eager() -> bool:
+    """WAP_SPARK_EAGER (default on): start Spark in the background when the console starts."""
+    return os.environ.get("WAP_SPARK_EAGER", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def start_spark_in_background() -> None:
+    if spark_eager() and not spark_running():
+        spark_starter().start(lakehouse())
+
+
 def spark_status() -> str:
-    return "Spark: running" if spark_running() else "Spark: not started"
+    if spark_running():
+        return "Spark: running"
+    starter = spark_starter()
+    if starter.error:
+        return f"Spark: failed ({md(starter.error)})"
+    if starter.starting:
+        return "Spark: starting…"
+    return "Spark: not started"
+
+
+def wait_for_spark(lh: Lakehouse | None = None) -> bool:
+    """Before Spark work: a live "Starting Spark…" status until the session is ready. False (error shown) if it failed."""
+    if spark_running():
+        return True
+    starter = spark_starter()
+    starter.start(lh or lakehouse())
+    with st.status("Starting Spark…", expanded=False) as box:
+        while starter.starting:
+            waited = time.monotonic() - (starter.started_at or time.monotonic())
+            box.update(label=f"Starting Spark… ({waited:.0f} s)")
+            time.sleep(0.5)
+        if not spark_running():
+            box.update(label="Spark did not start", state="error")
+            st.error(f"Spark did not start: {md(starter.error or 'unknown error')}")
+            return False
+        box.update(label="Spark is ready", state="complete")
+    return True
 
 
 def writes_done() -> None:

@@ -76,6 +76,8 @@ with tab_rows:
     if go:
         filters = [] if col == "(none)" else [(col, op, val)]
         try:
+            if not ui.wait_for_spark(lh):
+                st.stop()
             with st.spinner("Reading rows with Spark…"):
                 st.dataframe(ex.rows(lh, tid, ref.snapshot_id, filters, int(limit), user=user), hide_index=True, width="stretch")
         except WapError as exc:
@@ -88,6 +90,8 @@ with tab_sql:
         run = st.form_submit_button("Run query")
     if run:
         try:
+            if not ui.wait_for_spark(lh):
+                st.stop()
             with st.spinner("Running with Spark…"):
                 st.dataframe(ex.run_sql(lh, tid, ref.snapshot_id, sql, user=user), hide_index=True, width="stretch")
         except WapError as exc:

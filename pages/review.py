@@ -218,6 +218,8 @@ rv.audit_details(audit, head)
 st.markdown("#### Diff against main (Spark)")
 diff: dict[str, Any] | None = None
 try:
+    if not ui.wait_for_spark(lh):
+        st.stop()
     with st.status("Computing the diff with Spark…", expanded=False) as s:
         diff = rv.cached_diff(str(tid), branch, head)
         s.update(label=f"Diff computed on {diff['rows_added']:,} new rows", state="complete")

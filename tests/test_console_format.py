@@ -23,7 +23,7 @@ def test_ids_stay_exact_text_even_next_to_none() -> None:
 
 def test_times_blanks_and_details() -> None:
     text = ui.local_time("2026-11-22T05:06:04.399748+00:00")
-    assert text.startswith("2026-11-22 ") and len(text.split()) == 3 and "T" not in text and "." not in text
+    assert text.startswith("2026-11-22 ") and len(text.split()) == 3 and "T05" not in text and "." not in text
     assert ui.local_time(None) == "" and ui.blank(None) == "" and ui.blank(float("nan")) == ""
     assert ui.details_text({"rows": 5, "files": ["a.csv", "b.csv"], "none": None}) == "rows: 5 · files: a.csv, b.csv"
     assert ui.details_text({}) == ""
@@ -71,3 +71,32 @@ def test_rank_changes_standardizes_null_rate_and_distribution() -> None:
 def test_profile_frame_has_units_and_ids_as_text() -> None:
     df = ui.texts_for_ids(pd.DataFrame({"snapshot_id": [BIG], "x": [1]}))
     assert df["snapshot_id"][0] == str(BIG)
+
+
+def test_content_hash_is_sha256_of_the_bytes_in_order(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import hashlib
+
+    from wap_core.ingest import content_hash
+
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    a.write_bytes(b"id\n1\n")
+    b.write_bytes(b"id\n2\n")
+    assert content_hash([str(a), str(b)]) == hashlib.sha256(b"id\n1\nid\n2\n").hexdigest()
+
+
+def test_find_duplicate_names_the_earlier_branch_and_progress_steps(make_lakehouse, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from helpers import write_csv
+
+    from wap_core import TableId
+    from wap_core.ingest import content_hash, find_duplicate, ingest
+
+    lh = make_lakehouse(name="dup")
+    t = TableId("demo", "dups")
+    src = write_csv(tmp_path / "one.csv", ["id", "name"], [(1, "ann"), (2, "bob")])
+    steps: list[tuple[str, int | None]] = []
+    first = ingest(lh, t, [src], branch="first", create=True, progress=lambda step, rows: steps.append((step, rows)))
+    assert [s for s, _ in steps] == ["reading", "writing", "auditing", "done"] and steps[-1][1] == 2
+    dup = find_duplicate(lh, t, content_hash([src]))
+    assert dup is not None and dup.branch == "first" and dup.snapshot_id == first.snapshot_id and dup.open_branch
+    other = write_csv(tmp_path / "two.csv", ["id", "name"], [(3, "cy")])
+    assert find_duplicate(lh, t, content_hash([other])) is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import altair as alt
@@ -86,6 +87,14 @@ def key_columns(audit: AuditResult) -> list[str]:
     return out
 
 
+def failing_columns(c: CheckResult, columns: list[str]) -> list[str]:
+    """The columns a check judges: its own, else (an expression) the columns its SQL, message or name mention."""
+    if c.columns:
+        return list(c.columns)
+    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", f"{c.threshold} {c.message}"))
+    return [col for col in columns if not col.startswith("__") and (col in words or col in c.name)]
+
+
 def sample_order(columns: list[str], failing: list[str], key: list[str]) -> list[str]:
     """Failing-row sample columns: what is wrong (problem markers, the failing columns), then the key, then the rest."""
     first = [c for c in PROBLEM_COLUMNS if c in columns and c != "__check"]
@@ -97,9 +106,10 @@ def sample_order(columns: list[str], failing: list[str], key: list[str]) -> list
 def sample_frame(c: CheckResult, key: list[str]) -> tuple[pd.DataFrame, dict[str, Any]]:
     """A failing-row sample with the failing columns first and pinned, so they are never cut off."""
     df = pd.DataFrame(c.sample)
-    order = sample_order(list(df.columns), list(c.columns or []), key)
+    order = sample_order(list(df.columns), failing_columns(c, list(df.columns)), key)
     df = ui.texts_for_ids(df[order])
-    pinned = set(order[: len([x for x in order if x in (c.columns or []) or x in PROBLEM_COLUMNS])])
+    failing = failing_columns(c, order)
+    pinned = {x for x in order if x in failing or x in PROBLEM_COLUMNS}
     config: dict[str, Any] = {col: st.column_config.Column(col, pinned=True) for col in pinned}
     return df, config
 
@@ -267,15 +277,97 @@ def diff_details(diff: dict[str, Any], max_charts: int = 6, lead: list[str] | No
                  else numeric_chart(col) if ch.aspect == "distribution"
                  else categorical_chart(col))
         if chart is not None:
-            charts.append(chart)
+            what = {"null_rate": "null rate", "distribution": "distribution", "top_values": "top values", "distinct": "distinct values"}
+            charts.append((f"Chart {len(charts) + 1} · {ui.md(col['name'])} — {what.get(ch.aspect, ch.aspect)} (change {ch.score:.2f})", chart))
     if charts:
         st.markdown("**Distributions, main vs batch** (what changed most first)")
         grid = st.columns(2)
-        for i, chart in enumerate(charts):
+        for i, (label, chart) in enumerate(charts):
             with grid[i % 2]:
+                st.caption(label)
                 st.altair_chart(chart, width="stretch")
     else:
         st.markdown("**Distributions, main vs batch**: no column moved noticeably.")
     st.markdown("**Per-column profile, main vs batch** (what changed most first; the measure that moved is highlighted)")
     prof = profile_table([col for col, _ in order], {ch.column: ch for _, ch in order})
     st.dataframe(style_profile(prof), hide_index=True, width="stretch", column_config=PROFILE_CONFIG)
+
+
+# --------------------------------------------------------------------------- keyed diff
+@st.cache_data(ttl=600, show_spinner=False)
+def cached_keyed(table: str, branch: str, head: int | None, key: tuple[str, ...]) -> dict[str, Any]:
+    """The keyed diff (counts, by ``key``) and a sample of each kind of change; the head is part of the cache key."""
+    from wap_core.keyed_diff import keyed_diff, keyed_samples
+
+    lh, tid = ui.lakehouse(), TableId.parse(table)
+    counts = keyed_diff(lh, tid, branch, list(key))
+    samples = keyed_samples(lh, tid, branch, list(key), limit=10)
+    return {"summary": counts.summary(), "diff": counts.to_dict(), "samples": samples.to_dict()}
+
+
+def _changed_frame(rows: list[dict[str, Any]], key: list[str]) -> tuple[pd.DataFrame, list[str]]:
+    """Changed rows: the key, then each changed column as ``old → new`` (blank where it did not change)."""
+    changed_cols: list[str] = []
+    for r in rows:
+        changed_cols += [c for c, v in r.items() if c not in key and isinstance(v, dict) and c not in changed_cols]
+    out = []
+    for r in rows:
+        d = {k: ui.blank(r.get(k)) for k in key}
+        for c in changed_cols:
+            v = r.get(c)
+            d[c] = f"{ui.blank(v['old'])} → {ui.blank(v['new'])}" if isinstance(v, dict) else ""
+        out.append(d)
+    return pd.DataFrame(out, columns=[*key, *changed_cols]), changed_cols
+
+
+def keyed_section(table: str, branch: str, head: int | None, columns: list[str], default_key: list[str]) -> None:
+    """Rows compared by key: added / removed / changed counts, a sample of each, changed cells old → new."""
+    st.markdown("#### Rows by key (Spark)")
+    with st.form("keyed_diff", border=False):
+        key = st.multiselect("Key columns", columns, default=[k for k in default_key if k in columns],
+                             help="From the table's unique check when it has one; choose others to compare by another key")
+        go = st.form_submit_button("Compare by key", icon=":material/compare_arrows:")
+    if go:
+        st.session_state["keyed_key"] = {"table": table, "branch": branch, "key": list(key)}
+    chosen = st.session_state.get("keyed_key")
+    if not chosen or chosen.get("table") != table or chosen.get("branch") != branch:
+        st.caption("Compare the branch with main row by row: rows whose key is new, gone, or whose values changed.")
+        return
+    if not chosen["key"]:
+        st.error("Choose at least one key column.")
+        return
+    if not ui.wait_for_spark():
+        return
+    try:
+        with st.spinner("Comparing rows by key with Spark…"):
+            res = cached_keyed(table, branch, head, tuple(chosen["key"]))
+    except Exception as exc:  # noqa: BLE001 - WapError and Spark analysis errors alike: shown, page goes on
+        ui.show_error(exc)
+        return
+    s = res["summary"]
+    c = st.columns(4)
+    c[0].metric("Added", f"{s['added']:,}")
+    c[1].metric("Removed", f"{s['removed']:,}")
+    c[2].metric("Changed", f"{s['changed']:,}")
+    c[3].metric("Changed cells", f"{s['changed_cells']:,}")
+    st.caption(f"By key {ui.md(', '.join(chosen['key']))} · main at the fork vs the branch head")
+    samples = res["samples"]
+    t_add, t_rem, t_chg = st.tabs([f"Added ({s['added']:,})", f"Removed ({s['removed']:,})", f"Changed ({s['changed']:,})"])
+    key_config = {k: st.column_config.Column(k, pinned=True) for k in chosen["key"]}
+    with t_add:
+        if samples["added"]:
+            st.dataframe(ui.texts_for_ids(pd.DataFrame(samples["added"])), hide_index=True, width="stretch", column_config=key_config)
+        else:
+            st.caption("No added keys.")
+    with t_rem:
+        if samples["removed"]:
+            st.dataframe(ui.texts_for_ids(pd.DataFrame(samples["removed"])), hide_index=True, width="stretch", column_config=key_config)
+        else:
+            st.caption("No removed keys.")
+    with t_chg:
+        if samples["changed"]:
+            df, changed_cols = _changed_frame(samples["changed"], chosen["key"])
+            styled = df.style.map(lambda v: "background-color: #fff3cd; font-weight: 600" if v else "", subset=changed_cols)
+            st.dataframe(styled, hide_index=True, width="stretch", column_config=key_config)
+        else:
+            st.caption("No changed rows.")

@@ -228,6 +228,8 @@ except (WapError, ValidationError) as exc:
 if diff is not None:
     rv.diff_details(diff, lead=[col for c in (audit.checks if audit else []) if c.status in ("failed", "error") for col in c.columns or []])
 
+rv.keyed_section(str(tid), branch, head, [f.name for f in tbl.schema().fields], rv.key_columns(audit) if audit else [])
+
 st.markdown("#### New rows (preview)")
 try:
     with st.spinner("Reading the first new rows…"):

@@ -7,7 +7,9 @@ that the branch is gone and main did not move.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -47,7 +49,8 @@ def server(demo_settings: Settings) -> tuple[str, subprocess.Popen[bytes]]:
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("WAP_")}
     env.update(WAP_HOME=str(demo_settings.home), WAP_CHECKS=str(demo_settings.checks_file), WAP_CATALOG_NAME="e2edemo",
-               WAP_USER="steward-e2e", WAP_SHUFFLE_PARTITIONS="2", PYSPARK_PYTHON=sys.executable)
+               WAP_USER="steward-e2e", WAP_SHUFFLE_PARTITIONS="2", PYSPARK_PYTHON=sys.executable,
+               WAP_SPARK_EAGER="0", WAP_INGEST_ROOTS=str(demo_settings.home / "demo_sources"))
     log = open(demo_settings.home / "streamlit.log", "wb")  # noqa: SIM115 - closed in the finally below
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
@@ -70,6 +73,59 @@ def server(demo_settings: Settings) -> tuple[str, subprocess.Popen[bytes]]:
         log.close()
 
 
+def _shoot(page, name: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A full-page screenshot: docs/<name>.png with WAP_UPDATE_SCREENSHOT=1 (the README gallery), else a temp file."""
+    page.wait_for_timeout(1500)
+    shot = ROOT / "docs" / f"{name}.png" if os.environ.get("WAP_UPDATE_SCREENSHOT") else tmp_path / f"{name}.png"
+    shot.parent.mkdir(exist_ok=True)
+    page.screenshot(path=str(shot), full_page=True)
+
+
+def _grid_of(frame) -> list[list[str]]:  # type: ignore[no-untyped-def]
+    """The cells of one st.dataframe as rendered (its accessible table): header row first."""
+    frame.locator("table").first.wait_for(state="attached")
+    return frame.evaluate(
+        "el => Array.from(el.querySelectorAll('table tr')).map(tr => Array.from(tr.querySelectorAll('th,td')).map(c => c.textContent.trim()))")
+
+
+def _grid(page, n: int) -> list[list[str]]:  # type: ignore[no-untyped-def]
+    frame = page.get_by_test_id("stDataFrame").nth(n)
+    frame.wait_for()
+    return _grid_of(frame)
+
+
+def _metrics(page) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    return page.evaluate(
+        "() => Object.fromEntries(Array.from(document.querySelectorAll('[data-testid=stMetric]')).map(m => ["
+        "m.querySelector('[data-testid=stMetricLabel]').textContent.trim(), m.querySelector('[data-testid=stMetricValue]').textContent.trim()]))")
+
+
+def _all_snapshot_ids(settings: Settings) -> set[str]:
+    lh = Lakehouse(settings)
+    return {str(s.snapshot_id) for t in lh.tables() for s in lh.table(t).metadata.snapshots}
+
+
+def _cli_keyed(settings: Settings, branch: str, key: str) -> dict[str, int]:
+    """``python -m wap_core diff --key KEY --json`` in this process (its Spark session), parsed as JSON."""
+    import contextlib
+    import io
+
+    from wap_core.cli import main
+
+    env = {"WAP_HOME": str(settings.home), "WAP_CHECKS": str(settings.checks_file), "WAP_CATALOG_NAME": "e2edemo",
+           "WAP_USER": "steward-e2e", "WAP_SHUFFLE_PARTITIONS": "2"}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            assert main(["diff", "demo.flights", branch, "--key", key, "--json"]) == 0
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+    return json.loads(out.getvalue())["keyed"]["summary"]
+
+
 def test_review_deep_link_discard_in_browser(server: tuple[str, subprocess.Popen[bytes]], demo_settings: Settings, tmp_path: Path) -> None:
     from playwright.sync_api import expect, sync_playwright
 
@@ -89,6 +145,36 @@ def test_review_deep_link_discard_in_browser(server: tuple[str, subprocess.Popen
             page.goto(f"{base}/branches")
             expect(page.get_by_role("link", name=f"demo.flights · {BRANCH}")).to_be_visible()
             expect(page.get_by_text("Spark: not started")).to_be_visible()
+            _shoot(page, "branches", tmp_path)
+
+            # Every metadata page, with the 64-bit ids read off the rendered grids and compared with PyIceberg's.
+            known = _all_snapshot_ids(demo_settings)
+            page.goto(f"{base}/")
+            expect(page.get_by_text("Audit outcomes over time")).to_be_visible()
+            _shoot(page, "overview", tmp_path)
+            page.goto(f"{base}/history")
+            expect(page.get_by_text("Main's snapshot timeline")).to_be_visible()
+            journal = _grid(page, 0)
+            ids = {c for row in journal[1:] for c in row if c.isdigit() and len(c) >= 15}
+            assert ids and ids <= known, ids - known  # exact, never 4887153865992561000 for 4887153865992560141
+            tl = _grid(page, 1)
+            parent = tl[0].index("parent")
+            parents = {row[parent] for row in tl[1:]} - {""}
+            assert parents and parents <= known, parents - known
+            _shoot(page, "history", tmp_path)
+            page.goto(f"{base}/explore?table=demo.flights")
+            page.get_by_role("tab", name="Snapshots").click()
+            expect(page.get_by_text("Ancestry of main")).to_be_visible()
+            snaps = _grid(page, 1)
+            parent = snaps[0].index("parent")
+            flights = Lakehouse(demo_settings).table(FLIGHTS)
+            real = {str(s.snapshot_id): str(s.parent_snapshot_id or "") for s in flights.metadata.snapshots}
+            assert all(real[row[0 if snaps[0][0] == "snapshot" else snaps[0].index("snapshot")]] == row[parent] for row in snaps[1:])
+            assert "table=demo.flights" in page.url and "kind=branch" in page.url and "ref=main" in page.url
+            _shoot(page, "explore", tmp_path)
+            page.goto(f"{base}/checks")
+            expect(page.get_by_text("Checks file").first).to_be_visible()
+            _shoot(page, "checks", tmp_path)
 
             # The deep link, pasted into a fresh browser context.
             ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
@@ -112,6 +198,22 @@ def test_review_deep_link_discard_in_browser(server: tuple[str, subprocess.Popen
             review.screenshot(path=str(shot), full_page=True)
             assert shot.stat().st_size > 50_000
             review.set_viewport_size({"width": 1400, "height": 1000})
+
+            # What changed most leads: the first chart is dep_time's null rate.
+            first = review.get_by_text(re.compile(r"^Chart 1 · ")).first
+            expect(first).to_contain_text("dep_time")
+            expect(first).to_contain_text("null rate")
+            # The failing column leads the failing-row sample of positive_air_time.
+            sample = review.get_by_test_id("stExpander").filter(has_text="Failing-row sample of positive_air_time")
+            headers = _grid_of(sample.get_by_test_id("stDataFrame").first)[0]
+            assert "air_time" in headers[:2], headers
+            # The keyed diff on the page equals the CLI's (diff --key ... --json).
+            review.get_by_role("button", name="Compare by key").click()
+            expect(review.get_by_text("By key year, month, day, carrier, flight, origin")).to_be_visible()
+            shown = _metrics(review)
+            cli = _cli_keyed(demo_settings, BRANCH, "year,month,day,carrier,flight,origin")
+            assert {k: shown[k.capitalize()] for k in ("added", "removed", "changed")} == {
+                k: f"{cli[k]:,}" for k in ("added", "removed", "changed")}
 
             review.get_by_role("button", name="Discard").click()
             dialog = review.get_by_role("dialog")

@@ -76,9 +76,14 @@ def server(demo_settings: Settings) -> tuple[str, subprocess.Popen[bytes]]:
 def _shoot(page, name: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """A full-page screenshot: docs/<name>.png with WAP_UPDATE_SCREENSHOT=1 (the README gallery), else a temp file."""
     page.wait_for_timeout(1500)
+    size = page.viewport_size
+    height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
+    page.set_viewport_size({"width": size["width"], "height": min(int(height) + 40, 4000)})  # the page scrolls inside stMain
+    page.wait_for_timeout(1000)
     shot = ROOT / "docs" / f"{name}.png" if os.environ.get("WAP_UPDATE_SCREENSHOT") else tmp_path / f"{name}.png"
     shot.parent.mkdir(exist_ok=True)
     page.screenshot(path=str(shot), full_page=True)
+    page.set_viewport_size(size)
 
 
 def _grid_of(frame) -> list[list[str]]:  # type: ignore[no-untyped-def]
@@ -233,3 +238,61 @@ def test_review_deep_link_discard_in_browser(server: tuple[str, subprocess.Popen
     entry = Lakehouse(demo_settings).journal.history(str(FLIGHTS), branch=BRANCH, action="discard")[0]
     assert entry.user == "steward-e2e"
     assert entry.reason == "raw week: cancelled flights and unknown destinations"
+
+
+def test_publish_with_tab_and_enter_duplicate_upload_discard_with_tab(server: tuple[str, subprocess.Popen[bytes]], demo_settings: Settings,
+                                                                       tmp_path: Path) -> None:
+    """Keyboard in the dialogs (Tab then Enter publishes; Tab then a click discards), and a duplicate upload flagged."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from wap_core.demo import PASSING_BRANCH
+
+    base, _ = server
+    expect.set_options(timeout=120_000)
+    head = Lakehouse(demo_settings).table(FLIGHTS).metadata.refs[PASSING_BRANCH].snapshot_id
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(120_000)
+            page.goto(f"{base}/review?table=demo.flights&branch={PASSING_BRANCH}")
+            expect(page.get_by_text("Ready to publish")).to_be_visible()
+            page.get_by_role("button", name="Publish").click()
+            dialog = page.get_by_role("dialog")
+            note = dialog.get_by_label("Note (optional)")
+            note.fill("week 1 checked")
+            note.press("Tab")  # focus leaves the box: the text is kept, nothing reruns
+            expect(dialog.get_by_role("button", name="Confirm")).to_be_focused()
+            page.keyboard.press("Enter")  # Enter on the focused Confirm submits the form with the note
+            expect(page.get_by_text(f"Published demo.flights · {PASSING_BRANCH}")).to_be_visible()
+            refs = Lakehouse(demo_settings).table(FLIGHTS).metadata.refs
+            assert refs["main"].snapshot_id == head and PASSING_BRANCH not in refs
+            assert Lakehouse(demo_settings).journal.history(str(FLIGHTS), branch=PASSING_BRANCH, action="publish")[0].reason == "week 1 checked"
+
+            # The same file again: flagged with the earlier branch before anything is written.
+            page.goto(f"{base}/ingest")
+            page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(str(demo_settings.home / "demo_sources" / "flights_2013_02_w1.csv"))
+            page.get_by_test_id("stSelectbox").first.click()
+            page.get_by_role("option", name="demo.flights").click()
+            page.get_by_label("Branch name (optional)").fill("w1_again")
+            page.get_by_role("button", name="Ingest and audit").click()
+            expect(page.get_by_text("This file was already ingested into demo.flights")).to_be_visible()
+            expect(page.get_by_text(f"branch {PASSING_BRANCH}").first).to_be_visible()
+            assert "w1_again" not in Lakehouse(demo_settings).table(FLIGHTS).metadata.refs
+            _shoot(page, "ingest", tmp_path)
+            page.get_by_role("button", name="Ingest anyway").click()
+            expect(page.get_by_text("Branch w1_again of demo.flights")).to_be_visible()
+
+            # Discard it: type the reason, Tab away, click Confirm (the click must carry the text).
+            page.goto(f"{base}/review?table=demo.flights&branch=w1_again")
+            page.get_by_role("button", name="Discard").click()
+            dialog = page.get_by_role("dialog")
+            dialog.get_by_label("Reason (required)").fill("duplicate of week 1")
+            dialog.get_by_label("Reason (required)").press("Tab")
+            dialog.get_by_role("button", name="Confirm").click()
+            expect(page.get_by_text("Discarded demo.flights · w1_again")).to_be_visible()
+        finally:
+            browser.close()
+    assert "w1_again" not in Lakehouse(demo_settings).table(FLIGHTS).metadata.refs
+    entry = Lakehouse(demo_settings).journal.history(str(FLIGHTS), branch="w1_again", action="discard")[0]
+    assert entry.reason == "duplicate of week 1"

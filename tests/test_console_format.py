@@ -100,3 +100,29 @@ def test_find_duplicate_names_the_earlier_branch_and_progress_steps(make_lakehou
     assert dup is not None and dup.branch == "first" and dup.snapshot_id == first.snapshot_id and dup.open_branch
     other = write_csv(tmp_path / "two.csv", ["id", "name"], [(3, "cy")])
     assert find_duplicate(lh, t, content_hash([other])) is None
+
+
+def test_cli_broken_pipe_ends_quietly() -> None:
+    """A reader that goes away (``| head -1``) ends the CLI with exit 0 and no traceback."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    code = ("import wap_core.cli as c\n"
+            "def run(args):\n    [print('{\"row\": %d}' % i) for i in range(200000)]\n    return 0\n"
+            "c._run = run\nraise SystemExit(c.main(['branches', '--json']))\n")
+    p = subprocess.run(f"{sys.executable} -c \"$CODE\" | head -1; exit ${{PIPESTATUS[0]}}", shell=True, executable="/bin/bash",
+                       cwd=root, capture_output=True, text=True, env={"CODE": code, "PATH": "/usr/bin:/bin", "PYTHONPATH": str(root)},
+                       timeout=120)
+    assert p.stdout == '{"row": 0}\n'
+    assert p.returncode == 0 and "Traceback" not in p.stderr and "BrokenPipe" not in p.stderr, p.stderr
+
+
+def test_spark_log_options_point_at_the_quiet_log4j2_file() -> None:
+    from wap_core import spark
+
+    spark.set_spark_log_level("error")  # what the CLI sets without --debug
+    opts = spark.java_log_options()
+    assert f"-Dlog4j2.configurationFile=file:{spark.LOG4J2_PROPERTIES}" in opts and "-Dwap.spark.log.level=error" in opts
+    assert "rootLogger.level = ${sys:wap.spark.log.level:-error}" in spark.LOG4J2_PROPERTIES.read_text()

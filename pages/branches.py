@@ -36,7 +36,7 @@ with ui.wap_errors():
                 "last_audit_at": st.column_config.TextColumn("last audit"),
                 "rows_added": st.column_config.NumberColumn("rows added", format="%d"),
                 "main_moved": st.column_config.CheckboxColumn("main moved"),
-                "failed_checks": st.column_config.TextColumn("failed checks", width="medium"),
+                "failed_checks": st.column_config.TextColumn("failed checks", width="large"),
             },
         )
         st.markdown("**Review a branch**")

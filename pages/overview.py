@@ -56,7 +56,7 @@ with ui.wap_errors():
         bdf["failed_checks"] = bdf["failed_checks"].map(lambda xs: ", ".join(xs) if xs else "")
         st.dataframe(ui.style_status(bdf), hide_index=True, width="stretch",
                      column_config={"review": st.column_config.LinkColumn("review", display_text="Open review", pinned=True),
-                                    "failed_checks": st.column_config.TextColumn("failed checks", width="medium")})
+                                    "failed_checks": st.column_config.TextColumn("failed checks", width="large")})
         st.page_link("pages/branches.py", label="All branches, with filters", icon=":material/account_tree:")
 
     left, right = st.columns(2)

@@ -50,9 +50,10 @@ with ui.wap_errors():
                         color=alt.Color("status:N", scale=alt.Scale(domain=present, range=[ui.STATUS_COLOR[s] for s in present]),
                                         legend=alt.Legend(title="outcome")),
                         tooltip=["when:N", alt.Tooltip("at:N", title="ISO time"), "branch:N", "snapshot:N", "check:N", "status:N"])
-                .properties(height=max(120, 26 * len(suite.checks)), title="Recent audits")
+                .properties(height=26 * long["check"].nunique(), title="Recent audits")
             )
-            st.altair_chart(chart, width="stretch")
+            # an explicit element height: one readable row per check whatever the number of audits (1..100)
+            st.altair_chart(chart, width="stretch", height=26 * int(long["check"].nunique()) + 110)
         else:
             st.caption("No audits recorded for this table yet.")
     other = sorted({r["table"] for r in record} - set(suites))

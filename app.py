@@ -11,9 +11,12 @@ from pages._common import (
     md,
     secrets_problem,
     signed_in_user,
+    spark_starter,
     spark_status,
+    start_spark_in_background,
 )
 from wap_core.access import Permission, access_policy, decide
+from wap_core.spark import spark_running
 from wap_core.exceptions import WapError
 
 st.set_page_config(page_title="WAP Console", page_icon=":material/fact_check:", layout="wide")
@@ -48,8 +51,16 @@ if problem is not None or (sign_in and signed_in_user() is None):
             st.login()
     st.stop()
 
+
+
+@st.fragment(run_every=2)
+def live_spark_status() -> None:
+    st.caption(spark_status())
+
+
 nav = st.navigation(PAGES)
 lh = lakehouse()
+start_spark_in_background()  # once per process (WAP_SPARK_EAGER=0 turns it off); pages never block on it
 user = current_user(lh)
 try:
     policy = access_policy(lh)
@@ -77,10 +88,15 @@ with st.sidebar:
     else:
         st.caption("sign-in is off (single-user local mode)")
     spark_slot = st.empty()
-    spark_slot.caption(spark_status())
+    if spark_running() or not spark_starter().starting:
+        spark_slot.caption(spark_status())
+    else:
+        with spark_slot.container():
+            live_spark_status()  # refreshes itself while Spark starts
 
 try:
     nav.run()
 finally:
     # After the page ran, so a page that started Spark is reflected at once.
-    spark_slot.caption(spark_status())
+    if spark_running():
+        spark_slot.caption(spark_status())

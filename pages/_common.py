@@ -6,9 +6,12 @@ Metadata helpers (tables, branches, journal, checks) never start Spark.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import string
+import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -126,8 +129,78 @@ def may(lh: Lakehouse, user: str, permission: Permission) -> Decision:
     return decide(lh, user, permission)
 
 
+class SparkStarter:
+    """Starts the process's SparkSession in a background thread (one per process), so no page waits in the dark."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.thread: threading.Thread | None = None
+        self.error: str | None = None
+        self.started_at: float | None = None
+
+    def start(self, lh: Lakehouse) -> None:
+        with self._lock:
+            if self.thread is not None or spark_running():
+                return
+            self.started_at = time.monotonic()
+            self.thread = threading.Thread(target=self._run, args=(lh,), name="wap-spark-start", daemon=True)
+            self.thread.start()
+
+    def _run(self, lh: Lakehouse) -> None:
+        try:
+            lh.spark  # noqa: B018 - builds (or joins) the one SparkSession of the process
+        except Exception as exc:  # noqa: BLE001 - shown in the sidebar and on the pages that need Spark
+            self.error = mask_secrets(f"{type(exc).__name__}: {exc}".splitlines()[0])
+            logging.getLogger(__name__).warning("Spark did not start: %s", self.error)
+
+    @property
+    def starting(self) -> bool:
+        return self.thread is not None and self.thread.is_alive() and not spark_running()
+
+
+@st.cache_resource(show_spinner=False)
+def spark_starter() -> SparkStarter:
+    return SparkStarter()
+
+
+def spark_eager() -> bool:
+    """WAP_SPARK_EAGER (default on): start Spark in the background when the console starts."""
+    return os.environ.get("WAP_SPARK_EAGER", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def start_spark_in_background() -> None:
+    if spark_eager() and not spark_running():
+        spark_starter().start(lakehouse())
+
+
 def spark_status() -> str:
-    return "Spark: running" if spark_running() else "Spark: not started"
+    if spark_running():
+        return "Spark: running"
+    starter = spark_starter()
+    if starter.error:
+        return f"Spark: failed ({md(starter.error)})"
+    if starter.starting:
+        return "Spark: starting…"
+    return "Spark: not started"
+
+
+def wait_for_spark(lh: Lakehouse | None = None) -> bool:
+    """Before Spark work: a live "Starting Spark…" status until the session is ready. False (error shown) if it failed."""
+    if spark_running():
+        return True
+    starter = spark_starter()
+    starter.start(lh or lakehouse())
+    with st.status("Starting Spark…", expanded=False) as box:
+        while starter.starting:
+            waited = time.monotonic() - (starter.started_at or time.monotonic())
+            box.update(label=f"Starting Spark… ({waited:.0f} s)")
+            time.sleep(0.5)
+        if not spark_running():
+            box.update(label="Spark did not start", state="error")
+            st.error(f"Spark did not start: {md(starter.error or 'unknown error')}")
+            return False
+        box.update(label="Spark is ready", state="complete")
+    return True
 
 
 def writes_done() -> None:
@@ -271,8 +344,8 @@ def style_status(df: pd.DataFrame, column: str = "status") -> Any:
 
 
 def human_bytes(n: int | float | None) -> str:
-    if n is None:
-        return "-"
+    if n is None or (isinstance(n, float) and n != n):
+        return ""
     size = float(n)
     for unit in ("B", "KB", "MB", "GB", "TB"):
         if abs(size) < 1024 or unit == "TB":
@@ -282,19 +355,95 @@ def human_bytes(n: int | float | None) -> str:
 
 
 def short_time(iso: str | None) -> str:
-    if not iso:
-        return "-"
-    return iso.replace("T", " ")[:19]
+    """A readable local time with its zone (``2026-11-22 06:06:04 CET``); blank for none."""
+    return local_time(iso)
+
+
+def local_time(value: object) -> str:
+    """An ISO 8601 text or a datetime as the server's local time with the zone; "" for none/unparseable."""
+    if value is None or value == "" or (isinstance(value, float) and value != value):
+        return ""
+    try:
+        ts = pd.Timestamp(value)
+    except (ValueError, TypeError):
+        return str(value)
+    if ts is pd.NaT:
+        return ""
+    if ts.tzinfo is None:
+        ts = ts.tz_localize("UTC")
+    local = ts.to_pydatetime().astimezone()
+    return local.strftime("%Y-%m-%d %H:%M:%S ") + (local.tzname() or local.strftime("%z"))
+
+
+def id_text(value: object) -> str:
+    """A 64-bit id as exact text (never through a float/JavaScript number); "" for none."""
+    if value is None or value == "" or (isinstance(value, float) and value != value):
+        return ""
+    if isinstance(value, float):  # should not happen: ids are ints; keep the digits we have
+        return str(int(value))
+    return str(value)
+
+
+def blank(value: object) -> str:
+    """Text of a value, blank for None/NaN."""
+    if value is None or (isinstance(value, float) and value != value):
+        return ""
+    return str(value)
+
+
+def details_text(details: object) -> str:
+    """A details mapping as ``key: value`` text joined by `` · `` (nested values compact)."""
+    if not details:
+        return ""
+    if not isinstance(details, dict):
+        return str(details)
+    parts = []
+    for k, v in details.items():
+        if v is None or v == "" or v == [] or v == {}:
+            continue
+        if isinstance(v, (list, tuple)):
+            v = ", ".join(str(x) for x in v)
+        elif isinstance(v, dict):
+            v = ", ".join(f"{a}={b}" for a, b in v.items())
+        parts.append(f"{k}: {v}")
+    return " · ".join(parts)
+
+
+ID_COLUMNS = ("snapshot_id", "parent_id", "snapshot_before", "snapshot_after", "head_snapshot_id", "fork_snapshot_id",
+              "main_snapshot_id", "main_before", "main_after", "head", "old_head", "new_head")
+
+
+def texts_for_ids(df: pd.DataFrame) -> pd.DataFrame:
+    """Every 64-bit id column of ``df`` as exact text (st.dataframe and Vega would round them as numbers)."""
+    for c in df.columns:
+        if _is_id_key(c):
+            df[c] = df[c].map(id_text).astype(object)
+    return df
+
+
+def times_for_display(df: pd.DataFrame, *columns: str) -> pd.DataFrame:
+    """Time columns as readable local text with the zone (full ISO stays in JSON and chart tooltips)."""
+    for c in columns:
+        if c in df.columns:
+            df[c] = df[c].map(local_time).astype(object)
+    return df
+
+
+def _is_id_key(key: object) -> bool:
+    return key in ID_COLUMNS or str(key).endswith("snapshot_id")
 
 
 def frame(rows: list[dict[str, Any]], columns: list[str] | None = None) -> pd.DataFrame:
+    """A DataFrame of ``rows``; 64-bit ids become exact text BEFORE pandas sees them (a None among ids
+    would otherwise make the column float64 and round the ids)."""
+    rows = [{k: (id_text(v) if _is_id_key(k) else v) for k, v in r.items()} for r in rows]
     df = pd.DataFrame(rows)
     if columns is not None:
         for c in columns:
             if c not in df.columns:
                 df[c] = None
         df = df[columns]
-    return df
+    return texts_for_ids(df)
 
 
 def to_datetime(series: pd.Series) -> pd.Series:

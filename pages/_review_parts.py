@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import altair as alt
@@ -13,6 +14,7 @@ from wap_core import TableId
 from wap_core.audit import AuditResult
 from wap_core.catalog import MetadataDiff
 from wap_core.checks import CheckResult
+from wap_core.diff import ColumnChange, rank_changes
 from wap_core.publish import PublishCheck
 
 _ORDER = {"error": 0, "failed": 1, "warned": 2, "passed": 3}
@@ -44,7 +46,7 @@ def verdict(audit: AuditResult | None, head: int | None, ready: PublishCheck, me
     stale = audit.snapshot_id != head
     bad = [c for c in audit.checks if c.status in ("failed", "error")]
     warned = [c for c in audit.checks if c.status == "warned"]
-    line = (f"{len(audit.checks)} checks on {audit.rows_checked:,} new rows · audited {ui.short_time(audit.at)} UTC "
+    line = (f"{len(audit.checks)} checks on {audit.rows_checked:,} new rows · audited {ui.short_time(audit.at)} "
             f"by {ui.md(audit.user)} at snapshot {audit.snapshot_id}")
     if stale:
         st.warning(f"**Audit is stale:** the branch moved since it was audited (head {head}).  \n{line}", icon=ui.STATUS_MATERIAL["stale"])
@@ -73,6 +75,44 @@ def metadata_summary(meta: MetadataDiff) -> None:
 
 
 # --------------------------------------------------------------------------- audit
+PROBLEM_COLUMNS = ("__problem", "__file", "__line", "__check")
+
+
+def key_columns(audit: AuditResult) -> list[str]:
+    """The table's key: the columns of its ``unique`` check(s), in suite order."""
+    out: list[str] = []
+    for c in audit.checks:
+        if c.type == "unique":
+            out += [col for col in c.columns or [] if col not in out]
+    return out
+
+
+def failing_columns(c: CheckResult, columns: list[str]) -> list[str]:
+    """The columns a check judges: its own, else (an expression) the columns its SQL, message or name mention."""
+    if c.columns:
+        return list(c.columns)
+    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", f"{c.threshold} {c.message}"))
+    return [col for col in columns if not col.startswith("__") and (col in words or col in c.name)]
+
+
+def sample_order(columns: list[str], failing: list[str], key: list[str]) -> list[str]:
+    """Failing-row sample columns: what is wrong (problem markers, the failing columns), then the key, then the rest."""
+    first = [c for c in PROBLEM_COLUMNS if c in columns and c != "__check"]
+    first += [c for c in failing if c in columns and c not in first]
+    first += [c for c in key if c in columns and c not in first]
+    return first + [c for c in columns if c not in first and c != "__check"]
+
+
+def sample_frame(c: CheckResult, key: list[str]) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """A failing-row sample with the failing columns first and pinned, so they are never cut off."""
+    df = pd.DataFrame(c.sample)
+    order = sample_order(list(df.columns), failing_columns(c, list(df.columns)), key)
+    df = ui.texts_for_ids(df[order])
+    failing = failing_columns(c, order)
+    pinned = {x for x in order if x in failing or x in PROBLEM_COLUMNS}
+    config: dict[str, Any] = {col: st.column_config.Column(col, pinned=True) for col in pinned}
+    return df, config
+
 def _observed(value: Any) -> str:
     if value is None:
         return "-"
@@ -105,7 +145,8 @@ def audit_details(audit: AuditResult | None, head: int | None) -> None:
             icon=ui.STATUS_MATERIAL.get(c.status))
         if c.sample:
             with st.expander(f"Failing-row sample of {ui.md(c.name)} ({len(c.sample)} rows)", expanded=c.status in ("failed", "error")):
-                st.dataframe(pd.DataFrame(c.sample), hide_index=True, width="stretch")
+                sample, config = sample_frame(c, key_columns(audit))
+                st.dataframe(sample, hide_index=True, width="stretch", column_config=config)
     st.markdown(f"**All {len(checks)} checks** (failing first)")
     st.dataframe(ui.style_status(pd.DataFrame([_check_row(c) for c in checks])), hide_index=True, width="stretch", height=38 + 35 * len(checks),
                  column_config={"failing rows": st.column_config.NumberColumn("failing rows", format="%d")})
@@ -118,21 +159,70 @@ def _fmt(v: Any) -> Any:
     return v
 
 
-def profile_table(columns: list[dict[str, Any]]) -> pd.DataFrame:
+def _text(v: Any) -> str | None:
+    return None if v is None else str(v)
+
+
+def ranked(diff: dict[str, Any], lead: list[str] | None = None) -> list[tuple[dict[str, Any], ColumnChange]]:
+    """Columns by what changed most (standardized score); the columns of failed checks lead, largest first."""
+    by_name = {c["name"]: c for c in diff["columns"]}
+    changes = rank_changes(diff["columns"])
+    lead_set = set(lead or [])
+    changes.sort(key=lambda ch: (ch.column not in lead_set or ch.score < 0.1, -ch.score, ch.column))
+    return [(by_name[ch.column], ch) for ch in changes]
+
+
+def profile_table(columns: list[dict[str, Any]], changes: dict[str, ColumnChange] | None = None) -> pd.DataFrame:
     rows = []
     for col in columns:
         m, b = col.get("main") or {}, col["batch"]
+        ch = (changes or {}).get(col["name"])
         rows.append({
-            "column": col["name"], "type": col["type"],
+            "column": col["name"], "change": ch.score if ch else None, "moved": ch.aspect.replace("_", " ") if ch and ch.score >= 0.1 else "",
             "null % main": _fmt(m.get("null_pct")), "null % batch": _fmt(b.get("null_pct")),
             "distinct main": m.get("distinct"), "distinct batch": b.get("distinct"),
-            "min main": str(m.get("min")) if m.get("min") is not None else None, "min batch": str(b.get("min")) if b.get("min") is not None else None,
-            "max main": str(m.get("max")) if m.get("max") is not None else None, "max batch": str(b.get("max")) if b.get("max") is not None else None,
             "mean main": _fmt(m.get("mean")), "mean batch": _fmt(b.get("mean")),
+            "min main": _text(m.get("min")), "min batch": _text(b.get("min")),
+            "max main": _text(m.get("max")), "max batch": _text(b.get("max")),
+            "type": col["type"],
             # which of main's figures are estimates (a sample, a sketch, a merge) rather than exact
             "approximate in main": ", ".join(f.replace("_", " ") for f in m.get("approximate") or []) or None,
         })
     return pd.DataFrame(rows)
+
+
+_ASPECT_CELLS = {"null rate": ("null % main", "null % batch"), "distinct": ("distinct main", "distinct batch"),
+                 "distribution": ("mean main", "mean batch", "min main", "min batch", "max main", "max batch")}
+
+
+def style_profile(df: pd.DataFrame) -> Any:
+    """Highlight the cells of the measure that moved (amber), for columns whose change is at least small."""
+    def paint(row: pd.Series) -> list[str]:
+        cells = _ASPECT_CELLS.get(str(row.get("moved")), ())
+        return ["background-color: #fff3cd; font-weight: 600" if c in cells or (c in ("column", "moved") and row.get("moved")) else ""
+                for c in row.index]
+    return df.style.apply(paint, axis=1) if len(df) else df
+
+
+PROFILE_CONFIG = {
+    "column": st.column_config.TextColumn("column", pinned=True),
+    "change": st.column_config.NumberColumn("change", format="%.2f", help="standardized change (effect size): 0.2 small, 0.5 medium, 0.8 large"),
+    "moved": st.column_config.TextColumn("moved", help="the measure that moved most"),
+    "null % main": st.column_config.NumberColumn("null % main", format="%.1f %%"),
+    "null % batch": st.column_config.NumberColumn("null % batch", format="%.1f %%"),
+}
+
+
+def null_rate_chart(col: dict[str, Any]) -> alt.Chart:
+    m, b = col.get("main") or {}, col["batch"]
+    data = pd.DataFrame([{"side": "main", "null %": m.get("null_pct") or 0.0}, {"side": "batch", "null %": b.get("null_pct") or 0.0}])
+    data["label"] = data["null %"].map(lambda v: f"{v:.1f} %")
+    base = alt.Chart(data, title=f"{col['name']}: null rate, main vs batch")
+    bars = base.mark_bar().encode(
+        y=alt.Y("side:N", sort=["main", "batch"], title=None), x=alt.X("null %:Q", title="null rows (%)"),
+        color=alt.Color("side:N", scale=SIDE_COLORS, legend=None), tooltip=["side:N", alt.Tooltip("null %:Q", format=".2f")])
+    text = base.mark_text(align="left", dx=4).encode(y=alt.Y("side:N", sort=["main", "batch"]), x="null %:Q", text="label:N")
+    return (bars + text).properties(height=120)
 
 
 def numeric_chart(col: dict[str, Any]) -> alt.Chart | None:
@@ -169,17 +259,7 @@ def categorical_chart(col: dict[str, Any]) -> alt.Chart | None:
     )
 
 
-def _shift(col: dict[str, Any]) -> float:
-    """How much a column moved between main and the batch (for picking which charts to show first)."""
-    m, b = col.get("main") or {}, col["batch"]
-    score = abs((b.get("null_pct") or 0) - (m.get("null_pct") or 0))
-    if m.get("mean") is not None and b.get("mean") is not None:
-        scale = abs(m["mean"]) or 1.0
-        score += 100 * abs(b["mean"] - m["mean"]) / scale
-    return score
-
-
-def diff_details(diff: dict[str, Any], max_charts: int = 4) -> None:
+def diff_details(diff: dict[str, Any], max_charts: int = 6, lead: list[str] | None = None) -> None:
     c = st.columns(4)
     c[0].metric("Rows added (counted)", f"{diff['rows_added']:,}")
     c[1].metric("Rows deleted (counted)", f"{diff['rows_deleted']:,}")
@@ -188,21 +268,112 @@ def diff_details(diff: dict[str, Any], max_charts: int = 4) -> None:
     if diff["schema_changes"]:
         st.warning("Schema changes against main:")
         st.dataframe(pd.DataFrame(diff["schema_changes"]), hide_index=True, width="stretch")
-    st.markdown("**Per-column profile, main vs batch**")
-    st.dataframe(profile_table(diff["columns"]), hide_index=True, width="stretch")
+    order = ranked(diff, lead)
+    # One chart per column that moved, suited to what moved: null-rate bars, quantile lines only where the
+    # distribution moved, top-value shares for categories.
+    charts = []
+    for col, ch in order:
+        if ch.score < 0.1 or len(charts) >= max_charts:
+            continue
+        chart = (null_rate_chart(col) if ch.aspect == "null_rate"
+                 else numeric_chart(col) if ch.aspect == "distribution"
+                 else categorical_chart(col))
+        if chart is not None:
+            what = {"null_rate": "null rate", "distribution": "distribution", "top_values": "top values", "distinct": "distinct values"}
+            charts.append((f"Chart {len(charts) + 1} · {ui.md(col['name'])} — {what.get(ch.aspect, ch.aspect)} (change {ch.score:.2f})", chart))
+    if charts:
+        st.markdown("**Distributions, main vs batch** (what changed most first)")
+        grid = st.columns(2)
+        for i, (label, chart) in enumerate(charts):
+            with grid[i % 2]:
+                st.caption(label)
+                st.altair_chart(chart, width="stretch")
+    else:
+        st.markdown("**Distributions, main vs batch**: no column moved noticeably.")
+    st.markdown("**Per-column profile, main vs batch** (what changed most first; the measure that moved is highlighted)")
+    prof = profile_table([col for col, _ in order], {ch.column: ch for _, ch in order})
+    st.dataframe(style_profile(prof), hide_index=True, width="stretch", column_config=PROFILE_CONFIG)
     source = diff.get("main_profile") or {}
     if source.get("basis"):
-        st.caption(f"Main's profile ({source.get('source', '').split(':')[0]}): {source['basis']}. "
+        st.caption(f"Main's profile ({ui.md(str(source.get('source', '')).split(':')[0])}): {ui.md(source['basis'])}. "
                    "Figures listed under *approximate in main* are estimates; the others are exact.")
-    # Distributions worth a chart: numeric columns that vary within the batch, categorical ones with few values.
-    numeric = sorted((c for c in diff["columns"] if c["kind"] == "numeric" and (c["batch"].get("distinct") or 0) >= 10),
-                     key=_shift, reverse=True)[:max_charts]
-    categorical = sorted((c for c in diff["columns"] if c["kind"] == "categorical" and 1 < (c["batch"].get("distinct") or 0) <= 50),
-                         key=_shift, reverse=True)[:max_charts]
-    charts = [ch for ch in [*(numeric_chart(c) for c in numeric), *(categorical_chart(c) for c in categorical)] if ch is not None]
-    if charts:
-        st.markdown("**Distributions, main vs batch** (columns that moved most first)")
-        grid = st.columns(2)
-        for i, ch in enumerate(charts):
-            with grid[i % 2]:
-                st.altair_chart(ch, width="stretch")
+
+
+# --------------------------------------------------------------------------- keyed diff
+@st.cache_data(ttl=600, show_spinner=False)
+def cached_keyed(table: str, branch: str, head: int | None, key: tuple[str, ...]) -> dict[str, Any]:
+    """The keyed diff (counts, by ``key``) and a sample of each kind of change; the head is part of the cache key."""
+    from wap_core.keyed_diff import keyed_diff, keyed_samples
+
+    lh, tid = ui.lakehouse(), TableId.parse(table)
+    counts = keyed_diff(lh, tid, branch, list(key))
+    samples = keyed_samples(lh, tid, branch, list(key), limit=10)
+    return {"summary": counts.summary(), "diff": counts.to_dict(), "samples": samples.to_dict()}
+
+
+def _changed_frame(rows: list[dict[str, Any]], key: list[str]) -> tuple[pd.DataFrame, list[str]]:
+    """Changed rows: the key, then each changed column as ``old → new`` (blank where it did not change)."""
+    changed_cols: list[str] = []
+    for r in rows:
+        changed_cols += [c for c, v in r.items() if c not in key and isinstance(v, dict) and c not in changed_cols]
+    out = []
+    for r in rows:
+        d = {k: ui.blank(r.get(k)) for k in key}
+        for c in changed_cols:
+            v = r.get(c)
+            d[c] = f"{ui.blank(v['old'])} → {ui.blank(v['new'])}" if isinstance(v, dict) else ""
+        out.append(d)
+    return pd.DataFrame(out, columns=[*key, *changed_cols]), changed_cols
+
+
+def keyed_section(table: str, branch: str, head: int | None, columns: list[str], default_key: list[str]) -> None:
+    """Rows compared by key: added / removed / changed counts, a sample of each, changed cells old → new."""
+    st.markdown("#### Rows by key (Spark)")
+    with st.form("keyed_diff", border=False):
+        key = st.multiselect("Key columns", columns, default=[k for k in default_key if k in columns],
+                             help="From the table's unique check when it has one; choose others to compare by another key")
+        go = st.form_submit_button("Compare by key", icon=":material/compare_arrows:")
+    if go:
+        st.session_state["keyed_key"] = {"table": table, "branch": branch, "key": list(key)}
+    chosen = st.session_state.get("keyed_key")
+    if not chosen or chosen.get("table") != table or chosen.get("branch") != branch:
+        st.caption("Compare the branch with main row by row: rows whose key is new, gone, or whose values changed.")
+        return
+    if not chosen["key"]:
+        st.error("Choose at least one key column.")
+        return
+    if not ui.wait_for_spark():
+        return
+    try:
+        with st.spinner("Comparing rows by key with Spark…"):
+            res = cached_keyed(table, branch, head, tuple(chosen["key"]))
+    except Exception as exc:  # noqa: BLE001 - WapError and Spark analysis errors alike: shown, page goes on
+        ui.show_error(exc)
+        return
+    s = res["summary"]
+    c = st.columns(4)
+    c[0].metric("Added", f"{s['added']:,}")
+    c[1].metric("Removed", f"{s['removed']:,}")
+    c[2].metric("Changed", f"{s['changed']:,}")
+    c[3].metric("Changed cells", f"{s['changed_cells']:,}")
+    st.caption(f"By key {ui.md(', '.join(chosen['key']))} · main at the fork vs the branch head")
+    samples = res["samples"]
+    t_add, t_rem, t_chg = st.tabs([f"Added ({s['added']:,})", f"Removed ({s['removed']:,})", f"Changed ({s['changed']:,})"])
+    key_config = {k: st.column_config.Column(k, pinned=True) for k in chosen["key"]}
+    with t_add:
+        if samples["added"]:
+            st.dataframe(ui.texts_for_ids(pd.DataFrame(samples["added"])), hide_index=True, width="stretch", column_config=key_config)
+        else:
+            st.caption("No added keys.")
+    with t_rem:
+        if samples["removed"]:
+            st.dataframe(ui.texts_for_ids(pd.DataFrame(samples["removed"])), hide_index=True, width="stretch", column_config=key_config)
+        else:
+            st.caption("No removed keys.")
+    with t_chg:
+        if samples["changed"]:
+            df, changed_cols = _changed_frame(samples["changed"], chosen["key"])
+            styled = df.style.map(lambda v: "background-color: #fff3cd; font-weight: 600" if v else "", subset=changed_cols)
+            st.dataframe(styled, hide_index=True, width="stretch", column_config=key_config)
+        else:
+            st.caption("No changed rows.")

@@ -24,22 +24,21 @@ with ui.wap_errors():
     if not shown:
         st.info("No open branch matches." if rows else "No open audit branches: ingest a batch to open one.")
     else:
-        df = ui.frame(shown, ["table", "branch", "status", "created", "rows_added", "main_moved", "last_audit_at", "failed_checks"])
+        df = ui.frame(shown, ["table", "branch", "status", "failed_checks", "rows_added", "main_moved", "created", "last_audit_at"])
         df.insert(0, "review", [ui.review_url(t, b) for t, b in zip(df["table"], df["branch"])])
         wf.add_review_columns(df, shown)  # review state and approvals on the head
         df["status"] = df["status"].map(ui.status_badge)
-        df["created"] = ui.to_datetime(df["created"])
-        df["last_audit_at"] = ui.to_datetime(df["last_audit_at"])
+        df = ui.times_for_display(df, "created", "last_audit_at")
         df["failed_checks"] = df["failed_checks"].map(lambda xs: ", ".join(xs) if xs else "")
         st.dataframe(
             ui.style_status(df), hide_index=True, width="stretch",
             column_config={
-                "review": st.column_config.LinkColumn("review", display_text="Review ↗", help="Open the branch's review"),
-                "created": st.column_config.DatetimeColumn("created", format="YYYY-MM-DD HH:mm"),
-                "last_audit_at": st.column_config.DatetimeColumn("last audit", format="YYYY-MM-DD HH:mm"),
+                "review": st.column_config.LinkColumn("review", display_text="Review ↗", help="Open the branch's review", pinned=True),
+                "created": st.column_config.TextColumn("created"),
+                "last_audit_at": st.column_config.TextColumn("last audit"),
                 "rows_added": st.column_config.NumberColumn("rows added", format="%d"),
                 "main_moved": st.column_config.CheckboxColumn("main moved"),
-                "failed_checks": st.column_config.TextColumn("failed checks"),
+                "failed_checks": st.column_config.TextColumn("failed checks", width="large"),
             },
         )
         st.markdown("**Review a branch**")

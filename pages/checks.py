@@ -35,17 +35,25 @@ with ui.wap_errors():
             })
         st.dataframe(ui.style_status(pd.DataFrame(rows), "last"), hide_index=True, width="stretch")
         if runs:
-            long = pd.DataFrame([{"at": r["at"], "branch": r["branch"], "check": c, "status": s} for r in runs[:50] for c, s in r["checks"].items()])
-            long["at"] = ui.to_datetime(long["at"])
+            shown = list(reversed(runs[:100]))  # oldest first, at most the 100 latest audits
+            long = pd.DataFrame([{"audit": n + 1, "at": r["at"], "when": ui.local_time(r["at"]), "branch": r["branch"],
+                                  "snapshot": ui.id_text(r["snapshot_id"]), "check": c, "status": s}
+                                 for n, r in enumerate(shown) for c, s in r["checks"].items()])
+            present = [s for s in ui.STATUS_COLOR if s in set(long["status"])]
             chart = (
                 alt.Chart(long)
-                .mark_square(size=140)
-                .encode(x=alt.X("at:T", title="audit time"), y=alt.Y("check:N", title=None),
-                        color=alt.Color("status:N", scale=alt.Scale(domain=list(ui.STATUS_COLOR), range=list(ui.STATUS_COLOR.values()))),
-                        tooltip=["at:T", "branch:N", "check:N", "status:N"])
-                .properties(height=max(120, 22 * len(suite.checks)), title="Recent audits")
+                .mark_rect(stroke="white", strokeWidth=1)
+                .encode(x=alt.X("audit:O", title=f"audit (oldest → newest, {len(shown)} shown)",
+                                axis=alt.Axis(labelAngle=0, values=[n for n in range(1, len(shown) + 1)
+                                                                    if len(shown) <= 20 or n % 10 == 0 or n == 1])),
+                        y=alt.Y("check:N", title=None, axis=alt.Axis(labelLimit=320)),
+                        color=alt.Color("status:N", scale=alt.Scale(domain=present, range=[ui.STATUS_COLOR[s] for s in present]),
+                                        legend=alt.Legend(title="outcome")),
+                        tooltip=["when:N", alt.Tooltip("at:N", title="ISO time"), "branch:N", "snapshot:N", "check:N", "status:N"])
+                .properties(height=26 * long["check"].nunique(), title="Recent audits")
             )
-            st.altair_chart(chart, width="stretch")
+            # an explicit element height: one readable row per check whatever the number of audits (1..100)
+            st.altair_chart(chart, width="stretch", height=26 * int(long["check"].nunique()) + 110)
         else:
             st.caption("No audits recorded for this table yet.")
     other = sorted({r["table"] for r in record} - set(suites))

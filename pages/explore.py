@@ -30,17 +30,22 @@ except WapError as exc:
     ui.show_error(exc)
     st.stop()
 refs = ex.refs_of(tbl)
-kind = c2.selectbox("Ref kind", list(ex.REF_KINDS))
+q_kind = st.query_params.get("kind")
+kinds = list(ex.REF_KINDS)
+kind = c2.selectbox("Ref kind", kinds, index=kinds.index(q_kind) if q_kind in kinds else 0)
 if kind in ("branch", "tag"):
     options = refs[kind]
     q_ref = st.query_params.get("ref")
     value: object = c3.selectbox(kind.capitalize(), options, index=options.index(q_ref) if q_ref in options else 0) if options else None
 elif kind == "snapshot":
     snaps = sorted(tbl.metadata.snapshots, key=lambda s: -s.timestamp_ms)
-    value = c3.selectbox("Snapshot", [s.snapshot_id for s in snaps],
-                         format_func=lambda i: f"{i} · {ui.short_time(datetime.fromtimestamp(tbl.metadata.snapshot_by_id(i).timestamp_ms / 1000, tz=timezone.utc).isoformat())}")
+    ids = [s.snapshot_id for s in snaps]
+    q_snap = st.query_params.get("ref")
+    value = c3.selectbox("Snapshot", ids, index=next((i for i, x in enumerate(ids) if str(x) == q_snap), 0),
+                         format_func=lambda i: f"{ui.id_text(i)} · {ui.local_time(datetime.fromtimestamp(tbl.metadata.snapshot_by_id(i).timestamp_ms / 1000, tz=timezone.utc))}")
 else:
-    value = c3.text_input("Time on main (ISO 8601, UTC)", value=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    value = c3.text_input("Time on main (ISO 8601, UTC)",
+                          value=st.query_params.get("ref") or datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
 if value is None:
     st.info(f"{ui.md(tid)} has no {ui.md(kind)}.")
@@ -51,6 +56,10 @@ except WapError as exc:
     ui.show_error(exc)
     st.stop()
 st.caption(f"Reading {ui.md(tid)} at {ui.md(ref.label)}")
+# The selection lives in the URL: a view can be shared, and the browser's back button returns to the previous one.
+_state = {"table": table, "kind": kind, "ref": ui.id_text(value) if kind == "snapshot" else str(value)}
+if any(st.query_params.get(k) != v for k, v in _state.items()):
+    st.query_params.update(_state)
 
 tab_schema, tab_snaps, tab_rows, tab_sql = st.tabs(["Schema", "Snapshots", "Rows", "SQL"])
 with tab_schema:
@@ -59,23 +68,32 @@ with tab_snaps:
     ref_name = ref.value if kind in ("branch", "tag") else "main"
     tl = ui.timeline(table, ref_name)
     df = ui.frame(tl, ["at", "snapshot_id", "parent_id", "operation", "added_records", "total_records", "user", "source"])
-    df["at"] = ui.to_datetime(df["at"])
+    df = ui.times_for_display(df, "at")
     st.caption(f"Ancestry of {ui.md(ref_name)}, newest first")
     st.dataframe(df, hide_index=True, width="stretch",
-                 column_config={"snapshot_id": st.column_config.NumberColumn("snapshot", format="%d"),
-                                "parent_id": st.column_config.NumberColumn("parent", format="%d")})
+                 column_config={"snapshot_id": st.column_config.TextColumn("snapshot"),
+                                "parent_id": st.column_config.TextColumn("parent")})
 with tab_rows:
     columns = [r["column"] for r in ex.schema_rows(tbl, ref.snapshot_id)]
     with st.form("rows"):
         f1, f2, f3, f4 = st.columns([2, 1, 2, 1])
-        col = f1.selectbox("Filter column", ["(none)", *columns])
-        op = f2.selectbox("Operator", list(ex.FILTER_OPS))
-        val = f3.text_input("Value")
+        col_opts, op_opts = ["(none)", *columns], list(ex.FILTER_OPS)
+        q_col, q_op = st.query_params.get("col"), st.query_params.get("op")
+        col = f1.selectbox("Filter column", col_opts, index=col_opts.index(q_col) if q_col in col_opts else 0)
+        op = f2.selectbox("Operator", op_opts, index=op_opts.index(q_op) if q_op in op_opts else 0)
+        val = f3.text_input("Value", value=st.query_params.get("val", ""))
         limit = f4.number_input("Rows", 1, ex.MAX_ROWS, 200)
         go = st.form_submit_button("Show rows")
     if go:
+        if col == "(none)":
+            for k in ("col", "op", "val"):
+                st.query_params.pop(k, None)
+        else:
+            st.query_params.update({"col": col, "op": op, "val": val})
         filters = [] if col == "(none)" else [(col, op, val)]
         try:
+            if not ui.wait_for_spark(lh):
+                st.stop()
             with st.spinner("Reading rows with Spark…"):
                 st.dataframe(ex.rows(lh, tid, ref.snapshot_id, filters, int(limit), user=user), hide_index=True, width="stretch")
         except WapError as exc:
@@ -88,6 +106,8 @@ with tab_sql:
         run = st.form_submit_button("Run query")
     if run:
         try:
+            if not ui.wait_for_spark(lh):
+                st.stop()
             with st.spinner("Running with Spark…"):
                 st.dataframe(ex.run_sql(lh, tid, ref.snapshot_id, sql, user=user), hide_index=True, width="stretch")
         except WapError as exc:

@@ -11,10 +11,10 @@ from wap_core import TableId
 from wap_core.access import Permission
 from wap_core.exceptions import ValidationError, WapError
 from wap_core.identifiers import validate_branch
-from wap_core.ingest import ingest
+from wap_core.ingest import content_hash, find_duplicate, ingest
 from wap_core.paths import SourcePolicy, describe_roots, save_upload
 
-NEW = "➕ New table…"
+NEW = "New table…"
 
 ui.page_header("Ingest", "Write a batch to a new audit branch. Main is untouched until a steward publishes the branch.")
 lh = ui.lakehouse()
@@ -38,7 +38,46 @@ with st.form("ingest"):
     submitted = st.form_submit_button("Ingest and audit", type="primary", disabled=not may_ingest.allowed,
                                       help=None if may_ingest.allowed else ui.md(may_ingest.message))
 
+PENDING = "ingest_pending"
+STEPS = {"reading": "Reading the source…", "writing": "Writing {rows} rows to a new branch…",
+         "auditing": "Auditing {rows} rows…", "done": "Done: {rows} rows written and audited."}
+
+
+def _run(job: dict[str, object]) -> None:
+    """Ingest with live steps (reading → writing → auditing, with row counts as they become known)."""
+    tid = TableId.parse(str(job["table"]))
+    if not ui.wait_for_spark(lh):
+        return
+    try:
+        with st.status(f"Ingesting into {ui.md(tid)}…", expanded=True) as status:
+            st.write(f"Source: {ui.md(job['source'], code=True)}")
+
+            def progress(step: str, rows: int | None) -> None:
+                text = STEPS.get(step, step).format(rows=f"{rows:,}" if rows is not None else "the")
+                status.update(label=f"{ui.md(tid)}: {text}")
+                st.write(f"{'✔' if step == 'done' else '›'} {text}")
+
+            # confined: a server-side path is read only under the allowed ingest roots (and the uploads root)
+            result = ingest(lh, tid, [str(job["source"])], branch=job["branch"], fmt=job["fmt"], create=bool(job["create"]),  # type: ignore[arg-type]
+                            user=user, source_policy=SourcePolicy.CONFINED, progress=progress)
+            status.update(label=f"Wrote {result.rows_written:,} rows to {ui.md(tid)} · {ui.md(result.branch)}: audit {ui.md(result.audit.status)}",
+                          state="complete" if result.audit.passed else "error")
+    except WapError as exc:
+        ui.show_error(exc)
+        return
+    ui.writes_done()
+    failed = [c.name for c in result.audit.checks if c.status in ("failed", "error")]
+    (st.success if result.audit.passed else st.warning)(
+        f"Branch **{ui.md(result.branch)}** of **{ui.md(tid)}**: {result.rows_written:,} rows written, {result.malformed_rows:,} malformed, "
+        f"audit **{ui.md(result.audit.status)}**."
+        + (f"  \nFailed checks: {', '.join('**' + ui.md(n) + '**' for n in failed)}" if failed else "")
+    )
+    st.page_link("pages/review.py", label=f"Review {ui.md(tid)} · {ui.md(result.branch)}", icon=":material/rate_review:",
+                 query_params={"table": str(tid), "branch": result.branch})
+
+
 if submitted:
+    st.session_state.pop(PENDING, None)
     try:
         create = choice == NEW
         tid = TableId.parse(new_table.strip() if create else choice)
@@ -52,20 +91,32 @@ if submitted:
             if not server_path.strip():
                 raise ValidationError("give a server-side path, or switch to uploading a file")
             source = str(Path(server_path.strip()).expanduser())
-        with st.status(f"Ingesting into {ui.md(tid)}…", expanded=True) as status:
-            st.write(f"Source: {ui.md(source, code=True)}")
-            st.write("Spark reads the source, writes a new branch, then audits it (first use starts Spark: a few seconds)…")
-            # confined: a server-side path is read only under the allowed ingest roots (and the uploads root)
-            result = ingest(lh, tid, [source], branch=branch, fmt=None if fmt == "auto" else fmt, create=create, user=user,
-                            source_policy=SourcePolicy.CONFINED)
-            status.update(label=f"Wrote {result.rows_written:,} rows to {ui.md(tid)} · {ui.md(result.branch)}: audit {ui.md(result.audit.status)}",
-                          state="complete" if result.audit.passed else "error")
-        ui.writes_done()
-        (st.success if result.audit.passed else st.warning)(
-            f"Branch **{ui.md(result.branch)}** of **{ui.md(tid)}**: {result.rows_written:,} rows written, {result.malformed_rows:,} malformed, "
-            f"audit **{ui.md(result.audit.status)}**."
-        )
-        st.page_link("pages/review.py", label=f"Review {ui.md(tid)} · {ui.md(result.branch)}", icon=":material/rate_review:",
-                     query_params={"table": str(tid), "branch": result.branch})
+        job: dict[str, object] = {"table": str(tid), "source": source, "branch": branch, "fmt": None if fmt == "auto" else fmt, "create": create}
+        duplicate = None
+        if not create and Path(source).is_file():  # metadata only: the same bytes already ingested into this table?
+            duplicate = find_duplicate(lh, tid, content_hash([source]))
+        if duplicate is None:
+            _run(job)
+        else:
+            st.session_state[PENDING] = {**job, "duplicate": duplicate.to_dict()}
     except WapError as exc:
         ui.show_error(exc)
+
+pending = st.session_state.get(PENDING)
+if pending:
+    dup = pending["duplicate"]
+    where = f"branch **{ui.md(dup['branch'])}**" if dup["branch"] else "main"
+    state = "already published to main" if dup["on_main"] else "on an open branch"
+    st.warning(f"**This file was already ingested into {ui.md(dup['table'])}**: same content as {where} "
+               f"(snapshot {ui.id_text(dup['snapshot_id'])}, {ui.md(ui.local_time(dup['at']))}), {state}. "
+               "Ingesting it again duplicates its rows.", icon=":material/content_copy:")
+    if dup["open_branch"] and dup["branch"]:
+        st.page_link("pages/review.py", label=f"Review the earlier branch {ui.md(dup['branch'])}", icon=":material/rate_review:",
+                     query_params={"table": dup["table"], "branch": dup["branch"]})
+    d1, d2 = st.columns(2)
+    if d1.button("Ingest anyway", icon=":material/warning:", disabled=not may_ingest.allowed):
+        st.session_state.pop(PENDING, None)
+        _run({k: v for k, v in pending.items() if k != "duplicate"})
+    elif d2.button("Cancel"):
+        st.session_state.pop(PENDING, None)
+        st.rerun()

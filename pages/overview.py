@@ -10,6 +10,17 @@ import streamlit as st
 
 from pages import _common as ui
 
+_RECENT_CONFIG = {"outcome": st.column_config.TextColumn("outcome", pinned=True),
+                  "reason": st.column_config.TextColumn("reason", width="medium")}
+
+
+def _recent(rows: list[dict[str, object]], columns: list[str]) -> "ui.pd.DataFrame":
+    """Outcome and reason first (a forced publish must not look like any other); blanks for none; local times."""
+    df = ui.frame(rows, columns)
+    df["reason"] = df["reason"].map(ui.blank)
+    return ui.times_for_display(df, "at")
+
+
 ui.page_header("Overview", "Every table on main, the audit branches waiting for review, and what stewards did lately.")
 
 with ui.wap_errors():
@@ -30,20 +41,22 @@ with ui.wap_errors():
     else:
         tdf = ui.frame(tables, ["table", "rows", "data_files", "size_bytes", "snapshots", "open_branches", "tags", "last_updated"])
         tdf["size"] = tdf["size_bytes"].map(ui.human_bytes)
-        tdf["last_updated"] = ui.to_datetime(tdf["last_updated"])
+        tdf = ui.times_for_display(tdf, "last_updated")
         st.dataframe(tdf.drop(columns=["size_bytes"]), hide_index=True, width="stretch",
-                     column_config={"last_updated": st.column_config.DatetimeColumn("last updated", format="YYYY-MM-DD HH:mm")})
+                     column_config={"table": st.column_config.TextColumn("table", pinned=True),
+                                    "last_updated": st.column_config.TextColumn("last updated", help="main's last change")})
 
     st.subheader("Open branches by status")
     if not open_branches:
         st.info("No open audit branches.")
     else:
-        bdf = ui.frame(open_branches, ["table", "branch", "status", "rows_added", "main_moved", "failed_checks"])
-        bdf["review"] = [ui.review_url(t, b) for t, b in zip(bdf["table"], bdf["branch"])]
+        bdf = ui.frame(open_branches, ["table", "branch", "status", "failed_checks", "rows_added", "main_moved"])
+        bdf.insert(0, "review", [ui.review_url(t, b) for t, b in zip(bdf["table"], bdf["branch"])])
         bdf["status"] = bdf["status"].map(ui.status_badge)
         bdf["failed_checks"] = bdf["failed_checks"].map(lambda xs: ", ".join(xs) if xs else "")
         st.dataframe(ui.style_status(bdf), hide_index=True, width="stretch",
-                     column_config={"review": st.column_config.LinkColumn("review", display_text="Open review")})
+                     column_config={"review": st.column_config.LinkColumn("review", display_text="Open review", pinned=True),
+                                    "failed_checks": st.column_config.TextColumn("failed checks", width="large")})
         st.page_link("pages/branches.py", label="All branches, with filters", icon=":material/account_tree:")
 
     left, right = st.columns(2)
@@ -51,33 +64,45 @@ with ui.wap_errors():
         st.subheader("Recent publishes")
         pubs = [e for e in entries if e["action"] == "publish" and e["outcome"] in ("published", "forced")][:10]
         if pubs:
-            st.dataframe(ui.frame(pubs, ["at", "user", "table", "branch", "outcome", "reason"]), hide_index=True, width="stretch")
+            st.dataframe(_recent(pubs, ["outcome", "table", "branch", "reason", "at", "user"]), hide_index=True, width="stretch",
+                         column_config=_RECENT_CONFIG)
         else:
             st.caption("Nothing published yet.")
     with right:
         st.subheader("Recent refusals and discards")
         refusals = [e for e in entries if e["outcome"] in ("refused", "discarded", "error")][:10]
         if refusals:
-            st.dataframe(ui.frame(refusals, ["at", "user", "action", "table", "branch", "outcome", "reason"]), hide_index=True, width="stretch")
+            st.dataframe(_recent(refusals, ["outcome", "action", "table", "branch", "reason", "at", "user"]), hide_index=True, width="stretch",
+                         column_config=_RECENT_CONFIG)
         else:
             st.caption("No refusals.")
 
     st.subheader("Audit outcomes over time")
     if audits:
         adf = ui.frame(audits, ["at", "table", "branch", "status"])
-        adf["day"] = ui.to_datetime(adf["at"]).dt.floor("h")
+        times = ui.to_datetime(adf["at"])
+        span = (times.max() - times.min()).total_seconds()
+        # Bins fitted to the span of the data: about 10-40 bars whatever the span (1 minute .. 1 week).
+        unit, fmt, label = next((u, f, lb) for limit, u, f, lb in (
+            (3600, "1min", "%H:%M", "minute"), (6 * 3600, "10min", "%H:%M", "10 minutes"), (2 * 86400, "1h", "%b %d %H:%M", "hour"),
+            (30 * 86400, "1D", "%b %d", "day"), (float("inf"), "7D", "%b %d", "week")) if span <= limit)
+        adf["bin"] = times.dt.floor(unit)
+        adf["when"] = adf["bin"].map(ui.local_time)
+        outcomes = [s for s in ui.STATUS_COLOR if s in set(adf["status"])]
         chart = (
             alt.Chart(adf)
             .mark_bar()
             .encode(
-                x=alt.X("day:T", title="audit time (hour)"),
-                y=alt.Y("count():Q", title="audits"),
-                color=alt.Color("status:N", scale=alt.Scale(domain=list(ui.STATUS_COLOR), range=list(ui.STATUS_COLOR.values())),
+                x=alt.X("bin:T", title=f"audit time (per {label})", axis=alt.Axis(format=fmt, labelAngle=-30, tickCount=8)),
+                y=alt.Y("count():Q", title="audits", axis=alt.Axis(tickMinStep=1)),
+                color=alt.Color("status:N", scale=alt.Scale(domain=outcomes, range=[ui.STATUS_COLOR[o] for o in outcomes]),
                                 legend=alt.Legend(title="outcome")),
-                tooltip=["table:N", "branch:N", "status:N", "count():Q"],
+                tooltip=[alt.Tooltip("when:N", title=label), "status:N", alt.Tooltip("count():Q", title="audits")],
             )
             .properties(height=260)
         )
+        if adf["bin"].nunique() == 1:  # one bin: a bar chart over categories instead of a sliver on a time axis
+            chart = chart.encode(x=alt.X("when:N", title=f"audit time (per {label})"))
         st.altair_chart(chart, width="stretch")
     else:
         st.caption("No audits recorded yet.")

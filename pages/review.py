@@ -52,7 +52,9 @@ if branch not in cat.branch_names(tbl):
     st.warning(f"Branch {ui.md(repr(branch))} is not open on {ui.md(tid)}: it was published, discarded or never existed.")
     past = [e for e in ui.journal(str(tid), limit=200) if e["branch"] == branch]
     if past:
-        st.dataframe(ui.frame(past, ["at", "user", "action", "outcome", "reason"]), hide_index=True, width="stretch")
+        pdf = ui.frame(past, ["at", "user", "action", "outcome", "reason"])
+        pdf["reason"] = pdf["reason"].map(ui.blank)
+        st.dataframe(ui.times_for_display(pdf, "at"), hide_index=True, width="stretch")
     st.page_link("pages/branches.py", label="Open branches", icon=":material/account_tree:")
     st.stop()
 
@@ -157,10 +159,14 @@ def _act(action: Callable[[], Any], message: Callable[[Any], str]) -> None:
 
 
 def _confirm_or_cancel() -> bool:
-    """The dialog's buttons: True when Confirm was clicked; Cancel closes the dialog."""
+    """The form's two submit buttons: True when Confirm was pressed; Cancel closes the dialog.
+
+    Inside ``st.form`` the typed text travels with the click (one submit): Tab or a click outside the
+    box no longer reruns the dialog and loses the text, and a refused submit keeps what was typed.
+    """
     confirm_col, cancel_col = st.columns(2)
-    confirm = confirm_col.button("Confirm", type="primary", width="stretch")
-    if cancel_col.button("Cancel", width="stretch"):
+    confirm = confirm_col.form_submit_button("Confirm", type="primary", width="stretch")
+    if cancel_col.form_submit_button("Cancel", width="stretch"):
         _close()
         st.rerun()
     return confirm
@@ -168,26 +174,29 @@ def _confirm_or_cancel() -> bool:
 
 @st.dialog("Publish to main", on_dismiss=_close)
 def publish_dialog(force: bool) -> None:
-    if force:
-        st.warning(f"Force publish {ui.md(tid)} · {ui.md(branch)}: {ui.md(ready.message)}")
-        reason = st.text_area("Reason (required)", key="force_reason", placeholder="Why is publishing despite the audit acceptable?")
-    else:
-        st.write(f"Fast-forward **main** of {ui.md(tid, code=True)} to branch {ui.md(branch, code=True)} ({meta.rows_added:,} rows added).")
-        reason = st.text_input("Note (optional)", key="publish_note")
-    confirm = _confirm_or_cancel()
+    # enter_to_submit=False: Enter commits the text (no rerun, nothing lost); Confirm submits it.
+    with st.form("publish_form", border=False, enter_to_submit=False):
+        if force:
+            st.warning(f"Force publish {ui.md(tid)} · {ui.md(branch)}: {ui.md(ready.message)}")
+            reason = st.text_area("Reason (required)", key="force_reason", placeholder="Why is publishing despite the audit acceptable?")
+        else:
+            st.write(f"Fast-forward **main** of {ui.md(tid, code=True)} to branch {ui.md(branch, code=True)} ({meta.rows_added:,} rows added).")
+            reason = st.text_input("Note (optional)", key="publish_note")
+        confirm = _confirm_or_cancel()
     if confirm:
         if force and not reason.strip():
             st.error("A forced publish needs a reason.")
             return
         _act(lambda: publish(lh, tid, branch, force=force, reason=reason.strip() or None, user=user),
-             lambda res: f"{'Force-published' if res.forced else 'Published'} {ui.md(tid)} · {ui.md(branch)}: main is now snapshot {res.main_after}.")
+             lambda res: f"{'Force-published' if res.forced else 'Published'} {ui.md(tid)} · {ui.md(branch)}: main is now snapshot {ui.id_text(res.main_after)}.")
 
 
 @st.dialog("Discard branch", on_dismiss=_close)
 def discard_dialog() -> None:
-    st.write(f"Drop branch {ui.md(branch, code=True)} of {ui.md(tid, code=True)}. Main is not touched; the branch's rows will no longer be published.")
-    reason = st.text_input("Reason (required)", key="discard_reason", placeholder="e.g. source file was incomplete")
-    confirm = _confirm_or_cancel()
+    with st.form("discard_form", border=False, enter_to_submit=False):
+        st.write(f"Drop branch {ui.md(branch, code=True)} of {ui.md(tid, code=True)}. Main is not touched; the branch's rows will no longer be published.")
+        reason = st.text_input("Reason (required)", key="discard_reason", placeholder="e.g. source file was incomplete")
+        confirm = _confirm_or_cancel()
     if confirm:
         if not reason.strip():
             st.error("Discarding needs a reason: it is recorded in the journal.")
@@ -211,13 +220,17 @@ rv.audit_details(audit, head)
 st.markdown("#### Diff against main (Spark)")
 diff: dict[str, Any] | None = None
 try:
+    if not ui.wait_for_spark(lh):
+        st.stop()
     with st.status("Computing the diff with Spark…", expanded=False) as s:
         diff = rv.cached_diff(str(tid), branch, head)
         s.update(label=f"Diff computed on {diff['rows_added']:,} new rows", state="complete")
 except (WapError, ValidationError) as exc:
     ui.show_error(exc)
 if diff is not None:
-    rv.diff_details(diff)
+    rv.diff_details(diff, lead=[col for c in (audit.checks if audit else []) if c.status in ("failed", "error") for col in c.columns or []])
+
+rv.keyed_section(str(tid), branch, head, [f.name for f in tbl.schema().fields], rv.key_columns(audit) if audit else [])
 
 st.markdown("#### New rows (preview)")
 try:

@@ -7,7 +7,9 @@ that the branch is gone and main did not move.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -47,7 +49,8 @@ def server(demo_settings: Settings) -> tuple[str, subprocess.Popen[bytes]]:
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("WAP_")}
     env.update(WAP_HOME=str(demo_settings.home), WAP_CHECKS=str(demo_settings.checks_file), WAP_CATALOG_NAME="e2edemo",
-               WAP_USER="steward-e2e", WAP_SHUFFLE_PARTITIONS="2", PYSPARK_PYTHON=sys.executable)
+               WAP_USER="steward-e2e", WAP_SHUFFLE_PARTITIONS="2", PYSPARK_PYTHON=sys.executable,
+               WAP_SPARK_EAGER="0", WAP_INGEST_ROOTS=str(demo_settings.home / "demo_sources"))
     log = open(demo_settings.home / "streamlit.log", "wb")  # noqa: SIM115 - closed in the finally below
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
@@ -70,6 +73,64 @@ def server(demo_settings: Settings) -> tuple[str, subprocess.Popen[bytes]]:
         log.close()
 
 
+def _shoot(page, name: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A full-page screenshot: docs/<name>.png with WAP_UPDATE_SCREENSHOT=1 (the README gallery), else a temp file."""
+    page.wait_for_timeout(1500)
+    size = page.viewport_size
+    height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
+    page.set_viewport_size({"width": size["width"], "height": min(int(height) + 40, 4000)})  # the page scrolls inside stMain
+    page.wait_for_timeout(1000)
+    shot = ROOT / "docs" / f"{name}.png" if os.environ.get("WAP_UPDATE_SCREENSHOT") else tmp_path / f"{name}.png"
+    shot.parent.mkdir(exist_ok=True)
+    page.screenshot(path=str(shot), full_page=True)
+    page.set_viewport_size(size)
+
+
+def _grid_of(frame) -> list[list[str]]:  # type: ignore[no-untyped-def]
+    """The cells of one st.dataframe as rendered (its accessible table): header row first."""
+    frame.locator("table").first.wait_for(state="attached")
+    return frame.evaluate(
+        "el => Array.from(el.querySelectorAll('table tr')).map(tr => Array.from(tr.querySelectorAll('th,td')).map(c => c.textContent.trim()))")
+
+
+def _grid(page, n: int) -> list[list[str]]:  # type: ignore[no-untyped-def]
+    frame = page.get_by_test_id("stDataFrame").nth(n)
+    frame.wait_for()
+    return _grid_of(frame)
+
+
+def _metrics(page) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    return page.evaluate(
+        "() => Object.fromEntries(Array.from(document.querySelectorAll('[data-testid=stMetric]')).map(m => ["
+        "m.querySelector('[data-testid=stMetricLabel]').textContent.trim(), m.querySelector('[data-testid=stMetricValue]').textContent.trim()]))")
+
+
+def _all_snapshot_ids(settings: Settings) -> set[str]:
+    lh = Lakehouse(settings)
+    return {str(s.snapshot_id) for t in lh.tables() for s in lh.table(t).metadata.snapshots}
+
+
+def _cli_keyed(settings: Settings, branch: str, key: str) -> dict[str, int]:
+    """``python -m wap_core diff --key KEY --json`` in this process (its Spark session), parsed as JSON."""
+    import contextlib
+    import io
+
+    from wap_core.cli import main
+
+    env = {"WAP_HOME": str(settings.home), "WAP_CHECKS": str(settings.checks_file), "WAP_CATALOG_NAME": "e2edemo",
+           "WAP_USER": "steward-e2e", "WAP_SHUFFLE_PARTITIONS": "2"}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            assert main(["diff", "demo.flights", branch, "--key", key, "--json"]) == 0
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+    return json.loads(out.getvalue())["keyed"]["summary"]
+
+
 def test_review_deep_link_discard_in_browser(server: tuple[str, subprocess.Popen[bytes]], demo_settings: Settings, tmp_path: Path) -> None:
     from playwright.sync_api import expect, sync_playwright
 
@@ -89,6 +150,36 @@ def test_review_deep_link_discard_in_browser(server: tuple[str, subprocess.Popen
             page.goto(f"{base}/branches")
             expect(page.get_by_role("link", name=f"demo.flights · {BRANCH}")).to_be_visible()
             expect(page.get_by_text("Spark: not started")).to_be_visible()
+            _shoot(page, "branches", tmp_path)
+
+            # Every metadata page, with the 64-bit ids read off the rendered grids and compared with PyIceberg's.
+            known = _all_snapshot_ids(demo_settings)
+            page.goto(f"{base}/")
+            expect(page.get_by_text("Audit outcomes over time")).to_be_visible()
+            _shoot(page, "overview", tmp_path)
+            page.goto(f"{base}/history")
+            expect(page.get_by_text("Main's snapshot timeline")).to_be_visible()
+            journal = _grid(page, 0)
+            ids = {c for row in journal[1:] for c in row if c.isdigit() and len(c) >= 15}
+            assert ids and ids <= known, ids - known  # exact, never 4887153865992561000 for 4887153865992560141
+            tl = _grid(page, 1)
+            parent = tl[0].index("parent")
+            parents = {row[parent] for row in tl[1:]} - {""}
+            assert parents and parents <= known, parents - known
+            _shoot(page, "history", tmp_path)
+            page.goto(f"{base}/explore?table=demo.flights")
+            page.get_by_role("tab", name="Snapshots").click()
+            expect(page.get_by_text("Ancestry of main")).to_be_visible()
+            snaps = _grid(page, 1)
+            parent = snaps[0].index("parent")
+            flights = Lakehouse(demo_settings).table(FLIGHTS)
+            real = {str(s.snapshot_id): str(s.parent_snapshot_id or "") for s in flights.metadata.snapshots}
+            assert all(real[row[0 if snaps[0][0] == "snapshot" else snaps[0].index("snapshot")]] == row[parent] for row in snaps[1:])
+            assert "table=demo.flights" in page.url and "kind=branch" in page.url and "ref=main" in page.url
+            _shoot(page, "explore", tmp_path)
+            page.goto(f"{base}/checks")
+            expect(page.get_by_text("Checks file").first).to_be_visible()
+            _shoot(page, "checks", tmp_path)
 
             # The deep link, pasted into a fresh browser context.
             ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
@@ -113,6 +204,22 @@ def test_review_deep_link_discard_in_browser(server: tuple[str, subprocess.Popen
             assert shot.stat().st_size > 50_000
             review.set_viewport_size({"width": 1400, "height": 1000})
 
+            # What changed most leads: the first chart is dep_time's null rate.
+            first = review.get_by_text(re.compile(r"^Chart 1 · ")).first
+            expect(first).to_contain_text("dep_time")
+            expect(first).to_contain_text("null rate")
+            # The failing column leads the failing-row sample of positive_air_time.
+            sample = review.get_by_test_id("stExpander").filter(has_text="Failing-row sample of positive_air_time")
+            headers = _grid_of(sample.get_by_test_id("stDataFrame").first)[0]
+            assert "air_time" in headers[:2], headers
+            # The keyed diff on the page equals the CLI's (diff --key ... --json).
+            review.get_by_role("button", name="Compare by key").click()
+            expect(review.get_by_text("By key year, month, day, carrier, flight, origin")).to_be_visible()
+            shown = _metrics(review)
+            cli = _cli_keyed(demo_settings, BRANCH, "year,month,day,carrier,flight,origin")
+            assert {k: shown[k.capitalize()] for k in ("added", "removed", "changed")} == {
+                k: f"{cli[k]:,}" for k in ("added", "removed", "changed")}
+
             review.get_by_role("button", name="Discard").click()
             dialog = review.get_by_role("dialog")
             expect(dialog).to_be_visible()
@@ -131,3 +238,61 @@ def test_review_deep_link_discard_in_browser(server: tuple[str, subprocess.Popen
     entry = Lakehouse(demo_settings).journal.history(str(FLIGHTS), branch=BRANCH, action="discard")[0]
     assert entry.user == "steward-e2e"
     assert entry.reason == "raw week: cancelled flights and unknown destinations"
+
+
+def test_publish_with_tab_and_enter_duplicate_upload_discard_with_tab(server: tuple[str, subprocess.Popen[bytes]], demo_settings: Settings,
+                                                                       tmp_path: Path) -> None:
+    """Keyboard in the dialogs (Tab then Enter publishes; Tab then a click discards), and a duplicate upload flagged."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from wap_core.demo import PASSING_BRANCH
+
+    base, _ = server
+    expect.set_options(timeout=120_000)
+    head = Lakehouse(demo_settings).table(FLIGHTS).metadata.refs[PASSING_BRANCH].snapshot_id
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(120_000)
+            page.goto(f"{base}/review?table=demo.flights&branch={PASSING_BRANCH}")
+            expect(page.get_by_text("Ready to publish")).to_be_visible()
+            page.get_by_role("button", name="Publish").click()
+            dialog = page.get_by_role("dialog")
+            note = dialog.get_by_label("Note (optional)")
+            note.fill("week 1 checked")
+            note.press("Tab")  # focus leaves the box: the text is kept, nothing reruns
+            expect(dialog.get_by_role("button", name="Confirm")).to_be_focused()
+            page.keyboard.press("Enter")  # Enter on the focused Confirm submits the form with the note
+            expect(page.get_by_text(f"Published demo.flights · {PASSING_BRANCH}")).to_be_visible()
+            refs = Lakehouse(demo_settings).table(FLIGHTS).metadata.refs
+            assert refs["main"].snapshot_id == head and PASSING_BRANCH not in refs
+            assert Lakehouse(demo_settings).journal.history(str(FLIGHTS), branch=PASSING_BRANCH, action="publish")[0].reason == "week 1 checked"
+
+            # The same file again: flagged with the earlier branch before anything is written.
+            page.goto(f"{base}/ingest")
+            page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(str(demo_settings.home / "demo_sources" / "flights_2013_02_w1.csv"))
+            page.get_by_test_id("stSelectbox").first.click()
+            page.get_by_role("option", name="demo.flights").click()
+            page.get_by_label("Branch name (optional)").fill("w1_again")
+            page.get_by_role("button", name="Ingest and audit").click()
+            expect(page.get_by_text("This file was already ingested into demo.flights")).to_be_visible()
+            expect(page.get_by_text(f"branch {PASSING_BRANCH}").first).to_be_visible()
+            assert "w1_again" not in Lakehouse(demo_settings).table(FLIGHTS).metadata.refs
+            _shoot(page, "ingest", tmp_path)
+            page.get_by_role("button", name="Ingest anyway").click()
+            expect(page.get_by_text("Branch w1_again of demo.flights")).to_be_visible()
+
+            # Discard it: type the reason, Tab away, click Confirm (the click must carry the text).
+            page.goto(f"{base}/review?table=demo.flights&branch=w1_again")
+            page.get_by_role("button", name="Discard").click()
+            dialog = page.get_by_role("dialog")
+            dialog.get_by_label("Reason (required)").fill("duplicate of week 1")
+            dialog.get_by_label("Reason (required)").press("Tab")
+            dialog.get_by_role("button", name="Confirm").click()
+            expect(page.get_by_text("Discarded demo.flights · w1_again")).to_be_visible()
+        finally:
+            browser.close()
+    assert "w1_again" not in Lakehouse(demo_settings).table(FLIGHTS).metadata.refs
+    entry = Lakehouse(demo_settings).journal.history(str(FLIGHTS), branch="w1_again", action="discard")[0]
+    assert entry.reason == "duplicate of week 1"

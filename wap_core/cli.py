@@ -7,10 +7,14 @@ Errors are one readable message on stderr; ``--debug`` adds the traceback.
 from __future__ import annotations
 
 import argparse
+import datetime as _dt
 import json
 import logging
+import os
 import sys
 import traceback
+from decimal import Decimal
+from enum import Enum
 from typing import Any, Sequence
 
 from wap_core.config import mask_secrets
@@ -143,18 +147,46 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _json_default(value: Any) -> Any:
+    """JSON for values json cannot encode: decimals as numbers, times as ISO 8601, sets/tuples as lists."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, (_dt.datetime, _dt.date, _dt.time)):
+        return value.isoformat()
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    if isinstance(value, bytes):
+        return value.hex()
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if isinstance(value, Enum):
+        return value.value
+    return str(value)
+
+
 def _print_json(obj: Any) -> None:
-    print(mask_secrets(json.dumps(obj, indent=2, default=str)))
+    print(mask_secrets(json.dumps(obj, indent=2, default=_json_default)))
+
+
+def _cell(value: Any) -> str:
+    """A table cell: blank for none, lists joined, mappings as key=value."""
+    if value is None:
+        return ""
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_cell(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_cell(v)}" for k, v in value.items() if v is not None)
+    return str(value)
 
 
 def _table(rows: list[dict[str, Any]], cols: Sequence[str]) -> None:
     if not rows:
         print("(none)")
         return
-    widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in cols}
-    print("  ".join(c.upper().ljust(widths[c]) for c in cols))
+    widths = {c: max(len(c), *(len(_cell(r.get(c))) for r in rows)) for c in cols}
+    print("  ".join(c.upper().ljust(widths[c]) for c in cols).rstrip())
     for r in rows:
-        print(mask_secrets("  ".join(str(r.get(c, "")).ljust(widths[c]) for c in cols)))
+        print(mask_secrets("  ".join(_cell(r.get(c)).ljust(widths[c]) for c in cols).rstrip()))
 
 
 def _print_audit(res: Any) -> None:
@@ -166,8 +198,22 @@ def _print_audit(res: Any) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from wap_core.spark import set_spark_log_level
+
+    set_spark_log_level("warn" if args.debug else "error")
     try:
-        return _run(args)
+        code = _run(args)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        # The reader went away (``branches --json | head -1``): end quietly. Point stdout at /dev/null
+        # so the interpreter's final flush does not raise again.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):  # pragma: no cover - stdout without a file descriptor
+            pass
+        return EXIT_OK
     except WapError as exc:
         if args.debug:
             _print_traceback()
@@ -310,7 +356,9 @@ def _run(args: argparse.Namespace) -> int:
             if d.main_profile.get("basis"):
                 print(f"main's profile ({str(d.main_profile.get('source')).split(':')[0]}): {d.main_profile['basis']}")
             if keyed is not None:
-                print(f"by key ({args.key}): {keyed.summary()}")
+                counts = keyed.summary()
+                print(f"by key ({args.key}): {counts['added']} added, {counts['removed']} removed, {counts['changed']} changed "
+                      f"({counts['changed_cells']} cells), {counts['schema_changes']} schema changes")
         return EXIT_OK
     if cmd == "publish":
         from wap_core.publish import publish
@@ -409,7 +457,7 @@ def _query(lh: Any, table: TableId, args: argparse.Namespace) -> int:
     ref = explore.resolve_any_ref(lh.table(table), table, args.ref)
     res = explore.query_rows(lh, table, ref.snapshot_id, args.sql, limit=args.limit)
     if args.json:
-        print(json.dumps(res.json_rows(), indent=2))
+        print(json.dumps(res.json_rows(), indent=2, default=_json_default))
     else:
         cells = [[str(c) for c in res.columns]] + [
             ["NULL" if v is None else str(explore.json_value(v)) for v in r] for r in res.rows

@@ -67,7 +67,7 @@ class Settings:
     spark_driver_memory: str = "2g"
     shuffle_partitions: int = 4
     jdbc_jars: tuple[str, ...] = ()
-    sample_rows: int = 5
+    sample_rows: int = 20  # failing-row sample per check (WAP_SAMPLE_ROWS)
     ingest_roots: tuple[Path, ...] = ()  # where confined (console) ingest may read; default ($WAP_HOME/landing,)
     # extra Spark conf for a cluster ("spark.executor.memory=1g spark.driver.host=10.0.0.5"); applied last
     spark_conf: tuple[tuple[str, str], ...] = field(default=(), repr=False)

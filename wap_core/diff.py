@@ -11,6 +11,7 @@ is scanned.
 from __future__ import annotations
 
 import base64
+import math
 import re
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -370,3 +371,72 @@ def preview(lh: Lakehouse, table: TableId, branch: str, limit: int = 100) -> pd.
     tbl = lh.table(table)
     cat.require_branch(tbl, table, branch)
     return batch_frame(lh, table, cat.lineage(tbl, branch)).limit(limit).toPandas()
+
+
+# --------------------------------------------------------------------------- what changed most
+@dataclass(frozen=True)
+class ColumnChange:
+    """How much one column moved between main and the batch, on one standardized scale (effect sizes).
+
+    ``aspect`` names the measure that moved most: ``null_rate`` (Cohen's h of the null shares),
+    ``distribution`` (mean shift in units of main's spread, or the batch outside main's range),
+    ``top_values`` (total variation distance of the top-value shares, doubled) or ``distinct``
+    (new distinct values beyond main's count). Scores near 0 mean no change; 0.2 small, 0.5 medium,
+    0.8 large (Cohen's conventions).
+    """
+
+    column: str
+    score: float
+    aspect: str
+    scores: dict[str, float]
+
+
+def _h(p: float, q: float) -> float:
+    """Cohen's h between two proportions (0..1)."""
+    return abs(2 * math.asin(math.sqrt(min(max(p, 0.0), 1.0))) - 2 * math.asin(math.sqrt(min(max(q, 0.0), 1.0))))
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v)) else None
+
+
+def column_change(col: dict[str, Any]) -> ColumnChange:
+    """The standardized change of one profiled column (``DiffResult.columns`` item: name, kind, main, batch)."""
+    m, b = col.get("main") or {}, col.get("batch") or {}
+    scores: dict[str, float] = {}
+    if m:
+        scores["null_rate"] = _h((m.get("null_pct") or 0.0) / 100, (b.get("null_pct") or 0.0) / 100)
+        mq, bq = m.get("quantiles") or {}, b.get("quantiles") or {}
+        lo, hi = _num(mq.get("0.05")), _num(mq.get("0.95"))
+        spread = (hi - lo) / 3.29 if lo is not None and hi is not None and hi > lo else None
+        mm, bm = _num(m.get("mean")), _num(b.get("mean"))
+        dist = 0.0
+        if spread and mm is not None and bm is not None:
+            dist = abs(bm - mm) / spread
+            bmin, bmax, mmin, mmax = _num(b.get("min")), _num(b.get("max")), _num(m.get("min")), _num(m.get("max"))
+            if None not in (bmin, bmax, mmin, mmax) and mmax > mmin:  # type: ignore[operator]
+                outside = max(0.0, mmin - bmin) + max(0.0, bmax - mmax)  # type: ignore[operator]
+                dist = max(dist, min(outside / (mmax - mmin), 1.0))  # type: ignore[operator]
+            b_lo, b_hi = _num(bq.get("0.05")), _num(bq.get("0.95"))
+            if b_lo is not None and b_hi is not None:
+                dist = max(dist, (abs(b_lo - lo) + abs(b_hi - hi)) / 2 / spread)  # type: ignore[operator]
+        if dist:
+            scores["distribution"] = dist
+        mt, bt = m.get("top_values") or [], b.get("top_values") or []
+        if mt and bt:
+            shares_m = {str(t["value"]): float(t["pct"]) for t in mt}
+            shares_b = {str(t["value"]): float(t["pct"]) for t in bt}
+            keys = set(shares_m) | set(shares_b)
+            scores["top_values"] = sum(abs(shares_b.get(k, 0.0) - shares_m.get(k, 0.0)) for k in keys) / 100.0
+        dm, db = m.get("distinct") or 0, b.get("distinct") or 0
+        if dm and db > dm:
+            scores["distinct"] = min((db - dm) / dm, 1.0)
+    if not scores:
+        return ColumnChange(str(col.get("name")), 0.0, "none", {})
+    aspect = max(scores, key=lambda k: scores[k])
+    return ColumnChange(str(col.get("name")), round(scores[aspect], 4), aspect, {k: round(v, 4) for k, v in scores.items()})
+
+
+def rank_changes(columns: list[dict[str, Any]]) -> list[ColumnChange]:
+    """Every column's change, largest first (ties by column name)."""
+    return sorted((column_change(c) for c in columns), key=lambda c: (-c.score, c.column))

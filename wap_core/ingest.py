@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import glob
+import hashlib
 import io
 import logging
 import os
@@ -521,6 +522,59 @@ def with_commit_retry(fn: Callable[[], None], attempts: int = 5) -> None:
             delay *= 2
 
 
+CONTENT_HASH_PROPERTY = "wap.content-hash"
+Progress = Callable[[str, "int | None"], None]
+"""An ingest progress callback: ``(step, rows)`` with step ``reading``, ``writing``, ``auditing`` or ``done``;
+``rows`` is the batch's row count once it is known (None before)."""
+
+
+def content_hash(files: Sequence[str]) -> str:
+    """sha256 over the bytes of the source files, in the given order (``wap.content-hash`` of the snapshot)."""
+    h = hashlib.sha256()
+    for f in files:
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    """An earlier snapshot of the table that ingested the same content (same ``wap.content-hash``)."""
+
+    table: str
+    branch: str | None
+    snapshot_id: int
+    on_main: bool
+    open_branch: bool
+    at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"table": self.table, "branch": self.branch, "snapshot_id": self.snapshot_id, "on_main": self.on_main,
+                "open_branch": self.open_branch, "at": self.at}
+
+
+def find_duplicate(lh: Lakehouse, table: TableId, digest: str) -> Duplicate | None:
+    """The snapshot on main or an open branch whose summary carries ``digest``, or None (metadata only, no Spark)."""
+    if not cat.table_exists(lh.catalog, table):
+        return None
+    tbl = lh.table(table)
+    snaps = {s.snapshot_id: s for s in tbl.metadata.snapshots}
+    refs = [("main", cat.ref_snapshot_id(tbl, "main"))] + [(b, cat.ref_snapshot_id(tbl, b)) for b in cat.branch_names(tbl)]
+    seen: set[int] = set()
+    for ref, head in refs:
+        sid = head
+        while sid is not None and sid not in seen and sid in snaps:
+            seen.add(sid)
+            snap = snaps[sid]
+            if cat.summary_get(snap, CONTENT_HASH_PROPERTY) == digest:
+                at = datetime.fromtimestamp(snap.timestamp_ms / 1000, tz=timezone.utc).isoformat()
+                return Duplicate(table=str(table), branch=cat.summary_get(snap, "wap.branch") or (None if ref == "main" else ref),
+                                 snapshot_id=sid, on_main=ref == "main", open_branch=ref != "main", at=at)
+            sid = snap.parent_snapshot_id
+    return None
+
+
 def ingest(
     lh: Lakehouse,
     table: TableId,
@@ -531,11 +585,14 @@ def ingest(
     create: bool = False,
     user: str | None = None,
     source_policy: SourcePolicy = SourcePolicy.CONFINED,
+    progress: Progress | None = None,
 ) -> IngestResult:
     """Write ``sources`` into a new audit branch of ``table`` and audit it.
 
     ``source_policy``: CONFINED (default, the console) reads only under the allowed ingest roots
-    (``WAP_INGEST_ROOTS`` and the uploads root); the CLI passes ANY.
+    (``WAP_INGEST_ROOTS`` and the uploads root); the CLI passes ANY. ``progress`` is told each step
+    (reading → writing → auditing → done) with the row count once known. The snapshot summary records
+    the sources' sha256 as ``wap.content-hash`` (see :func:`find_duplicate`).
     """
     t0 = time.perf_counter()
     user = user or lh.user
@@ -545,7 +602,7 @@ def ingest(
     try:
         roots = allowed_roots(lh.settings) if source_policy is not SourcePolicy.ANY else ()
         files, fmt = resolve_sources(sources, fmt, policy=source_policy, roots=roots)
-        return _ingest(lh, table, files, fmt, branch, create, user, t0)
+        return _ingest(lh, table, files, fmt, branch, create, user, t0, progress or _no_progress)
     except WapError as exc:
         if not exc.journaled:  # an error after the intent is already its outcome row
             lh.journal.record(user=user, action="ingest", table=str(table), branch=branch, outcome="error", reason=str(exc).splitlines()[0][:1000],
@@ -553,7 +610,14 @@ def ingest(
         raise
 
 
-def _ingest(lh: Lakehouse, table: TableId, files: list[str], fmt: str, branch: str | None, create: bool, user: str, t0: float) -> IngestResult:
+def _no_progress(step: str, rows: int | None) -> None:
+    return None
+
+
+def _ingest(lh: Lakehouse, table: TableId, files: list[str], fmt: str, branch: str | None, create: bool, user: str, t0: float,
+            progress: Progress) -> IngestResult:
+    progress("reading", None)
+    digest = content_hash(files)
     spark = lh.spark
     exists = cat.table_exists(lh.catalog, table)
     if not exists and not create:
@@ -561,6 +625,7 @@ def _ingest(lh: Lakehouse, table: TableId, files: list[str], fmt: str, branch: s
     suite = suite_for(lh.settings.checks_file, table)  # a broken checks file stops us before any write
     target = spark.table(lh.spark_name(table)).schema if exists else None
     prepared, target = read_source(lh, str(table), files, fmt, target)
+    progress("writing", prepared.rows)
     tbl = lh.table(table) if exists else None
     main_before = cat.ref_snapshot_id(tbl, "main") if tbl is not None else None
     batch_id = uuid.uuid4().hex
@@ -585,6 +650,7 @@ def _ingest(lh: Lakehouse, table: TableId, files: list[str], fmt: str, branch: s
             "wap.source": ", ".join(files)[:2000],
             "wap.format": fmt,
             "wap.batch-id": batch_id,
+            CONTENT_HASH_PROPERTY: digest,
             "wap.branch": branch,
             "wap.user": user,
             "wap.malformed-rows": str(prepared.malformed),
@@ -603,8 +669,10 @@ def _ingest(lh: Lakehouse, table: TableId, files: list[str], fmt: str, branch: s
         lin = cat.lineage(tbl, branch)
         lh.journal.resolve_intent(intent, outcome="written", done=True, snapshot_after=lin.head)
     # the audit is part of the ingest (authorized above as INGEST), not a separate re-run
+    progress("auditing", prepared.rows)
     audit = audit_branch(lh, table, branch, user=user, suite=suite,
                       observed=(lin.head, metrics) if metrics is not None and len(lin.new_snapshots) == 1 else None)
+    progress("done", prepared.rows)
     return IngestResult(
         table=str(table), branch=branch, created_table=created, rows_written=prepared.rows, malformed_rows=prepared.malformed,
         snapshot_id=lin.head, fork_snapshot_id=lin.fork, sources=files, audit=audit, seconds=time.perf_counter() - t0,

@@ -443,3 +443,65 @@ def _full_diff(
 
 
 __all__ = ["KeyRange", "KeyedDiff", "batch_key_ranges", "keyed_diff", "validate_key"]
+
+
+@dataclass(frozen=True)
+class KeyedSamples:
+    """A few rows of each kind of keyed change: added / removed rows as they are, changed rows as
+    ``{column: {"old": v, "new": v}}`` for the differing columns plus the key's values."""
+
+    key: tuple[str, ...]
+    added: tuple[dict[str, Any], ...]
+    removed: tuple[dict[str, Any], ...]
+    changed: tuple[dict[str, Any], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": list(self.key), "added": list(self.added), "removed": list(self.removed), "changed": list(self.changed)}
+
+
+def keyed_samples(lh: Lakehouse, table: TableId, branch: str, key: Sequence[str], limit: int = 10) -> KeyedSamples:
+    """Up to ``limit`` sample rows added, removed and changed by ``key`` (main at the fork vs the branch head)."""
+    from pyspark.sql import functions as F
+
+    tbl = lh.table(table)
+    cat.require_branch(tbl, table, branch)
+    key = validate_key(tbl, table, key)
+    lin = cat.lineage(tbl, branch)
+    left_schema, right_schema = _schema_of(tbl, lin.fork), _schema_of(tbl, lin.head)
+    compared = [c for c in left_schema if c in right_schema and c not in key]
+    right = lh.read_snapshot(table, lin.head)
+    if lin.fork is None:
+        added = [_plain_row(r.asDict()) for r in right.limit(limit).collect()]
+        return KeyedSamples(tuple(key), tuple(added), (), ())
+    left = lh.read_snapshot(table, lin.fork)
+    lk = left.select(*[F.col(quote_column(k)).alias(f"__k{i}") for i, k in enumerate(key)],
+                     *[F.col(quote_column(c)).alias(f"__l{j}") for j, c in enumerate(compared)])
+    rk = right.select(*[F.col(quote_column(k)).alias(f"__r{i}") for i, k in enumerate(key)],
+                      *[F.col(quote_column(c)).alias(f"__n{j}") for j, c in enumerate(compared)])
+    cond = reduce(lambda a, b: a & b, [F.col(f"__k{i}").eqNullSafe(F.col(f"__r{i}")) for i in range(len(key))])
+    added_df = right.join(lk, [right[quote_column(k)].eqNullSafe(lk[f"__k{i}"]) for i, k in enumerate(key)], "left_anti")
+    removed_df = left.join(rk, [left[quote_column(k)].eqNullSafe(rk[f"__r{i}"]) for i, k in enumerate(key)], "left_anti")
+    both = lk.join(rk, cond, "inner")
+    if compared:
+        differs = reduce(lambda a, b: a | b, [~F.col(f"__l{j}").eqNullSafe(F.col(f"__n{j}")) for j in range(len(compared))])
+        changed_rows = both.where(differs).limit(limit).collect()
+    else:
+        changed_rows = []
+    changed = []
+    for r in changed_rows:
+        d: dict[str, Any] = {k: _plain(r[f"__k{i}"]) for i, k in enumerate(key)}
+        for j, c in enumerate(compared):
+            old, new = r[f"__l{j}"], r[f"__n{j}"]
+            if old != new:
+                d[c] = {"old": _plain(old), "new": _plain(new)}
+        changed.append(d)
+    return KeyedSamples(
+        key=tuple(key),
+        added=tuple(_plain_row(r.asDict()) for r in added_df.limit(limit).collect()),
+        removed=tuple(_plain_row(r.asDict()) for r in removed_df.limit(limit).collect()),
+        changed=tuple(changed),
+    )
+
+
+def _plain_row(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: _plain(v) for k, v in row.items()}

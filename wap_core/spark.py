@@ -109,6 +109,23 @@ def get_spark(settings: Settings) -> SparkSession:
         return _session
 
 
+LOG4J2_PROPERTIES = Path(__file__).resolve().parent / "log4j2.properties"
+_log_level = "error"
+
+
+def set_spark_log_level(level: str) -> None:
+    """The JVM's log level for the session built next (``error`` by default; the CLI's ``--debug`` sets ``warn``)."""
+    global _log_level
+    if level.lower() not in ("error", "warn", "info", "debug"):
+        raise ValueError(f"unknown log level {level!r}")
+    _log_level = level.lower()
+
+
+def java_log_options() -> str:
+    """Driver JVM options: wap_core's log4j2 file (errors only unless asked), so no WARN screen at start."""
+    return f"-Dlog4j2.configurationFile=file:{LOG4J2_PROPERTIES} -Dwap.spark.log.level={_log_level}"
+
+
 def _build(settings: Settings) -> SparkSession:
     from pyspark.sql import SparkSession
 
@@ -129,7 +146,7 @@ def _build(settings: Settings) -> SparkSession:
         .config("spark.driver.memory", settings.spark_driver_memory)
         .config("spark.ui.enabled", os.environ.get("WAP_SPARK_UI", "false"))
         .config("spark.sql.adaptive.enabled", "true")
-        .config("spark.driver.extraJavaOptions", "-Dlog4j.rootLogger=WARN,console")
+        .config("spark.driver.extraJavaOptions", java_log_options())
         .config("spark.scheduler.mode", "FAIR")
         .config("spark.ui.showConsoleProgress", "false")
     )
@@ -138,7 +155,7 @@ def _build(settings: Settings) -> SparkSession:
     for k, v in catalog_conf(settings).items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark.sparkContext.setLogLevel(_log_level.upper())
     return spark
 
 

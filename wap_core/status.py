@@ -76,7 +76,7 @@ def table_infos(lh: Lakehouse) -> list[TableInfo]:
         out.append(TableInfo(
             table=str(tid), rows=total("total-records"), data_files=total("total-data-files"), size_bytes=total("total-files-size"),
             snapshots=len(tbl.metadata.snapshots), main_snapshot_id=main.snapshot_id if main else None,
-            last_updated=_ms_iso(tbl.metadata.last_updated_ms), open_branches=len(cat.branch_names(tbl)),
+            last_updated=_ms_iso(main.timestamp_ms) if main else None, open_branches=len(cat.branch_names(tbl)),
             tags=tuple(cat.tag_names(tbl)), format_version=tbl.metadata.format_version, location=tbl.metadata.location,
         ))
     return out

@@ -214,23 +214,6 @@ def demo_lakehouse(tmp_path_factory: pytest.TempPathFactory, spark_session: None
     return lh
 
 
-# --------------------------------------------------------------------------- a real PostgreSQL
-PG_BIN = Path(os.environ.get("WAP_PG_BIN", "/usr/lib/postgresql/15/bin"))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _as_pg_user(cmd: list[str]) -> list[str]:
-    # initdb refuses to run as root: run the server as the 'postgres' system user.
-    if os.geteuid() == 0:
-        return ["runuser", "-u", "postgres", "--", *cmd]
-    return cmd
-
-
 @pytest.fixture(autouse=True)
 def _fresh_console_caches() -> Iterator[None]:
     """The console's st.cache_data entries are per process, not per lakehouse: clear them between tests."""

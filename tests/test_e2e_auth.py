@@ -45,7 +45,8 @@ def lake(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Setti
         pytest.skip("Chromium is not installed (make test-deps)")
     home = tmp_path_factory.mktemp("e2eauth")
     (home / "checks.yml").write_text("crm.leads:\n  checks:\n    - not_null: [email]\n")
-    settings = Settings(home=home, checks_path=home / "checks.yml", user="seeder", catalog_name="e2eauth", shuffle_partitions=2)
+    settings = Settings(home=home, checks_path=home / "checks.yml", user="seeder", catalog_name="e2eauth", shuffle_partitions=2,
+                        ingest_roots=(home,))
     lh = Lakehouse(settings)
     src = home / "src"
     ingest(lh, T, [write_csv(src / "a.csv", ["id", "email"], [(1, "a@x"), (2, "b@x")])], create=True, branch="first")

@@ -700,7 +700,7 @@ def test_the_link_opens_the_review_page_in_chromium(flow: Flow) -> None:
                 page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
                 page.set_default_timeout(120_000)
                 page.goto(link)
-                expect(page.get_by_role("heading", name="Review")).to_be_visible()
+                expect(page.get_by_role("heading", name="Review", level=1)).to_be_visible()
                 expect(page.get_by_text("demo.people · bad").first).to_be_visible()
                 expect(page.get_by_text("Audit failed").first).to_be_visible()
                 expect(page.get_by_text("not_null(name)").first).to_be_visible()

@@ -16,14 +16,16 @@ from pages._common import (
     start_spark_in_background,
 )
 from wap_core.access import Permission, access_policy, decide
-from wap_core.spark import spark_running
 from wap_core.exceptions import WapError
+from wap_core.spark import spark_running
 
 st.set_page_config(page_title="WAP Console", page_icon=":material/fact_check:", layout="wide")
 
 PAGES = {
     "Lakehouse": [
-        st.Page("pages/overview.py", title="Overview", icon=":material/dashboard:", url_path="", default=True),
+        st.Page(
+            "pages/overview.py", title="Overview", icon=":material/dashboard:", url_path="", default=True
+        ),
         st.Page("pages/branches.py", title="Branches", icon=":material/account_tree:", url_path="branches"),
         st.Page("pages/review.py", title="Review", icon=":material/rate_review:", url_path="review"),
     ],
@@ -50,7 +52,6 @@ if problem is not None or (sign_in and signed_in_user() is None):
         if st.button("Sign in", icon=":material/login:", type="primary"):
             st.login()
     st.stop()
-
 
 
 @st.fragment(run_every=2)
@@ -81,7 +82,10 @@ with st.sidebar:
     st.caption(f"Catalog {md(lh.settings.catalog_name, code=True)} · {md(lh.settings.masked_catalog_uri)}")
     st.caption(f"Warehouse {md(lh.settings.warehouse_uri)}")
     st.caption(f"Signed in as **{md(user)}**")
-    st.caption(f"Role: {md(can_read.role_label)}" + ("" if policy.enabled else " (access control is off: no access file, everyone is admin)"))
+    st.caption(
+        f"Role: {md(can_read.role_label)}"
+        + ("" if policy.enabled else " (access control is off: no access file, everyone is admin)")
+    )
     if sign_in:
         if st.button("Sign out", icon=":material/logout:"):
             st.logout()

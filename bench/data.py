@@ -39,7 +39,17 @@ def generate(data_dir: Path, scale: float, tables: tuple[str, ...] = ("lineitem"
     if missing:
         out.mkdir(parents=True, exist_ok=True)
         subprocess.run(
-            [_tpchgen(), "parquet", "-s", f"{scale:g}", "--tables", ",".join(missing), "--output-dir", str(out), "--overwrite"],
+            [
+                _tpchgen(),
+                "parquet",
+                "-s",
+                f"{scale:g}",
+                "--tables",
+                ",".join(missing),
+                "--output-dir",
+                str(out),
+                "--overwrite",
+            ],
             check=True,
             stdout=subprocess.DEVNULL,
         )
@@ -48,7 +58,10 @@ def generate(data_dir: Path, scale: float, tables: tuple[str, ...] = ("lineitem"
 
 def _plain_strings(t: pa.Table) -> pa.Table:
     """string_view -> string (Spark and older readers prefer the classic layout)."""
-    fields = [pa.field(f.name, pa.string() if pa.types.is_string_view(f.type) else f.type, f.nullable) for f in t.schema]
+    fields = [
+        pa.field(f.name, pa.string() if pa.types.is_string_view(f.type) else f.type, f.nullable)
+        for f in t.schema
+    ]
     return t.cast(pa.schema(fields))
 
 
@@ -72,7 +85,9 @@ def shifted_batch(data_dir: Path, source: Path, index: int, partkeys: int | None
             j = t.schema.get_field_index("l_partkey")
             k = t["l_partkey"]
             wraps = pc.divide(pc.subtract(k, 1), partkeys)  # integer division: keys are positive
-            t = t.set_column(j, "l_partkey", pc.subtract(k, pc.multiply(wraps, partkeys)).cast(k.type))  # (k - 1) % n + 1
+            t = t.set_column(
+                j, "l_partkey", pc.subtract(k, pc.multiply(wraps, partkeys)).cast(k.type)
+            )  # (k - 1) % n + 1
         tmp = out.with_suffix(".tmp")
         pq.write_table(t, tmp)
         tmp.rename(out)

@@ -78,8 +78,19 @@ def diff(home: Path, catalog: str, table: str, branch: str, repeat: int) -> dict
         "times": times,
         "median": median,
         "first": times[0],
-        "result": {k: getattr(md, k) for k in ("rows_added", "rows_deleted", "files_added", "files_deleted", "bytes_added",
-                                                "bytes_deleted", "pure_append", "snapshots")},
+        "result": {
+            k: getattr(md, k)
+            for k in (
+                "rows_added",
+                "rows_deleted",
+                "files_added",
+                "files_deleted",
+                "bytes_added",
+                "bytes_deleted",
+                "pure_append",
+                "snapshots",
+            )
+        },
         "after": _no_spark(),
     }
 

@@ -20,10 +20,9 @@ from typing import Any
 
 def main(argv: list[str]) -> None:
     mode, uri, warehouse, catalog, table, fork, branch, key = argv
-    from pyiceberg.catalog.sql import SqlCatalog
-
     from lakesift import diff, preview
     from lakesift.sources.iceberg import IcebergSource
+    from pyiceberg.catalog.sql import SqlCatalog
 
     keys = key.split(",")
     t0 = time.perf_counter()

@@ -98,12 +98,10 @@ def main(argv: list[str]) -> None:
         detail = f"soda-core-spark-df {dist_version('soda-core-spark-df')}"
     print(json.dumps({"ready": True, "pyspark": version, "tool": detail}), flush=True)
     sc = spark.sparkContext
-    n = 0
-    for line in sys.stdin:
+    for n, line in enumerate(sys.stdin, start=1):
         cmd = line.split()
         if not cmd or cmd[0] == "quit":
             break
-        n += 1
         group = f"peer_{tool}_{n}"
         sc.setJobGroup(group, "bench run")
         t0 = time.perf_counter()

@@ -19,10 +19,11 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from bench import data, xl
 from bench.data import KEY
@@ -98,9 +99,13 @@ class Bench:
         self.small_rows = data.rows(self.small_dir / "lineitem.parquet")
         if not a.skip_peer:
             self.peer_dir = data.generate(self.data_dir, a.peer_scale, ("lineitem",))
-            self.peer_main, self.peer_batch = data.split_tail(self.data_dir, self.peer_dir / "lineitem.parquet")
-        log(f"data ready in {time.perf_counter() - t0:.1f} s: lineitem SF{a.scale_large:g} = {self.large_rows} rows, "
-            f"SF{a.scale_small:g} = {self.small_rows} rows")
+            self.peer_main, self.peer_batch = data.split_tail(
+                self.data_dir, self.peer_dir / "lineitem.parquet"
+            )
+        log(
+            f"data ready in {time.perf_counter() - t0:.1f} s: lineitem SF{a.scale_large:g} = {self.large_rows} rows, "
+            f"SF{a.scale_small:g} = {self.small_rows} rows"
+        )
 
     def next_batch(self) -> Path:
         """A fresh batch of new keys (the small scale's lineitem, keys shifted above every main key)."""
@@ -119,7 +124,8 @@ class Bench:
             )
 
         return (
-            suite("li_large", "part_large") + suite("li_small", "part_small")
+            suite("li_large", "part_large")
+            + suite("li_small", "part_small")
             + f"{NS}.li_s3_ours:\n  checks:\n    - not_null: [l_orderkey]\n"
             + xl.checks_yaml(NS)
         )
@@ -130,10 +136,16 @@ class Bench:
         shutil.rmtree(self.home, ignore_errors=True)
         self.home.mkdir(parents=True)
         (self.home / "checks.yml").write_text(self.checks_yaml())
-        self.lh = Lakehouse(Settings(
-            home=self.home, checks_path=self.home / "checks.yml", user="bench", catalog_name=CATALOG,
-            shuffle_partitions=self.args.shuffle_partitions, spark_driver_memory=self.args.driver_memory,
-        ))
+        self.lh = Lakehouse(
+            Settings(
+                home=self.home,
+                checks_path=self.home / "checks.yml",
+                user="bench",
+                catalog_name=CATALOG,
+                shuffle_partitions=self.args.shuffle_partitions,
+                spark_driver_memory=self.args.driver_memory,
+            )
+        )
         t0 = time.perf_counter()
         self.spark = self.lh.spark
         self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG}.{NS}")
@@ -150,13 +162,19 @@ class Bench:
         df = self.spark.read.parquet(str(path))
         if sort_by:
             df = df.sortWithinPartitions(*sort_by)
-        (df.writeTo(self.lh.spark_name(self.tid(name))).using("iceberg")
-           .tableProperty("write.target-file-size-bytes", str(TARGET_MB * 1024 * 1024)).create())
+        (
+            df.writeTo(self.lh.spark_name(self.tid(name)))
+            .using("iceberg")
+            .tableProperty("write.target-file-size-bytes", str(TARGET_MB * 1024 * 1024))
+            .create()
+        )
         tbl = self.lh.table(self.tid(name))
         snap = tbl.current_snapshot()
-        log(f"{NS}.{name}: main written in {time.perf_counter() - t0:.1f} s "
+        log(
+            f"{NS}.{name}: main written in {time.perf_counter() - t0:.1f} s "
             f"({snap.summary.additional_properties.get('total-records')} rows, "
-            f"{snap.summary.additional_properties.get('total-data-files')} files)")
+            f"{snap.summary.additional_properties.get('total-data-files')} files)"
+        )
 
     def ingest(self, name: str, path: Path, branch: str) -> Any:
         from wap_core.ingest import ingest
@@ -177,24 +195,40 @@ class Bench:
     # ----- scenario 5: console metadata pages, fresh interpreter, no Spark ---------------
     def subprocess_json(self, args: list[str]) -> dict[str, Any]:
         env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        proc = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, check=False
+        )
         if proc.returncode != 0:
             raise SystemExit(f"{' '.join(args)} failed:\n{proc.stderr[-4000:]}")
         return json.loads(proc.stdout.strip().splitlines()[-1])
 
     def scenario_5(self) -> None:
         log("scenario 5: 50 tables x 4 open branches, metadata pages in a fresh interpreter")
-        out = self.subprocess_json(["-m", "bench.metadata", "branches", str(self.work / "meta50"), str(max(self.repeat, 5))])
+        out = self.subprocess_json(
+            ["-m", "bench.metadata", "branches", str(self.work / "meta50"), str(max(self.repeat, 5))]
+        )
         no_spark = not any(out["before"].values()) and not any(out["after"].values())
         shape = out["tables"] == 50 and out["branches"] == 200
-        for label, key in (("5a list_branches", "list_branches_median"), ("5b table_infos", "table_infos_median")):
+        for label, key in (
+            ("5a list_branches", "list_branches_median"),
+            ("5b table_infos", "table_infos_median"),
+        ):
             v = out[key]
-            self.rows.append(Row(
-                f"{label} (console metadata page)", "50 tables × 4 open branches", v, None, None, "≤ 1 s, no Spark",
-                v <= 1.0 and no_spark and shape,
-                [f"{label}: {out['branches']} branches / {out['tables']} tables listed; spark_running()={out['after']['spark_running']}, "
-                 f"pyspark imported={out['after']['pyspark_imported']} (set-up with PyIceberg only: {out['setup_seconds']:.1f} s)"],
-            ))
+            self.rows.append(
+                Row(
+                    f"{label} (console metadata page)",
+                    "50 tables × 4 open branches",
+                    v,
+                    None,
+                    None,
+                    "≤ 1 s, no Spark",
+                    v <= 1.0 and no_spark and shape,
+                    [
+                        f"{label}: {out['branches']} branches / {out['tables']} tables listed; spark_running()={out['after']['spark_running']}, "
+                        f"pyspark imported={out['after']['pyspark_imported']} (set-up with PyIceberg only: {out['setup_seconds']:.1f} s)"
+                    ],
+                )
+            )
 
     # ----- scenario 6: main profile cached per snapshot ------------------------------------
     def scenario_6(self) -> None:
@@ -222,17 +256,27 @@ class Bench:
             compute_diff(self.lh, tid, "p6b")
             seconds.append(time.perf_counter() - t0)
         with engine.connect() as conn:
-            n = conn.execute(text("SELECT count(*) FROM wap_profiles WHERE table_name = :t AND snapshot_id = :s"),
-                             {"t": str(tid), "s": fork}).scalar()
+            n = conn.execute(
+                text("SELECT count(*) FROM wap_profiles WHERE table_name = :t AND snapshot_id = :s"),
+                {"t": str(tid), "s": fork},
+            ).scalar()
         first, second = statistics.median(firsts), statistics.median(seconds)
         ok = second < first and n == 1 and all(cached_before_second)
-        self.rows.append(Row(
-            "6 diff of 2nd branch on same main (cached profile) vs 1st",
-            f"main {fmt_rows(self.large_rows)}, 2 branches × {fmt_rows(self.small_rows)}", second, first, second / first,
-            "2nd < 1st, 1 cached profile", ok,
-            [f"6: profile rows for (table, main snapshot) = {n}; profile present before the 2nd diff in every run: "
-             f"{all(cached_before_second)}; 1st diff (profiles main) {fmt_s(first)}, 2nd {fmt_s(second)}"],
-        ))
+        self.rows.append(
+            Row(
+                "6 diff of 2nd branch on same main (cached profile) vs 1st",
+                f"main {fmt_rows(self.large_rows)}, 2 branches × {fmt_rows(self.small_rows)}",
+                second,
+                first,
+                second / first,
+                "2nd < 1st, 1 cached profile",
+                ok,
+                [
+                    f"6: profile rows for (table, main snapshot) = {n}; profile present before the 2nd diff in every run: "
+                    f"{all(cached_before_second)}; 1st diff (profiles main) {fmt_s(first)}, 2nd {fmt_s(second)}"
+                ],
+            )
+        )
 
         # 6b: right after a publish main has a new snapshot; its profile is merged from main at the
         # fork + the reviewed batch's profile, so the next review does not rescan main either.
@@ -253,12 +297,20 @@ class Bench:
             sources.append(str((prof or {}).get("source")))
             discard(self.lh, tid, b, reason="benchmark")
         after = statistics.median(merged_t)
-        self.rows.append(Row(
-            "6b diff right after a publish (main profile merged) vs 1st diff (scan)",
-            f"main {fmt_rows(self.large_rows)}+, batches of {fmt_rows(self.small_rows)}", after, first, after / first,
-            "no rescan of main", all(src.startswith("merged") for src in sources) and after < first,
-            [f"6b: main profile sources after each publish: {sorted(set(s.split(':')[0] for s in sources))}"],
-        ))
+        self.rows.append(
+            Row(
+                "6b diff right after a publish (main profile merged) vs 1st diff (scan)",
+                f"main {fmt_rows(self.large_rows)}+, batches of {fmt_rows(self.small_rows)}",
+                after,
+                first,
+                after / first,
+                "no rescan of main",
+                all(src.startswith("merged") for src in sources) and after < first,
+                [
+                    f"6b: main profile sources after each publish: {sorted({s.split(':')[0] for s in sources})}"
+                ],
+            )
+        )
 
     # ----- scenario 1: audit + diff cost follows the batch ---------------------------------
     def scenario_1(self) -> None:
@@ -297,17 +349,37 @@ class Bench:
         main_ratio = self.large_rows / self.small_rows
         sizes = f"main {fmt_rows(self.large_rows)} vs {fmt_rows(self.small_rows)} ({main_ratio:.0f}×), batch {fmt_rows(self.small_rows)}"
         checks = ", ".join(c.name for c in audits["li_large"].checks)
-        self.rows.append(Row(
-            "1 audit + diff, large vs small table", sizes, ml, ms, ml / ms, "≤ 1.5", ml / ms <= 1.5 and all_passed,
-            [f"1: suite = {checks}; statuses: large {audits['li_large'].status}, small {audits['li_small'].status}"],
-        ))
+        self.rows.append(
+            Row(
+                "1 audit + diff, large vs small table",
+                sizes,
+                ml,
+                ms,
+                ml / ms,
+                "≤ 1.5",
+                ml / ms <= 1.5 and all_passed,
+                [
+                    f"1: suite = {checks}; statuses: large {audits['li_large'].status}, small {audits['li_small'].status}"
+                ],
+            )
+        )
         kl, ks = statistics.median(kd_large), statistics.median(kd_small)
         k = kds["li_large"]
-        self.rows.append(Row(
-            "1b keyed diff (wap_core.keyed_diff), large vs small", sizes, kl, ks, kl / ks, "≤ 1.5", kl / ks <= 1.5,
-            [f"1b: large: {k.summary()}, main files scanned after key-range pruning: {k.main_files_scanned} of {k.main_files_total}; "
-             f"small: {kds['li_small'].main_files_scanned} of {kds['li_small'].main_files_total}"],
-        ))
+        self.rows.append(
+            Row(
+                "1b keyed diff (wap_core.keyed_diff), large vs small",
+                sizes,
+                kl,
+                ks,
+                kl / ks,
+                "≤ 1.5",
+                kl / ks <= 1.5,
+                [
+                    f"1b: large: {k.summary()}, main files scanned after key-range pruning: {k.main_files_scanned} of {k.main_files_total}; "
+                    f"small: {kds['li_small'].main_files_scanned} of {kds['li_small'].main_files_total}"
+                ],
+            )
+        )
 
     # ----- scenario 4: row-level checks in one pass ----------------------------------------
     TEN_CHECKS = (
@@ -324,10 +396,10 @@ class Bench:
     )
     # The same ten predicates over the same columns, as ONE check: same data read, same work per row.
     ONE_CHECK_SAME_COLUMNS = (
-        "expression: {name: all_in_one, sql: \"l_orderkey IS NOT NULL AND l_partkey IS NOT NULL AND l_shipdate IS NOT NULL"
+        'expression: {name: all_in_one, sql: "l_orderkey IS NOT NULL AND l_partkey IS NOT NULL AND l_shipdate IS NOT NULL'
         " AND l_quantity BETWEEN 0 AND 100 AND l_discount BETWEEN 0 AND 0.2 AND l_returnflag IN ('A','N','R')"
         " AND l_shipmode IN ('AIR','REG AIR','FOB','MAIL','RAIL','SHIP','TRUCK') AND l_shipinstruct RLIKE '^[A-Z ]+$'"
-        " AND l_extendedprice > 0 AND l_shipdate <= l_receiptdate\"}"
+        ' AND l_extendedprice > 0 AND l_shipdate <= l_receiptdate"}'
     )
 
     def scenario_4(self, table: str = "li_large", branch: str = "b1", label: str = "4") -> None:
@@ -374,24 +446,53 @@ class Bench:
                     r = run_audit(self.lh, tid, branch, suite=s)
                     if kind == "ten":
                         res10 = r
-                {"ten": t_ten, "same": t_same, "narrow": t_narrow, "sep": t_sep}[kind].append(time.perf_counter() - t0)
+                {"ten": t_ten, "same": t_same, "narrow": t_narrow, "sep": t_sep}[kind].append(
+                    time.perf_counter() - t0
+                )
         m10, ms, mn, mp = (statistics.median(t) for t in (t_ten, t_same, t_narrow, t_sep))
         size = f"batch {fmt_rows(res10.rows_checked)}"
-        self.rows.append(Row(
-            f"{label} suite of 10 row-level checks vs 1 (same columns)", size, m10, ms, m10 / ms, "≤ 1.5",
-            m10 / ms <= 1.5 and res10.passed,
-            [f"{label}: the 1-check suite is one expression with the same ten predicates over the same 9 columns; "
-             f"10-check audit {res10.status}"],
-        ))
-        self.rows.append(Row(
-            f"{label}· 10 checks in one pass vs 10 separate audits", size, m10, mp, m10 / mp, "< 1 (one pass)", m10 < mp,
-            [f"{label}·: ten single-check audits, one after the other, read the batch ten times"],
-        ))
-        self.rows.append(Row(
-            f"{label}· (info) 10 checks on 9 columns vs 1 check on 1 column", size, m10, mn, m10 / mn, "—", True,
-            [f"{label}· (info): columnar reads: the 1-check suite reads one decimal column, the 10-check suite 9 columns "
-             "(3 strings, one regex); the difference is I/O and expression work, not passes"],
-        ))
+        self.rows.append(
+            Row(
+                f"{label} suite of 10 row-level checks vs 1 (same columns)",
+                size,
+                m10,
+                ms,
+                m10 / ms,
+                "≤ 1.5",
+                m10 / ms <= 1.5 and res10.passed,
+                [
+                    f"{label}: the 1-check suite is one expression with the same ten predicates over the same 9 columns; "
+                    f"10-check audit {res10.status}"
+                ],
+            )
+        )
+        self.rows.append(
+            Row(
+                f"{label}· 10 checks in one pass vs 10 separate audits",
+                size,
+                m10,
+                mp,
+                m10 / mp,
+                "< 1 (one pass)",
+                m10 < mp,
+                [f"{label}·: ten single-check audits, one after the other, read the batch ten times"],
+            )
+        )
+        self.rows.append(
+            Row(
+                f"{label}· (info) 10 checks on 9 columns vs 1 check on 1 column",
+                size,
+                m10,
+                mn,
+                m10 / mn,
+                "—",
+                True,
+                [
+                    f"{label}· (info): columnar reads: the 1-check suite reads one decimal column, the 10-check suite 9 columns "
+                    "(3 strings, one regex); the difference is I/O and expression work, not passes"
+                ],
+            )
+        )
 
     # ----- scenario 8: keyed diff vs the peer -------------------------------------------------
     def scenario_8(self) -> None:
@@ -403,7 +504,9 @@ class Bench:
         self.load_main("li_peer", self.peer_main)
         t0 = time.perf_counter()
         self.ingest("li_peer", self.peer_batch, "b8")
-        log(f"li_peer/b8: batch of {data.rows(self.peer_batch)} rows ingested in {time.perf_counter() - t0:.1f} s")
+        log(
+            f"li_peer/b8: batch of {data.rows(self.peer_batch)} rows ingested in {time.perf_counter() - t0:.1f} s"
+        )
         fork = cat.lineage(self.lh.table(tid), "b8").fork
         keyed_diff(self.lh, tid, "b8", KEY)  # warm-up
         reps = min(self.repeat, 3)
@@ -413,46 +516,110 @@ class Bench:
         s = self.lh.settings
         for i in range(reps):
             log(f"lake-sift run {i + 1}/{reps}")
-            peer_runs.append(self.subprocess_json([
-                "-m", "bench.peer", "diff", s.sqlalchemy_uri, s.warehouse_uri, CATALOG, str(tid), str(fork), "b8", ",".join(KEY)]))
+            peer_runs.append(
+                self.subprocess_json(
+                    [
+                        "-m",
+                        "bench.peer",
+                        "diff",
+                        s.sqlalchemy_uri,
+                        s.warehouse_uri,
+                        CATALOG,
+                        str(tid),
+                        str(fork),
+                        "b8",
+                        ",".join(KEY),
+                    ]
+                )
+            )
         t_peer = statistics.median(p["seconds"] for p in peer_runs)
         mem = statistics.median(p["peak_rss_mb"] for p in peer_runs)
         ours_summary, peer_summary = ours[-1].summary(), peer_runs[-1]["summary"]
-        same = all(ours_summary[k] == peer_summary[k] for k in ("added", "removed", "changed", "changed_cells", "schema_changes"))
+        same = all(
+            ours_summary[k] == peer_summary[k]
+            for k in ("added", "removed", "changed", "changed_cells", "schema_changes")
+        )
         ratio = t_ours / t_peer
         k = ours[-1]
-        self.rows.append(Row(
-            "8 keyed row diff vs lake-sift 0.6.0",
-            f"main {fmt_rows(k.main_rows)}, batch {fmt_rows(k.batch_rows)} (SF{self.args.peer_scale:g})",
-            t_ours, t_peer, ratio, "≤ 0.33 (1/3), same counts", ratio <= 1 / 3 and same,
-            [f"8: ours {ours_summary} vs lake-sift {peer_summary}: {'identical' if same else 'DIFFERENT'}; "
-             f"main files scanned {k.main_files_scanned} of {k.main_files_total}; lake-sift peak RSS {mem:.0f} MB"],
-        ))
+        self.rows.append(
+            Row(
+                "8 keyed row diff vs lake-sift 0.6.0",
+                f"main {fmt_rows(k.main_rows)}, batch {fmt_rows(k.batch_rows)} (SF{self.args.peer_scale:g})",
+                t_ours,
+                t_peer,
+                ratio,
+                "≤ 0.33 (1/3), same counts",
+                ratio <= 1 / 3 and same,
+                [
+                    f"8: ours {ours_summary} vs lake-sift {peer_summary}: {'identical' if same else 'DIFFERENT'}; "
+                    f"main files scanned {k.main_files_scanned} of {k.main_files_total}; lake-sift peak RSS {mem:.0f} MB"
+                ],
+            )
+        )
         self.peer_fork = fork
 
     # ----- scenario 7: metadata diff, fresh interpreter -------------------------------------------
     def scenario_7(self) -> None:
         log("scenario 7: diff summary from snapshot metadata alone (fresh interpreter, no Spark)")
-        table, branch = (self.tid("li_peer"), "b8") if not self.args.skip_peer else (self.tid("li_large"), "b1")
-        out = self.subprocess_json(["-m", "bench.metadata", "diff", str(self.home), CATALOG, str(table), branch,
-                                    str(max(self.repeat, 5))])
+        table, branch = (
+            (self.tid("li_peer"), "b8") if not self.args.skip_peer else (self.tid("li_large"), "b1")
+        )
+        out = self.subprocess_json(
+            [
+                "-m",
+                "bench.metadata",
+                "diff",
+                str(self.home),
+                CATALOG,
+                str(table),
+                branch,
+                str(max(self.repeat, 5)),
+            ]
+        )
         peer_t: float | None = None
         notes = []
         if not self.args.skip_peer:
             s = self.lh.settings
-            runs = [self.subprocess_json(["-m", "bench.peer", "preview", s.sqlalchemy_uri, s.warehouse_uri, CATALOG, str(table),
-                                          str(self.peer_fork), branch, ",".join(KEY)]) for _ in range(min(self.repeat, 3))]
+            runs = [
+                self.subprocess_json(
+                    [
+                        "-m",
+                        "bench.peer",
+                        "preview",
+                        s.sqlalchemy_uri,
+                        s.warehouse_uri,
+                        CATALOG,
+                        str(table),
+                        str(self.peer_fork),
+                        branch,
+                        ",".join(KEY),
+                    ]
+                )
+                for _ in range(min(self.repeat, 3))
+            ]
             peer_t = statistics.median(r["seconds"] for r in runs)
-            notes.append(f"7: lake-sift --preview (same question, same table): {fmt_s(peer_t)}, pure append={runs[-1]['pure_append']}")
+            notes.append(
+                f"7: lake-sift --preview (same question, same table): {fmt_s(peer_t)}, pure append={runs[-1]['pure_append']}"
+            )
         r = out["result"]
         v = out["median"]
         no_spark = not any(out["after"].values())
-        self.rows.append(Row(
-            "7 diff summary from snapshot metadata", f"{table} {branch}: +{fmt_rows(r['rows_added'])} rows",
-            v, peer_t, (v / peer_t) if peer_t else None, "≤ 1 s, no data read, no Spark", v <= 1.0 and no_spark and r["pure_append"],
-            [f"7: metadata_diff = {r}; first (cold) call {fmt_s(out['first'])}; spark_running()={out['after']['spark_running']}, "
-             f"pyspark imported={out['after']['pyspark_imported']}", *notes],
-        ))
+        self.rows.append(
+            Row(
+                "7 diff summary from snapshot metadata",
+                f"{table} {branch}: +{fmt_rows(r['rows_added'])} rows",
+                v,
+                peer_t,
+                (v / peer_t) if peer_t else None,
+                "≤ 1 s, no data read, no Spark",
+                v <= 1.0 and no_spark and r["pure_append"],
+                [
+                    f"7: metadata_diff = {r}; first (cold) call {fmt_s(out['first'])}; spark_running()={out['after']['spark_running']}, "
+                    f"pyspark imported={out['after']['pyspark_imported']}",
+                    *notes,
+                ],
+            )
+        )
 
     # ----- scenario 3: overhead vs hand-written Spark -----------------------------------------------
     def scenario_3(self, source: Path | None = None, label: str = "3", repeat: int | None = None) -> None:
@@ -473,6 +640,7 @@ class Bench:
         def next_batch() -> Path:
             self.batch_index += 1
             return data.shifted_batch(self.data_dir, source, self.batch_index)
+
         spark, cat_name = self.spark, CATALOG
 
         def ours(path: Path, b: str) -> None:
@@ -485,8 +653,11 @@ class Bench:
             spark.sql(f"ALTER TABLE {name} CREATE BRANCH {b}")
             df = spark.read.parquet(str(path))
             df.writeTo(f"{name}.branch_{b}").append()
-            nulls = spark.table(f"{name}.branch_{b}").where(F.col("l_orderkey").isNull()).count() if self.args.hand_full_scan \
+            nulls = (
+                spark.table(f"{name}.branch_{b}").where(F.col("l_orderkey").isNull()).count()
+                if self.args.hand_full_scan
                 else df.where(F.col("l_orderkey").isNull()).count()
+            )
             assert nulls == 0
             spark.sql(f"CALL {cat_name}.system.fast_forward('{hand_t}', 'main', '{b}')")
             spark.sql(f"ALTER TABLE {name} DROP BRANCH {b}")
@@ -504,15 +675,24 @@ class Bench:
                 acc.append(time.perf_counter() - t0)
         mo, mh = statistics.median(to), statistics.median(th)
         a, b = self.lh.table(ours_t), self.lh.table(hand_t)
-        same = a.current_snapshot().summary.additional_properties.get("total-records") == \
-            b.current_snapshot().summary.additional_properties.get("total-records")
-        self.rows.append(Row(
-            f"{label} ingest + audit + publish vs hand-written PySpark",
-            f"batch {fmt_rows(data.rows(source))} onto main {fmt_rows(self.small_rows)}+",
-            mo, mh, mo / mh, "≤ 1.3", mo / mh <= 1.3 and same,
-            [f"{label}: hand = CREATE BRANCH, writeTo(branch).append(), null count of the written batch, "
-             f"CALL {CATALOG}.system.fast_forward, DROP BRANCH; same Spark session; both tables end with the same row count: {same}"],
-        ))
+        same = a.current_snapshot().summary.additional_properties.get(
+            "total-records"
+        ) == b.current_snapshot().summary.additional_properties.get("total-records")
+        self.rows.append(
+            Row(
+                f"{label} ingest + audit + publish vs hand-written PySpark",
+                f"batch {fmt_rows(data.rows(source))} onto main {fmt_rows(self.small_rows)}+",
+                mo,
+                mh,
+                mo / mh,
+                "≤ 1.3",
+                mo / mh <= 1.3 and same,
+                [
+                    f"{label}: hand = CREATE BRANCH, writeTo(branch).append(), null count of the written batch, "
+                    f"CALL {CATALOG}.system.fast_forward, DROP BRANCH; same Spark session; both tables end with the same row count: {same}"
+                ],
+            )
+        )
 
     # ----- scenario 2: publish is constant-time and writes no data file ------------------------------
     def data_files_on_disk(self, name: str) -> set[str]:
@@ -528,7 +708,7 @@ class Bench:
         checks_ok = True
         for i in range(self.repeat):
             batch = self.next_batch()
-            for name in (("li_large", "li_small") if i % 2 == 0 else ("li_small", "li_large")):
+            for name in ("li_large", "li_small") if i % 2 == 0 else ("li_small", "li_large"):
                 tid, b = self.tid(name), f"p{i}"
                 self.ingest(name, batch, b)
                 tbl = self.lh.table(tid)
@@ -544,27 +724,49 @@ class Bench:
                 disk_after = self.data_files_on_disk(name)
                 written += len(disk_after - disk_before)
                 checks_ok &= (
-                    res.outcome == "published" and after.current_snapshot().snapshot_id == head and b not in after.metadata.refs
-                    and {s.snapshot_id for s in after.metadata.snapshots} == snaps_before and main_files == files_branch
+                    res.outcome == "published"
+                    and after.current_snapshot().snapshot_id == head
+                    and b not in after.metadata.refs
+                    and {s.snapshot_id for s in after.metadata.snapshots} == snaps_before
+                    and main_files == files_branch
                 )
         ml, ms = statistics.median(times["li_large"]), statistics.median(times["li_small"])
-        self.rows.append(Row(
-            "2 publish (fast-forward), large vs small table",
-            f"main {fmt_rows(self.large_rows)}+ vs {fmt_rows(self.small_rows)}+, batch {fmt_rows(self.small_rows)}",
-            ml, ms, ml / ms, "≤ 1.5, 0 data files written", ml / ms <= 1.5 and written == 0 and checks_ok,
-            [f"2: data files written or rewritten by {2 * self.repeat} publishes: {written}; main after publish = branch head, "
-             f"no new snapshot, main's files (inspect.files) = the branch's files: {checks_ok}"],
-        ))
+        self.rows.append(
+            Row(
+                "2 publish (fast-forward), large vs small table",
+                f"main {fmt_rows(self.large_rows)}+ vs {fmt_rows(self.small_rows)}+, batch {fmt_rows(self.small_rows)}",
+                ml,
+                ms,
+                ml / ms,
+                "≤ 1.5, 0 data files written",
+                ml / ms <= 1.5 and written == 0 and checks_ok,
+                [
+                    f"2: data files written or rewritten by {2 * self.repeat} publishes: {written}; main after publish = branch head, "
+                    f"no new snapshot, main's files (inspect.files) = the branch's files: {checks_ok}"
+                ],
+            )
+        )
 
     # ----- scenario 9: the check engine vs Great Expectations and Soda Core, same suite, same files --------
-    PEERS = (("GX SUMMARY", "gx", "SUMMARY"), ("GX BOOLEAN_ONLY", "gx", "BOOLEAN_ONLY"), ("Soda", "soda", "default"),
-             ("Soda no samples", "soda", "no_samples"))
+    PEERS = (
+        ("GX SUMMARY", "gx", "SUMMARY"),
+        ("GX BOOLEAN_ONLY", "gx", "BOOLEAN_ONLY"),
+        ("Soda", "soda", "default"),
+        ("Soda no samples", "soda", "no_samples"),
+    )
     WITH_COUNTS = ("GX SUMMARY", "Soda", "Soda no samples")
 
     def spark_conf(self) -> dict[str, str]:
         """The Spark configuration of our session, for the peers' sessions (Iceberg entries aside)."""
-        keys = ("spark.sql.shuffle.partitions", "spark.default.parallelism", "spark.sql.session.timeZone",
-                "spark.sql.adaptive.enabled", "spark.scheduler.mode", "spark.ui.enabled", "spark.ui.showConsoleProgress")
+        keys = (
+            "spark.sql.shuffle.partitions",
+            "spark.default.parallelism",
+            "spark.sql.session.timeZone",
+            "spark.sql.adaptive.enabled",
+            "spark.scheduler.mode",
+            "spark.ui.enabled",
+            "spark.ui.showConsoleProgress",
+        )
         conf = {k: self.spark.conf.get(k) for k in keys}
         conf["spark.master"] = self.lh.settings.spark_master
         conf["spark.driver.memory"] = self.args.driver_memory
@@ -576,8 +778,15 @@ class Bench:
             raise SystemExit(f"{py} is missing: make bench creates it from bench/requirements-{tool}.txt")
         env = dict(os.environ, PYTHONPATH=str(ROOT), PYSPARK_PYTHON=str(py))
         errors = (self.work / f"peer-{tool}.log").open("w")  # the worker's stderr, for a post-mortem
-        proc = subprocess.Popen([str(py), "-m", "bench.peer_checks", tool, json.dumps(files), json.dumps(self.spark_conf())],
-                                cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, text=True)
+        proc = subprocess.Popen(
+            [str(py), "-m", "bench.peer_checks", tool, json.dumps(files), json.dumps(self.spark_conf())],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            text=True,
+        )
         return proc, self.peer_line(proc, "ready")
 
     @staticmethod
@@ -628,7 +837,9 @@ class Bench:
         tbl = self.lh.table(tid)
         head = cat.lineage(tbl, "c9").head
         files = list(tbl.inspect.files(snapshot_id=head)["file_path"].to_pylist())
-        log(f"scenario {label}: 11 checks on {size} rows (SF1 lineitem, {len(files)} files): wap_core vs GX and Soda")
+        log(
+            f"scenario {label}: 11 checks on {size} rows (SF1 lineitem, {len(files)} files): wap_core vs GX and Soda"
+        )
 
         def suite(overrides: dict[str, str] | None = None) -> Any:
             lines = checks_suite.wap_yaml_lines(overrides)
@@ -673,23 +884,48 @@ class Bench:
         ours_counts = {cid: ours[cid].failing_rows for cid, _, _ in checks_suite.CHECKS}
         gx_same = all(counts["GX SUMMARY"].get(cid) == ours_counts[cid] for cid in ours_counts)
         soda_expected = dict(ours_counts, uniq_key=ours["uniq_key"].observed["duplicate_keys_in_batch"])
-        soda_same = all(counts[n].get(cid) == soda_expected[cid] for cid in ours_counts for n in ("Soda", "Soda no samples"))
+        soda_same = all(
+            counts[n].get(cid) == soda_expected[cid]
+            for cid in ours_counts
+            for n in ("Soda", "Soda no samples")
+        )
         fastest_name = min(self.WITH_COUNTS, key=lambda k: med[k])
         ratio = med["ours"] / med[fastest_name]
         sizes = f"batch {fmt_rows(size)} (SF1 lineitem), 11 checks"
-        self.rows.append(Row(
-            f"{label} check suite: wap_core audit vs fastest peer with counts ({fastest_name})", sizes, med["ours"],
-            med[fastest_name], ratio, "≤ 0.5 (1/2), same counts", ratio <= 0.5 and gx_same and soda_same,
-            [f"{label}: Spark jobs per run: ours {jobs['ours']}, " + ", ".join(f"{n} {jobs[n]}" for n, _, _ in self.PEERS)
-             + f"; medians: ours {fmt_s(med['ours'])}, " + ", ".join(f"{n} {fmt_s(med[n])}" for n, _, _ in self.PEERS),
-             f"{label}: failing counts ours {ours_counts}; GX SUMMARY {'identical' if gx_same else counts['GX SUMMARY']}; "
-             f"Soda {'identical' if soda_same else counts['Soda']} (Soda's duplicate_count counts duplicated keys: "
-             f"ours {soda_expected['uniq_key']} keys / {ours_counts['uniq_key']} rows)",
-             f"{label}: peers: {versions['gx']}, {versions['soda']}; same Spark conf {self.spark_conf()}; "
-             f"same data files (the Iceberg branch's {len(files)} Parquet files); audit status {audit.status}"],
-        ))
+        self.rows.append(
+            Row(
+                f"{label} check suite: wap_core audit vs fastest peer with counts ({fastest_name})",
+                sizes,
+                med["ours"],
+                med[fastest_name],
+                ratio,
+                "≤ 0.5 (1/2), same counts",
+                ratio <= 0.5 and gx_same and soda_same,
+                [
+                    f"{label}: Spark jobs per run: ours {jobs['ours']}, "
+                    + ", ".join(f"{n} {jobs[n]}" for n, _, _ in self.PEERS)
+                    + f"; medians: ours {fmt_s(med['ours'])}, "
+                    + ", ".join(f"{n} {fmt_s(med[n])}" for n, _, _ in self.PEERS),
+                    f"{label}: failing counts ours {ours_counts}; GX SUMMARY {'identical' if gx_same else counts['GX SUMMARY']}; "
+                    f"Soda {'identical' if soda_same else counts['Soda']} (Soda's duplicate_count counts duplicated keys: "
+                    f"ours {soda_expected['uniq_key']} keys / {ours_counts['uniq_key']} rows)",
+                    f"{label}: peers: {versions['gx']}, {versions['soda']}; same Spark conf {self.spark_conf()}; "
+                    f"same data files (the Iceberg branch's {len(files)} Parquet files); audit status {audit.status}",
+                ],
+            )
+        )
         for n, _, _ in self.PEERS:
-            self.rows.append(Row(f"{label}· (info) wap_core audit vs {n}", sizes, med["ours"], med[n], med["ours"] / med[n], "—", True))
+            self.rows.append(
+                Row(
+                    f"{label}· (info) wap_core audit vs {n}",
+                    sizes,
+                    med["ours"],
+                    med[n],
+                    med["ours"] / med[n],
+                    "—",
+                    True,
+                )
+            )
 
         # re-audit after one check's threshold changed: judged from the cached measurements
         run_audit(self.lh, tid, "c9", suite=fresh_suite)  # fills the cache (as any audit does)
@@ -697,17 +933,28 @@ class Bench:
         re_jobs: list[int] = []
         for i in range(self.repeat):
             changed = suite({"nn_partkey": f"max_failing_rows: {1000 + i}"})
-            sec, n, again = self.jobs_of(lambda: run_audit(self.lh, tid, "c9", suite=changed))
+            sec, n, again = self.jobs_of(lambda s=changed: run_audit(self.lh, tid, "c9", suite=s))
             re_t.append(sec)
             re_jobs.append(n)
         re_med = statistics.median(re_t)
-        same_counts = {c.name: c.failing_rows for c in again.checks} == {c.name: c.failing_rows for c in audit.checks}
-        self.rows.append(Row(
-            f"{label}· re-audit after one threshold changed vs fresh audit", sizes, re_med, med["ours"], re_med / med["ours"],
-            "≤ 0.2 (1/5), no Spark job", re_med / med["ours"] <= 0.2 and max(re_jobs) == 0 and same_counts,
-            [f"{label}·: re-audit (max_failing_rows of nn_partkey changed) ran {max(re_jobs)} Spark jobs; "
-             f"nn_partkey now {again.checks[[c.name for c in again.checks].index('nn_partkey')].status}; counts unchanged: {same_counts}"],
-        ))
+        same_counts = {c.name: c.failing_rows for c in again.checks} == {
+            c.name: c.failing_rows for c in audit.checks
+        }
+        self.rows.append(
+            Row(
+                f"{label}· re-audit after one threshold changed vs fresh audit",
+                sizes,
+                re_med,
+                med["ours"],
+                re_med / med["ours"],
+                "≤ 0.2 (1/5), no Spark job",
+                re_med / med["ours"] <= 0.2 and max(re_jobs) == 0 and same_counts,
+                [
+                    f"{label}·: re-audit (max_failing_rows of nn_partkey changed) ran {max(re_jobs)} Spark jobs; "
+                    f"nn_partkey now {again.checks[[c.name for c in again.checks].index('nn_partkey')].status}; counts unchanged: {same_counts}"
+                ],
+            )
+        )
         del res
 
     # ----- report ----------------------------------------------------------------------------------
@@ -731,14 +978,24 @@ class Bench:
 
     def table(self, markdown: bool) -> str:
         head = ["scenario", "sizes", "ours (median)", "baseline (median)", "ratio", "target", "result"]
-        body = [[r.scenario, r.sizes, fmt_s(r.ours), fmt_s(r.baseline), "—" if r.ratio is None else f"{r.ratio:.2f}",
-                 r.target, "info" if r.target == "—" else ("PASS" if r.passed else "FAIL")] for r in self.rows]
+        body = [
+            [
+                r.scenario,
+                r.sizes,
+                fmt_s(r.ours),
+                fmt_s(r.baseline),
+                "—" if r.ratio is None else f"{r.ratio:.2f}",
+                r.target,
+                "info" if r.target == "—" else ("PASS" if r.passed else "FAIL"),
+            ]
+            for r in self.rows
+        ]
         if markdown:
             lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
             lines += ["| " + " | ".join(row) + " |" for row in body]
             return "\n".join(lines)
-        widths = [max(len(x) for x in col) for col in zip(head, *body)]
-        fmt = "  ".join("{:<%d}" % w for w in widths)
+        widths = [max(len(x) for x in col) for col in zip(head, *body, strict=False)]
+        fmt = "  ".join(f"{{:<{w}}}" for w in widths)
         sep = "  ".join("-" * w for w in widths)
         return "\n".join([fmt.format(*head), sep, *[fmt.format(*row) for row in body]])
 
@@ -746,14 +1003,24 @@ class Bench:
         import pyspark
 
         a = self.args
-        now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-        scale = "; ".join(x for x in (
-            (f"lineitem SF{a.scale_large:g} ({self.large_rows:,} rows) vs SF{a.scale_small:g} ({self.small_rows:,} rows)"
-             + ("" if a.skip_peer else f"; peer scenario SF{a.peer_scale:g}")) if self.core else "",
-            f"xl: lineitem SF{a.scale_xl:g} ({self.xl_rows:,} rows) vs SF{a.scale_small:g} ({self.xs_rows:,} rows), "
-            f"batch SF{xl.BATCH_SCALE:g}" if hasattr(self, "xl_rows") else "",
-            f"metadata pages at {a.meta_tables} tables" if "metadata500" in self.only else "",
-        ) if x)
+        now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+        scale = "; ".join(
+            x
+            for x in (
+                (
+                    f"lineitem SF{a.scale_large:g} ({self.large_rows:,} rows) vs SF{a.scale_small:g} ({self.small_rows:,} rows)"
+                    + ("" if a.skip_peer else f"; peer scenario SF{a.peer_scale:g}")
+                )
+                if self.core
+                else "",
+                f"xl: lineitem SF{a.scale_xl:g} ({self.xl_rows:,} rows) vs SF{a.scale_small:g} ({self.xs_rows:,} rows), "
+                f"batch SF{xl.BATCH_SCALE:g}"
+                if hasattr(self, "xl_rows")
+                else "",
+                f"metadata pages at {a.meta_tables} tables" if "metadata500" in self.only else "",
+            )
+            if x
+        )
         notes = [n for r in self.rows for n in r.notes]
         total = time.perf_counter() - started
         print()
@@ -764,19 +1031,28 @@ class Bench:
         targets = [r for r in self.rows if r.target != "—"]
         print(f"\n{sum(r.passed for r in targets)} of {len(targets)} targets met; total {total / 60:.1f} min")
         md = [
-            "# WAP Console benchmark: latest results", "",
-            f"- date: {now}", f"- scale: {scale}", f"- machine: {self.machine()}",
+            "# WAP Console benchmark: latest results",
+            "",
+            f"- date: {now}",
+            f"- scale: {scale}",
+            f"- machine: {self.machine()}",
             f"- software: Python {platform.python_version()}, PySpark {pyspark.__version__}, Spark master "
             f"{self.lh.settings.spark_master if hasattr(self, 'lh') else '(not started)'}, driver memory {a.driver_memory}, shuffle partitions {a.shuffle_partitions}",
             f"- repetitions: {a.repeat} (medians; scenarios 6 and 8 use min(repeat, 3)); total run time {total / 60:.1f} min",
-            f"- command: `python -m bench.run {' '.join(sys.argv[1:])}`".rstrip(), "",
-            self.table(markdown=True), "",
-            "ratio = ours / baseline; \"baseline\" is the small table (1, 1b, 2), the hand-written PySpark script (3), "
+            f"- command: `python -m bench.run {' '.join(sys.argv[1:])}`".rstrip(),
+            "",
+            self.table(markdown=True),
+            "",
+            'ratio = ours / baseline; "baseline" is the small table (1, 1b, 2), the hand-written PySpark script (3), '
             "the 1-check suite (4), the first diff on a main snapshot (6), lake-sift (7, 8), the fastest of Great Expectations "
             "and Soda Core that reports failing counts (9) and a fresh audit (9·, re-audit); "
             "for 10 (ten times the data, `--only xl`) the SF0.01 main (10b, 10c) and a full-scan profile of main (10a, "
-            "with `--xl-scan-baseline`).", "",
-            "## Notes", "", *[f"- {n}" for n in notes], "",
+            "with `--xl-scan-baseline`).",
+            "",
+            "## Notes",
+            "",
+            *[f"- {n}" for n in notes],
+            "",
         ]
         RESULTS.mkdir(parents=True, exist_ok=True)
         out = Path(a.output) if a.output else RESULTS / "latest.md"
@@ -853,28 +1129,71 @@ class Bench:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--scale-large", type=float, default=1.0, help="TPC-H scale factor of the large table's main (default 1: 6M rows)")
-    p.add_argument("--scale-small", type=float, default=0.01,
-                   help="scale factor of the small table's main and of every batch (default 0.01: 60k rows)")
-    p.add_argument("--peer-scale", type=float, default=1.0,
-                   help="scale factor for scenario 8 (main = lowest 90%% of order keys, batch = the highest 10%%; default 1)")
+    p = argparse.ArgumentParser(
+        prog="python -m bench.run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--scale-large",
+        type=float,
+        default=1.0,
+        help="TPC-H scale factor of the large table's main (default 1: 6M rows)",
+    )
+    p.add_argument(
+        "--scale-small",
+        type=float,
+        default=0.01,
+        help="scale factor of the small table's main and of every batch (default 0.01: 60k rows)",
+    )
+    p.add_argument(
+        "--peer-scale",
+        type=float,
+        default=1.0,
+        help="scale factor for scenario 8 (main = lowest 90%% of order keys, batch = the highest 10%%; default 1)",
+    )
     p.add_argument("--skip-peer", action="store_true", help="skip scenario 8 and the lake-sift runs")
-    p.add_argument("--repeat", type=int, default=5, help="repetitions per measurement (medians are reported; default 5)")
-    p.add_argument("--driver-memory", default="6g", help="Spark driver memory (set before Spark starts; default 6g)")
-    p.add_argument("--shuffle-partitions", type=int, default=4, help="spark.sql.shuffle.partitions (default 4)")
-    p.add_argument("--hand-full-scan", action="store_true",
-                   help="scenario 3: the hand-written script counts nulls over the whole branch instead of the written batch")
-    p.add_argument("--skip-checks-peers", action="store_true", help="skip scenario 9 (Great Expectations and Soda Core)")
-    p.add_argument("--only", default="",
-                   help="comma-separated scenarios to run, e.g. 1,4 (default: 1-8); the on-demand scenarios of issue 10 "
-                        "run only when named: xl (main at --scale-xl vs SF0.01, 600k batch), metadata500 (--meta-tables tables)")
-    p.add_argument("--scale-xl", type=float, default=10.0, help="scenario xl: TPC-H scale factor of the XL main (default 10: 60M rows)")
-    p.add_argument("--xl-scan-baseline", action="store_true",
-                   help="scenario xl: also profile the XL main by a full scan (minutes) and check the metadata profile's exact fields")
-    p.add_argument("--meta-tables", type=int, default=500, help="scenario metadata500: number of tables (default 500)")
-    p.add_argument("--work-dir", type=Path, default=Path(__file__).resolve().parent / ".work",
-                   help="data cache and lakehouse (default bench/.work; the lakehouse is recreated each run)")
+    p.add_argument(
+        "--repeat", type=int, default=5, help="repetitions per measurement (medians are reported; default 5)"
+    )
+    p.add_argument(
+        "--driver-memory", default="6g", help="Spark driver memory (set before Spark starts; default 6g)"
+    )
+    p.add_argument(
+        "--shuffle-partitions", type=int, default=4, help="spark.sql.shuffle.partitions (default 4)"
+    )
+    p.add_argument(
+        "--hand-full-scan",
+        action="store_true",
+        help="scenario 3: the hand-written script counts nulls over the whole branch instead of the written batch",
+    )
+    p.add_argument(
+        "--skip-checks-peers", action="store_true", help="skip scenario 9 (Great Expectations and Soda Core)"
+    )
+    p.add_argument(
+        "--only",
+        default="",
+        help="comma-separated scenarios to run, e.g. 1,4 (default: 1-8); the on-demand scenarios of issue 10 "
+        "run only when named: xl (main at --scale-xl vs SF0.01, 600k batch), metadata500 (--meta-tables tables)",
+    )
+    p.add_argument(
+        "--scale-xl",
+        type=float,
+        default=10.0,
+        help="scenario xl: TPC-H scale factor of the XL main (default 10: 60M rows)",
+    )
+    p.add_argument(
+        "--xl-scan-baseline",
+        action="store_true",
+        help="scenario xl: also profile the XL main by a full scan (minutes) and check the metadata profile's exact fields",
+    )
+    p.add_argument(
+        "--meta-tables", type=int, default=500, help="scenario metadata500: number of tables (default 500)"
+    )
+    p.add_argument(
+        "--work-dir",
+        type=Path,
+        default=Path(__file__).resolve().parent / ".work",
+        help="data cache and lakehouse (default bench/.work; the lakehouse is recreated each run)",
+    )
     p.add_argument("--output", default="", help="markdown output (default bench/results/latest.md)")
     args = p.parse_args(argv)
     if args.repeat < 1:

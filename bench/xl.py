@@ -57,8 +57,10 @@ def prepare(b: Bench) -> None:
     b.xl_batch_dir = data.generate(b.data_dir, BATCH_SCALE, ("lineitem",))
     b.xl_rows = data.rows(b.xl_dir / "lineitem.parquet")
     b.xs_rows = data.rows(b.xs_dir / "lineitem.parquet")
-    log(f"xl data ready in {time.perf_counter() - t0:.1f} s: lineitem SF{b.args.scale_xl:g} = {b.xl_rows} rows, "
-        f"SF{b.args.scale_small:g} = {b.xs_rows} rows, batch SF{BATCH_SCALE:g}")
+    log(
+        f"xl data ready in {time.perf_counter() - t0:.1f} s: lineitem SF{b.args.scale_xl:g} = {b.xl_rows} rows, "
+        f"SF{b.args.scale_small:g} = {b.xs_rows} rows, batch SF{BATCH_SCALE:g}"
+    )
 
 
 def setup(b: Bench) -> None:
@@ -70,7 +72,9 @@ def setup(b: Bench) -> None:
 
 def _next_batch(b: Bench) -> Any:
     b.batch_index += 1
-    return data.shifted_batch(b.data_dir, b.xl_batch_dir / "lineitem.parquet", b.batch_index, partkeys=SMALL_PARTS)
+    return data.shifted_batch(
+        b.data_dir, b.xl_batch_dir / "lineitem.parquet", b.batch_index, partkeys=SMALL_PARTS
+    )
 
 
 def scenario_xl(b: Bench) -> None:
@@ -112,7 +116,11 @@ def scenario_xl(b: Bench) -> None:
     first, second, meta_t = (statistics.median(x) for x in (firsts, seconds, meta_only))
     src = d.main_profile
     main_cols = {c["name"]: c["main"] for c in d.columns}
-    exact = sorted(n for n, c in main_cols.items() if c and all(c["accuracy"][f] == "exact" for f in ("rows", "nulls", "min", "max")))
+    exact = sorted(
+        n
+        for n, c in main_cols.items()
+        if c and all(c["accuracy"][f] == "exact" for f in ("rows", "nulls", "min", "max"))
+    )
     notes = [
         f"10a: main profile source = {src.get('source')}; {src.get('basis')}; sample {src.get('sample')}",
         f"10a: rows, nulls, min and max exact for {len(exact)} of {len(main_cols)} columns ({', '.join(exact)}); "
@@ -127,17 +135,32 @@ def scenario_xl(b: Bench) -> None:
         t0 = time.perf_counter()
         truth = profile_frame(b.lh.read_snapshot(xl, fork))
         scan_t = time.perf_counter() - t0
-        wrong = [f"{n}.{f}" for n, c in (prof or {}).get("columns", {}).items() for f in ("rows", "nulls", "min", "max")
-                 if c["accuracy"][f] == "exact" and c[f] != truth["columns"][n][f]]
-        notes.append(f"10a: full-scan profile {fmt_s(scan_t)}; fields marked exact that differ from the scan: {wrong or 'none'}")
-    b.rows.append(Row(
-        "10a first diff, main without cached profile (metadata-first) vs full-scan profile",
-        f"main {fmt_rows(b.xl_rows)} ({sf}), batch {fmt_rows(d.rows_added)}", first, scan_t,
-        (first / scan_t) if scan_t else None, "≤ 10 s", first <= 10.0 and src.get("source") == "metadata", notes,
-    ))
+        wrong = [
+            f"{n}.{f}"
+            for n, c in (prof or {}).get("columns", {}).items()
+            for f in ("rows", "nulls", "min", "max")
+            if c["accuracy"][f] == "exact" and c[f] != truth["columns"][n][f]
+        ]
+        notes.append(
+            f"10a: full-scan profile {fmt_s(scan_t)}; fields marked exact that differ from the scan: {wrong or 'none'}"
+        )
+    b.rows.append(
+        Row(
+            "10a first diff, main without cached profile (metadata-first) vs full-scan profile",
+            f"main {fmt_rows(b.xl_rows)} ({sf}), batch {fmt_rows(d.rows_added)}",
+            first,
+            scan_t,
+            (first / scan_t) if scan_t else None,
+            "≤ 10 s",
+            first <= 10.0 and src.get("source") == "metadata",
+            notes,
+        )
+    )
 
     # ----- 10b: audit + diff, XL vs small main, the same batch ---------------------------------------
-    log(f"scenario 10b: audit + diff of the same {BATCH_SCALE:g} batch on the {sf} vs the SF{b.args.scale_small:g} main")
+    log(
+        f"scenario 10b: audit + diff of the same {BATCH_SCALE:g} batch on the {sf} vs the SF{b.args.scale_small:g} main"
+    )
     batch = _next_batch(b)
     for name in ("li_xl", "li_xs"):
         b.ingest(name, batch, "x2")
@@ -153,18 +176,28 @@ def scenario_xl(b: Bench) -> None:
     t_xs: list[float] = []
     audits: dict[str, Any] = {}
     for i in range(b.repeat):
-        for tid in ((xl, xs) if i % 2 == 0 else (xs, xl)):
+        for tid in (xl, xs) if i % 2 == 0 else (xs, xl):
             t0 = time.perf_counter()
             audits[tid.name] = audit_diff(tid)
             (t_xl if tid == xl else t_xs).append(time.perf_counter() - t0)
     ml, ms = statistics.median(t_xl), statistics.median(t_xs)
     sizes = f"main {fmt_rows(b.xl_rows)} vs {fmt_rows(b.xs_rows)} ({b.xl_rows / b.xs_rows:.0f}×), batch {fmt_rows(data.rows(batch))}"
     ok = all(a.passed for a in audits.values())
-    b.rows.append(Row(
-        f"10b audit + diff, {sf} vs SF{b.args.scale_small:g} main", sizes, ml, ms, ml / ms, "≤ 1.5", ml / ms <= 1.5 and ok,
-        [f"10b: suite = {', '.join(c.name for c in audits['li_xl'].checks)}; statuses: xl {audits['li_xl'].status}, "
-         f"xs {audits['li_xs'].status}"],
-    ))
+    b.rows.append(
+        Row(
+            f"10b audit + diff, {sf} vs SF{b.args.scale_small:g} main",
+            sizes,
+            ml,
+            ms,
+            ml / ms,
+            "≤ 1.5",
+            ml / ms <= 1.5 and ok,
+            [
+                f"10b: suite = {', '.join(c.name for c in audits['li_xl'].checks)}; statuses: xl {audits['li_xl'].status}, "
+                f"xs {audits['li_xs'].status}"
+            ],
+        )
+    )
 
     # ----- 10c: publish, XL vs small main ----------------------------------------------------------
     log(f"scenario 10c: publish on the {sf} vs the SF{b.args.scale_small:g} main")
@@ -172,34 +205,61 @@ def scenario_xl(b: Bench) -> None:
     outcomes = []
     for i in range(max(b.repeat, 5)):  # a publish takes milliseconds: more runs for a stable median
         batch = _next_batch(b)
-        for name in (("li_xl", "li_xs") if i % 2 == 0 else ("li_xs", "li_xl")):
+        for name in ("li_xl", "li_xs") if i % 2 == 0 else ("li_xs", "li_xl"):
             b.ingest(name, batch, f"xp{i}")
             t0 = time.perf_counter()
             outcomes.append(publish(b.lh, b.tid(name), f"xp{i}").outcome)
             times[name].append(time.perf_counter() - t0)
     pl, ps = statistics.median(times["li_xl"]), statistics.median(times["li_xs"])
-    b.rows.append(Row(
-        f"10c publish (fast-forward), {sf} vs SF{b.args.scale_small:g} main",
-        f"main {fmt_rows(b.xl_rows)}+ vs {fmt_rows(b.xs_rows)}+, batch {fmt_rows(data.rows(batch))}", pl, ps, pl / ps, "≤ 1.5",
-        pl / ps <= 1.5 and all(o == "published" for o in outcomes),
-        [f"10c: outcomes {sorted(set(outcomes))}; key columns {', '.join(KEY)}"],
-    ))
+    b.rows.append(
+        Row(
+            f"10c publish (fast-forward), {sf} vs SF{b.args.scale_small:g} main",
+            f"main {fmt_rows(b.xl_rows)}+ vs {fmt_rows(b.xs_rows)}+, batch {fmt_rows(data.rows(batch))}",
+            pl,
+            ps,
+            pl / ps,
+            "≤ 1.5",
+            pl / ps <= 1.5 and all(o == "published" for o in outcomes),
+            [f"10c: outcomes {sorted(set(outcomes))}; key columns {', '.join(KEY)}"],
+        )
+    )
 
 
 def scenario_metadata(b: Bench, tables: int) -> None:
     from bench.run import Row, fmt_s, log
 
     log(f"scenario 5 at scale: {tables} tables x 4 open branches, metadata pages in a fresh interpreter")
-    out = b.subprocess_json(["-m", "bench.metadata", "branches", str(b.work / f"meta{tables}"), str(max(b.repeat, 5)), str(tables)])
+    out = b.subprocess_json(
+        [
+            "-m",
+            "bench.metadata",
+            "branches",
+            str(b.work / f"meta{tables}"),
+            str(max(b.repeat, 5)),
+            str(tables),
+        ]
+    )
     no_spark = not any(out["before"].values()) and not any(out["after"].values())
     shape = out["tables"] == tables and out["branches"] == 4 * tables
-    for label, key in (("5c list_branches", "list_branches_median"), ("5d table_infos", "table_infos_median")):
+    for label, key in (
+        ("5c list_branches", "list_branches_median"),
+        ("5d table_infos", "table_infos_median"),
+    ):
         v = out[key]
-        b.rows.append(Row(
-            f"{label} (console metadata page)", f"{tables} tables × 4 open branches", v, None, None, "≤ 1 s, no Spark",
-            v <= 1.0 and no_spark and shape,
-            [f"{label}: {out['branches']} branches / {out['tables']} tables listed; spark_running()={out['after']['spark_running']}, "
-             f"pyspark imported={out['after']['pyspark_imported']} (set-up with PyIceberg only: {out['setup_seconds']:.1f} s); "
-             f"first call in the fresh process (every metadata file parsed): {fmt_s(out['list_branches'][0])}, "
-             "later calls parse only the tables that moved"],
-        ))
+        b.rows.append(
+            Row(
+                f"{label} (console metadata page)",
+                f"{tables} tables × 4 open branches",
+                v,
+                None,
+                None,
+                "≤ 1 s, no Spark",
+                v <= 1.0 and no_spark and shape,
+                [
+                    f"{label}: {out['branches']} branches / {out['tables']} tables listed; spark_running()={out['after']['spark_running']}, "
+                    f"pyspark imported={out['after']['pyspark_imported']} (set-up with PyIceberg only: {out['setup_seconds']:.1f} s); "
+                    f"first call in the fresh process (every metadata file parsed): {fmt_s(out['list_branches'][0])}, "
+                    "later calls parse only the tables that moved"
+                ],
+            )
+        )

@@ -7,6 +7,7 @@ Metadata helpers (tables, branches, journal, checks) never start Spark.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import string
@@ -21,8 +22,8 @@ import pandas as pd
 import streamlit as st
 
 from wap_core import Lakehouse, TableId
-from wap_core.config import mask_secrets
 from wap_core.access import Decision, Permission, decide
+from wap_core.config import mask_secrets
 from wap_core.exceptions import WapError
 from wap_core.paths import sanitize_filename as _sanitize_filename
 from wap_core.spark import spark_running
@@ -57,9 +58,22 @@ STATUS_COLOR: dict[str, str] = {
     "stale": "#e16f24",
     "incomplete": "#57606a",
 }
-_ENV_KEYS = ("WAP_HOME", "WAP_CHECKS", "WAP_ACCESS", "WAP_USER", "WAP_CATALOG_NAME", "WAP_CATALOG_URI", "WAP_CATALOG_JDBC_URI",
-             "WAP_WAREHOUSE", "WAP_CONFIG", "WAP_SPARK_MASTER", "WAP_SHUFFLE_PARTITIONS", "WAP_JDBC_JARS", "WAP_INGEST_ROOTS",
-             "WAP_NOTIFY")
+_ENV_KEYS = (
+    "WAP_HOME",
+    "WAP_CHECKS",
+    "WAP_ACCESS",
+    "WAP_USER",
+    "WAP_CATALOG_NAME",
+    "WAP_CATALOG_URI",
+    "WAP_CATALOG_JDBC_URI",
+    "WAP_WAREHOUSE",
+    "WAP_CONFIG",
+    "WAP_SPARK_MASTER",
+    "WAP_SHUFFLE_PARTITIONS",
+    "WAP_JDBC_JARS",
+    "WAP_INGEST_ROOTS",
+    "WAP_NOTIFY",
+)
 CACHE_TTL = 30  # seconds: metadata caches; every write clears them anyway
 
 
@@ -94,7 +108,9 @@ def secrets_problem() -> str | None:
 
     present = [p for p in config.get_option("secrets.files") or [] if Path(p).exists()]
     if present and not st.secrets.load_if_toml_exists():
-        return f"the secrets file cannot be parsed ({', '.join(present)}): sign-in is not configured correctly"
+        return (
+            f"the secrets file cannot be parsed ({', '.join(present)}): sign-in is not configured correctly"
+        )
     return None
 
 
@@ -305,12 +321,19 @@ def audit_record(table: str | None = None, limit: int = 500) -> list[dict[str, A
     out = []
     for a in lakehouse().journal.audit_record(table, limit=limit):
         checks = a.result.get("checks", [])
-        out.append({
-            "at": a.at.isoformat(), "user": a.user, "table": a.table, "branch": a.branch, "snapshot_id": a.snapshot_id,
-            "status": a.status, "rows_checked": a.result.get("rows_checked"),
-            "checks": {c["name"]: c["status"] for c in checks},
-            "failed_checks": [c["name"] for c in checks if c.get("status") in ("failed", "error")],
-        })
+        out.append(
+            {
+                "at": a.at.isoformat(),
+                "user": a.user,
+                "table": a.table,
+                "branch": a.branch,
+                "snapshot_id": a.snapshot_id,
+                "status": a.status,
+                "rows_checked": a.result.get("rows_checked"),
+                "checks": {c["name"]: c["status"] for c in checks},
+                "failed_checks": [c["name"] for c in checks if c.get("status") in ("failed", "error")],
+            }
+        )
     return out
 
 
@@ -344,7 +367,7 @@ def style_status(df: pd.DataFrame, column: str = "status") -> Any:
 
 
 def human_bytes(n: int | float | None) -> str:
-    if n is None or (isinstance(n, float) and n != n):
+    if n is None or (isinstance(n, float) and math.isnan(n)):
         return ""
     size = float(n)
     for unit in ("B", "KB", "MB", "GB", "TB"):
@@ -361,7 +384,7 @@ def short_time(iso: str | None) -> str:
 
 def local_time(value: object) -> str:
     """An ISO 8601 text or a datetime as the server's local time with the zone; "" for none/unparseable."""
-    if value is None or value == "" or (isinstance(value, float) and value != value):
+    if value is None or value == "" or (isinstance(value, float) and math.isnan(value)):
         return ""
     try:
         ts = pd.Timestamp(value)
@@ -377,7 +400,7 @@ def local_time(value: object) -> str:
 
 def id_text(value: object) -> str:
     """A 64-bit id as exact text (never through a float/JavaScript number); "" for none."""
-    if value is None or value == "" or (isinstance(value, float) and value != value):
+    if value is None or value == "" or (isinstance(value, float) and math.isnan(value)):
         return ""
     if isinstance(value, float):  # should not happen: ids are ints; keep the digits we have
         return str(int(value))
@@ -386,7 +409,7 @@ def id_text(value: object) -> str:
 
 def blank(value: object) -> str:
     """Text of a value, blank for None/NaN."""
-    if value is None or (isinstance(value, float) and value != value):
+    if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
     return str(value)
 
@@ -399,7 +422,7 @@ def details_text(details: object) -> str:
         return str(details)
     parts = []
     for k, v in details.items():
-        if v is None or v == "" or v == [] or v == {}:
+        if v is None or v in ("", [], {}):
             continue
         if isinstance(v, (list, tuple)):
             v = ", ".join(str(x) for x in v)
@@ -409,8 +432,20 @@ def details_text(details: object) -> str:
     return " · ".join(parts)
 
 
-ID_COLUMNS = ("snapshot_id", "parent_id", "snapshot_before", "snapshot_after", "head_snapshot_id", "fork_snapshot_id",
-              "main_snapshot_id", "main_before", "main_after", "head", "old_head", "new_head")
+ID_COLUMNS = (
+    "snapshot_id",
+    "parent_id",
+    "snapshot_before",
+    "snapshot_after",
+    "head_snapshot_id",
+    "fork_snapshot_id",
+    "main_snapshot_id",
+    "main_before",
+    "main_after",
+    "head",
+    "old_head",
+    "new_head",
+)
 
 
 def texts_for_ids(df: pd.DataFrame) -> pd.DataFrame:
@@ -465,7 +500,7 @@ def ensure_router() -> None:
         return
     PagesManager.uses_pages_directory = False
     app = Path(__file__).resolve().parent.parent / "app.py"
-    exec(compile(app.read_text(), str(app), "exec"), {"__name__": "__main__", "__file__": str(app)})  # noqa: S102
+    exec(compile(app.read_text(), str(app), "exec"), {"__name__": "__main__", "__file__": str(app)})
     st.stop()
 
 

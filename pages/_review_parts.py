@@ -41,37 +41,63 @@ def cached_preview(table: str, branch: str, head: int | None, limit: int = 100) 
 def verdict(audit: AuditResult | None, head: int | None, ready: PublishCheck, meta: MetadataDiff) -> None:
     """The one-glance answer: status, and for a failed audit, which checks failed and how badly."""
     if audit is None:
-        st.warning("**Not audited yet.** Run the audit before this branch can be published.", icon=ui.STATUS_MATERIAL["not_audited"])
+        st.warning(
+            "**Not audited yet.** Run the audit before this branch can be published.",
+            icon=ui.STATUS_MATERIAL["not_audited"],
+        )
         return
     stale = audit.snapshot_id != head
     bad = [c for c in audit.checks if c.status in ("failed", "error")]
     warned = [c for c in audit.checks if c.status == "warned"]
-    line = (f"{len(audit.checks)} checks on {audit.rows_checked:,} new rows · audited {ui.short_time(audit.at)} "
-            f"by {ui.md(audit.user)} at snapshot {audit.snapshot_id}")
+    line = (
+        f"{len(audit.checks)} checks on {audit.rows_checked:,} new rows · audited {ui.short_time(audit.at)} "
+        f"by {ui.md(audit.user)} at snapshot {audit.snapshot_id}"
+    )
     if stale:
-        st.warning(f"**Audit is stale:** the branch moved since it was audited (head {head}).  \n{line}", icon=ui.STATUS_MATERIAL["stale"])
+        st.warning(
+            f"**Audit is stale:** the branch moved since it was audited (head {head}).  \n{line}",
+            icon=ui.STATUS_MATERIAL["stale"],
+        )
     elif bad:
         names = ", ".join(f"**{ui.md(c.name)}**" for c in bad)
-        st.error(f"**Audit failed — {len(bad)} of {len(audit.checks)} checks failed:** {names}  \n{line}", icon=ui.STATUS_MATERIAL["failed"])
+        st.error(
+            f"**Audit failed — {len(bad)} of {len(audit.checks)} checks failed:** {names}  \n{line}",
+            icon=ui.STATUS_MATERIAL["failed"],
+        )
     elif warned:
-        st.warning(f"**Audit passed with warnings:** {ui.md(', '.join(c.name for c in warned))}  \n{line}", icon=ui.STATUS_MATERIAL["warned"])
+        st.warning(
+            f"**Audit passed with warnings:** {ui.md(', '.join(c.name for c in warned))}  \n{line}",
+            icon=ui.STATUS_MATERIAL["warned"],
+        )
     else:
         st.success(f"**Audit passed.**  \n{line}", icon=ui.STATUS_MATERIAL["passed"])
     if meta.main_moved:
-        st.info("**Main moved since this branch forked:** rebase it onto current main, audit it again, then publish.", icon=":material/merge:")
+        st.info(
+            "**Main moved since this branch forked:** rebase it onto current main, audit it again, then publish.",
+            icon=":material/merge:",
+        )
 
 
 def metadata_summary(meta: MetadataDiff) -> None:
     cols = st.columns(6)
     cols[0].metric("Rows added", f"{meta.rows_added:,}")
     cols[1].metric("Rows deleted", f"{meta.rows_deleted:,}")
-    cols[2].metric("Files added", f"{meta.files_added:,}", delta=f"-{meta.files_deleted} deleted" if meta.files_deleted else None)
-    cols[3].metric("Bytes added", ui.human_bytes(meta.bytes_added),
-                   delta=f"-{ui.human_bytes(meta.bytes_deleted)}" if meta.bytes_deleted else None)
+    cols[2].metric(
+        "Files added",
+        f"{meta.files_added:,}",
+        delta=f"-{meta.files_deleted} deleted" if meta.files_deleted else None,
+    )
+    cols[3].metric(
+        "Bytes added",
+        ui.human_bytes(meta.bytes_added),
+        delta=f"-{ui.human_bytes(meta.bytes_deleted)}" if meta.bytes_deleted else None,
+    )
     cols[4].metric("Pure append", "yes" if meta.pure_append else "no")
     cols[5].metric("Main moved", "yes" if meta.main_moved else "no")
-    st.caption(f"{meta.snapshots} commit(s) on the branch since fork snapshot {meta.fork_snapshot_id} · head {meta.head_snapshot_id}"
-               f" · main {meta.main_snapshot_id} · from snapshot summaries only (no data read)")
+    st.caption(
+        f"{meta.snapshots} commit(s) on the branch since fork snapshot {meta.fork_snapshot_id} · head {meta.head_snapshot_id}"
+        f" · main {meta.main_snapshot_id} · from snapshot summaries only (no data read)"
+    )
 
 
 # --------------------------------------------------------------------------- audit
@@ -113,11 +139,15 @@ def sample_frame(c: CheckResult, key: list[str]) -> tuple[pd.DataFrame, dict[str
     config: dict[str, Any] = {col: st.column_config.Column(col, pinned=True) for col in pinned}
     return df, config
 
+
 def _observed(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, dict):
-        return ", ".join(f"{k.replace('_', ' ')} {v:,}" if isinstance(v, int) else f"{k.replace('_', ' ')} {v}" for k, v in value.items())
+        return ", ".join(
+            f"{k.replace('_', ' ')} {v:,}" if isinstance(v, int) else f"{k.replace('_', ' ')} {v}"
+            for k, v in value.items()
+        )
     if isinstance(value, int):
         return f"{value:,}"
     return str(value)
@@ -125,9 +155,15 @@ def _observed(value: Any) -> str:
 
 def _check_row(c: CheckResult) -> dict[str, Any]:
     return {
-        "status": ui.status_badge(c.status), "check": c.name, "type": c.type, "columns": ", ".join(c.columns or []),
-        "level": c.level, "observed": _observed(c.observed), "threshold": c.threshold or "",
-        "failing rows": c.failing_rows, "message": c.message or "",
+        "status": ui.status_badge(c.status),
+        "check": c.name,
+        "type": c.type,
+        "columns": ", ".join(c.columns or []),
+        "level": c.level,
+        "observed": _observed(c.observed),
+        "threshold": c.threshold or "",
+        "failing rows": c.failing_rows,
+        "message": c.message or "",
     }
 
 
@@ -140,16 +176,26 @@ def audit_details(audit: AuditResult | None, head: int | None) -> None:
     for c in problems:
         box = st.error if c.status in ("failed", "error") else st.warning
         failing = f"{c.failing_rows:,} failing rows" if c.failing_rows is not None else "no row count"
-        box(f"**{ui.md(c.name)}** ({ui.md(c.type)}{' on ' + ui.md(', '.join(c.columns)) if c.columns else ''}) — **{ui.md(c.status)}**: "
+        box(
+            f"**{ui.md(c.name)}** ({ui.md(c.type)}{' on ' + ui.md(', '.join(c.columns)) if c.columns else ''}) — **{ui.md(c.status)}**: "
             f"observed **{ui.md(_observed(c.observed))}** · threshold {ui.md(c.threshold or '-')} · **{failing}**  \n{ui.md(c.message)}",
-            icon=ui.STATUS_MATERIAL.get(c.status))
+            icon=ui.STATUS_MATERIAL.get(c.status),
+        )
         if c.sample:
-            with st.expander(f"Failing-row sample of {ui.md(c.name)} ({len(c.sample)} rows)", expanded=c.status in ("failed", "error")):
+            with st.expander(
+                f"Failing-row sample of {ui.md(c.name)} ({len(c.sample)} rows)",
+                expanded=c.status in ("failed", "error"),
+            ):
                 sample, config = sample_frame(c, key_columns(audit))
                 st.dataframe(sample, hide_index=True, width="stretch", column_config=config)
     st.markdown(f"**All {len(checks)} checks** (failing first)")
-    st.dataframe(ui.style_status(pd.DataFrame([_check_row(c) for c in checks])), hide_index=True, width="stretch", height=38 + 35 * len(checks),
-                 column_config={"failing rows": st.column_config.NumberColumn("failing rows", format="%d")})
+    st.dataframe(
+        ui.style_status(pd.DataFrame([_check_row(c) for c in checks])),
+        hide_index=True,
+        width="stretch",
+        height=38 + 35 * len(checks),
+        column_config={"failing rows": st.column_config.NumberColumn("failing rows", format="%d")},
+    )
 
 
 # --------------------------------------------------------------------------- Spark diff
@@ -172,41 +218,64 @@ def ranked(diff: dict[str, Any], lead: list[str] | None = None) -> list[tuple[di
     return [(by_name[ch.column], ch) for ch in changes]
 
 
-def profile_table(columns: list[dict[str, Any]], changes: dict[str, ColumnChange] | None = None) -> pd.DataFrame:
+def profile_table(
+    columns: list[dict[str, Any]], changes: dict[str, ColumnChange] | None = None
+) -> pd.DataFrame:
     rows = []
     for col in columns:
         m, b = col.get("main") or {}, col["batch"]
         ch = (changes or {}).get(col["name"])
-        rows.append({
-            "column": col["name"], "change": ch.score if ch else None, "moved": ch.aspect.replace("_", " ") if ch and ch.score >= 0.1 else "",
-            "null % main": _fmt(m.get("null_pct")), "null % batch": _fmt(b.get("null_pct")),
-            "distinct main": m.get("distinct"), "distinct batch": b.get("distinct"),
-            "mean main": _fmt(m.get("mean")), "mean batch": _fmt(b.get("mean")),
-            "min main": _text(m.get("min")), "min batch": _text(b.get("min")),
-            "max main": _text(m.get("max")), "max batch": _text(b.get("max")),
-            "type": col["type"],
-            # which of main's figures are estimates (a sample, a sketch, a merge) rather than exact
-            "approximate in main": ", ".join(f.replace("_", " ") for f in m.get("approximate") or []) or None,
-        })
+        rows.append(
+            {
+                "column": col["name"],
+                "change": ch.score if ch else None,
+                "moved": ch.aspect.replace("_", " ") if ch and ch.score >= 0.1 else "",
+                "null % main": _fmt(m.get("null_pct")),
+                "null % batch": _fmt(b.get("null_pct")),
+                "distinct main": m.get("distinct"),
+                "distinct batch": b.get("distinct"),
+                "mean main": _fmt(m.get("mean")),
+                "mean batch": _fmt(b.get("mean")),
+                "min main": _text(m.get("min")),
+                "min batch": _text(b.get("min")),
+                "max main": _text(m.get("max")),
+                "max batch": _text(b.get("max")),
+                "type": col["type"],
+                # which of main's figures are estimates (a sample, a sketch, a merge) rather than exact
+                "approximate in main": ", ".join(f.replace("_", " ") for f in m.get("approximate") or [])
+                or None,
+            }
+        )
     return pd.DataFrame(rows)
 
 
-_ASPECT_CELLS = {"null rate": ("null % main", "null % batch"), "distinct": ("distinct main", "distinct batch"),
-                 "distribution": ("mean main", "mean batch", "min main", "min batch", "max main", "max batch")}
+_ASPECT_CELLS = {
+    "null rate": ("null % main", "null % batch"),
+    "distinct": ("distinct main", "distinct batch"),
+    "distribution": ("mean main", "mean batch", "min main", "min batch", "max main", "max batch"),
+}
 
 
 def style_profile(df: pd.DataFrame) -> Any:
     """Highlight the cells of the measure that moved (amber), for columns whose change is at least small."""
+
     def paint(row: pd.Series) -> list[str]:
         cells = _ASPECT_CELLS.get(str(row.get("moved")), ())
-        return ["background-color: #fff3cd; font-weight: 600" if c in cells or (c in ("column", "moved") and row.get("moved")) else ""
-                for c in row.index]
+        return [
+            "background-color: #fff3cd; font-weight: 600"
+            if c in cells or (c in ("column", "moved") and row.get("moved"))
+            else ""
+            for c in row.index
+        ]
+
     return df.style.apply(paint, axis=1) if len(df) else df
 
 
 PROFILE_CONFIG = {
     "column": st.column_config.TextColumn("column", pinned=True),
-    "change": st.column_config.NumberColumn("change", format="%.2f", help="standardized change (effect size): 0.2 small, 0.5 medium, 0.8 large"),
+    "change": st.column_config.NumberColumn(
+        "change", format="%.2f", help="standardized change (effect size): 0.2 small, 0.5 medium, 0.8 large"
+    ),
     "moved": st.column_config.TextColumn("moved", help="the measure that moved most"),
     "null % main": st.column_config.NumberColumn("null % main", format="%.1f %%"),
     "null % batch": st.column_config.NumberColumn("null % batch", format="%.1f %%"),
@@ -215,13 +284,23 @@ PROFILE_CONFIG = {
 
 def null_rate_chart(col: dict[str, Any]) -> alt.Chart:
     m, b = col.get("main") or {}, col["batch"]
-    data = pd.DataFrame([{"side": "main", "null %": m.get("null_pct") or 0.0}, {"side": "batch", "null %": b.get("null_pct") or 0.0}])
+    data = pd.DataFrame(
+        [
+            {"side": "main", "null %": m.get("null_pct") or 0.0},
+            {"side": "batch", "null %": b.get("null_pct") or 0.0},
+        ]
+    )
     data["label"] = data["null %"].map(lambda v: f"{v:.1f} %")
     base = alt.Chart(data, title=f"{col['name']}: null rate, main vs batch")
     bars = base.mark_bar().encode(
-        y=alt.Y("side:N", sort=["main", "batch"], title=None), x=alt.X("null %:Q", title="null rows (%)"),
-        color=alt.Color("side:N", scale=SIDE_COLORS, legend=None), tooltip=["side:N", alt.Tooltip("null %:Q", format=".2f")])
-    text = base.mark_text(align="left", dx=4).encode(y=alt.Y("side:N", sort=["main", "batch"]), x="null %:Q", text="label:N")
+        y=alt.Y("side:N", sort=["main", "batch"], title=None),
+        x=alt.X("null %:Q", title="null rows (%)"),
+        color=alt.Color("side:N", scale=SIDE_COLORS, legend=None),
+        tooltip=["side:N", alt.Tooltip("null %:Q", format=".2f")],
+    )
+    text = base.mark_text(align="left", dx=4).encode(
+        y=alt.Y("side:N", sort=["main", "batch"]), x="null %:Q", text="label:N"
+    )
     return (bars + text).properties(height=120)
 
 
@@ -237,8 +316,12 @@ def numeric_chart(col: dict[str, Any]) -> alt.Chart | None:
     return (
         alt.Chart(pd.DataFrame(rows), title=f"{col['name']}: quantiles 5%–95%")
         .mark_line(point=True)
-        .encode(x=alt.X("quantile:Q", axis=alt.Axis(format="%")), y=alt.Y("value:Q", title=col["name"]),
-                color=alt.Color("side:N", scale=SIDE_COLORS), tooltip=["side", "quantile", "value"])
+        .encode(
+            x=alt.X("quantile:Q", axis=alt.Axis(format="%")),
+            y=alt.Y("value:Q", title=col["name"]),
+            color=alt.Color("side:N", scale=SIDE_COLORS),
+            tooltip=["side", "quantile", "value"],
+        )
         .properties(height=220)
     )
 
@@ -247,14 +330,25 @@ def categorical_chart(col: dict[str, Any]) -> alt.Chart | None:
     rows = []
     for side in ("main", "batch"):
         for tv in (col.get(side) or {}).get("top_values") or []:
-            rows.append({"side": side, "value": "∅ null" if tv["value"] is None else str(tv["value"]), "pct": tv["pct"]})
+            rows.append(
+                {
+                    "side": side,
+                    "value": "∅ null" if tv["value"] is None else str(tv["value"]),
+                    "pct": tv["pct"],
+                }
+            )
     if not rows:
         return None
     return (
         alt.Chart(pd.DataFrame(rows), title=f"{col['name']}: top values (% of rows)")
         .mark_bar()
-        .encode(y=alt.Y("value:N", sort="-x", title=None), x=alt.X("pct:Q", title="% of rows"), yOffset="side:N",
-                color=alt.Color("side:N", scale=SIDE_COLORS), tooltip=["side", "value", "pct"])
+        .encode(
+            y=alt.Y("value:N", sort="-x", title=None),
+            x=alt.X("pct:Q", title="% of rows"),
+            yOffset="side:N",
+            color=alt.Color("side:N", scale=SIDE_COLORS),
+            tooltip=["side", "value", "pct"],
+        )
         .properties(height=220)
     )
 
@@ -275,12 +369,26 @@ def diff_details(diff: dict[str, Any], max_charts: int = 6, lead: list[str] | No
     for col, ch in order:
         if ch.score < 0.1 or len(charts) >= max_charts:
             continue
-        chart = (null_rate_chart(col) if ch.aspect == "null_rate"
-                 else numeric_chart(col) if ch.aspect == "distribution"
-                 else categorical_chart(col))
+        chart = (
+            null_rate_chart(col)
+            if ch.aspect == "null_rate"
+            else numeric_chart(col)
+            if ch.aspect == "distribution"
+            else categorical_chart(col)
+        )
         if chart is not None:
-            what = {"null_rate": "null rate", "distribution": "distribution", "top_values": "top values", "distinct": "distinct values"}
-            charts.append((f"Chart {len(charts) + 1} · {ui.md(col['name'])} — {what.get(ch.aspect, ch.aspect)} (change {ch.score:.2f})", chart))
+            what = {
+                "null_rate": "null rate",
+                "distribution": "distribution",
+                "top_values": "top values",
+                "distinct": "distinct values",
+            }
+            charts.append(
+                (
+                    f"Chart {len(charts) + 1} · {ui.md(col['name'])} — {what.get(ch.aspect, ch.aspect)} (change {ch.score:.2f})",
+                    chart,
+                )
+            )
     if charts:
         st.markdown("**Distributions, main vs batch** (what changed most first)")
         grid = st.columns(2)
@@ -290,13 +398,17 @@ def diff_details(diff: dict[str, Any], max_charts: int = 6, lead: list[str] | No
                 st.altair_chart(chart, width="stretch")
     else:
         st.markdown("**Distributions, main vs batch**: no column moved noticeably.")
-    st.markdown("**Per-column profile, main vs batch** (what changed most first; the measure that moved is highlighted)")
+    st.markdown(
+        "**Per-column profile, main vs batch** (what changed most first; the measure that moved is highlighted)"
+    )
     prof = profile_table([col for col, _ in order], {ch.column: ch for _, ch in order})
     st.dataframe(style_profile(prof), hide_index=True, width="stretch", column_config=PROFILE_CONFIG)
     source = diff.get("main_profile") or {}
     if source.get("basis"):
-        st.caption(f"Main's profile ({ui.md(str(source.get('source', '')).split(':')[0])}): {ui.md(source['basis'])}. "
-                   "Figures listed under *approximate in main* are estimates; the others are exact.")
+        st.caption(
+            f"Main's profile ({ui.md(str(source.get('source', '')).split(':')[0])}): {ui.md(source['basis'])}. "
+            "Figures listed under *approximate in main* are estimates; the others are exact."
+        )
 
 
 # --------------------------------------------------------------------------- keyed diff
@@ -315,7 +427,9 @@ def _changed_frame(rows: list[dict[str, Any]], key: list[str]) -> tuple[pd.DataF
     """Changed rows: the key, then each changed column as ``old → new`` (blank where it did not change)."""
     changed_cols: list[str] = []
     for r in rows:
-        changed_cols += [c for c, v in r.items() if c not in key and isinstance(v, dict) and c not in changed_cols]
+        changed_cols += [
+            c for c, v in r.items() if c not in key and isinstance(v, dict) and c not in changed_cols
+        ]
     out = []
     for r in rows:
         d = {k: ui.blank(r.get(k)) for k in key}
@@ -326,18 +440,26 @@ def _changed_frame(rows: list[dict[str, Any]], key: list[str]) -> tuple[pd.DataF
     return pd.DataFrame(out, columns=[*key, *changed_cols]), changed_cols
 
 
-def keyed_section(table: str, branch: str, head: int | None, columns: list[str], default_key: list[str]) -> None:
+def keyed_section(
+    table: str, branch: str, head: int | None, columns: list[str], default_key: list[str]
+) -> None:
     """Rows compared by key: added / removed / changed counts, a sample of each, changed cells old → new."""
     st.markdown("#### Rows by key (Spark)")
     with st.form("keyed_diff", border=False):
-        key = st.multiselect("Key columns", columns, default=[k for k in default_key if k in columns],
-                             help="From the table's unique check when it has one; choose others to compare by another key")
+        key = st.multiselect(
+            "Key columns",
+            columns,
+            default=[k for k in default_key if k in columns],
+            help="From the table's unique check when it has one; choose others to compare by another key",
+        )
         go = st.form_submit_button("Compare by key", icon=":material/compare_arrows:")
     if go:
         st.session_state["keyed_key"] = {"table": table, "branch": branch, "key": list(key)}
     chosen = st.session_state.get("keyed_key")
     if not chosen or chosen.get("table") != table or chosen.get("branch") != branch:
-        st.caption("Compare the branch with main row by row: rows whose key is new, gone, or whose values changed.")
+        st.caption(
+            "Compare the branch with main row by row: rows whose key is new, gone, or whose values changed."
+        )
         return
     if not chosen["key"]:
         st.error("Choose at least one key column.")
@@ -358,22 +480,36 @@ def keyed_section(table: str, branch: str, head: int | None, columns: list[str],
     c[3].metric("Changed cells", f"{s['changed_cells']:,}")
     st.caption(f"By key {ui.md(', '.join(chosen['key']))} · main at the fork vs the branch head")
     samples = res["samples"]
-    t_add, t_rem, t_chg = st.tabs([f"Added ({s['added']:,})", f"Removed ({s['removed']:,})", f"Changed ({s['changed']:,})"])
+    t_add, t_rem, t_chg = st.tabs(
+        [f"Added ({s['added']:,})", f"Removed ({s['removed']:,})", f"Changed ({s['changed']:,})"]
+    )
     key_config = {k: st.column_config.Column(k, pinned=True) for k in chosen["key"]}
     with t_add:
         if samples["added"]:
-            st.dataframe(ui.texts_for_ids(pd.DataFrame(samples["added"])), hide_index=True, width="stretch", column_config=key_config)
+            st.dataframe(
+                ui.texts_for_ids(pd.DataFrame(samples["added"])),
+                hide_index=True,
+                width="stretch",
+                column_config=key_config,
+            )
         else:
             st.caption("No added keys.")
     with t_rem:
         if samples["removed"]:
-            st.dataframe(ui.texts_for_ids(pd.DataFrame(samples["removed"])), hide_index=True, width="stretch", column_config=key_config)
+            st.dataframe(
+                ui.texts_for_ids(pd.DataFrame(samples["removed"])),
+                hide_index=True,
+                width="stretch",
+                column_config=key_config,
+            )
         else:
             st.caption("No removed keys.")
     with t_chg:
         if samples["changed"]:
             df, changed_cols = _changed_frame(samples["changed"], chosen["key"])
-            styled = df.style.map(lambda v: "background-color: #fff3cd; font-weight: 600" if v else "", subset=changed_cols)
+            styled = df.style.map(
+                lambda v: "background-color: #fff3cd; font-weight: 600" if v else "", subset=changed_cols
+            )
             st.dataframe(styled, hide_index=True, width="stretch", column_config=key_config)
         else:
             st.caption("No changed rows.")

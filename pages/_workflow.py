@@ -49,34 +49,60 @@ def review_panel(lh: Lakehouse, user: str, tid: TableId, branch: str) -> None:
         rules.append("the author cannot approve")
     if pol.force_needs_second_admin:
         rules.append("a forced publish needs a second admin's approval")
-    st.caption(f"Policy ({ui.md(pol.source)}): {ui.md('; '.join(rules))}. Author: {ui.md(rs.author or 'unknown')}. "
-               f"Reviews count for the head snapshot {rs.head} only.")
-    label = {"none": "No review needed", "awaiting": "Awaiting approval", "approved": "Approved",
-             "changes_requested": "Changes requested"}[rs.state.value]
+    st.caption(
+        f"Policy ({ui.md(pol.source)}): {ui.md('; '.join(rules))}. Author: {ui.md(rs.author or 'unknown')}. "
+        f"Reviews count for the head snapshot {rs.head} only."
+    )
+    label = {
+        "none": "No review needed",
+        "awaiting": "Awaiting approval",
+        "approved": "Approved",
+        "changes_requested": "Changes requested",
+    }[rs.state.value]
     text = f"**{label}** · {len(rs.approvals)} of {pol.approvals} required approval(s) on the head"
     if rs.message:
         text += f" · {ui.md(rs.message)}"
-    {"approved": st.success, "changes_requested": st.error, "awaiting": st.warning}.get(rs.state.value, st.info)(text)
+    {"approved": st.success, "changes_requested": st.error, "awaiting": st.warning}.get(
+        rs.state.value, st.info
+    )(text)
     for r in rs.approvals:
-        st.markdown(f":material/check_circle: approved by **{ui.md(r.user)}** at {ui.md(ui.short_time(r.at.isoformat()))}"
-                    + (f": {ui.md(r.comment)}" if r.comment else ""))
+        st.markdown(
+            f":material/check_circle: approved by **{ui.md(r.user)}** at {ui.md(ui.short_time(r.at.isoformat()))}"
+            + (f": {ui.md(r.comment)}" if r.comment else "")
+        )
     for r in rs.changes_requested:
-        st.markdown(f":material/block: changes requested by **{ui.md(r.user)}** at {ui.md(ui.short_time(r.at.isoformat()))}"
-                    + (f": {ui.md(r.comment)}" if r.comment else ""))
+        st.markdown(
+            f":material/block: changes requested by **{ui.md(r.user)}** at {ui.md(ui.short_time(r.at.isoformat()))}"
+            + (f": {ui.md(r.comment)}" if r.comment else "")
+        )
     for r in rs.ignored:
         st.caption(f"Not counted: {ui.md(r.user)} is the author of this branch.")
     for r in rs.dismissed:
-        st.caption(f":material/history: Dismissed: {ui.md(r.user)}'s review ({ui.md(r.verdict.replace('_', ' '))}) of snapshot "
-                   f"{r.snapshot_id}: the branch moved since (a later commit or a rebase).")
+        st.caption(
+            f":material/history: Dismissed: {ui.md(r.user)}'s review ({ui.md(r.verdict.replace('_', ' '))}) of snapshot "
+            f"{r.snapshot_id}: the branch moved since (a later commit or a rebase)."
+        )
 
     allowed, why = rw.approve_decision(lh, tid, branch, user)
     d = ui.may(lh, user, Permission.APPROVE)
     c1, c2 = st.columns(2)
-    if c1.button("Approve", icon=":material/thumb_up:", width="stretch", disabled=not allowed,
-                 help=ui.md(f"Approve snapshot {rs.head}" if allowed else why), key="wf_approve"):
+    if c1.button(
+        "Approve",
+        icon=":material/thumb_up:",
+        width="stretch",
+        disabled=not allowed,
+        help=ui.md(f"Approve snapshot {rs.head}" if allowed else why),
+        key="wf_approve",
+    ):
         st.session_state[_DIALOG] = {"kind": "approve", "table": str(tid), "branch": branch, "head": rs.head}
-    if c2.button("Request changes", icon=":material/rate_review:", width="stretch", disabled=not d.allowed,
-                 help=ui.md("Block publish until you approve" if d.allowed else d.message), key="wf_changes"):
+    if c2.button(
+        "Request changes",
+        icon=":material/rate_review:",
+        width="stretch",
+        disabled=not d.allowed,
+        help=ui.md("Block publish until you approve" if d.allowed else d.message),
+        key="wf_changes",
+    ):
         st.session_state[_DIALOG] = {"kind": "changes", "table": str(tid), "branch": branch, "head": rs.head}
     if not allowed:
         st.caption(f":material/lock: {ui.md(why)}")
@@ -92,8 +118,10 @@ def review_panel(lh: Lakehouse, user: str, tid: TableId, branch: str) -> None:
 
 @st.dialog("Approve", on_dismiss=_close)
 def _approve_dialog(lh: Lakehouse, user: str, tid: TableId, branch: str, head: int) -> None:
-    st.write(f"Approve snapshot {head} of {ui.md(tid, code=True)} · {ui.md(branch, code=True)} as {ui.md(user)}. "
-             "A later commit or a rebase dismisses this approval.")
+    st.write(
+        f"Approve snapshot {head} of {ui.md(tid, code=True)} · {ui.md(branch, code=True)} as {ui.md(user)}. "
+        "A later commit or a rebase dismisses this approval."
+    )
     with st.form("wf_approve_form", border=False):
         comment = st.text_input("Comment (optional)", key="wf_approve_comment")
         submitted = st.form_submit_button("Approve", type="primary")
@@ -108,8 +136,10 @@ def _approve_dialog(lh: Lakehouse, user: str, tid: TableId, branch: str, head: i
 
 @st.dialog("Request changes", on_dismiss=_close)
 def _changes_dialog(lh: Lakehouse, user: str, tid: TableId, branch: str, head: int) -> None:
-    st.write(f"Request changes on snapshot {head} of {ui.md(tid, code=True)} · {ui.md(branch, code=True)}: publish is blocked "
-             "until you approve a head.")
+    st.write(
+        f"Request changes on snapshot {head} of {ui.md(tid, code=True)} · {ui.md(branch, code=True)}: publish is blocked "
+        "until you approve a head."
+    )
     with st.form("wf_changes_form", border=False):
         comment = st.text_input("What must change (required)", key="wf_changes_comment")
         submitted = st.form_submit_button("Request changes", type="primary")
@@ -138,7 +168,9 @@ def thread(lh: Lakehouse, user: str, tid: TableId, branch: str, *, checks: list[
     for c in items:
         what = {"approved": "approved", "changes_requested": "requested changes"}.get(c.kind, "commented")
         about = f" on check {ui.md(c.check, code=True)}" if c.check else ""
-        st.markdown(f"**{ui.md(c.user)}** {what}{about} · {ui.md(ui.short_time(c.at.isoformat()))} · snapshot {c.snapshot_id}")
+        st.markdown(
+            f"**{ui.md(c.user)}** {what}{about} · {ui.md(ui.short_time(c.at.isoformat()))} · snapshot {c.snapshot_id}"
+        )
         if c.text:
             st.markdown(ui.md(c.text))
     d = ui.may(lh, user, Permission.COMMENT)
@@ -166,7 +198,12 @@ def thread(lh: Lakehouse, user: str, tid: TableId, branch: str, *, checks: list[
 
 def add_review_columns(df: pd.DataFrame, rows: list[dict[str, Any]]) -> None:
     """Add ``review`` and ``approvals`` of each branch (from ``branches``) to the Branches table, in place."""
-    labels = {"none": "—", "awaiting": "awaiting", "approved": "approved", "changes_requested": "changes requested"}
+    labels = {
+        "none": "—",
+        "awaiting": "awaiting",
+        "approved": "approved",
+        "changes_requested": "changes requested",
+    }
     df["review state"] = [labels.get(r.get("review", "none"), r.get("review", "")) for r in rows]
     df["approvals"] = [int(r.get("approvals", 0)) for r in rows]
 
@@ -186,21 +223,46 @@ def history_actions(lh: Lakehouse, user: str, table: str, timeline: list[dict[st
     head = timeline[0]["snapshot_id"] if timeline else None
     for snap in timeline[1:20]:
         c1, c2 = st.columns([4, 1])
-        c1.markdown(f"snapshot `{snap['snapshot_id']}` · {ui.md(ui.short_time(snap['at']))} · {ui.md(snap['operation'])} · "
-                    f"{snap['total_records']:,} rows · {ui.md(snap.get('user') or '')}")
-        if c2.button("Roll back", key=f"wf_rb_{snap['snapshot_id']}", disabled=not admin.allowed, icon=":material/undo:",
-                     help=ui.md(f"Move main back to snapshot {snap['snapshot_id']}" if admin.allowed else admin.message)):
-            st.session_state[_DIALOG] = {"kind": "rollback", "table": table, "to": snap["snapshot_id"], "head": head}
+        c1.markdown(
+            f"snapshot `{snap['snapshot_id']}` · {ui.md(ui.short_time(snap['at']))} · {ui.md(snap['operation'])} · "
+            f"{snap['total_records']:,} rows · {ui.md(snap.get('user') or '')}"
+        )
+        if c2.button(
+            "Roll back",
+            key=f"wf_rb_{snap['snapshot_id']}",
+            disabled=not admin.allowed,
+            icon=":material/undo:",
+            help=ui.md(
+                f"Move main back to snapshot {snap['snapshot_id']}" if admin.allowed else admin.message
+            ),
+        ):
+            st.session_state[_DIALOG] = {
+                "kind": "rollback",
+                "table": table,
+                "to": snap["snapshot_id"],
+                "head": head,
+            }
     gone = rolled_back_snapshots(lh, tid)
     if gone:
         st.markdown("##### Rolled-back batches")
         steward = ui.may(lh, user, Permission.INGEST)
         for g in gone:
             c1, c2 = st.columns([4, 1])
-            c1.markdown(f"snapshot `{g['snapshot_id']}` · branch {ui.md(g.get('branch') or '?')} · {g['rows']:,} rows · rolled back by "
-                        f"{ui.md(g['rolled_back_by'])}: {ui.md(g.get('reason') or '')}")
-            if c2.button("Reopen as branch", key=f"wf_ro_{g['snapshot_id']}", disabled=not steward.allowed, icon=":material/call_split:",
-                         help=ui.md("Make this batch a branch again, to review, fix and re-publish" if steward.allowed else steward.message)):
+            c1.markdown(
+                f"snapshot `{g['snapshot_id']}` · branch {ui.md(g.get('branch') or '?')} · {g['rows']:,} rows · rolled back by "
+                f"{ui.md(g['rolled_back_by'])}: {ui.md(g.get('reason') or '')}"
+            )
+            if c2.button(
+                "Reopen as branch",
+                key=f"wf_ro_{g['snapshot_id']}",
+                disabled=not steward.allowed,
+                icon=":material/call_split:",
+                help=ui.md(
+                    "Make this batch a branch again, to review, fix and re-publish"
+                    if steward.allowed
+                    else steward.message
+                ),
+            ):
                 _reopen(lh, user, tid, int(g["snapshot_id"]))
     dialog = st.session_state.get(_DIALOG)
     if dialog and dialog.get("kind") == "rollback" and dialog.get("table") == table:
@@ -211,7 +273,9 @@ def history_actions(lh: Lakehouse, user: str, table: str, timeline: list[dict[st
 def _rollback_dialog(lh: Lakehouse, user: str, tid: TableId, to: int, head: int | None) -> None:
     from wap_core.rollback import rollback
 
-    st.warning(f"Move main of {ui.md(tid, code=True)} back to snapshot {to}. Metadata only; the later batches can be reopened as branches.")
+    st.warning(
+        f"Move main of {ui.md(tid, code=True)} back to snapshot {to}. Metadata only; the later batches can be reopened as branches."
+    )
     with st.form("wf_rollback_form", border=False):
         reason = st.text_input("Reason (required)", key="wf_rollback_reason")
         submitted = st.form_submit_button("Roll back", type="primary")
@@ -236,5 +300,8 @@ def _reopen(lh: Lakehouse, user: str, tid: TableId, snapshot_id: int) -> None:
         ui.show_error(exc)
         return
     ui.writes_done()
-    ui.flash("success", f"Reopened snapshot {snapshot_id} as branch {ui.md(res.branch)}: review it, fix it, publish it again.")
+    ui.flash(
+        "success",
+        f"Reopened snapshot {snapshot_id} as branch {ui.md(res.branch)}: review it, fix it, publish it again.",
+    )
     st.rerun()

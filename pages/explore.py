@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import streamlit as st
 
@@ -36,16 +36,28 @@ kind = c2.selectbox("Ref kind", kinds, index=kinds.index(q_kind) if q_kind in ki
 if kind in ("branch", "tag"):
     options = refs[kind]
     q_ref = st.query_params.get("ref")
-    value: object = c3.selectbox(kind.capitalize(), options, index=options.index(q_ref) if q_ref in options else 0) if options else None
+    value: object = (
+        c3.selectbox(kind.capitalize(), options, index=options.index(q_ref) if q_ref in options else 0)
+        if options
+        else None
+    )
 elif kind == "snapshot":
     snaps = sorted(tbl.metadata.snapshots, key=lambda s: -s.timestamp_ms)
     ids = [s.snapshot_id for s in snaps]
     q_snap = st.query_params.get("ref")
-    value = c3.selectbox("Snapshot", ids, index=next((i for i, x in enumerate(ids) if str(x) == q_snap), 0),
-                         format_func=lambda i: f"{ui.id_text(i)} · {ui.local_time(datetime.fromtimestamp(tbl.metadata.snapshot_by_id(i).timestamp_ms / 1000, tz=timezone.utc))}")
+    value = c3.selectbox(
+        "Snapshot",
+        ids,
+        index=next((i for i, x in enumerate(ids) if str(x) == q_snap), 0),
+        format_func=lambda i: (
+            f"{ui.id_text(i)} · {ui.local_time(datetime.fromtimestamp(tbl.metadata.snapshot_by_id(i).timestamp_ms / 1000, tz=UTC))}"
+        ),
+    )
 else:
-    value = c3.text_input("Time on main (ISO 8601, UTC)",
-                          value=st.query_params.get("ref") or datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    value = c3.text_input(
+        "Time on main (ISO 8601, UTC)",
+        value=st.query_params.get("ref") or datetime.now(UTC).isoformat(timespec="seconds"),
+    )
 
 if value is None:
     st.info(f"{ui.md(tid)} has no {ui.md(kind)}.")
@@ -67,12 +79,21 @@ with tab_schema:
 with tab_snaps:
     ref_name = ref.value if kind in ("branch", "tag") else "main"
     tl = ui.timeline(table, ref_name)
-    df = ui.frame(tl, ["at", "snapshot_id", "parent_id", "operation", "added_records", "total_records", "user", "source"])
+    df = ui.frame(
+        tl,
+        ["at", "snapshot_id", "parent_id", "operation", "added_records", "total_records", "user", "source"],
+    )
     df = ui.times_for_display(df, "at")
     st.caption(f"Ancestry of {ui.md(ref_name)}, newest first")
-    st.dataframe(df, hide_index=True, width="stretch",
-                 column_config={"snapshot_id": st.column_config.TextColumn("snapshot"),
-                                "parent_id": st.column_config.TextColumn("parent")})
+    st.dataframe(
+        df,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "snapshot_id": st.column_config.TextColumn("snapshot"),
+            "parent_id": st.column_config.TextColumn("parent"),
+        },
+    )
 with tab_rows:
     columns = [r["column"] for r in ex.schema_rows(tbl, ref.snapshot_id)]
     with st.form("rows"):
@@ -95,12 +116,18 @@ with tab_rows:
             if not ui.wait_for_spark(lh):
                 st.stop()
             with st.spinner("Reading rows with Spark…"):
-                st.dataframe(ex.rows(lh, tid, ref.snapshot_id, filters, int(limit), user=user), hide_index=True, width="stretch")
+                st.dataframe(
+                    ex.rows(lh, tid, ref.snapshot_id, filters, int(limit), user=user),
+                    hide_index=True,
+                    width="stretch",
+                )
         except WapError as exc:
             ui.show_error(exc)
 with tab_sql:
-    st.caption(f"One read-only query over **`{ex.VIEW}`** ({ui.md(tid)} at {ui.md(ref.kind)} {ui.md(ref.value)}): SELECT/WITH with joins, "
-               "unions, windows and subqueries over it and its CTEs, built-in functions only; anything else is refused.")
+    st.caption(
+        f"One read-only query over **`{ex.VIEW}`** ({ui.md(tid)} at {ui.md(ref.kind)} {ui.md(ref.value)}): SELECT/WITH with joins, "
+        "unions, windows and subqueries over it and its CTEs, built-in functions only; anything else is refused."
+    )
     with st.form("sql"):
         sql = st.text_area("SQL", value=f"SELECT * FROM {ex.VIEW} LIMIT 20", height=120)
         run = st.form_submit_button("Run query")
@@ -109,6 +136,8 @@ with tab_sql:
             if not ui.wait_for_spark(lh):
                 st.stop()
             with st.spinner("Running with Spark…"):
-                st.dataframe(ex.run_sql(lh, tid, ref.snapshot_id, sql, user=user), hide_index=True, width="stretch")
+                st.dataframe(
+                    ex.run_sql(lh, tid, ref.snapshot_id, sql, user=user), hide_index=True, width="stretch"
+                )
         except WapError as exc:
             ui.show_error(exc)

@@ -18,25 +18,55 @@ with ui.wap_errors():
     tables = ui.table_names()
     f1, f2, f3, f4 = st.columns(4)
     linked = st.query_params.get("table")  # /history?table=NS.TABLE (the link of a rollback notification)
-    table = f1.selectbox("Table", ["All tables", *tables], index=1 + tables.index(linked) if linked in tables else 0)
+    table = f1.selectbox(
+        "Table", ["All tables", *tables], index=1 + tables.index(linked) if linked in tables else 0
+    )
     action = f2.selectbox("Action", ["All actions", *ACTIONS])
-    entries = ui.journal(None if table == "All tables" else table, None if action == "All actions" else action, 2000)
+    entries = ui.journal(
+        None if table == "All tables" else table, None if action == "All actions" else action, 2000
+    )
     outcomes = sorted({e["outcome"] for e in entries})
     pick_outcome = f3.multiselect("Outcome", outcomes, placeholder="All outcomes")
     who = f4.text_input("User contains")
-    shown = [e for e in entries if (not pick_outcome or e["outcome"] in pick_outcome) and (not who or who.lower() in e["user"].lower())]
+    shown = [
+        e
+        for e in entries
+        if (not pick_outcome or e["outcome"] in pick_outcome)
+        and (not who or who.lower() in e["user"].lower())
+    ]
     st.caption(f"{len(shown)} journal entries")
-    df = ui.frame(shown, ["at", "user", "action", "table", "branch", "outcome", "reason", "snapshot_before", "snapshot_after", "details"])
+    df = ui.frame(
+        shown,
+        [
+            "at",
+            "user",
+            "action",
+            "table",
+            "branch",
+            "outcome",
+            "reason",
+            "snapshot_before",
+            "snapshot_after",
+            "details",
+        ],
+    )
     df["details"] = df["details"].map(ui.details_text)
     df["reason"] = df["reason"].map(ui.blank)
     df = ui.times_for_display(df, "at")
-    st.dataframe(df, hide_index=True, width="stretch", height=360,
-                 column_config={"at": st.column_config.TextColumn("at", width="medium"),
-                                "action": st.column_config.TextColumn("action", pinned=True),
-                                "outcome": st.column_config.TextColumn("outcome", pinned=True),
-                                "snapshot_before": st.column_config.TextColumn("before", help="snapshot id before (exact)"),
-                                "snapshot_after": st.column_config.TextColumn("after", help="snapshot id after (exact)"),
-                                "details": st.column_config.TextColumn("details", width="large")})
+    st.dataframe(
+        df,
+        hide_index=True,
+        width="stretch",
+        height=360,
+        column_config={
+            "at": st.column_config.TextColumn("at", width="medium"),
+            "action": st.column_config.TextColumn("action", pinned=True),
+            "outcome": st.column_config.TextColumn("outcome", pinned=True),
+            "snapshot_before": st.column_config.TextColumn("before", help="snapshot id before (exact)"),
+            "snapshot_after": st.column_config.TextColumn("after", help="snapshot id after (exact)"),
+            "details": st.column_config.TextColumn("details", width="large"),
+        },
+    )
 
     st.subheader("Main's snapshot timeline")
     if not tables:
@@ -47,24 +77,57 @@ with ui.wap_errors():
         if not tl:
             st.caption("Main has no snapshots yet.")
         else:
-            tdf = ui.frame(tl, ["at", "snapshot_id", "parent_id", "operation", "added_records", "total_records", "user", "source"])
+            tdf = ui.frame(
+                tl,
+                [
+                    "at",
+                    "snapshot_id",
+                    "parent_id",
+                    "operation",
+                    "added_records",
+                    "total_records",
+                    "user",
+                    "source",
+                ],
+            )
             cdf = tdf.copy()
             cdf["time"] = ui.to_datetime(cdf["at"])
             cdf["when"] = cdf["at"].map(ui.local_time)
             chart = (
                 alt.Chart(cdf)
                 .mark_line(point=alt.OverlayMarkDef(size=80), interpolate="step-after")
-                .encode(x=alt.X("time:T", title="commit time", axis=alt.Axis(format="%b %d %H:%M", labelAngle=-30, tickCount=6)),
-                        y=alt.Y("total_records:Q", title="rows on main", axis=alt.Axis(format=",d")),
-                        tooltip=[alt.Tooltip("snapshot_id:N", title="snapshot"), alt.Tooltip("parent_id:N", title="parent"),
-                                 alt.Tooltip("when:N", title="time"), alt.Tooltip("at:N", title="ISO time"), "operation:N",
-                                 alt.Tooltip("added_records:Q", format=",d"), alt.Tooltip("total_records:Q", format=",d"),
-                                 "user:N", "source:N"])
+                .encode(
+                    x=alt.X(
+                        "time:T",
+                        title="commit time",
+                        axis=alt.Axis(format="%b %d %H:%M", labelAngle=-30, tickCount=6),
+                    ),
+                    y=alt.Y("total_records:Q", title="rows on main", axis=alt.Axis(format=",d")),
+                    tooltip=[
+                        alt.Tooltip("snapshot_id:N", title="snapshot"),
+                        alt.Tooltip("parent_id:N", title="parent"),
+                        alt.Tooltip("when:N", title="time"),
+                        alt.Tooltip("at:N", title="ISO time"),
+                        "operation:N",
+                        alt.Tooltip("added_records:Q", format=",d"),
+                        alt.Tooltip("total_records:Q", format=",d"),
+                        "user:N",
+                        "source:N",
+                    ],
+                )
                 .properties(height=240)
             )
             st.altair_chart(chart, width="stretch")
             tdf = ui.times_for_display(tdf, "at")
-            st.dataframe(tdf, hide_index=True, width="stretch",
-                         column_config={"snapshot_id": st.column_config.TextColumn("snapshot"),
-                                        "parent_id": st.column_config.TextColumn("parent")})
-        wf.history_actions(ui.lakehouse(), ui.current_user(), t, tl)  # Roll back (admin), Reopen as branch (steward)
+            st.dataframe(
+                tdf,
+                hide_index=True,
+                width="stretch",
+                column_config={
+                    "snapshot_id": st.column_config.TextColumn("snapshot"),
+                    "parent_id": st.column_config.TextColumn("parent"),
+                },
+            )
+        wf.history_actions(
+            ui.lakehouse(), ui.current_user(), t, tl
+        )  # Roll back (admin), Reopen as branch (steward)

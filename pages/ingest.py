@@ -16,7 +16,9 @@ from wap_core.paths import SourcePolicy, describe_roots, save_upload
 
 NEW = "New table…"
 
-ui.page_header("Ingest", "Write a batch to a new audit branch. Main is untouched until a steward publishes the branch.")
+ui.page_header(
+    "Ingest", "Write a batch to a new audit branch. Main is untouched until a steward publishes the branch."
+)
 lh = ui.lakehouse()
 user = ui.current_user(lh)
 may_ingest = ui.may(lh, user, Permission.INGEST)
@@ -25,9 +27,14 @@ if not may_ingest.allowed:
 
 with st.form("ingest"):
     source_kind = st.radio("Source", ["Upload a file", "Server-side path"], horizontal=True)
-    upload = st.file_uploader("File (CSV, Parquet or JSON)", type=["csv", "parquet", "pq", "json", "jsonl", "ndjson"])
-    server_path = st.text_input("Server-side path (file or glob)", placeholder="/data/incoming/flights_2013_03.csv",
-                                help="Only under the allowed ingest roots (WAP_INGEST_ROOTS)")
+    upload = st.file_uploader(
+        "File (CSV, Parquet or JSON)", type=["csv", "parquet", "pq", "json", "jsonl", "ndjson"]
+    )
+    server_path = st.text_input(
+        "Server-side path (file or glob)",
+        placeholder="/data/incoming/flights_2013_03.csv",
+        help="Only under the allowed ingest roots (WAP_INGEST_ROOTS)",
+    )
     st.caption(f"Server-side paths must lie under: {ui.md(describe_roots(lh.settings))}")
     c1, c2 = st.columns(2)
     choice = c1.selectbox("Table", [NEW, *ui.table_names()])
@@ -35,12 +42,20 @@ with st.form("ingest"):
     c3, c4 = st.columns(2)
     branch_in = c3.text_input("Branch name (optional)", placeholder="generated when empty")
     fmt = c4.selectbox("Format", ["auto", "csv", "parquet", "json"])
-    submitted = st.form_submit_button("Ingest and audit", type="primary", disabled=not may_ingest.allowed,
-                                      help=None if may_ingest.allowed else ui.md(may_ingest.message))
+    submitted = st.form_submit_button(
+        "Ingest and audit",
+        type="primary",
+        disabled=not may_ingest.allowed,
+        help=None if may_ingest.allowed else ui.md(may_ingest.message),
+    )
 
 PENDING = "ingest_pending"
-STEPS = {"reading": "Reading the source…", "writing": "Writing {rows} rows to a new branch…",
-         "auditing": "Auditing {rows} rows…", "done": "Done: {rows} rows written and audited."}
+STEPS = {
+    "reading": "Reading the source…",
+    "writing": "Writing {rows} rows to a new branch…",
+    "auditing": "Auditing {rows} rows…",
+    "done": "Done: {rows} rows written and audited.",
+}
 
 
 def _run(job: dict[str, object]) -> None:
@@ -58,10 +73,21 @@ def _run(job: dict[str, object]) -> None:
                 st.write(f"{'✔' if step == 'done' else '›'} {text}")
 
             # confined: a server-side path is read only under the allowed ingest roots (and the uploads root)
-            result = ingest(lh, tid, [str(job["source"])], branch=job["branch"], fmt=job["fmt"], create=bool(job["create"]),  # type: ignore[arg-type]
-                            user=user, source_policy=SourcePolicy.CONFINED, progress=progress)
-            status.update(label=f"Wrote {result.rows_written:,} rows to {ui.md(tid)} · {ui.md(result.branch)}: audit {ui.md(result.audit.status)}",
-                          state="complete" if result.audit.passed else "error")
+            result = ingest(
+                lh,
+                tid,
+                [str(job["source"])],
+                branch=job["branch"],
+                fmt=job["fmt"],
+                create=bool(job["create"]),  # type: ignore[arg-type]
+                user=user,
+                source_policy=SourcePolicy.CONFINED,
+                progress=progress,
+            )
+            status.update(
+                label=f"Wrote {result.rows_written:,} rows to {ui.md(tid)} · {ui.md(result.branch)}: audit {ui.md(result.audit.status)}",
+                state="complete" if result.audit.passed else "error",
+            )
     except WapError as exc:
         ui.show_error(exc)
         return
@@ -72,8 +98,12 @@ def _run(job: dict[str, object]) -> None:
         f"audit **{ui.md(result.audit.status)}**."
         + (f"  \nFailed checks: {', '.join('**' + ui.md(n) + '**' for n in failed)}" if failed else "")
     )
-    st.page_link("pages/review.py", label=f"Review {ui.md(tid)} · {ui.md(result.branch)}", icon=":material/rate_review:",
-                 query_params={"table": str(tid), "branch": result.branch})
+    st.page_link(
+        "pages/review.py",
+        label=f"Review {ui.md(tid)} · {ui.md(result.branch)}",
+        icon=":material/rate_review:",
+        query_params={"table": str(tid), "branch": result.branch},
+    )
 
 
 if submitted:
@@ -91,9 +121,17 @@ if submitted:
             if not server_path.strip():
                 raise ValidationError("give a server-side path, or switch to uploading a file")
             source = str(Path(server_path.strip()).expanduser())
-        job: dict[str, object] = {"table": str(tid), "source": source, "branch": branch, "fmt": None if fmt == "auto" else fmt, "create": create}
+        job: dict[str, object] = {
+            "table": str(tid),
+            "source": source,
+            "branch": branch,
+            "fmt": None if fmt == "auto" else fmt,
+            "create": create,
+        }
         duplicate = None
-        if not create and Path(source).is_file():  # metadata only: the same bytes already ingested into this table?
+        if (
+            not create and Path(source).is_file()
+        ):  # metadata only: the same bytes already ingested into this table?
             duplicate = find_duplicate(lh, tid, content_hash([source]))
         if duplicate is None:
             _run(job)
@@ -107,12 +145,19 @@ if pending:
     dup = pending["duplicate"]
     where = f"branch **{ui.md(dup['branch'])}**" if dup["branch"] else "main"
     state = "already published to main" if dup["on_main"] else "on an open branch"
-    st.warning(f"**This file was already ingested into {ui.md(dup['table'])}**: same content as {where} "
-               f"(snapshot {ui.id_text(dup['snapshot_id'])}, {ui.md(ui.local_time(dup['at']))}), {state}. "
-               "Ingesting it again duplicates its rows.", icon=":material/content_copy:")
+    st.warning(
+        f"**This file was already ingested into {ui.md(dup['table'])}**: same content as {where} "
+        f"(snapshot {ui.id_text(dup['snapshot_id'])}, {ui.md(ui.local_time(dup['at']))}), {state}. "
+        "Ingesting it again duplicates its rows.",
+        icon=":material/content_copy:",
+    )
     if dup["open_branch"] and dup["branch"]:
-        st.page_link("pages/review.py", label=f"Review the earlier branch {ui.md(dup['branch'])}", icon=":material/rate_review:",
-                     query_params={"table": dup["table"], "branch": dup["branch"]})
+        st.page_link(
+            "pages/review.py",
+            label=f"Review the earlier branch {ui.md(dup['branch'])}",
+            icon=":material/rate_review:",
+            query_params={"table": dup["table"], "branch": dup["branch"]},
+        )
     d1, d2 = st.columns(2)
     if d1.button("Ingest anyway", icon=":material/warning:", disabled=not may_ingest.allowed):
         st.session_state.pop(PENDING, None)

@@ -10,18 +10,22 @@ import streamlit as st
 
 from pages import _common as ui
 
-_RECENT_CONFIG = {"outcome": st.column_config.TextColumn("outcome", pinned=True),
-                  "reason": st.column_config.TextColumn("reason", width="medium")}
+_RECENT_CONFIG = {
+    "outcome": st.column_config.TextColumn("outcome", pinned=True),
+    "reason": st.column_config.TextColumn("reason", width="medium"),
+}
 
 
-def _recent(rows: list[dict[str, object]], columns: list[str]) -> "ui.pd.DataFrame":
+def _recent(rows: list[dict[str, object]], columns: list[str]) -> ui.pd.DataFrame:
     """Outcome and reason first (a forced publish must not look like any other); blanks for none; local times."""
     df = ui.frame(rows, columns)
     df["reason"] = df["reason"].map(ui.blank)
     return ui.times_for_display(df, "at")
 
 
-ui.page_header("Overview", "Every table on main, the audit branches waiting for review, and what stewards did lately.")
+ui.page_header(
+    "Overview", "Every table on main, the audit branches waiting for review, and what stewards did lately."
+)
 
 with ui.wap_errors():
     tables = ui.table_infos()
@@ -29,51 +33,92 @@ with ui.wap_errors():
     entries = ui.journal(limit=1000)
     audits = ui.audit_record(limit=1000)
 
-    counts = {s: sum(1 for b in open_branches if b["status"] == s) for s in ("passed", "warned", "failed", "stale", "not_audited", "incomplete")}
+    counts = {
+        s: sum(1 for b in open_branches if b["status"] == s)
+        for s in ("passed", "warned", "failed", "stale", "not_audited", "incomplete")
+    }
     cols = st.columns(7)
     cols[0].metric("Tables", len(tables))
-    for col, (status, n) in zip(cols[1:], counts.items()):
+    for col, (status, n) in zip(cols[1:], counts.items(), strict=False):
         col.metric(ui.status_badge(status), n)
 
     st.subheader("Tables")
     if not tables:
         st.info("No tables yet: ingest a first batch on the Ingest page (or run `python -m wap_core demo`).")
     else:
-        tdf = ui.frame(tables, ["table", "rows", "data_files", "size_bytes", "snapshots", "open_branches", "tags", "last_updated"])
+        tdf = ui.frame(
+            tables,
+            [
+                "table",
+                "rows",
+                "data_files",
+                "size_bytes",
+                "snapshots",
+                "open_branches",
+                "tags",
+                "last_updated",
+            ],
+        )
         tdf["size"] = tdf["size_bytes"].map(ui.human_bytes)
         tdf = ui.times_for_display(tdf, "last_updated")
-        st.dataframe(tdf.drop(columns=["size_bytes"]), hide_index=True, width="stretch",
-                     column_config={"table": st.column_config.TextColumn("table", pinned=True),
-                                    "last_updated": st.column_config.TextColumn("last updated", help="main's last change")})
+        st.dataframe(
+            tdf.drop(columns=["size_bytes"]),
+            hide_index=True,
+            width="stretch",
+            column_config={
+                "table": st.column_config.TextColumn("table", pinned=True),
+                "last_updated": st.column_config.TextColumn("last updated", help="main's last change"),
+            },
+        )
 
     st.subheader("Open branches by status")
     if not open_branches:
         st.info("No open audit branches.")
     else:
-        bdf = ui.frame(open_branches, ["table", "branch", "status", "failed_checks", "rows_added", "main_moved"])
-        bdf.insert(0, "review", [ui.review_url(t, b) for t, b in zip(bdf["table"], bdf["branch"])])
+        bdf = ui.frame(
+            open_branches, ["table", "branch", "status", "failed_checks", "rows_added", "main_moved"]
+        )
+        bdf.insert(
+            0, "review", [ui.review_url(t, b) for t, b in zip(bdf["table"], bdf["branch"], strict=False)]
+        )
         bdf["status"] = bdf["status"].map(ui.status_badge)
         bdf["failed_checks"] = bdf["failed_checks"].map(lambda xs: ", ".join(xs) if xs else "")
-        st.dataframe(ui.style_status(bdf), hide_index=True, width="stretch",
-                     column_config={"review": st.column_config.LinkColumn("review", display_text="Open review", pinned=True),
-                                    "failed_checks": st.column_config.TextColumn("failed checks", width="large")})
+        st.dataframe(
+            ui.style_status(bdf),
+            hide_index=True,
+            width="stretch",
+            column_config={
+                "review": st.column_config.LinkColumn("review", display_text="Open review", pinned=True),
+                "failed_checks": st.column_config.TextColumn("failed checks", width="large"),
+            },
+        )
         st.page_link("pages/branches.py", label="All branches, with filters", icon=":material/account_tree:")
 
     left, right = st.columns(2)
     with left:
         st.subheader("Recent publishes")
-        pubs = [e for e in entries if e["action"] == "publish" and e["outcome"] in ("published", "forced")][:10]
+        pubs = [e for e in entries if e["action"] == "publish" and e["outcome"] in ("published", "forced")][
+            :10
+        ]
         if pubs:
-            st.dataframe(_recent(pubs, ["outcome", "table", "branch", "reason", "at", "user"]), hide_index=True, width="stretch",
-                         column_config=_RECENT_CONFIG)
+            st.dataframe(
+                _recent(pubs, ["outcome", "table", "branch", "reason", "at", "user"]),
+                hide_index=True,
+                width="stretch",
+                column_config=_RECENT_CONFIG,
+            )
         else:
             st.caption("Nothing published yet.")
     with right:
         st.subheader("Recent refusals and discards")
         refusals = [e for e in entries if e["outcome"] in ("refused", "discarded", "error")][:10]
         if refusals:
-            st.dataframe(_recent(refusals, ["outcome", "action", "table", "branch", "reason", "at", "user"]), hide_index=True, width="stretch",
-                         column_config=_RECENT_CONFIG)
+            st.dataframe(
+                _recent(refusals, ["outcome", "action", "table", "branch", "reason", "at", "user"]),
+                hide_index=True,
+                width="stretch",
+                column_config=_RECENT_CONFIG,
+            )
         else:
             st.caption("No refusals.")
 
@@ -83,9 +128,17 @@ with ui.wap_errors():
         times = ui.to_datetime(adf["at"])
         span = (times.max() - times.min()).total_seconds()
         # Bins fitted to the span of the data: about 10-40 bars whatever the span (1 minute .. 1 week).
-        unit, fmt, label = next((u, f, lb) for limit, u, f, lb in (
-            (3600, "1min", "%H:%M", "minute"), (6 * 3600, "10min", "%H:%M", "10 minutes"), (2 * 86400, "1h", "%b %d %H:%M", "hour"),
-            (30 * 86400, "1D", "%b %d", "day"), (float("inf"), "7D", "%b %d", "week")) if span <= limit)
+        unit, fmt, label = next(
+            (u, f, lb)
+            for limit, u, f, lb in (
+                (3600, "1min", "%H:%M", "minute"),
+                (6 * 3600, "10min", "%H:%M", "10 minutes"),
+                (2 * 86400, "1h", "%b %d %H:%M", "hour"),
+                (30 * 86400, "1D", "%b %d", "day"),
+                (float("inf"), "7D", "%b %d", "week"),
+            )
+            if span <= limit
+        )
         adf["bin"] = times.dt.floor(unit)
         adf["when"] = adf["bin"].map(ui.local_time)
         outcomes = [s for s in ui.STATUS_COLOR if s in set(adf["status"])]
@@ -93,15 +146,28 @@ with ui.wap_errors():
             alt.Chart(adf)
             .mark_bar()
             .encode(
-                x=alt.X("bin:T", title=f"audit time (per {label})", axis=alt.Axis(format=fmt, labelAngle=-30, tickCount=8)),
+                x=alt.X(
+                    "bin:T",
+                    title=f"audit time (per {label})",
+                    axis=alt.Axis(format=fmt, labelAngle=-30, tickCount=8),
+                ),
                 y=alt.Y("count():Q", title="audits", axis=alt.Axis(tickMinStep=1)),
-                color=alt.Color("status:N", scale=alt.Scale(domain=outcomes, range=[ui.STATUS_COLOR[o] for o in outcomes]),
-                                legend=alt.Legend(title="outcome")),
-                tooltip=[alt.Tooltip("when:N", title=label), "status:N", alt.Tooltip("count():Q", title="audits")],
+                color=alt.Color(
+                    "status:N",
+                    scale=alt.Scale(domain=outcomes, range=[ui.STATUS_COLOR[o] for o in outcomes]),
+                    legend=alt.Legend(title="outcome"),
+                ),
+                tooltip=[
+                    alt.Tooltip("when:N", title=label),
+                    "status:N",
+                    alt.Tooltip("count():Q", title="audits"),
+                ],
             )
             .properties(height=260)
         )
-        if adf["bin"].nunique() == 1:  # one bin: a bar chart over categories instead of a sliver on a time axis
+        if (
+            adf["bin"].nunique() == 1
+        ):  # one bin: a bar chart over categories instead of a sliver on a time axis
             chart = chart.encode(x=alt.X("when:N", title=f"audit time (per {label})"))
         st.altair_chart(chart, width="stretch")
     else:

@@ -6,7 +6,8 @@ then the diff Spark computes (rows, schema, per-column profiles, distribution ch
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import streamlit as st
 
@@ -33,10 +34,15 @@ if not table_q or not branch_q:
     if not open_branches:
         st.info("No open audit branches to review.")
         st.stop()
-    st.write("Pick a branch to review, or open a link like `/review?table=demo.flights&branch=audit_2013_02_w2`.")
+    st.write(
+        "Pick a branch to review, or open a link like `/review?table=demo.flights&branch=audit_2013_02_w2`."
+    )
     for b in open_branches:
-        st.page_link("pages/review.py", label=f"{ui.md(b['table'])} · {ui.md(b['branch'])} — {ui.md(ui.status_badge(b['status']))}",
-                     query_params={"table": b["table"], "branch": b["branch"]})
+        st.page_link(
+            "pages/review.py",
+            label=f"{ui.md(b['table'])} · {ui.md(b['branch'])} — {ui.md(ui.status_badge(b['status']))}",
+            query_params={"table": b["table"], "branch": b["branch"]},
+        )
     st.stop()
 
 try:
@@ -49,7 +55,9 @@ except WapError as exc:
 
 st.subheader(f"{ui.md(tid)} · {ui.md(branch)}")
 if branch not in cat.branch_names(tbl):
-    st.warning(f"Branch {ui.md(repr(branch))} is not open on {ui.md(tid)}: it was published, discarded or never existed.")
+    st.warning(
+        f"Branch {ui.md(repr(branch))} is not open on {ui.md(tid)}: it was published, discarded or never existed."
+    )
     past = [e for e in ui.journal(str(tid), limit=200) if e["branch"] == branch]
     if past:
         pdf = ui.frame(past, ["at", "user", "action", "outcome", "reason"])
@@ -84,8 +92,16 @@ def _close() -> None:
 
 st.markdown("#### Actions")
 # Role-gated: each control is disabled with the core's reason; the core refuses anyway if called.
-can = {p: ui.may(lh, user, p) for p in (Permission.AUDIT, Permission.PUBLISH, Permission.FORCE_PUBLISH,
-                                        Permission.DISCARD, Permission.REBASE)}
+can = {
+    p: ui.may(lh, user, p)
+    for p in (
+        Permission.AUDIT,
+        Permission.PUBLISH,
+        Permission.FORCE_PUBLISH,
+        Permission.DISCARD,
+        Permission.REBASE,
+    )
+}
 
 
 def _help(permission: Permission, default: str) -> str:
@@ -94,29 +110,60 @@ def _help(permission: Permission, default: str) -> str:
 
 
 a1, a2, a3, a4 = st.columns(4)
-rerun_audit = a1.button("Re-run audit", icon=":material/replay:", width="stretch", disabled=not can[Permission.AUDIT].allowed,
-                        help=_help(Permission.AUDIT, "Evaluate the table's checks on the branch head again"))
-if a2.button("Publish", icon=":material/publish:", type="primary", disabled=not (ready.allowed and can[Permission.PUBLISH].allowed),
-             width="stretch", help=_help(Permission.PUBLISH, ui.md(ready.message) if not ready.allowed else "Fast-forward main to this branch")):
+rerun_audit = a1.button(
+    "Re-run audit",
+    icon=":material/replay:",
+    width="stretch",
+    disabled=not can[Permission.AUDIT].allowed,
+    help=_help(Permission.AUDIT, "Evaluate the table's checks on the branch head again"),
+)
+if a2.button(
+    "Publish",
+    icon=":material/publish:",
+    type="primary",
+    disabled=not (ready.allowed and can[Permission.PUBLISH].allowed),
+    width="stretch",
+    help=_help(
+        Permission.PUBLISH, ui.md(ready.message) if not ready.allowed else "Fast-forward main to this branch"
+    ),
+):
     _open("publish", force=False)
-if a3.button("Discard", icon=":material/delete:", width="stretch", disabled=not can[Permission.DISCARD].allowed,
-             help=_help(Permission.DISCARD, "Drop the branch; main is untouched")):
+if a3.button(
+    "Discard",
+    icon=":material/delete:",
+    width="stretch",
+    disabled=not can[Permission.DISCARD].allowed,
+    help=_help(Permission.DISCARD, "Drop the branch; main is untouched"),
+):
     _open("discard")
-do_rebase = meta.main_moved and a4.button("Rebase", icon=":material/merge:", width="stretch", disabled=not can[Permission.REBASE].allowed,
-                                          help=_help(Permission.REBASE, "Replay this batch onto current main"))
-shown = [Permission.AUDIT, Permission.PUBLISH, Permission.DISCARD] + ([Permission.REBASE] if meta.main_moved else [])
+do_rebase = meta.main_moved and a4.button(
+    "Rebase",
+    icon=":material/merge:",
+    width="stretch",
+    disabled=not can[Permission.REBASE].allowed,
+    help=_help(Permission.REBASE, "Replay this batch onto current main"),
+)
+shown = [Permission.AUDIT, Permission.PUBLISH, Permission.DISCARD] + (
+    [Permission.REBASE] if meta.main_moved else []
+)
 for reason in dict.fromkeys(can[p].message for p in shown if not can[p].allowed):
     st.caption(f":material/lock: {ui.md(reason)}")
 if not ready.allowed:
     st.warning(f"**Publish is disabled:** {ui.md(ready.message)}")
     if ready.forceable:
         with st.expander("Force publish (admins only, journaled with your reason)"):
-            st.caption("A forced publish overrides the audit. It needs a reason, which is recorded in the journal with your name.")
+            st.caption(
+                "A forced publish overrides the audit. It needs a reason, which is recorded in the journal with your name."
+            )
             force_ok = can[Permission.FORCE_PUBLISH]
             if not force_ok.allowed:
                 st.caption(f":material/lock: {ui.md(force_ok.message)}")
-            if st.button("Force publish", icon=":material/gpp_maybe:", disabled=not force_ok.allowed,
-                         help=_help(Permission.FORCE_PUBLISH, "Publish over the audit, with a reason")):
+            if st.button(
+                "Force publish",
+                icon=":material/gpp_maybe:",
+                disabled=not force_ok.allowed,
+                help=_help(Permission.FORCE_PUBLISH, "Publish over the audit, with a reason"),
+            ):
                 _open("publish", force=True)
 else:
     st.success(f"Ready to publish: {ui.md(ready.message)}")
@@ -128,8 +175,10 @@ if rerun_audit:
             result = run_audit(lh, tid, branch, user=user)
             s.update(label=f"Audit {ui.md(result.status)}", state="complete")
         ui.writes_done()
-        ui.flash("success" if result.passed else "warning",
-                 f"Audit re-run by {ui.md(user)}: {ui.md(result.status)} ({result.rows_checked:,} rows, {len(result.checks)} checks).")
+        ui.flash(
+            "success" if result.passed else "warning",
+            f"Audit re-run by {ui.md(user)}: {ui.md(result.status)} ({result.rows_checked:,} rows, {len(result.checks)} checks).",
+        )
         st.rerun()
     except WapError as exc:
         ui.show_error(exc)
@@ -139,7 +188,10 @@ if do_rebase:
             rb = rebase(lh, tid, branch, user=user)
             s.update(label=f"Rebase: {ui.md(rb.outcome)}", state="complete")
         ui.writes_done()
-        ui.flash("success", f"Rebased {ui.md(tid)} {ui.md(branch)} onto main ({rb.rows:,} rows replayed). Audit it again before publishing.")
+        ui.flash(
+            "success",
+            f"Rebased {ui.md(tid)} {ui.md(branch)} onto main ({rb.rows:,} rows replayed). Audit it again before publishing.",
+        )
         st.rerun()
     except WapError as exc:
         ui.show_error(exc)
@@ -178,31 +230,49 @@ def publish_dialog(force: bool) -> None:
     with st.form("publish_form", border=False, enter_to_submit=False):
         if force:
             st.warning(f"Force publish {ui.md(tid)} · {ui.md(branch)}: {ui.md(ready.message)}")
-            reason = st.text_area("Reason (required)", key="force_reason", placeholder="Why is publishing despite the audit acceptable?")
+            reason = st.text_area(
+                "Reason (required)",
+                key="force_reason",
+                placeholder="Why is publishing despite the audit acceptable?",
+            )
         else:
-            st.write(f"Fast-forward **main** of {ui.md(tid, code=True)} to branch {ui.md(branch, code=True)} ({meta.rows_added:,} rows added).")
+            st.write(
+                f"Fast-forward **main** of {ui.md(tid, code=True)} to branch {ui.md(branch, code=True)} ({meta.rows_added:,} rows added)."
+            )
             reason = st.text_input("Note (optional)", key="publish_note")
         confirm = _confirm_or_cancel()
     if confirm:
         if force and not reason.strip():
             st.error("A forced publish needs a reason.")
             return
-        _act(lambda: publish(lh, tid, branch, force=force, reason=reason.strip() or None, user=user),
-             lambda res: f"{'Force-published' if res.forced else 'Published'} {ui.md(tid)} · {ui.md(branch)}: main is now snapshot {ui.id_text(res.main_after)}.")
+        _act(
+            lambda: publish(lh, tid, branch, force=force, reason=reason.strip() or None, user=user),
+            lambda res: (
+                f"{'Force-published' if res.forced else 'Published'} {ui.md(tid)} · {ui.md(branch)}: main is now snapshot {ui.id_text(res.main_after)}."
+            ),
+        )
 
 
 @st.dialog("Discard branch", on_dismiss=_close)
 def discard_dialog() -> None:
     with st.form("discard_form", border=False, enter_to_submit=False):
-        st.write(f"Drop branch {ui.md(branch, code=True)} of {ui.md(tid, code=True)}. Main is not touched; the branch's rows will no longer be published.")
-        reason = st.text_input("Reason (required)", key="discard_reason", placeholder="e.g. source file was incomplete")
+        st.write(
+            f"Drop branch {ui.md(branch, code=True)} of {ui.md(tid, code=True)}. Main is not touched; the branch's rows will no longer be published."
+        )
+        reason = st.text_input(
+            "Reason (required)", key="discard_reason", placeholder="e.g. source file was incomplete"
+        )
         confirm = _confirm_or_cancel()
     if confirm:
         if not reason.strip():
             st.error("Discarding needs a reason: it is recorded in the journal.")
             return
-        _act(lambda: discard(lh, tid, branch, reason=reason.strip(), user=user),
-             lambda _res: f"Discarded {ui.md(tid)} · {ui.md(branch)} ({ui.md(reason.strip())}). Main is unchanged.")
+        _act(
+            lambda: discard(lh, tid, branch, reason=reason.strip(), user=user),
+            lambda _res: (
+                f"Discarded {ui.md(tid)} · {ui.md(branch)} ({ui.md(reason.strip())}). Main is unchanged."
+            ),
+        )
 
 
 dialog = st.session_state.get(DIALOG)
@@ -228,9 +298,19 @@ try:
 except (WapError, ValidationError) as exc:
     ui.show_error(exc)
 if diff is not None:
-    rv.diff_details(diff, lead=[col for c in (audit.checks if audit else []) if c.status in ("failed", "error") for col in c.columns or []])
+    rv.diff_details(
+        diff,
+        lead=[
+            col
+            for c in (audit.checks if audit else [])
+            if c.status in ("failed", "error")
+            for col in c.columns or []
+        ],
+    )
 
-rv.keyed_section(str(tid), branch, head, [f.name for f in tbl.schema().fields], rv.key_columns(audit) if audit else [])
+rv.keyed_section(
+    str(tid), branch, head, [f.name for f in tbl.schema().fields], rv.key_columns(audit) if audit else []
+)
 
 st.markdown("#### New rows (preview)")
 try:

@@ -21,8 +21,8 @@ import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 
@@ -41,13 +41,19 @@ PROBE_ENV = "WAP_TEST_CLUSTER_PROBE"  # where the cluster run writes what its ex
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--backend", choices=BACKENDS, default="local-sqlite",
-                     help="where backend-parametrized tests run (one SparkContext per process: one backend per run)")
+    parser.addoption(
+        "--backend",
+        choices=BACKENDS,
+        default="local-sqlite",
+        help="where backend-parametrized tests run (one SparkContext per process: one backend per run)",
+    )
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" in metafunc.fixturenames:
-        metafunc.parametrize("backend", [metafunc.config.getoption("backend")], indirect=True, scope="session")
+        metafunc.parametrize(
+            "backend", [metafunc.config.getoption("backend")], indirect=True, scope="session"
+        )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -83,23 +89,58 @@ def postgres() -> Iterator[str]:
         yield os.environ[PG_URL_ENV]
         return
     if not (PG_BIN / "initdb").exists():
-        pytest.fail(f"PostgreSQL server binaries not found in {PG_BIN} (make test installs postgresql-15; or set WAP_PG_BIN)")
+        pytest.fail(
+            f"PostgreSQL server binaries not found in {PG_BIN} (make test installs postgresql-15; or set WAP_PG_BIN)"
+        )
     # not under pytest's tmp dir: that one is private to root, and the server runs as 'postgres'
     base = Path(tempfile.mkdtemp(prefix="wap-pg-"))
     data = base / "data"
     if os.geteuid() == 0:
         shutil.chown(base, "postgres", "postgres")
     port = _free_port()
-    subprocess.run(_as_pg_user([str(PG_BIN / "initdb"), "-D", str(data), "-U", "wap", "--auth=trust", "-E", "UTF8"]), check=True, capture_output=True)
+    subprocess.run(
+        _as_pg_user([str(PG_BIN / "initdb"), "-D", str(data), "-U", "wap", "--auth=trust", "-E", "UTF8"]),
+        check=True,
+        capture_output=True,
+    )
     # max_connections: each lakehouse holds a small SQLAlchemy pool and each Spark catalog a JDBC pool
-    subprocess.run(_as_pg_user([str(PG_BIN / "pg_ctl"), "-D", str(data), "-o", f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c max_connections=300",
-                                "-l", str(base / "log"), "-w", "start"]), check=True, capture_output=True)
+    subprocess.run(
+        _as_pg_user(
+            [
+                str(PG_BIN / "pg_ctl"),
+                "-D",
+                str(data),
+                "-o",
+                f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c max_connections=300",
+                "-l",
+                str(base / "log"),
+                "-w",
+                "start",
+            ]
+        ),
+        check=True,
+        capture_output=True,
+    )
     try:
-        subprocess.run([str(PG_BIN / "createdb") if (PG_BIN / "createdb").exists() else "createdb", "-h", "127.0.0.1", "-p", str(port), "-U", "wap", "catalog"],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [
+                str(PG_BIN / "createdb") if (PG_BIN / "createdb").exists() else "createdb",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "-U",
+                "wap",
+                "catalog",
+            ],
+            check=True,
+            capture_output=True,
+        )
         yield f"postgresql+psycopg2://wap@127.0.0.1:{port}/catalog"
     finally:
-        subprocess.run(_as_pg_user([str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"]), capture_output=True)
+        subprocess.run(
+            _as_pg_user([str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"]), capture_output=True
+        )
         shutil.rmtree(base, ignore_errors=True)
 
 
@@ -123,9 +164,17 @@ def make_settings(home: Path, checks: str | None = None, **kw: object) -> Settin
     checks_path = home / "checks.yml"
     if checks is not None:
         checks_path.write_text(checks)
-    kw.setdefault("ingest_roots", (home.parent,))  # tests write their sources next to the lakehouse: allow that folder
-    return Settings(home=home, checks_path=checks_path, user=str(kw.pop("user", "tester")),
-                    catalog_name=f"t{next(_counter)}", shuffle_partitions=2, **kw)  # type: ignore[arg-type]
+    kw.setdefault(
+        "ingest_roots", (home.parent,)
+    )  # tests write their sources next to the lakehouse: allow that folder
+    return Settings(
+        home=home,
+        checks_path=checks_path,
+        user=str(kw.pop("user", "tester")),
+        catalog_name=f"t{next(_counter)}",
+        shuffle_partitions=2,
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 class Backend:
@@ -141,12 +190,24 @@ class Backend:
         assert self.pg_url is not None
         n = next(_counter)
         shared = Path(os.environ.get(SHARED_ENV) or home.parent)
-        spark = Settings.from_env(env={k: v for k, v in os.environ.items()
-                                       if k in ("WAP_SPARK_MASTER", "WAP_SPARK_CONF", "WAP_SPARK_DRIVER_MEMORY")}, home=home)
+        spark = Settings.from_env(
+            env={
+                k: v
+                for k, v in os.environ.items()
+                if k in ("WAP_SPARK_MASTER", "WAP_SPARK_CONF", "WAP_SPARK_DRIVER_MEMORY")
+            },
+            home=home,
+        )
         kw.setdefault("catalog_uri", create_pg_database(self.pg_url, f"lh_{os.getpid()}_{n}"))
         kw.setdefault("warehouse", (shared / f"warehouse_{n}").resolve().as_uri())
-        return make_settings(home, checks, spark_master=spark.spark_master, spark_conf=spark.spark_conf,
-                             spark_driver_memory=spark.spark_driver_memory, **kw)
+        return make_settings(
+            home,
+            checks,
+            spark_master=spark.spark_master,
+            spark_conf=spark.spark_conf,
+            spark_driver_memory=spark.spark_driver_memory,
+            **kw,
+        )
 
 
 @pytest.fixture(scope="session")
@@ -154,7 +215,9 @@ def backend(request: pytest.FixtureRequest) -> Backend:
     name = str(request.param)
     if name == "cluster-postgres":
         if not os.environ.get("WAP_SPARK_MASTER", "").startswith("spark://"):
-            pytest.fail("--backend cluster-postgres needs WAP_SPARK_MASTER=spark://... (tests/test_cluster.py sets it)")
+            pytest.fail(
+                "--backend cluster-postgres needs WAP_SPARK_MASTER=spark://... (tests/test_cluster.py sets it)"
+            )
         return Backend(name, request.getfixturevalue("postgres"))
     return Backend(name)
 
@@ -182,14 +245,23 @@ def cluster_probe(request: pytest.FixtureRequest, spark_session: None) -> Iterat
     for i in range(summaries.size()):
         e = summaries.apply(i)
         executors.append({"id": e.id(), "host_port": e.hostPort(), "completed_tasks": e.completedTasks()})
-    Path(target).write_text(json.dumps({
-        "master": sc.master, "app_id": sc.applicationId, "executors": executors, "pythons": pythons,
-        "driver_python": sys.executable,
-    }))
+    Path(target).write_text(
+        json.dumps(
+            {
+                "master": sc.master,
+                "app_id": sc.applicationId,
+                "executors": executors,
+                "pythons": pythons,
+                "driver_python": sys.executable,
+            }
+        )
+    )
 
 
 @pytest.fixture
-def make_lakehouse(tmp_path: Path, spark_session: None, backend: Backend) -> Iterator[Callable[..., Lakehouse]]:
+def make_lakehouse(
+    tmp_path: Path, spark_session: None, backend: Backend
+) -> Iterator[Callable[..., Lakehouse]]:
     """Factory: ``make_lakehouse(checks_yaml)`` -> a fresh, empty lakehouse in a temp dir (on ``backend``)."""
     made: list[Lakehouse] = []
 

@@ -8,9 +8,9 @@ import socket
 import subprocess
 import time
 import urllib.request
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
 
 
 def write_csv(path: Path, header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -27,8 +27,16 @@ def refs(lh, table):  # type: ignore[no-untyped-def]
 
 # --------------------------------------------------------------------------- servers for end-to-end tests
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def free_port() -> int:
@@ -37,7 +45,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 90, what: str = "streamlit") -> None:
+def wait_healthy(
+    url: str, proc: subprocess.Popen[bytes], timeout: float = 90, what: str = "streamlit"
+) -> None:
     """Poll ``url`` until it answers 200; fail early when ``proc`` exits."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -54,11 +64,21 @@ def wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 90, w
 
 
 @contextmanager
-def running(cmd: list[str], *, cwd: Path, env: Mapping[str, str], log: Path, health: str, timeout: float = 90,
-            what: str = "server") -> Iterator[subprocess.Popen[bytes]]:
+def running(
+    cmd: list[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    log: Path,
+    health: str,
+    timeout: float = 90,
+    what: str = "server",
+) -> Iterator[subprocess.Popen[bytes]]:
     """Start ``cmd`` in its own process group, wait until ``health`` answers, stop the group afterwards."""
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, cwd=cwd, env=dict(env), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, cwd=cwd, env=dict(env), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
         try:
             wait_healthy(health, proc, timeout, what)
             yield proc
@@ -67,7 +87,5 @@ def running(cmd: list[str], *, cwd: Path, env: Mapping[str, str], log: Path, hea
                 os.killpg(proc.pid, signal.SIGTERM)
                 proc.wait(timeout=20)
             except (ProcessLookupError, subprocess.TimeoutExpired):
-                try:
+                with suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass

@@ -14,7 +14,7 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,14 +61,16 @@ class Cluster:
 
 def _env(base: Path) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({
-        "SPARK_HOME": str(SPARK_HOME),
-        "SPARK_LOCAL_IP": HOST,
-        "SPARK_LOCAL_DIRS": str(base / "local"),
-        "SPARK_DAEMON_MEMORY": "384m",  # master and worker daemons; executors get spark.executor.memory
-        "SPARK_NO_DAEMONIZE": "1",
-        "SPARK_DAEMON_JAVA_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",  # small, quick daemons
-    })
+    env.update(
+        {
+            "SPARK_HOME": str(SPARK_HOME),
+            "SPARK_LOCAL_IP": HOST,
+            "SPARK_LOCAL_DIRS": str(base / "local"),
+            "SPARK_DAEMON_MEMORY": "384m",  # master and worker daemons; executors get spark.executor.memory
+            "SPARK_NO_DAEMONIZE": "1",
+            "SPARK_DAEMON_JAVA_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",  # small, quick daemons
+        }
+    )
     for var in ("SPARK_CONF_DIR", "PYSPARK_SUBMIT_ARGS"):
         env.pop(var, None)
     return env
@@ -83,29 +85,23 @@ def _start(cmd: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[b
 def stop(procs: list[subprocess.Popen[bytes]], timeout: float = 15.0) -> None:
     """SIGTERM each process group (by the leader's PID), then SIGKILL what is left."""
     for p in reversed(procs):
-        try:
+        with suppress(ProcessLookupError):
             os.killpg(p.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
     deadline = time.monotonic() + timeout
     for p in procs:
-        try:
+        with suppress(subprocess.TimeoutExpired):
             p.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            pass
     for p in procs:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)  # also any executor JVM / Python worker left in the group
-        except ProcessLookupError:
-            pass
-        try:
+        with suppress(ProcessLookupError):  # also any executor JVM / Python worker left in the group
+            os.killpg(p.pid, signal.SIGKILL)
+        with suppress(subprocess.TimeoutExpired):  # pragma: no cover - SIGKILL cannot be ignored
             p.wait(timeout=5)
-        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
-            pass
 
 
 @contextmanager
-def spark_cluster(base: Path, workers: int = 2, cores: int = 1, memory: str = "1536m", timeout: float = 90.0) -> Iterator[Cluster]:
+def spark_cluster(
+    base: Path, workers: int = 2, cores: int = 1, memory: str = "1536m", timeout: float = 90.0
+) -> Iterator[Cluster]:
     """Start a master and ``workers`` workers on 127.0.0.1; yield once every worker is ALIVE."""
     if not SPARK_CLASS.is_file():
         raise RuntimeError(f"{SPARK_CLASS} not found: pyspark from pip ships it")
@@ -115,16 +111,49 @@ def spark_cluster(base: Path, workers: int = 2, cores: int = 1, memory: str = "1
     port, ui = free_port(), free_port()
     cluster = Cluster(f"spark://{HOST}:{port}", f"http://{HOST}:{ui}", base, [])
     try:
-        cluster.procs.append(_start([str(SPARK_CLASS), "org.apache.spark.deploy.master.Master",
-                                     "--host", HOST, "--port", str(port), "--webui-port", str(ui)], base / "master.log", env))
+        cluster.procs.append(
+            _start(
+                [
+                    str(SPARK_CLASS),
+                    "org.apache.spark.deploy.master.Master",
+                    "--host",
+                    HOST,
+                    "--port",
+                    str(port),
+                    "--webui-port",
+                    str(ui),
+                ],
+                base / "master.log",
+                env,
+            )
+        )
         for i in range(workers):
             work = base / f"worker{i}"
             work.mkdir(exist_ok=True)
             cluster.worker_dirs.append(work)
-            cluster.procs.append(_start([str(SPARK_CLASS), "org.apache.spark.deploy.worker.Worker", cluster.master_url,
-                                         "--host", HOST, "--port", str(free_port()), "--webui-port", str(free_port()),
-                                         "--cores", str(cores), "--memory", memory, "--work-dir", str(work)],
-                                        base / f"worker{i}.log", env))
+            cluster.procs.append(
+                _start(
+                    [
+                        str(SPARK_CLASS),
+                        "org.apache.spark.deploy.worker.Worker",
+                        cluster.master_url,
+                        "--host",
+                        HOST,
+                        "--port",
+                        str(free_port()),
+                        "--webui-port",
+                        str(free_port()),
+                        "--cores",
+                        str(cores),
+                        "--memory",
+                        memory,
+                        "--work-dir",
+                        str(work),
+                    ],
+                    base / f"worker{i}.log",
+                    env,
+                )
+            )
         deadline = time.monotonic() + timeout
         alive = 0
         while True:
@@ -138,7 +167,9 @@ def spark_cluster(base: Path, workers: int = 2, cores: int = 1, memory: str = "1
             if alive == workers:
                 break
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{alive} of {workers} workers alive after {timeout:.0f}s\n{cluster.logs_tail()}")
+                raise RuntimeError(
+                    f"{alive} of {workers} workers alive after {timeout:.0f}s\n{cluster.logs_tail()}"
+                )
             time.sleep(0.5)
         yield cluster
     finally:

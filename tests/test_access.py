@@ -13,15 +13,15 @@ import itertools
 import json
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
+from helpers import refs, write_csv
 from streamlit.testing.v1 import AppTest
 
-from helpers import refs, write_csv
-from wap_core import Lakehouse, Settings, TableId
-from wap_core import explore
+from wap_core import Lakehouse, Settings, TableId, explore
 from wap_core.access import (
     RULES,
     Permission,
@@ -48,24 +48,38 @@ roles:                      # cumulative: viewer < steward < approver < admin
   approver: [ann@corp.test]
   admin: [ops-bot, root]
 """
-USERS = {"viewer": "vic@corp.test", "steward": "sam@corp.test", "approver": "ann@corp.test", "admin": "ops-bot", "none": "eve@x"}
+USERS = {
+    "viewer": "vic@corp.test",
+    "steward": "sam@corp.test",
+    "approver": "ann@corp.test",
+    "admin": "ops-bot",
+    "none": "eve@x",
+}
 RANK = {"none": 0, "viewer": 1, "steward": 2, "approver": 3, "admin": 4}
 _names = itertools.count(1)
 
 
 # ============================================================================= the access file
 def test_good_file_parses_to_cumulative_roles() -> None:
-    p = parse_access(ACCESS.replace("[vic@corp.test]", '["*"]') + 'policies:\n  "*": {approvals: 0}\n  demo.flights: {approvals: 1}\n',
-                     "acc.yml")
+    p = parse_access(
+        ACCESS.replace("[vic@corp.test]", '["*"]')
+        + 'policies:\n  "*": {approvals: 0}\n  demo.flights: {approvals: 1}\n',
+        "acc.yml",
+    )
     assert p.enabled and p.path == "acc.yml"
     assert p.role_of("sam@corp.test") is Role.STEWARD
     assert p.role_of("SAM@Corp.Test") is Role.STEWARD  # e-mails match case-insensitively
-    assert p.role_of("ROOT") is Role.VIEWER and p.role_of("root") is Role.ADMIN  # OS users exactly ("*" gives ROOT viewer)
+    assert (
+        p.role_of("ROOT") is Role.VIEWER and p.role_of("root") is Role.ADMIN
+    )  # OS users exactly ("*" gives ROOT viewer)
     assert p.role_of("anyone") is Role.VIEWER  # "*" = every signed-in user
     assert p.role_of("") is None
     assert [r.label for r in p.roles_of("ann@corp.test")] == ["viewer", "steward", "approver"]
     assert p.members(Role.ADMIN) == ("ops-bot", "root")
-    assert dict(p.policies or {}) == {"*": {"approvals": 0}, "demo.flights": {"approvals": 1}} and p.policies_line == 6
+    assert (
+        dict(p.policies or {}) == {"*": {"approvals": 0}, "demo.flights": {"approvals": 1}}
+        and p.policies_line == 6
+    )
     assert parse_access(ACCESS, "a").role_of("eve@x") is None  # no "*": no role
     assert parse_access("roles:\n  admin: []\n", "a").grants == ()
     assert parse_access(ACCESS + "policies:\n", "a").policies == {}
@@ -86,7 +100,11 @@ def test_good_file_parses_to_cumulative_roles() -> None:
         ("policies:\n  '*': {approvals: 0}\n", 1, "missing 'roles'"),
         ("- viewer\n- admin\n", 1, "must be a mapping with 'roles'"),
         ("roles: [viewer, admin]\n", 1, "'roles' must be a mapping"),
-        ("roles:\n  viewer: [a]\n  steward:\n    - sam\n    - 42\n", 5, "expected a user name (text), got '42'"),
+        (
+            "roles:\n  viewer: [a]\n  steward:\n    - sam\n    - 42\n",
+            5,
+            "expected a user name (text), got '42'",
+        ),
         ("roles:\n  viewer: [a]\n  viewer: [b]\n", 3, "role 'viewer' is given twice"),
         ("roles:\n  viewer: [a, A]\n", 2, None),  # OS users are case-sensitive: a and A are two users
         ("roles:\n  viewer: [a@x, A@X]\n", 2, "user 'A@X' is listed twice"),
@@ -134,9 +152,15 @@ def test_missing_file_is_off_and_everyone_admin_and_cache_follows_the_file(tmp_p
 
 def test_one_table_decides_every_permission() -> None:
     assert {p: RULES[p].needed for p in Permission} == {
-        Permission.READ: Role.VIEWER, Permission.INGEST: Role.STEWARD, Permission.AUDIT: Role.STEWARD,
-        Permission.REBASE: Role.STEWARD, Permission.DISCARD: Role.STEWARD, Permission.COMMENT: Role.STEWARD,
-        Permission.PUBLISH: Role.APPROVER, Permission.APPROVE: Role.APPROVER, Permission.FORCE_PUBLISH: Role.ADMIN,
+        Permission.READ: Role.VIEWER,
+        Permission.INGEST: Role.STEWARD,
+        Permission.AUDIT: Role.STEWARD,
+        Permission.REBASE: Role.STEWARD,
+        Permission.DISCARD: Role.STEWARD,
+        Permission.COMMENT: Role.STEWARD,
+        Permission.PUBLISH: Role.APPROVER,
+        Permission.APPROVE: Role.APPROVER,
+        Permission.FORCE_PUBLISH: Role.ADMIN,
         Permission.ADMIN: Role.ADMIN,
     }
     policy = parse_access(ACCESS, "a")
@@ -146,12 +170,27 @@ def test_one_table_decides_every_permission() -> None:
             assert d.allowed == (RANK[role] >= rule.needed), (role, perm)
             assert d.needed is rule.needed and d.user == user
     d = decide(policy, "sam@corp.test", Permission.PUBLISH)
-    assert d.message == "sam@corp.test (steward) may not publish: approver role needed" and d.role is Role.STEWARD
-    assert decide(policy, "eve@x", Permission.INGEST).message == "eve@x (no role) may not ingest: steward role needed"
-    assert decide(policy, "ann@corp.test", Permission.FORCE_PUBLISH).message == "ann@corp.test (approver) may not force publish: admin role needed"
-    assert decide(policy, "ann@corp.test", Permission.ADMIN, action="gc").message == "ann@corp.test (approver) may not gc: admin role needed"
+    assert (
+        d.message == "sam@corp.test (steward) may not publish: approver role needed"
+        and d.role is Role.STEWARD
+    )
+    assert (
+        decide(policy, "eve@x", Permission.INGEST).message
+        == "eve@x (no role) may not ingest: steward role needed"
+    )
+    assert (
+        decide(policy, "ann@corp.test", Permission.FORCE_PUBLISH).message
+        == "ann@corp.test (approver) may not force publish: admin role needed"
+    )
+    assert (
+        decide(policy, "ann@corp.test", Permission.ADMIN, action="gc").message
+        == "ann@corp.test (approver) may not gc: admin role needed"
+    )
     assert decide(policy, "ann@corp.test", Permission.ADMIN, action="gc").action == "gc"
-    assert roles_of(policy, "ops-bot") == [Role.VIEWER, Role.STEWARD, Role.APPROVER, Role.ADMIN] and roles_of(policy, "eve@x") == []
+    assert (
+        roles_of(policy, "ops-bot") == [Role.VIEWER, Role.STEWARD, Role.APPROVER, Role.ADMIN]
+        and roles_of(policy, "eve@x") == []
+    )
 
 
 # ============================================================================= one lakehouse for the matrices
@@ -159,17 +198,28 @@ def test_one_table_decides_every_permission() -> None:
 def lake(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Lakehouse:
     home = tmp_path_factory.mktemp("access")
     (home / "checks.yml").write_text(SUITE)
-    settings = Settings(home=home, checks_path=home / "checks.yml", access_path=home / "roles" / "access.yml", user="seeder",
-                        catalog_name=f"acc{next(_names)}", shuffle_partitions=2, ingest_roots=(home,))
+    settings = Settings(
+        home=home,
+        checks_path=home / "checks.yml",
+        access_path=home / "roles" / "access.yml",
+        user="seeder",
+        catalog_name=f"acc{next(_names)}",
+        shuffle_partitions=2,
+        ingest_roots=(home,),
+    )
     lh = Lakehouse(settings)
     src = home / "src"
-    first = ingest(lh, T, [write_csv(src / "first.csv", HEADER, [(1, "ann"), (2, "bob")])], create=True, branch="first")
+    first = ingest(
+        lh, T, [write_csv(src / "first.csv", HEADER, [(1, "ann"), (2, "bob")])], create=True, branch="first"
+    )
     assert first.audit.passed
     publish(lh, T, "first")
     assert ingest(lh, T, [write_csv(src / "late.csv", HEADER, [(3, "cy")])], branch="late").audit.passed
     ingest(lh, T, [write_csv(src / "bump.csv", HEADER, [(4, "dee")])], branch="bump")
     publish(lh, T, "bump")  # main moves under ``late``
-    assert not ingest(lh, T, [write_csv(src / "bad.csv", HEADER, [(5, None), (5, "eli")])], branch="bad").audit.passed
+    assert not ingest(
+        lh, T, [write_csv(src / "bad.csv", HEADER, [(5, None), (5, "eli")])], branch="bad"
+    ).audit.passed
     assert ingest(lh, T, [write_csv(src / "good.csv", HEADER, [(6, "fay")])], branch="good").audit.passed
     write_csv(src / "fresh.csv", HEADER, [(7, "gus")])
     # Roles from now on (the seeder above acted before the file existed: everyone was admin).
@@ -180,8 +230,14 @@ def lake(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Lakeh
 
 def _env(lh: Lakehouse, user: str, access: Path | None = None) -> dict[str, str]:
     s = lh.settings
-    return {"WAP_HOME": str(s.home), "WAP_CHECKS": str(s.checks_file), "WAP_CATALOG_NAME": s.catalog_name,
-            "WAP_ACCESS": str(access or s.access_file), "WAP_USER": user, "WAP_SHUFFLE_PARTITIONS": "2"}
+    return {
+        "WAP_HOME": str(s.home),
+        "WAP_CHECKS": str(s.checks_file),
+        "WAP_CATALOG_NAME": s.catalog_name,
+        "WAP_ACCESS": str(access or s.access_file),
+        "WAP_USER": user,
+        "WAP_SHUFFLE_PARTITIONS": "2",
+    }
 
 
 def cli(lh: Lakehouse, user: str, *args: str, access: Path | None = None) -> tuple[int, str, str]:
@@ -204,19 +260,71 @@ def _last(lh: Lakehouse) -> Any:
 # (needed role, verb in the message, journal action, journal table, journal branch, refused args, allowed-probe args)
 # An allowed probe targets something missing: it passes authorization and stops at a cheap exit-2 error.
 ACTIONS: dict[str, tuple[str, str, str, str | None, str | None, list[str], list[str]]] = {
-    "ingest": ("steward", "ingest", "ingest", "demo.people", "try1", ["ingest", "demo.people", "SRC", "--branch", "try1"],
-               ["ingest", "demo.people", "/no/such/file.csv", "--branch", "try2"]),
-    "audit": ("steward", "audit", "audit", "demo.people", "bad", ["audit", "demo.people", "bad"], ["audit", "demo.people", "nope"]),
-    "rebase": ("steward", "rebase", "rebase", "demo.people", "late", ["rebase", "demo.people", "late"], ["rebase", "demo.people", "nope"]),
-    "discard": ("steward", "discard", "discard", "demo.people", "bad", ["discard", "demo.people", "bad", "--reason", "r"],
-                ["discard", "demo.people", "nope", "--reason", "r"]),
-    "publish": ("approver", "publish", "publish", "demo.people", "good", ["publish", "demo.people", "good"], ["publish", "demo.people", "nope"]),
-    "force publish": ("admin", "force publish", "publish", "demo.people", "bad", ["publish", "demo.people", "bad", "--force", "--reason", "r"],
-                      ["publish", "demo.people", "nope", "--force", "--reason", "r"]),
+    "ingest": (
+        "steward",
+        "ingest",
+        "ingest",
+        "demo.people",
+        "try1",
+        ["ingest", "demo.people", "SRC", "--branch", "try1"],
+        ["ingest", "demo.people", "/no/such/file.csv", "--branch", "try2"],
+    ),
+    "audit": (
+        "steward",
+        "audit",
+        "audit",
+        "demo.people",
+        "bad",
+        ["audit", "demo.people", "bad"],
+        ["audit", "demo.people", "nope"],
+    ),
+    "rebase": (
+        "steward",
+        "rebase",
+        "rebase",
+        "demo.people",
+        "late",
+        ["rebase", "demo.people", "late"],
+        ["rebase", "demo.people", "nope"],
+    ),
+    "discard": (
+        "steward",
+        "discard",
+        "discard",
+        "demo.people",
+        "bad",
+        ["discard", "demo.people", "bad", "--reason", "r"],
+        ["discard", "demo.people", "nope", "--reason", "r"],
+    ),
+    "publish": (
+        "approver",
+        "publish",
+        "publish",
+        "demo.people",
+        "good",
+        ["publish", "demo.people", "good"],
+        ["publish", "demo.people", "nope"],
+    ),
+    "force publish": (
+        "admin",
+        "force publish",
+        "publish",
+        "demo.people",
+        "bad",
+        ["publish", "demo.people", "bad", "--force", "--reason", "r"],
+        ["publish", "demo.people", "nope", "--force", "--reason", "r"],
+    ),
     "read": ("viewer", "read", "read", None, None, ["branches", "--json"], ["branches", "--json"]),
     # the probe's SQL reads another table: past authorization, the SQL guard refuses it (exit 2)
-    "query": ("viewer", "read", "read", "demo.people", None, ["query", "demo.people", "SELECT count(*) AS n FROM ref_view"],
-              ["query", "demo.people", "SELECT * FROM nope"]),
+    "query": (
+        "viewer",
+        "read",
+        "read",
+        "demo.people",
+        None,
+        ["query", "demo.people", "SELECT count(*) AS n FROM ref_view"],
+        ["query", "demo.people", "SELECT * FROM nope"],
+    ),
 }
 
 
@@ -233,7 +341,11 @@ def test_cli_role_matrix(lake: Lakehouse, role: str, action: str) -> None:
     if RANK[role] >= RANK[needed] and not (action == "force publish" and role != "admin"):
         code, out, err = cli(lake, user, *probe_args)
         assert "may not" not in err and code in (0, 2), (code, err)
-        assert not [e for e in lake.journal.history(limit=20) if e.id > last_id and e.details.get("code") == "forbidden"]
+        assert not [
+            e
+            for e in lake.journal.history(limit=20)
+            if e.id > last_id and e.details.get("code") == "forbidden"
+        ]
         return
     code, out, err = cli(lake, user, *map(str, args))
     label = role if role != "none" else "no role"
@@ -242,22 +354,38 @@ def test_cli_role_matrix(lake: Lakehouse, role: str, action: str) -> None:
     assert out == ""
     e = _last(lake)
     assert e.id > last_id
-    assert (e.user, e.action, e.outcome, e.reason, e.details, e.table, e.branch) == (user, jaction, "refused", message, {"code": "forbidden"}, jtable, jbranch)
+    assert (e.user, e.action, e.outcome, e.reason, e.details, e.table, e.branch) == (
+        user,
+        jaction,
+        "refused",
+        message,
+        {"code": "forbidden"},
+        jtable,
+        jbranch,
+    )
     assert refs(lake, T) == before  # main and every branch unchanged (PyIceberg)
 
 
 def test_core_refuses_reads_for_a_user_without_a_role(lake: Lakehouse) -> None:
     snap = refs(lake, T)["main"]
-    for call in (lambda: explore.run_sql(lake, T, snap, "SELECT * FROM ref_view", user="eve@x"),
-                 lambda: explore.rows(lake, T, snap, user="eve@x")):
+    for call in (
+        lambda: explore.run_sql(lake, T, snap, "SELECT * FROM ref_view", user="eve@x"),
+        lambda: explore.rows(lake, T, snap, user="eve@x"),
+    ):
         with pytest.raises(AccessDeniedError) as info:
             call()
         assert str(info.value) == "eve@x (no role) may not read: viewer role needed"
-        assert info.value.reason_code == "forbidden" and isinstance(info.value, RefusedError) and info.value.exit_code == 1
+        assert (
+            info.value.reason_code == "forbidden"
+            and isinstance(info.value, RefusedError)
+            and info.value.exit_code == 1
+        )
     e = _last(lake)
     assert (e.user, e.action, e.outcome, e.table) == ("eve@x", "read", "refused", "demo.people")
     # the authorization function other parts call, with a more specific action name
-    with pytest.raises(AccessDeniedError, match=r"^ann@corp.test \(approver\) may not gc: admin role needed$"):
+    with pytest.raises(
+        AccessDeniedError, match=r"^ann@corp.test \(approver\) may not gc: admin role needed$"
+    ):
         authorize(lake, "ann@corp.test", Permission.ADMIN, table=T, action="gc")
     assert (_last(lake).action, _last(lake).details) == ("gc", {"code": "forbidden"})
     authorize(lake, "root", Permission.ADMIN, table=T, action="gc")  # allowed: nothing raised
@@ -272,7 +400,10 @@ def test_whoami(lake: Lakehouse, tmp_path: Path) -> None:
     assert code == 0 and out == "root\nroles: viewer, steward, approver, admin\n"
     # No access file: everyone is admin (today's behaviour), and whoami says so.
     code, out, err = cli(lake, "anybody", "whoami", "--json", access=tmp_path / "none.yml")
-    assert code == 0 and json.loads(out) == {"user": "anybody", "roles": ["viewer", "steward", "approver", "admin"]}
+    assert code == 0 and json.loads(out) == {
+        "user": "anybody",
+        "roles": ["viewer", "steward", "approver", "admin"],
+    }
     code, out, err = cli(lake, "anybody", "whoami", access=tmp_path / "none.yml")
     assert "access control is off" in err
 
@@ -280,11 +411,26 @@ def test_whoami(lake: Lakehouse, tmp_path: Path) -> None:
 def test_no_access_file_everyone_is_admin_and_broken_file_is_exit_2(lake: Lakehouse, tmp_path: Path) -> None:
     before = refs(lake, T)
     # no file: a user listed nowhere passes every gate (the probe stops later, at the missing branch)
-    code, _, err = cli(lake, "eve@x", "publish", "demo.people", "nope", "--force", "--reason", "r", access=tmp_path / "none.yml")
+    code, _, err = cli(
+        lake,
+        "eve@x",
+        "publish",
+        "demo.people",
+        "nope",
+        "--force",
+        "--reason",
+        "r",
+        access=tmp_path / "none.yml",
+    )
     assert code == 2 and "does not exist" in err
     broken = tmp_path / "broken.yml"
     broken.write_text("roles:\n  viewer: [vic@corp.test]\n  superuser: [eve@x]\n")
-    for args in (["whoami", "--json"], ["publish", "demo.people", "good"], ["ingest", "demo.people", "/no/such.csv"], ["branches"]):
+    for args in (
+        ["whoami", "--json"],
+        ["publish", "demo.people", "good"],
+        ["ingest", "demo.people", "/no/such.csv"],
+        ["branches"],
+    ):
         code, out, err = cli(lake, "ops-bot", *args, access=broken)
         assert (code, out) == (2, ""), args
         assert err == f"error: {broken}:3: unknown role 'superuser': use viewer, steward, approver, admin\n"
@@ -312,8 +458,13 @@ def console(lake: Lakehouse, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lakeho
     st.cache_data.clear()
 
 
-def _app(user: str | None = None, page: str | None = None, secrets: dict[str, Any] | None = None,
-         st_user: dict[str, Any] | None = None, **query: str) -> AppTest:
+def _app(
+    user: str | None = None,
+    page: str | None = None,
+    secrets: dict[str, Any] | None = None,
+    st_user: dict[str, Any] | None = None,
+    **query: str,
+) -> AppTest:
     if user is not None:
         os.environ["WAP_USER"] = user  # the console fixture's monkeypatch restores it
     at = AppTest.from_file(APP, default_timeout=120)
@@ -352,8 +503,11 @@ def test_console_review_buttons_follow_the_role(console: Lakehouse, role: str) -
     at = _app(user, "pages/review.py", table="demo.people", branch="bad")
     assert f"Role: {role}" in _texts(at.sidebar.caption)
     b = _buttons(at)
-    for label, needed, verb in (("Re-run audit", "steward", "audit"), ("Discard", "steward", "discard"),
-                                ("Force publish", "admin", "force publish")):
+    for label, needed, verb in (
+        ("Re-run audit", "steward", "audit"),
+        ("Discard", "steward", "discard"),
+        ("Force publish", "admin", "force publish"),
+    ):
         assert b[label].disabled == (rank < RANK[needed]), label
         if rank < RANK[needed]:
             message = f"{user} ({role}) may not {verb}: {needed} role needed"
@@ -363,7 +517,9 @@ def test_console_review_buttons_follow_the_role(console: Lakehouse, role: str) -
     at = _app(user, "pages/review.py", table="demo.people", branch="good")
     assert _buttons(at)["Publish"].disabled == (rank < RANK["approver"])
     if rank < RANK["approver"]:
-        assert _plain(_buttons(at)["Publish"].help) == f"{user} ({role}) may not publish: approver role needed"
+        assert (
+            _plain(_buttons(at)["Publish"].help) == f"{user} ({role}) may not publish: approver role needed"
+        )
     if role in ("viewer", "steward"):
         at = _app(user, "pages/review.py", table="demo.people", branch="late")
         assert _buttons(at)["Rebase"].disabled == (role == "viewer")
@@ -383,7 +539,7 @@ def test_console_core_refuses_when_a_page_calls_anyway(console: Lakehouse) -> No
 
         from pages import _common as ui
         from wap_core import TableId
-        from wap_core.publish import discard, publish  # noqa: F811 - AppTest runs this function from its source alone
+        from wap_core.publish import discard, publish
 
         lh = ui.lakehouse()
         if st.button("Discard anyway"):
@@ -391,7 +547,14 @@ def test_console_core_refuses_when_a_page_calls_anyway(console: Lakehouse) -> No
                 discard(lh, TableId("demo", "people"), "bad", reason="page forgot", user=ui.current_user(lh))
         if st.button("Force anyway"):
             with ui.wap_errors():
-                publish(lh, TableId("demo", "people"), "bad", force=True, reason="page forgot", user=ui.current_user(lh))
+                publish(
+                    lh,
+                    TableId("demo", "people"),
+                    "bad",
+                    force=True,
+                    reason="page forgot",
+                    user=ui.current_user(lh),
+                )
 
     os.environ["WAP_USER"] = "vic@corp.test"
     at = AppTest.from_function(forgetful_page, default_timeout=60)
@@ -403,10 +566,15 @@ def test_console_core_refuses_when_a_page_calls_anyway(console: Lakehouse) -> No
     assert _texts(at.error) == "ann@corp.test (approver) may not force publish: admin role needed"
     assert refs(console, T) == before
     e = console.journal.history(str(T), branch="bad", limit=2)
-    assert [(x.user, x.action, x.outcome) for x in e] == [("ann@corp.test", "publish", "refused"), ("vic@corp.test", "discard", "refused")]
+    assert [(x.user, x.action, x.outcome) for x in e] == [
+        ("ann@corp.test", "publish", "refused"),
+        ("vic@corp.test", "discard", "refused"),
+    ]
 
 
-def test_console_no_role_broken_file_and_access_off(console: Lakehouse, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_console_no_role_broken_file_and_access_off(
+    console: Lakehouse, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     at = _app("eve@x")
     assert "eve@x (no role) may not read: viewer role needed" in _plain(_texts(at.error))
     assert not at.dataframe and not at.title and "Catalog" not in _texts(at.sidebar.caption)
@@ -419,12 +587,22 @@ def test_console_no_role_broken_file_and_access_off(console: Lakehouse, tmp_path
     monkeypatch.setenv("WAP_ACCESS", str(tmp_path / "none.yml"))
     at = _app("eve@x")
     captions = _texts(at.sidebar.caption)
-    assert "Role: admin (access control is off" in captions and "sign-in is off (single-user local mode)" in captions
+    assert (
+        "Role: admin (access control is off" in captions
+        and "sign-in is off (single-user local mode)" in captions
+    )
     assert at.title[0].value == "Overview"
 
 
-AUTH = {"auth": {"redirect_uri": "http://127.0.0.1:1/oauth2callback", "cookie_secret": "0123456789abcdef0123",
-                 "client_id": "wap", "client_secret": "s", "server_metadata_url": "http://127.0.0.1:1/.well-known/openid-configuration"}}
+AUTH = {
+    "auth": {
+        "redirect_uri": "http://127.0.0.1:1/oauth2callback",
+        "cookie_secret": "0123456789abcdef0123",
+        "client_id": "wap",
+        "client_secret": "s",
+        "server_metadata_url": "http://127.0.0.1:1/.well-known/openid-configuration",
+    }
+}
 
 
 def test_console_with_sign_in_shows_only_the_sign_in_screen_to_anonymous(console: Lakehouse) -> None:
@@ -433,7 +611,14 @@ def test_console_with_sign_in_shows_only_the_sign_in_screen_to_anonymous(console
     assert [b.label for b in at.button] == ["Sign in"]
     assert not at.sidebar.caption and not at.dataframe and not at.metric
     assert "people" not in str(at.main) and console.settings.catalog_name not in str(at)
-    at = _app("root", "pages/review.py", secrets=AUTH, st_user={"is_logged_in": False}, table="demo.people", branch="bad")
+    at = _app(
+        "root",
+        "pages/review.py",
+        secrets=AUTH,
+        st_user={"is_logged_in": False},
+        table="demo.people",
+        branch="bad",
+    )
     assert [b.label for b in at.button] == ["Sign in"] and not at.dataframe
 
 
@@ -444,12 +629,22 @@ def test_console_with_sign_in_acts_as_the_signed_in_user(console: Lakehouse) -> 
     assert "Signed in as **ann@corp.test**" in captions and "Role: approver" in captions
     assert "sign-in is off" not in captions
     b = _buttons(at)
-    assert "Sign out" in b and not b["Publish"].disabled and b["Publish"].help == "Fast-forward main to this branch"
+    assert (
+        "Sign out" in b
+        and not b["Publish"].disabled
+        and b["Publish"].help == "Fast-forward main to this branch"
+    )
     # no e-mail claim: the OIDC subject
     at = _app("eve@x", secrets=AUTH, st_user={"is_logged_in": True, "sub": "ops-bot"})
-    assert "Signed in as **ops-bot**" in _texts(at.sidebar.caption) and "Role: admin" in _texts(at.sidebar.caption)
+    assert "Signed in as **ops-bot**" in _texts(at.sidebar.caption) and "Role: admin" in _texts(
+        at.sidebar.caption
+    )
     # an e-mail the provider did not verify is no identity: the subject is used (here: no role)
-    at = _app("root", secrets=AUTH, st_user={"is_logged_in": True, "sub": "x-1", "email": "root", "email_verified": False})
+    at = _app(
+        "root",
+        secrets=AUTH,
+        st_user={"is_logged_in": True, "sub": "x-1", "email": "root", "email_verified": False},
+    )
     assert "x-1 (no role) may not read: viewer role needed" in _plain(_texts(at.error))
 
 
@@ -460,7 +655,9 @@ def test_allowed_paths_through_the_cli(lake: Lakehouse) -> None:
     assert (code, out) == (0, "fresh\n"), err
     assert cli(lake, "sam@corp.test", "discard", "demo.people", "fresh", "--reason", "test batch")[0] == 0
     head_bad = refs(lake, T)["bad"]
-    code, out, err = cli(lake, "ops-bot", "publish", "demo.people", "bad", "--force", "--reason", "known duplicate, accepted")
+    code, out, err = cli(
+        lake, "ops-bot", "publish", "demo.people", "bad", "--force", "--reason", "known duplicate, accepted"
+    )
     assert code == 0 and "(forced)" in out, err
     assert refs(lake, T)["main"] == head_bad and "bad" not in refs(lake, T)
     code, _, err = cli(lake, "sam@corp.test", "rebase", "demo.people", "good")
@@ -472,7 +669,9 @@ def test_allowed_paths_through_the_cli(lake: Lakehouse) -> None:
     assert refs(lake, T)["main"] == head_good
     code, out, _ = cli(lake, "vic@corp.test", "branches", "--json")
     assert code == 0 and [b["branch"] for b in json.loads(out)] == ["late"]
-    code, out, err = cli(lake, "vic@corp.test", "query", "demo.people", "SELECT count(*) AS n FROM ref_view", "--json")
+    code, out, err = cli(
+        lake, "vic@corp.test", "query", "demo.people", "SELECT count(*) AS n FROM ref_view", "--json"
+    )
     assert (code, json.loads(out or "null")) == (0, [{"n": 6}]), err  # first 2 + bump 1 + bad 2 + good 1
     hist = [(e.user, e.action, e.branch, e.outcome) for e in lake.journal.history(str(T), limit=8)]
     assert ("ann@corp.test", "publish", "good", "published") in hist
@@ -481,4 +680,6 @@ def test_allowed_paths_through_the_cli(lake: Lakehouse) -> None:
     assert ("sam@corp.test", "ingest", "fresh", "written") in hist
     assert ("sam@corp.test", "audit", "good", "passed") in hist  # the re-audit after the rebase
     # the audit inside sam's ingest is part of the ingest (journaled as sam's audit, never refused)
-    assert ("sam@corp.test", "audit", "fresh", "passed") in [(e.user, e.action, e.branch, e.outcome) for e in lake.journal.history(str(T), limit=20)]
+    assert ("sam@corp.test", "audit", "fresh", "passed") in [
+        (e.user, e.action, e.branch, e.outcome) for e in lake.journal.history(str(T), limit=20)
+    ]

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from wap_core import Lakehouse, Settings, TableId
-from wap_core import explore
+from wap_core import Lakehouse, Settings, TableId, explore
 from wap_core.exceptions import ValidationError
 from wap_core.ingest import ingest
 from wap_core.publish import publish
@@ -43,25 +42,48 @@ def _csv(path: Path, rows: list[tuple[int, str, str, str]]) -> str:
 def shop(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Lakehouse:
     home = tmp_path_factory.mktemp("console")
     (home / "checks.yml").write_text(CHECKS)
-    settings = Settings(home=home, checks_path=home / "checks.yml", user="seeder", catalog_name=f"console{next(_names)}",
-                        shuffle_partitions=2, ingest_roots=(home / "src",))
+    settings = Settings(
+        home=home,
+        checks_path=home / "checks.yml",
+        user="seeder",
+        catalog_name=f"console{next(_names)}",
+        shuffle_partitions=2,
+        ingest_roots=(home / "src",),
+    )
     lh = Lakehouse(settings)
     src = home / "src"
     src.mkdir()
     cities = ["Paris", "Lyon", "Nice"]
-    first = ingest(lh, ORDERS, [_csv(src / "first.csv", [(i, f"c{i}", f"{10 + i}.5", cities[i % 3]) for i in range(1, 41)])],
-                   create=True, branch="initial")
+    first = ingest(
+        lh,
+        ORDERS,
+        [_csv(src / "first.csv", [(i, f"c{i}", f"{10 + i}.5", cities[i % 3]) for i in range(1, 41)])],
+        create=True,
+        branch="initial",
+    )
     assert first.audit.status == "passed", first.audit.to_dict()
     publish(lh, ORDERS, "initial")
     bad_rows = [(100 + i, f"c{i}", f"{5 + i}.0", cities[i % 3]) for i in range(20)]
-    bad_rows += [(200, "nobody", "", "Paris"), (201, "refund", "-3.0", "Lyon"), (202, "refund2", "-1.0", "Nice")]
+    bad_rows += [
+        (200, "nobody", "", "Paris"),
+        (201, "refund", "-3.0", "Lyon"),
+        (202, "refund2", "-1.0", "Nice"),
+    ]
     bad = ingest(lh, ORDERS, [_csv(src / "bad.csv", bad_rows)], branch="bad_batch")
     assert bad.audit.status == "failed"
-    good = ingest(lh, ORDERS, [_csv(src / "good.csv", [(300 + i, f"g{i}", f"{20 + i}.0", cities[i % 3]) for i in range(25)])],
-                  branch="good_batch")
+    good = ingest(
+        lh,
+        ORDERS,
+        [_csv(src / "good.csv", [(300 + i, f"g{i}", f"{20 + i}.0", cities[i % 3]) for i in range(25)])],
+        branch="good_batch",
+    )
     assert good.audit.status == "passed"
-    late = ingest(lh, ORDERS, [_csv(src / "late.csv", [(400 + i, f"l{i}", f"{30 + i}.0", cities[i % 3]) for i in range(5)])],
-                  branch="late_batch")
+    late = ingest(
+        lh,
+        ORDERS,
+        [_csv(src / "late.csv", [(400 + i, f"l{i}", f"{30 + i}.0", cities[i % 3]) for i in range(5)])],
+        branch="late_batch",
+    )
     assert late.audit.status == "passed"
     _csv(src / "more.csv", [(500 + i, f"m{i}", f"{40 + i}.0", "Lyon") for i in range(7)])
     return lh
@@ -157,10 +179,14 @@ def test_review_failing_branch_shows_why_and_disables_publish(env: Lakehouse) ->
     assert pub.disabled
     assert "Publish is disabled" in _texts(at.warning) and "audit failed" in _texts(at.warning)
     # Metadata diff first: rows added from snapshot summaries.
-    assert [m.value for m in at.metric if m.label == "Rows added"][0] == "23"
+    assert next(m.value for m in at.metric if m.label == "Rows added") == "23"
     # Spark diff rendered (rows counted by Spark) and a preview of the new rows.
     assert [m.value for m in at.metric if m.label == "Rows added (counted)"] == ["23"]
-    assert any(len(d.value) == 23 for d in at.dataframe if hasattr(d.value, "__len__") and not hasattr(d.value, "data"))
+    assert any(
+        len(d.value) == 23
+        for d in at.dataframe
+        if hasattr(d.value, "__len__") and not hasattr(d.value, "data")
+    )
     assert _button(at, "Re-run audit") and _button(at, "Discard")
     assert not [b for b in at.button if b.label == "Rebase"]  # main did not move
 
@@ -270,9 +296,16 @@ def test_explore_sql_is_read_only(env: Lakehouse) -> None:
 def test_explore_module_refuses_writes(env: Lakehouse) -> None:
     spark = env.spark
     assert explore.check_read_only(spark, "WITH a AS (SELECT id FROM ref_view) SELECT * FROM a")
-    for sql in ("INSERT INTO ref_view VALUES (1)", "SELECT 1; DROP TABLE x", f"SELECT * FROM {env.settings.catalog_name}.shop.orders",
-                "WITH a AS (SELECT 1) INSERT INTO t SELECT * FROM a", "SELECT reflect('java.lang.System', 'exit', 0)",
-                "SELECT * FROM parquet.`/etc`", "CACHE TABLE ref_view", ""):
+    for sql in (
+        "INSERT INTO ref_view VALUES (1)",
+        "SELECT 1; DROP TABLE x",
+        f"SELECT * FROM {env.settings.catalog_name}.shop.orders",
+        "WITH a AS (SELECT 1) INSERT INTO t SELECT * FROM a",
+        "SELECT reflect('java.lang.System', 'exit', 0)",
+        "SELECT * FROM parquet.`/etc`",
+        "CACHE TABLE ref_view",
+        "",
+    ):
         with pytest.raises(ValidationError):
             explore.check_read_only(spark, sql)
     tbl = env.table(ORDERS)
@@ -281,4 +314,3 @@ def test_explore_module_refuses_writes(env: Lakehouse) -> None:
     assert len(got) > 0 and set(got["city"]) == {"Lyon"}
     with pytest.raises(ValidationError):
         explore.rows(env, ORDERS, ref.snapshot_id, [("amount; drop", "=", "1")])
-

@@ -20,7 +20,9 @@ _groups = itertools.count(1)
 
 HEADER = ["id", "k2", "name", "amount", "code"]
 # ids 1..40; id 7 three times, id 9 twice (5 rows in duplicate groups, 2 keys); (id, k2) unique except one pair
-ROWS = [(i, i % 3, None if i % 10 == 0 else f"n{i}", i * 10 - 50, "AB" if i % 4 else "zz") for i in range(1, 41)]
+ROWS = [
+    (i, i % 3, None if i % 10 == 0 else f"n{i}", i * 10 - 50, "AB" if i % 4 else "zz") for i in range(1, 41)
+]
 ROWS += [(7, 1, "x", 5, "AB"), (7, 2, "y", 5, "AB"), (9, 0, "z", 5, "AB")]
 
 TEN = [
@@ -62,7 +64,9 @@ def batch(tmp_path_factory: pytest.TempPathFactory, spark_session: None):  # typ
     d = tmp_path_factory.mktemp("engine")
     lh = Lakehouse(make_settings(d / "lh", ""))
     t = TableId("demo", "e")
-    r = ingest(lh, t, [write_csv(d / "seed.csv", HEADER, [(1000, 0, "s", 1, "AB")])], create=True, branch="seed")
+    r = ingest(
+        lh, t, [write_csv(d / "seed.csv", HEADER, [(1000, 0, "s", 1, "AB")])], create=True, branch="seed"
+    )
     publish(lh, t, "seed")
     r = ingest(lh, t, [write_csv(d / "b.csv", HEADER, ROWS)], branch="b")
     assert r.rows_written == len(ROWS)
@@ -78,7 +82,9 @@ def test_ten_row_checks_cost_the_jobs_of_one(batch) -> None:  # type: ignore[no-
     n10, a10 = jobs(lh, lambda: run_audit(lh, t, "b", suite=ten, use_cache=False))
     assert len([c for c in a10.checks if c.type != "malformed_rows"]) == 10
     assert n10 == n1, (n1, n10)
-    passing = suite(t, ["not_null: [id]", "range: {column: id, min: 0, max: 100}", "expression: {name: k, sql: 'k2 < 5'}"])
+    passing = suite(
+        t, ["not_null: [id]", "range: {column: id, min: 0, max: 100}", "expression: {name: k, sql: 'k2 < 5'}"]
+    )
     n_pass, a = jobs(lh, lambda: run_audit(lh, t, "b", suite=passing, use_cache=False))
     assert a.status == "passed"
     assert n_pass <= 2, n_pass  # the one aggregate pass (a global aggregate: map stage + result under AQE)
@@ -87,10 +93,23 @@ def test_ten_row_checks_cost_the_jobs_of_one(batch) -> None:  # type: ignore[no-
 def test_unique_within_the_batch_is_counted_in_the_same_pass(batch) -> None:  # type: ignore[no-untyped-def]
     lh, t = batch
     rows_only = suite(t, [*TEN[1:3], "expression: {name: k, sql: 'k2 < 5'}"])
-    with_unique = suite(t, [*TEN[1:3], "expression: {name: k, sql: 'k2 < 5'}",
-                            "unique: {name: u1, columns: [id, k2, name], against_main: false}"])
-    two_keys = suite(t, [*TEN[1:3], "expression: {name: k, sql: 'k2 < 5'}", "unique: {name: u1, columns: [id, k2, name], against_main: false}",
-                         "unique: {name: u2, columns: [code, k2], against_main: false}"])
+    with_unique = suite(
+        t,
+        [
+            *TEN[1:3],
+            "expression: {name: k, sql: 'k2 < 5'}",
+            "unique: {name: u1, columns: [id, k2, name], against_main: false}",
+        ],
+    )
+    two_keys = suite(
+        t,
+        [
+            *TEN[1:3],
+            "expression: {name: k, sql: 'k2 < 5'}",
+            "unique: {name: u1, columns: [id, k2, name], against_main: false}",
+            "unique: {name: u2, columns: [code, k2], against_main: false}",
+        ],
+    )
     run_audit(lh, t, "b", suite=two_keys, use_cache=False)  # warm-up
     n0, _ = jobs(lh, lambda: run_audit(lh, t, "b", suite=rows_only, use_cache=False))
     n1, a1 = jobs(lh, lambda: run_audit(lh, t, "b", suite=with_unique, use_cache=False))
@@ -100,16 +119,28 @@ def test_unique_within_the_batch_is_counted_in_the_same_pass(batch) -> None:  # 
     assert n1 <= n0 + 2, (n0, n1)
     n2, a2 = jobs(lh, lambda: run_audit(lh, t, "b", suite=two_keys, use_cache=False))
     u2 = next(c for c in a2.checks if c.name == "u2")
-    assert u2.status == "failed" and u2.failing_rows == len(ROWS)  # (code, k2) has only 6 distinct pairs, all repeated
+    assert u2.status == "failed" and u2.failing_rows == len(
+        ROWS
+    )  # (code, k2) has only 6 distinct pairs, all repeated
     assert n2 <= n1 + 3, (n1, n2)  # + the sample of duplicate keys
 
 
 def test_unique_counts_rows_sharing_a_key_exactly(batch) -> None:  # type: ignore[no-untyped-def]
     lh, t = batch
-    a = run_audit(lh, t, "b", suite=suite(t, ["unique: [id]", "unique: {name: pair, columns: [id, k2]}"]), use_cache=False)
+    a = run_audit(
+        lh,
+        t,
+        "b",
+        suite=suite(t, ["unique: [id]", "unique: {name: pair, columns: [id, k2]}"]),
+        use_cache=False,
+    )
     by = {c.name: c for c in a.checks}
     # id 7: three rows, id 9: two rows; id 1000 is main's only row (not in the batch)
-    assert by["unique(id)"].observed == {"duplicate_rows_in_batch": 5, "duplicate_keys_in_batch": 2, "rows_already_in_main": 0}
+    assert by["unique(id)"].observed == {
+        "duplicate_rows_in_batch": 5,
+        "duplicate_keys_in_batch": 2,
+        "rows_already_in_main": 0,
+    }
     assert by["unique(id)"].failing_rows == 5
     # (7, 1) occurs twice (ROWS has id 7 with k2 = 7 % 3 = 1, plus (7, 1, "x")); (9, 0) twice
     assert by["pair"].failing_rows == 4
@@ -122,7 +153,9 @@ def test_a_threshold_change_is_judged_from_the_cache_without_spark(batch) -> Non
     first = run_audit(lh, t, "b", suite=suite(t, lines), use_cache=False)
     _, fresh = jobs(lh, lambda: run_audit(lh, t, "b", suite=suite(t, lines)))  # fills the cache
     assert [c.to_dict() for c in fresh.checks] == [c.to_dict() for c in first.checks]
-    changed = [ln.replace("not_null: [name]", "not_null: {column: name, max_failing_rows: 10}") for ln in lines]
+    changed = [
+        ln.replace("not_null: [name]", "not_null: {column: name, max_failing_rows: 10}") for ln in lines
+    ]
     changed[-1] = "row_count: {min: 100}"
     n_again, again = jobs(lh, lambda: run_audit(lh, t, "b", suite=suite(t, changed)))
     assert n_again == 0, n_again
@@ -132,20 +165,37 @@ def test_a_threshold_change_is_judged_from_the_cache_without_spark(batch) -> Non
     assert by["unique(id)"].failing_rows == 5 and by["unique(id)"].sample  # samples come from the cache too
     assert again.rows_checked == len(ROWS)
     # a changed predicate is measured again, alone
-    narrower = [("range: {column: amount, min: 0, max: 10}" if "column: amount" in ln else ln) for ln in changed]
+    narrower = [
+        ("range: {column: amount, min: 0, max: 10}" if "column: amount" in ln else ln) for ln in changed
+    ]
     n_one, one = jobs(lh, lambda: run_audit(lh, t, "b", suite=suite(t, narrower)))
     assert 0 < n_one <= 3, n_one
     assert next(c for c in one.checks if c.name == "range(amount)").failing_rows == 38
 
 
 def test_the_registry_lists_every_type_and_each_parses(tmp_path: Path) -> None:
-    assert set(AVAILABLE_CHECKS) == {"not_null", "unique", "row_count", "accepted_values", "range", "pattern", "expression",
-                                     "freshness", "references", "schema", "anomaly", "drift", "malformed_rows"}
+    assert set(AVAILABLE_CHECKS) == {
+        "not_null",
+        "unique",
+        "row_count",
+        "accepted_values",
+        "range",
+        "pattern",
+        "expression",
+        "freshness",
+        "references",
+        "schema",
+        "anomaly",
+        "drift",
+        "malformed_rows",
+    }
     assert "malformed_rows" not in yaml_types()  # built in, not for the checks file
     for key, cls in AVAILABLE_CHECKS.items():
         assert cls.type == key
-    s = parse_checks("demo.t:\n  checks:\n    - anomaly: {metric: null_pct, column: dep_time, min_history: 5, threshold: 4}\n"
-                     "    - anomaly: {metric: row_count, history: 10}\n    - drift: {column: distance, warn: 0.1, fail: 0.25}\n")
+    s = parse_checks(
+        "demo.t:\n  checks:\n    - anomaly: {metric: null_pct, column: dep_time, min_history: 5, threshold: 4}\n"
+        "    - anomaly: {metric: row_count, history: 10}\n    - drift: {column: distance, warn: 0.1, fail: 0.25}\n"
+    )
     a, rc, d = s["demo.t"].checks
     assert (a.name, a.line, a.args["max_z"], a.args["window"]) == ("anomaly(null_pct(dep_time))", 3, 4.0, 30)
     assert (rc.name, rc.args["window"], rc.columns) == ("anomaly(row_count)", 10, ())

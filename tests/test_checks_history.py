@@ -57,8 +57,20 @@ def history(tmp_path_factory: pytest.TempPathFactory, spark_session: None):  # t
     t0 = time.perf_counter()
     early = []
     for n, (m, day) in enumerate(HISTORY):
-        r = ingest(lh, T, [_parquet(_day(flights, m, day), d / f"{m}_{day}.parquet")], create=n == 0, branch=f"d_{m}_{day}")
-        publish(lh, T, r.branch, force=not r.audit.passed, reason=None if r.audit.passed else "history as it happened")
+        r = ingest(
+            lh,
+            T,
+            [_parquet(_day(flights, m, day), d / f"{m}_{day}.parquet")],
+            create=n == 0,
+            branch=f"d_{m}_{day}",
+        )
+        publish(
+            lh,
+            T,
+            r.branch,
+            force=not r.audit.passed,
+            reason=None if r.audit.passed else "history as it happened",
+        )
         if n < 3:
             early.append(r.audit)
     print(f"{len(HISTORY)} daily batches ingested and published in {time.perf_counter() - t0:.1f} s")

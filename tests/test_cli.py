@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers import refs, write_csv
+
 from wap_core import TableId
 from wap_core.cli import main
 
@@ -24,8 +24,13 @@ def cli(make_lakehouse, monkeypatch, capsys):  # type: ignore[no-untyped-def]
     """Run ``python -m wap_core`` in-process (same Spark session) against a fresh lakehouse."""
     lh = make_lakehouse(SUITE)
     s = lh.settings
-    for k, v in {"WAP_HOME": str(s.home), "WAP_CHECKS": str(s.checks_file), "WAP_CATALOG_NAME": s.catalog_name,
-                 "WAP_USER": "cli-user", "WAP_SHUFFLE_PARTITIONS": "2"}.items():
+    for k, v in {
+        "WAP_HOME": str(s.home),
+        "WAP_CHECKS": str(s.checks_file),
+        "WAP_CATALOG_NAME": s.catalog_name,
+        "WAP_USER": "cli-user",
+        "WAP_SHUFFLE_PARTITIONS": "2",
+    }.items():
         monkeypatch.setenv(k, v)
     if s.catalog_uri:  # the cluster-postgres backend
         monkeypatch.setenv("WAP_CATALOG_URI", s.catalog_uri)
@@ -45,10 +50,23 @@ def cli(make_lakehouse, monkeypatch, capsys):  # type: ignore[no-untyped-def]
 def test_full_lifecycle_through_the_cli(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     lh = cli.lh
     t = TableId("demo", "people")
-    code, out, err = cli("ingest", "demo.people", write_csv(tmp_path / "a.csv", HEADER, [(1, "ann"), (2, "bob")]), "--create", "--branch", "first")
+    code, out, err = cli(
+        "ingest",
+        "demo.people",
+        write_csv(tmp_path / "a.csv", HEADER, [(1, "ann"), (2, "bob")]),
+        "--create",
+        "--branch",
+        "first",
+    )
     assert (code, out.strip()) == (0, "first"), err
     assert cli("publish", "demo.people", "first")[0] == 0
-    code, out, _ = cli("ingest", "demo.people", write_csv(tmp_path / "b.csv", HEADER, [(3, None), (3, "cy")]), "--branch", "bad")
+    code, out, _ = cli(
+        "ingest",
+        "demo.people",
+        write_csv(tmp_path / "b.csv", HEADER, [(3, None), (3, "cy")]),
+        "--branch",
+        "bad",
+    )
     assert (code, out.strip()) == (1, "bad")  # audit failed
     code, out, _ = cli("ingest", "demo.people", write_csv(tmp_path / "c.csv", HEADER, [(4, "dee")]))
     good = out.strip()
@@ -56,7 +74,10 @@ def test_full_lifecycle_through_the_cli(cli, tmp_path: Path) -> None:  # type: i
 
     code, out, _ = cli("branches", "--json")
     rows = json.loads(out)
-    assert code == 0 and {(r["table"], r["branch"], r["status"]) for r in rows} == {("demo.people", "bad", "failed"), ("demo.people", good, "passed")}
+    assert code == 0 and {(r["table"], r["branch"], r["status"]) for r in rows} == {
+        ("demo.people", "bad", "failed"),
+        ("demo.people", good, "passed"),
+    }
     assert all({"created", "rows_added", "main_moved"} <= set(r) for r in rows)
 
     code, out, _ = cli("audit", "demo.people", "bad", "--json")
@@ -68,7 +89,9 @@ def test_full_lifecycle_through_the_cli(cli, tmp_path: Path) -> None:  # type: i
 
     code, out, _ = cli("diff", "demo.people", "bad", "--json")
     diff = json.loads(out)
-    assert code == 0 and diff["rows_added"] == 2 and diff["rows_deleted"] == 0 and diff["schema_changes"] == []
+    assert (
+        code == 0 and diff["rows_added"] == 2 and diff["rows_deleted"] == 0 and diff["schema_changes"] == []
+    )
     code, out, _ = cli("diff", "demo.people", "bad", "--key", "id", "--json")
     keyed = json.loads(out)["keyed"]
     assert code == 0 and (keyed["keys_added"], keyed["rows_changed"], keyed["keys_removed"]) == (2, 0, 0)
@@ -99,7 +122,14 @@ def test_full_lifecycle_through_the_cli(cli, tmp_path: Path) -> None:  # type: i
 
 
 def test_rebase_through_the_cli(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    cli("ingest", "demo.people", write_csv(tmp_path / "a.csv", HEADER, [(1, "ann")]), "--create", "--branch", "seed")
+    cli(
+        "ingest",
+        "demo.people",
+        write_csv(tmp_path / "a.csv", HEADER, [(1, "ann")]),
+        "--create",
+        "--branch",
+        "seed",
+    )
     cli("publish", "demo.people", "seed")
     cli("ingest", "demo.people", write_csv(tmp_path / "b.csv", HEADER, [(2, "bob")]), "--branch", "b1")
     cli("ingest", "demo.people", write_csv(tmp_path / "c.csv", HEADER, [(3, "cy")]), "--branch", "b2")
@@ -147,18 +177,50 @@ def _argparse(args: list[str]) -> tuple[int, str, str]:
 
 
 def test_broken_checks_file_is_exit_2_with_file_and_line(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    cli("ingest", "demo.people", write_csv(tmp_path / "a.csv", HEADER, [(1, "ann")]), "--create", "--branch", "seed")
-    Path(cli.lh.settings.checks_file).write_text("demo.people:\n  checks:\n    - not_null: [name]\n    - uniqe: [id]\n")
+    cli(
+        "ingest",
+        "demo.people",
+        write_csv(tmp_path / "a.csv", HEADER, [(1, "ann")]),
+        "--create",
+        "--branch",
+        "seed",
+    )
+    Path(cli.lh.settings.checks_file).write_text(
+        "demo.people:\n  checks:\n    - not_null: [name]\n    - uniqe: [id]\n"
+    )
     code, _, err = cli("audit", "demo.people", "seed")
     assert code == 2 and f"{cli.lh.settings.checks_file}:4: unknown check type 'uniqe'" in err
 
 
 def test_subprocess_cli_errors_are_one_line_and_debug_adds_the_traceback(tmp_path: Path) -> None:
     env = {**os.environ, "WAP_HOME": str(tmp_path / "lh")}
-    p = subprocess.run([sys.executable, "-m", "wap_core", "publish", "demo.t", "x;y"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "wap_core", "publish", "demo.t", "x;y"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 2
-    assert p.stderr.strip().splitlines() == ["error: invalid branch name 'x;y': use only letters, digits and '_' (not starting with a digit), at most 128 characters"]
-    p = subprocess.run([sys.executable, "-m", "wap_core", "--debug", "publish", "demo.t", "x;y"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert p.stderr.strip().splitlines() == [
+        "error: invalid branch name 'x;y': use only letters, digits and '_' (not starting with a digit), at most 128 characters"
+    ]
+    p = subprocess.run(
+        [sys.executable, "-m", "wap_core", "--debug", "publish", "demo.t", "x;y"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 2 and "Traceback" in p.stderr
-    p = subprocess.run([sys.executable, "-m", "wap_core", "tables", "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "wap_core", "tables", "--json"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0 and json.loads(p.stdout) == []

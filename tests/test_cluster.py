@@ -64,7 +64,9 @@ def _counts(junit: Path) -> dict[str, int]:
     return {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
 
 
-def test_lifecycle_on_a_spark_cluster_with_a_postgres_catalog(postgres: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+def test_lifecycle_on_a_spark_cluster_with_a_postgres_catalog(
+    postgres: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     if request.config.getoption("backend") != "local-sqlite":
         pytest.skip("this test starts the cluster run itself")
     shared = tmp_path / "shared"  # the warehouses: a directory every process (driver, executors) reaches
@@ -77,25 +79,51 @@ def test_lifecycle_on_a_spark_cluster_with_a_postgres_catalog(postgres: str, tmp
             **os.environ,
             "WAP_SPARK_MASTER": cluster.master_url,
             "WAP_SPARK_DRIVER_MEMORY": "1g",
-            "WAP_SPARK_CONF": " ".join(shlex.quote(kv) for kv in [
-                "spark.executor.memory=1g", "spark.executor.cores=1", "spark.cores.max=2",
-                "spark.driver.host=127.0.0.1", "spark.driver.bindAddress=127.0.0.1",
-                f"spark.pyspark.python={sys.executable}", f"spark.local.dir={tmp_path / 'driver-local'}",
-                # test speed on 2 busy cores: no wait for data locality, JIT without C2 (short-lived JVMs)
-                "spark.locality.wait=0s", f"spark.executor.extraJavaOptions={FAST_JVM}",
-                f"spark.driver.extraJavaOptions=-Dlog4j.rootLogger=WARN,console {FAST_JVM}",
-            ]),
+            "WAP_SPARK_CONF": " ".join(
+                shlex.quote(kv)
+                for kv in [
+                    "spark.executor.memory=1g",
+                    "spark.executor.cores=1",
+                    "spark.cores.max=2",
+                    "spark.driver.host=127.0.0.1",
+                    "spark.driver.bindAddress=127.0.0.1",
+                    f"spark.pyspark.python={sys.executable}",
+                    f"spark.local.dir={tmp_path / 'driver-local'}",
+                    # test speed on 2 busy cores: no wait for data locality, JIT without C2 (short-lived JVMs)
+                    "spark.locality.wait=0s",
+                    f"spark.executor.extraJavaOptions={FAST_JVM}",
+                    f"spark.driver.extraJavaOptions=-Dlog4j.rootLogger=WARN,console {FAST_JVM}",
+                ]
+            ),
             "SPARK_LOCAL_IP": "127.0.0.1",
             "PYSPARK_PYTHON": sys.executable,
             "WAP_TEST_POSTGRES_URL": postgres,
             "WAP_TEST_SHARED_STORAGE": str(shared),
             "WAP_TEST_CLUSTER_PROBE": str(probe),
         }
-        cmd = [sys.executable, "-m", "pytest", *SELECTION, "--backend", "cluster-postgres", "-q", "-ra",
-               f"--junitxml={junit}", f"--basetemp={tmp_path / 'run'}"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            *SELECTION,
+            "--backend",
+            "cluster-postgres",
+            "-q",
+            "-ra",
+            f"--junitxml={junit}",
+            f"--basetemp={tmp_path / 'run'}",
+        ]
         started = time.monotonic()
         # own process group: on a timeout the driver JVM goes down with its pytest
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
         try:
             output, _ = proc.communicate(timeout=900)
         except subprocess.TimeoutExpired:
@@ -106,7 +134,9 @@ def test_lifecycle_on_a_spark_cluster_with_a_postgres_catalog(postgres: str, tmp
         failed = _failures(junit)
         assert proc.returncode == 0 and not failed, (
             f"the lifecycle failed on the cluster + PostgreSQL backend (exit {proc.returncode}):\n  "
-            + "\n  ".join(failed or ["(no junit report)"]) + f"\n--- pytest output (tail)\n{output[-6000:]}")
+            + "\n  ".join(failed or ["(no junit report)"])
+            + f"\n--- pytest output (tail)\n{output[-6000:]}"
+        )
         counts = _counts(junit)
         assert counts["tests"] >= 25 and counts["skipped"] == 0, counts
         print(f"cluster run: {counts['tests']} tests passed in {elapsed:.0f} s")
@@ -118,7 +148,9 @@ def test_lifecycle_on_a_spark_cluster_with_a_postgres_catalog(postgres: str, tmp
         assert len(executors) == 2 and all(e["completed_tasks"] > 0 for e in executors), executors
         assert all(e["host_port"].startswith("127.0.0.1:") for e in executors)
         assert seen["pythons"] == [sys.executable]
-        logs = cluster.executor_logs()  # each worker launched an executor for this application and it ran tasks
+        logs = (
+            cluster.executor_logs()
+        )  # each worker launched an executor for this application and it ran tasks
         assert all(any(seen["app_id"] in str(p) for p in paths) for paths in logs.values()), logs
         for paths in logs.values():
             assert any("Finished task" in p.read_text(errors="replace") for p in paths), paths

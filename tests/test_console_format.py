@@ -15,7 +15,10 @@ BIG = 4887153865992560141  # a real 64-bit snapshot id that a float/JavaScript n
 
 
 def test_ids_stay_exact_text_even_next_to_none() -> None:
-    df = ui.frame([{"snapshot_id": BIG, "parent_id": None}, {"snapshot_id": BIG + 1, "parent_id": BIG}], ["snapshot_id", "parent_id"])
+    df = ui.frame(
+        [{"snapshot_id": BIG, "parent_id": None}, {"snapshot_id": BIG + 1, "parent_id": BIG}],
+        ["snapshot_id", "parent_id"],
+    )
     assert list(df["snapshot_id"]) == [str(BIG), str(BIG + 1)]
     assert list(df["parent_id"]) == ["", str(BIG)]
     assert float(BIG) != BIG  # the failure mode this guards against
@@ -25,45 +28,81 @@ def test_times_blanks_and_details() -> None:
     text = ui.local_time("2026-11-22T05:06:04.399748+00:00")
     assert text.startswith("2026-11-22 ") and len(text.split()) == 3 and "T05" not in text and "." not in text
     assert ui.local_time(None) == "" and ui.blank(None) == "" and ui.blank(float("nan")) == ""
-    assert ui.details_text({"rows": 5, "files": ["a.csv", "b.csv"], "none": None}) == "rows: 5 · files: a.csv, b.csv"
+    assert (
+        ui.details_text({"rows": 5, "files": ["a.csv", "b.csv"], "none": None})
+        == "rows: 5 · files: a.csv, b.csv"
+    )
     assert ui.details_text({}) == ""
 
 
 def test_cli_cells_and_json() -> None:
-    from decimal import Decimal
     import datetime as dt
+    from decimal import Decimal
 
     assert _cell(None) == "" and _cell(["a", "b"]) == "a, b" and _cell({"k": 1, "n": None}) == "k=1"
-    out = json.loads(json.dumps({"d": Decimal("1.5"), "i": Decimal("3"), "t": dt.date(2026, 1, 2), "id": BIG}, default=_json_default))
+    out = json.loads(
+        json.dumps(
+            {"d": Decimal("1.5"), "i": Decimal("3"), "t": dt.date(2026, 1, 2), "id": BIG},
+            default=_json_default,
+        )
+    )
     assert out == {"d": 1.5, "i": 3, "t": "2026-01-02", "id": BIG}
 
 
 def test_failing_row_sample_leads_with_failing_columns_then_key() -> None:
     cols = ["year", "month", "flight", "carrier", "air_time", "dest", "__problem"]
-    assert sample_order(cols, ["air_time"], ["flight", "carrier"])[:4] == ["__problem", "air_time", "flight", "carrier"]
+    assert sample_order(cols, ["air_time"], ["flight", "carrier"])[:4] == [
+        "__problem",
+        "air_time",
+        "flight",
+        "carrier",
+    ]
     assert sample_order(["a", "b", "__check"], ["b"], []) == ["b", "a"]
 
 
 def _col(name: str, main_null: float, batch_null: float, **extra: object) -> dict[str, object]:
-    base = {"rows": 1000, "distinct": 50, "min": 0, "max": 100, "mean": 50.0,
-            "quantiles": {"0.05": 5.0, "0.25": 25.0, "0.5": 50.0, "0.75": 75.0, "0.95": 95.0}}
-    return {"name": name, "kind": "numeric", "main": {**base, "null_pct": main_null},
-            "batch": {**base, "null_pct": batch_null, **extra}}
+    base = {
+        "rows": 1000,
+        "distinct": 50,
+        "min": 0,
+        "max": 100,
+        "mean": 50.0,
+        "quantiles": {"0.05": 5.0, "0.25": 25.0, "0.5": 50.0, "0.75": 75.0, "0.95": 95.0},
+    }
+    return {
+        "name": name,
+        "kind": "numeric",
+        "main": {**base, "null_pct": main_null},
+        "batch": {**base, "null_pct": batch_null, **extra},
+    }
 
 
 def test_rank_changes_standardizes_null_rate_and_distribution() -> None:
-    ranked = rank_changes([
-        _col("steady", 1.0, 1.2),
-        _col("nulls", 1.6, 16.1),
-        _col("shifted", 0.0, 0.0, mean=53.0, quantiles={"0.05": 8.0, "0.95": 98.0}),
-    ])
+    ranked = rank_changes(
+        [
+            _col("steady", 1.0, 1.2),
+            _col("nulls", 1.6, 16.1),
+            _col("shifted", 0.0, 0.0, mean=53.0, quantiles={"0.05": 8.0, "0.95": 98.0}),
+        ]
+    )
     assert [r.column for r in ranked] == ["nulls", "shifted", "steady"]
     assert ranked[0].aspect == "null_rate" and 0.5 < ranked[0].score < 0.7
     assert ranked[1].aspect == "distribution"
     assert ranked[2].score < 0.05
-    cat = {"name": "dest", "kind": "categorical",
-           "main": {"null_pct": 0.0, "distinct": 3, "top_values": [{"value": "A", "pct": 50.0}, {"value": "B", "pct": 50.0}]},
-           "batch": {"null_pct": 0.0, "distinct": 3, "top_values": [{"value": "A", "pct": 10.0}, {"value": "C", "pct": 90.0}]}}
+    cat = {
+        "name": "dest",
+        "kind": "categorical",
+        "main": {
+            "null_pct": 0.0,
+            "distinct": 3,
+            "top_values": [{"value": "A", "pct": 50.0}, {"value": "B", "pct": 50.0}],
+        },
+        "batch": {
+            "null_pct": 0.0,
+            "distinct": 3,
+            "top_values": [{"value": "A", "pct": 10.0}, {"value": "C", "pct": 90.0}],
+        },
+    }
     top = rank_changes([cat])[0]
     assert top.aspect == "top_values" and top.score > 0.8
 
@@ -94,10 +133,14 @@ def test_find_duplicate_names_the_earlier_branch_and_progress_steps(make_lakehou
     t = TableId("demo", "dups")
     src = write_csv(tmp_path / "one.csv", ["id", "name"], [(1, "ann"), (2, "bob")])
     steps: list[tuple[str, int | None]] = []
-    first = ingest(lh, t, [src], branch="first", create=True, progress=lambda step, rows: steps.append((step, rows)))
+    first = ingest(
+        lh, t, [src], branch="first", create=True, progress=lambda step, rows: steps.append((step, rows))
+    )
     assert [s for s, _ in steps] == ["reading", "writing", "auditing", "done"] and steps[-1][1] == 2
     dup = find_duplicate(lh, t, content_hash([src]))
-    assert dup is not None and dup.branch == "first" and dup.snapshot_id == first.snapshot_id and dup.open_branch
+    assert (
+        dup is not None and dup.branch == "first" and dup.snapshot_id == first.snapshot_id and dup.open_branch
+    )
     other = write_csv(tmp_path / "two.csv", ["id", "name"], [(3, "cy")])
     assert find_duplicate(lh, t, content_hash([other])) is None
 
@@ -109,12 +152,21 @@ def test_cli_broken_pipe_ends_quietly() -> None:
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    code = ("import wap_core.cli as c\n"
-            "def run(args):\n    [print('{\"row\": %d}' % i) for i in range(200000)]\n    return 0\n"
-            "c._run = run\nraise SystemExit(c.main(['branches', '--json']))\n")
-    p = subprocess.run(f"{sys.executable} -c \"$CODE\" | head -1; exit ${{PIPESTATUS[0]}}", shell=True, executable="/bin/bash",
-                       cwd=root, capture_output=True, text=True, env={"CODE": code, "PATH": "/usr/bin:/bin", "PYTHONPATH": str(root)},
-                       timeout=120)
+    code = (
+        "import wap_core.cli as c\n"
+        "def run(args):\n    [print('{\"row\": %d}' % i) for i in range(200000)]\n    return 0\n"
+        "c._run = run\nraise SystemExit(c.main(['branches', '--json']))\n"
+    )
+    p = subprocess.run(
+        f'{sys.executable} -c "$CODE" | head -1; exit ${{PIPESTATUS[0]}}',
+        shell=True,
+        executable="/bin/bash",
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env={"CODE": code, "PATH": "/usr/bin:/bin", "PYTHONPATH": str(root)},
+        timeout=120,
+    )
     assert p.stdout == '{"row": 0}\n'
     assert p.returncode == 0 and "Traceback" not in p.stderr and "BrokenPipe" not in p.stderr, p.stderr
 
@@ -124,5 +176,8 @@ def test_spark_log_options_point_at_the_quiet_log4j2_file() -> None:
 
     spark.set_spark_log_level("error")  # what the CLI sets without --debug
     opts = spark.java_log_options()
-    assert f"-Dlog4j2.configurationFile=file:{spark.LOG4J2_PROPERTIES}" in opts and "-Dwap.spark.log.level=error" in opts
+    assert (
+        f"-Dlog4j2.configurationFile=file:{spark.LOG4J2_PROPERTIES}" in opts
+        and "-Dwap.spark.log.level=error" in opts
+    )
     assert "rootLogger.level = ${sys:wap.spark.log.level:-error}" in spark.LOG4J2_PROPERTIES.read_text()

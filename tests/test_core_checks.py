@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-
 from helpers import write_csv
+
 from wap_core import TableId
 from wap_core.audit import run_audit
 from wap_core.ingest import ingest
 from wap_core.publish import publish
 
-NOW = datetime.now(timezone.utc).replace(microsecond=0)
+NOW = datetime.now(UTC).replace(microsecond=0)
 RECENT = (NOW - timedelta(hours=2)).strftime("%Y-%m-%d %H:%M:%S")
 OLD = (NOW - timedelta(days=10)).strftime("%Y-%m-%d %H:%M:%S")
 
@@ -27,7 +27,14 @@ MAIN_ROWS = [
 BATCH_ROWS = [
     (4, "d", "US", 40, "GH4", RECENT),
     (5, None, "FR", 50, "ij5", RECENT),  # name null; code fails pattern
-    (6, "f", "XX", -5, "KL6", RECENT),  # country not accepted and not in countries; amount out of range; expression fails
+    (
+        6,
+        "f",
+        "XX",
+        -5,
+        "KL6",
+        RECENT,
+    ),  # country not accepted and not in countries; amount out of range; expression fails
     (6, "g", "US", 60, "MN7", RECENT),  # duplicate id 6 within batch
     (2, "h", "DE", 70, "OP8", RECENT),  # id 2 already in main; DE not accepted, not in countries
     (9, "i", None, 80, None, RECENT),  # nulls in country and code: not failures for accepted_values/pattern
@@ -123,7 +130,10 @@ def test_row_count_and_freshness_and_schema(audited) -> None:  # type: ignore[no
     assert _check(audit, "schema").status == "passed"
     wrong = _check(audit, "schema_wrong")
     assert wrong.status == "failed"
-    assert "missing column missing_col" in wrong.observed and "column id is int, expected bigint" in wrong.observed
+    assert (
+        "missing column missing_col" in wrong.observed
+        and "column id is int, expected bigint" in wrong.observed
+    )
 
 
 def test_a_broken_check_is_an_error_result_and_the_others_still_run(audited) -> None:  # type: ignore[no-untyped-def]
@@ -166,4 +176,7 @@ def test_regex_escapes_and_quoted_values_reach_spark_intact(make_lakehouse, tmp_
     r = ingest(lh, TableId("demo", "q"), [str(src)], create=True)
     by = {c.name: c for c in r.audit.checks}
     assert (by["pattern(code)"].failing_rows, by["pattern(code)"].sample[0]["code"]) == (1, "12a")
-    assert (by["accepted_values(name)"].failing_rows, by["accepted_values(name)"].sample[0]["name"]) == (1, "Smith")
+    assert (by["accepted_values(name)"].failing_rows, by["accepted_values(name)"].sample[0]["name"]) == (
+        1,
+        "Smith",
+    )

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from helpers import write_csv
+
 from wap_core import TableId
 from wap_core.diff import compute_diff, main_profile, profile_frame
 from wap_core.ingest import ingest
@@ -20,7 +20,9 @@ def _rows(start: int, n: int, nulls_every: int) -> list[tuple[object, ...]]:
     return [(i, f"g{i % 7}", None if i % nulls_every == 0 else i * 1.5) for i in range(start, start + n)]
 
 
-def test_main_profile_after_a_publish_is_merged_not_rescanned(make_lakehouse, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_main_profile_after_a_publish_is_merged_not_rescanned(
+    make_lakehouse, tmp_path: Path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
     lh = make_lakehouse("demo.m:\n  checks:\n    - row_count: {min: 1}\n")
     r = ingest(lh, T, [write_csv(tmp_path / "a.csv", HEADER, _rows(1, 300, 10))], create=True)
     publish(lh, T, r.branch)
@@ -45,14 +47,26 @@ def test_main_profile_after_a_publish_is_merged_not_rescanned(make_lakehouse, tm
     truth = profile_frame(lh.read_snapshot(T, new_main))
     for name in HEADER:
         m, t = merged["columns"][name], truth["columns"][name]
-        assert (m["rows"], m["nulls"], m["min"], m["max"]) == (t["rows"], t["nulls"], t["min"], t["max"]), name
+        assert (m["rows"], m["nulls"], m["min"], m["max"]) == (t["rows"], t["nulls"], t["min"], t["max"]), (
+            name
+        )
         exact = lh.read_snapshot(T, new_main).select(name).distinct().where(f"{name} IS NOT NULL").count()
-        assert abs(m["distinct"] - exact) <= max(1, 0.04 * exact), (name, m["distinct"], exact)  # HLL sketch union
+        assert abs(m["distinct"] - exact) <= max(1, 0.04 * exact), (
+            name,
+            m["distinct"],
+            exact,
+        )  # HLL sketch union
         if t["mean"] is not None:
             assert m["mean"] == pytest.approx(t["mean"])
     q = merged["columns"]["val"]["quantiles"]
-    assert q["0.0"] == truth["columns"]["val"]["quantiles"]["0.0"] and q["1.0"] == truth["columns"]["val"]["quantiles"]["1.0"]
-    assert abs(q["0.5"] - truth["columns"]["val"]["quantiles"]["0.5"]) < 0.1 * truth["columns"]["val"]["quantiles"]["0.5"]
+    assert (
+        q["0.0"] == truth["columns"]["val"]["quantiles"]["0.0"]
+        and q["1.0"] == truth["columns"]["val"]["quantiles"]["1.0"]
+    )
+    assert (
+        abs(q["0.5"] - truth["columns"]["val"]["quantiles"]["0.5"])
+        < 0.1 * truth["columns"]["val"]["quantiles"]["0.5"]
+    )
     assert "quantiles" in merged["columns"]["val"]["approximate"]
     cached = lh.journal.load_profile(str(T), new_main)
     assert cached is not None and cached["source"] == merged["source"]
@@ -69,4 +83,6 @@ def test_schema_changes_of_a_branch_written_after_a_schema_change(make_lakehouse
     lh.spark.sql(f"INSERT INTO {lh.sql_name(T, 'evolved')} VALUES (99, 'g1', 1.0, 'new')")
     expected = [{"column": "note", "kind": "added", "old_type": None, "new_type": "string"}]
     assert compute_diff(lh, T, "evolved").schema_changes == expected
-    assert list(keyed_diff(lh, T, "evolved", ["id"]).schema_changes) == expected  # one comparison for both diffs
+    assert (
+        list(keyed_diff(lh, T, "evolved", ["id"]).schema_changes) == expected
+    )  # one comparison for both diffs

@@ -10,8 +10,8 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from helpers import refs, write_csv
+
 from wap_core import TableId
 from wap_core.audit import run_audit
 from wap_core.catalog import lineage
@@ -28,7 +28,12 @@ SUITE = "demo.people:\n  checks:\n    - not_null: [name]\n    - unique: [id]\n  
 def lh(make_lakehouse, tmp_path: Path):  # type: ignore[no-untyped-def]
     """A lakehouse with demo.people published: ids 1..3."""
     lh = make_lakehouse(SUITE)
-    r = ingest(lh, T, [write_csv(tmp_path / "seed.csv", HEADER, [(1, "ann", 30), (2, "bob", 40), (3, "cy", 50)])], create=True)
+    r = ingest(
+        lh,
+        T,
+        [write_csv(tmp_path / "seed.csv", HEADER, [(1, "ann", 30), (2, "bob", 40), (3, "cy", 50)])],
+        create=True,
+    )
     assert r.audit.status == "passed", r.audit.checks
     publish(lh, T, r.branch)
     return lh
@@ -116,7 +121,7 @@ def test_typo_d_refs_and_unknown_tables_are_clear_errors(lh) -> None:  # type: i
     main = refs(lh, T)["main"]
     with pytest.raises(NotFoundError, match="branch 'mian' does not exist"):
         publish(lh, T, "mian")
-    with pytest.raises(NotFoundError, match="table demo.nope does not exist"):
+    with pytest.raises(NotFoundError, match=r"table demo\.nope does not exist"):
         publish(lh, TableId("demo", "nope"), "b")
     with pytest.raises(ValidationError):
         publish(lh, T, "x; DROP TABLE y")
@@ -140,7 +145,14 @@ def test_main_moved_refuses_publish_then_rebase_replays_and_needs_a_new_audit(lh
     assert rb.outcome == "rebased" and rb.new_fork == main_after_a and rb.rows == 2
     lin = lineage(lh.table(T), "b")
     assert lin.fork == main_after_a and not lin.main_moved
-    assert {r.id for r in lh.spark.table(lh.spark_name(T, "b")).select("id").collect()} == {1, 2, 3, 10, 20, 21}
+    assert {r.id for r in lh.spark.table(lh.spark_name(T, "b")).select("id").collect()} == {
+        1,
+        2,
+        3,
+        10,
+        20,
+        21,
+    }
     assert refs(lh, T)["main"] == main_after_a  # rebase never touches main
     assert not [n for n in refs(lh, T) if "rebase" in n]  # temp branch cleaned up
     with pytest.raises(RefusedError, match="moved since its last audit"):
@@ -160,7 +172,7 @@ def test_concurrent_publish_of_one_branch_moves_main_exactly_once(lh, tmp_path: 
         barrier.wait()
         try:
             results.append(publish(lh, T, "race"))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             results.append(exc)
 
     threads = [threading.Thread(target=go) for _ in range(2)]
@@ -171,14 +183,20 @@ def test_concurrent_publish_of_one_branch_moves_main_exactly_once(lh, tmp_path: 
     moved = [x for x in results if getattr(x, "moved_main", False)]
     assert len(moved) == 1, results
     others = [x for x in results if x is not moved[0]]
-    assert all(getattr(x, "outcome", None) == "already_published" or isinstance(x, RefusedError) for x in others), others
+    assert all(
+        getattr(x, "outcome", None) == "already_published" or isinstance(x, RefusedError) for x in others
+    ), others
     assert refs(lh, T) == {"main": r.snapshot_id}
     assert lh.spark.table(lh.spark_name(T)).count() == 4
     published = [e for e in lh.journal.history("demo.people", action="publish") if e.outcome == "published"]
-    assert [e.branch for e in published][0] == "race" and len(published) == 2  # the race journaled once, after the seed
+    assert (
+        next(e.branch for e in published) == "race" and len(published) == 2
+    )  # the race journaled once, after the seed
 
 
-def test_a_commit_to_main_between_check_and_publish_is_a_conflict_not_a_lost_write(lh, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_commit_to_main_between_check_and_publish_is_a_conflict_not_a_lost_write(
+    lh, tmp_path: Path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
     import wap_core.publish as pub
 
     ingest(lh, T, [_csv(tmp_path, "b.csv", [(4, "dee", 20)])], branch="late")
@@ -260,7 +278,9 @@ def test_bad_sources_are_clear_errors_and_leave_no_branch(lh, tmp_path: Path, se
     assert lh.journal.history("demo.people", action="ingest")[0].outcome == "error"
 
 
-def test_unknown_table_needs_create_and_create_takes_the_source_schema(make_lakehouse, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_table_needs_create_and_create_takes_the_source_schema(
+    make_lakehouse, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     lh = make_lakehouse()
     t = TableId("raw", "events")
     src = tmp_path / "e.json"
@@ -281,9 +301,12 @@ def test_parquet_and_globs_and_castable_types(lh, tmp_path: Path) -> None:  # ty
     import pyarrow.parquet as pq
 
     for i, rows in enumerate([[(4, "dee", 20)], [(5, "eve", 21)]]):
-        ids, names, ages = zip(*rows)
+        ids, names, ages = zip(*rows, strict=False)
         # age as int64 (table has int): castable, values fit
-        pq.write_table(pa.table({"id": pa.array(ids, pa.int64()), "name": names, "age": pa.array(ages, pa.int64())}), tmp_path / f"p{i}.parquet")
+        pq.write_table(
+            pa.table({"id": pa.array(ids, pa.int64()), "name": names, "age": pa.array(ages, pa.int64())}),
+            tmp_path / f"p{i}.parquet",
+        )
     r = ingest(lh, T, [str(tmp_path / "p*.parquet")], branch="pq")
     assert r.rows_written == 2 and r.audit.status == "passed"
     pq.write_table(pa.table({"id": [6], "name": ["x"], "age": [True]}), tmp_path / "bool.parquet")
@@ -303,7 +326,9 @@ def test_publish_of_a_branch_already_published_is_known_from_main_lineage(lh, tm
     """Even before (or without) the journal entry: the published snapshot carries wap.branch."""
     r = ingest(lh, T, [_csv(tmp_path, "b.csv", [(4, "dee", 20)])], branch="quick")
     tbl = lh.table(T)
-    tbl.manage_snapshots().create_branch(r.snapshot_id, "main").remove_branch("quick").commit()  # published elsewhere
+    tbl.manage_snapshots().create_branch(r.snapshot_id, "main").remove_branch(
+        "quick"
+    ).commit()  # published elsewhere
     res = publish(lh, T, "quick")
     assert res.outcome == "already_published" and res.main_after == r.snapshot_id
     with pytest.raises(NotFoundError):
@@ -321,7 +346,7 @@ def test_concurrent_ingests_into_two_branches_of_one_table_both_land(lh, tmp_pat
         barrier.wait()
         try:
             results[branch] = ingest(lh, T, [src], branch=branch)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             results[branch] = exc
 
     threads = [threading.Thread(target=go, args=item) for item in srcs.items()]
@@ -329,7 +354,9 @@ def test_concurrent_ingests_into_two_branches_of_one_table_both_land(lh, tmp_pat
         t.start()
     for t in threads:
         t.join()
-    assert all(getattr(r, "audit", None) is not None and r.audit.status == "passed" for r in results.values()), results  # type: ignore[attr-defined]
+    assert all(
+        getattr(r, "audit", None) is not None and r.audit.status == "passed" for r in results.values()
+    ), results  # type: ignore[attr-defined]
     now = refs(lh, T)
     assert now["main"] == main and set(srcs) <= set(now)
     for i, branch in enumerate(srcs):

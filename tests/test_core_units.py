@@ -26,7 +26,10 @@ demo.flights:
 """
 
 
-@pytest.mark.parametrize("bad", ["", "flights", "a.b.c", "x; DROP TABLE y.t", "demo.'t'", "demo.t-1", "1ns.t", "demo.", ".t", "demo.t t"])
+@pytest.mark.parametrize(
+    "bad",
+    ["", "flights", "a.b.c", "x; DROP TABLE y.t", "demo.'t'", "demo.t-1", "1ns.t", "demo.", ".t", "demo.t t"],
+)
 def test_table_names_outside_the_allowlist_are_refused(bad: str) -> None:
     with pytest.raises(ValidationError):
         TableId.parse(bad)
@@ -38,7 +41,9 @@ def test_table_name_round_trip_and_quoting() -> None:
     assert t.sql("wap", "audit_1") == "`wap`.`demo`.`flights`.`branch_audit_1`"
 
 
-@pytest.mark.parametrize("bad", ["", "main", "MAIN", "x; DROP TABLE y", "a'b", 'a"b', "a b", "a.b", "x" * 129])
+@pytest.mark.parametrize(
+    "bad", ["", "main", "MAIN", "x; DROP TABLE y", "a'b", 'a"b', "a b", "a.b", "x" * 129]
+)
 def test_branch_names_are_validated(bad: str) -> None:
     with pytest.raises(ValidationError):
         validate_branch(bad)
@@ -60,7 +65,10 @@ def test_settings_from_env_and_toml(tmp_path: Path) -> None:
 
 
 def test_postgres_uri_translates_to_jdbc() -> None:
-    assert sqlalchemy_to_jdbc("postgresql+psycopg2://u:p@localhost:5433/cat") == "jdbc:postgresql://localhost:5433/cat?user=u&password=p"
+    assert (
+        sqlalchemy_to_jdbc("postgresql+psycopg2://u:p@localhost:5433/cat")
+        == "jdbc:postgresql://localhost:5433/cat?user=u&password=p"
+    )
 
 
 def test_issue_example_checks_file_parses_into_typed_specs() -> None:

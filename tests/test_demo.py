@@ -19,7 +19,9 @@ def test_demo_has_history_one_passing_and_one_failing_branch(demo_lakehouse) -> 
     bad = status[FAILING_BRANCH]
     assert bad.status == "failed"
     # the real problems of February 8-14, 2013: cancelled flights and island airports missing from airports
-    assert {"not_null(dep_time)", "positive_air_time", "references(dest -> demo.airports.faa)"} <= set(bad.failed_checks)
+    assert {"not_null(dep_time)", "positive_air_time", "references(dest -> demo.airports.faa)"} <= set(
+        bad.failed_checks
+    )
     forced = [e for e in lh.journal.history("demo.flights", action="publish") if e.outcome == "forced"]
     assert len(forced) == 1 and "backfill" in (forced[0].reason or "")
 
@@ -28,7 +30,13 @@ def test_metadata_diff_needs_no_data_read(demo_lakehouse) -> None:  # type: igno
     lh = demo_lakehouse
     t = TableId("demo", "flights")
     md = metadata_diff(lh.table(t), t, FAILING_BRANCH)
-    assert md.pure_append and md.rows_added == 6139 and md.rows_deleted == 0 and md.files_added >= 1 and not md.main_moved
+    assert (
+        md.pure_append
+        and md.rows_added == 6139
+        and md.rows_deleted == 0
+        and md.files_added >= 1
+        and not md.main_moved
+    )
 
 
 def test_metadata_views_never_start_spark(demo_lakehouse) -> None:  # type: ignore[no-untyped-def]
@@ -50,8 +58,20 @@ def test_metadata_views_never_start_spark(demo_lakehouse) -> None:  # type: igno
         "md = metadata_diff(lh.table(TableId('demo','flights')), TableId('demo','flights'), b[0].branch)\n"
         "print(json.dumps({'branches': len(b), 'tables': len(t), 'pyspark_loaded': 'pyspark' in sys.modules}))\n"
     )
-    env = {**os.environ, "WAP_HOME": str(s.home), "WAP_CATALOG_NAME": s.catalog_name, "WAP_CHECKS": str(s.checks_file)}
-    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent, env=env,
-                         capture_output=True, text=True, timeout=120, check=True)
+    env = {
+        **os.environ,
+        "WAP_HOME": str(s.home),
+        "WAP_CATALOG_NAME": s.catalog_name,
+        "WAP_CHECKS": str(s.checks_file),
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=Path(__file__).resolve().parent.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got == {"branches": 2, "tables": 4, "pyspark_loaded": False}

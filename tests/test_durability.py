@@ -57,18 +57,39 @@ def sql(lh: Lakehouse, query: str, **params: Any) -> list[dict[str, Any]]:
 
 def cli_env(lh: Lakehouse, user: str) -> dict[str, str]:
     s = lh.settings
-    return {"WAP_HOME": str(s.home), "WAP_CHECKS": str(s.checks_file), "WAP_CATALOG_NAME": s.catalog_name,
-            "WAP_USER": user, "WAP_SHUFFLE_PARTITIONS": "2", "WAP_SPARK_DRIVER_MEMORY": "1g"}
+    return {
+        "WAP_HOME": str(s.home),
+        "WAP_CHECKS": str(s.checks_file),
+        "WAP_CATALOG_NAME": s.catalog_name,
+        "WAP_USER": user,
+        "WAP_SHUFFLE_PARTITIONS": "2",
+        "WAP_SPARK_DRIVER_MEMORY": "1g",
+    }
 
 
 def run_killed(lh: Lakehouse, point: str, *args: str) -> None:
     env = {**os.environ, **cli_env(lh, CRASH_USER), "WAP_FAULT": point, "PYSPARK_PYTHON": sys.executable}
-    p = subprocess.run([sys.executable, "-m", "wap_core", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert p.returncode == FAULT_EXIT_CODE, f"exit {p.returncode}, expected a kill at {point}\n{p.stderr[-3000:]}"
+    p = subprocess.run(
+        [sys.executable, "-m", "wap_core", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert p.returncode == FAULT_EXIT_CODE, (
+        f"exit {p.returncode}, expected a kill at {point}\n{p.stderr[-3000:]}"
+    )
 
 
 def seed(lh: Lakehouse, tmp_path: Path) -> int:
-    r = ingest(lh, T, [write_csv(tmp_path / "seed.csv", HEADER, [(1, "ann"), (2, "bob")])], create=True, branch="seed")
+    r = ingest(
+        lh,
+        T,
+        [write_csv(tmp_path / "seed.csv", HEADER, [(1, "ann"), (2, "bob")])],
+        create=True,
+        branch="seed",
+    )
     publish(lh, T, "seed")
     return r.snapshot_id
 
@@ -108,7 +129,13 @@ def _setup_seed(lh: Lakehouse, tmp_path: Path) -> dict[str, Any]:
 
 
 def _ingest_args(tmp_path: Path) -> list[str]:
-    return ["ingest", "demo.people", write_csv(tmp_path / "new.csv", HEADER, [(7, "gus"), (8, "hal")]), "--branch", "incoming"]
+    return [
+        "ingest",
+        "demo.people",
+        write_csv(tmp_path / "new.csv", HEADER, [(7, "gus"), (8, "hal")]),
+        "--branch",
+        "incoming",
+    ]
 
 
 # ----- checks right after the kill (raw refs) and after reconciliation
@@ -152,7 +179,9 @@ def _rebase_temp(written: bool) -> Callable[[dict[str, int], dict[str, Any]], No
 
 
 def _rebased(refs: dict[str, int], ctx: dict[str, Any]) -> None:
-    assert refs["main"] == ctx["main"] and refs["b"] != ctx["head"] and not [n for n in refs if "__rebase_" in n]
+    assert (
+        refs["main"] == ctx["main"] and refs["b"] != ctx["head"] and not [n for n in refs if "__rebase_" in n]
+    )
 
 
 def _after_nothing(lh: Lakehouse, ctx: dict[str, Any], tmp_path: Path) -> None:
@@ -163,7 +192,9 @@ def _after_incomplete(lh: Lakehouse, ctx: dict[str, Any], tmp_path: Path) -> Non
     rows = _cli(lh, "branches", "--json")
     assert [(r["branch"], r["status"]) for r in rows] == [("incoming", "incomplete")]
     assert [r["branch"] for r in _cli(lh, "branches", "--status", "incomplete", "--json")] == ["incoming"]
-    _cli(lh, "discard", "demo.people", "incoming", json_out=False)  # no reason needed; still journaled with who
+    _cli(
+        lh, "discard", "demo.people", "incoming", json_out=False
+    )  # no reason needed; still journaled with who
     assert raw_refs(lh) == {"main": ctx["main"]}
     d = lh.journal.history("demo.people", action="discard")[0]
     assert (d.branch, d.outcome, d.user) == ("incoming", "discarded", "next-user")
@@ -206,31 +237,123 @@ def _after_rebase_abandoned_then_rebase(lh: Lakehouse, ctx: dict[str, Any], tmp_
 
 def _after_rebased(lh: Lakehouse, ctx: dict[str, Any], tmp_path: Path) -> None:
     [row] = list_branches(lh)
-    assert (row.branch, row.status, row.fork_snapshot_id, row.main_moved) == ("b", "stale", ctx["main"], False)
+    assert (row.branch, row.status, row.fork_snapshot_id, row.main_moved) == (
+        "b",
+        "stale",
+        ctx["main"],
+        False,
+    )
     assert {r.id for r in lh.spark.table(lh.spark_name(T, "b")).select("id").collect()} == {1, 2, 10, 20, 21}
 
 
 HISTORY = ("history", "--json")
 CASES = [
-    Case("after_ingest_intent", _ingest_args, _setup_seed, "abandoned", False, _no_branch("incoming"), _after_nothing, HISTORY),
-    Case("after_create_branch", _ingest_args, _setup_seed, "incomplete", False, _incoming_empty, _after_incomplete),
-    Case("after_ingest_commit", _ingest_args, _setup_seed, "written", True, _incoming_written, _after_written, HISTORY),
-    Case("after_publish_intent", lambda p: ["publish", "demo.people", "ready"], _setup_branch("ready", [(3, "cy")]),
-         "abandoned", False, _untouched("ready"), _after_publish_abandoned),
-    Case("after_publish_commit", lambda p: ["publish", "demo.people", "ready"], _setup_branch("ready", [(3, "cy")]),
-         "published", True, _published, _after_published, HISTORY),
-    Case("after_rebase_intent", lambda p: ["rebase", "demo.people", "b"], _setup_rebase, "abandoned", False, _untouched("b"),
-         _after_rebase_abandoned),
-    Case("after_rebase_temp_branch", lambda p: ["rebase", "demo.people", "b"], _setup_rebase, "abandoned", False,
-         _rebase_temp(False), _after_rebase_abandoned, HISTORY),
-    Case("after_rebase_write", lambda p: ["rebase", "demo.people", "b"], _setup_rebase, "abandoned", False, _rebase_temp(True),
-         _after_rebase_abandoned_then_rebase),
-    Case("after_rebase_swap", lambda p: ["rebase", "demo.people", "b"], _setup_rebase, "rebased", True, _rebased, _after_rebased),
-    Case("after_discard_intent", lambda p: ["discard", "demo.people", "junk", "--reason", "duplicate ids"],
-         _setup_branch("junk", [(1, "dup")]), "abandoned", False, _untouched("junk"), _after_discard_abandoned, HISTORY,
-         reason="duplicate ids"),
-    Case("after_discard_commit", lambda p: ["discard", "demo.people", "junk", "--reason", "duplicate ids"],
-         _setup_branch("junk", [(1, "dup")]), "discarded", True, _no_branch("junk"), _after_nothing, reason="duplicate ids"),
+    Case(
+        "after_ingest_intent",
+        _ingest_args,
+        _setup_seed,
+        "abandoned",
+        False,
+        _no_branch("incoming"),
+        _after_nothing,
+        HISTORY,
+    ),
+    Case(
+        "after_create_branch",
+        _ingest_args,
+        _setup_seed,
+        "incomplete",
+        False,
+        _incoming_empty,
+        _after_incomplete,
+    ),
+    Case(
+        "after_ingest_commit",
+        _ingest_args,
+        _setup_seed,
+        "written",
+        True,
+        _incoming_written,
+        _after_written,
+        HISTORY,
+    ),
+    Case(
+        "after_publish_intent",
+        lambda p: ["publish", "demo.people", "ready"],
+        _setup_branch("ready", [(3, "cy")]),
+        "abandoned",
+        False,
+        _untouched("ready"),
+        _after_publish_abandoned,
+    ),
+    Case(
+        "after_publish_commit",
+        lambda p: ["publish", "demo.people", "ready"],
+        _setup_branch("ready", [(3, "cy")]),
+        "published",
+        True,
+        _published,
+        _after_published,
+        HISTORY,
+    ),
+    Case(
+        "after_rebase_intent",
+        lambda p: ["rebase", "demo.people", "b"],
+        _setup_rebase,
+        "abandoned",
+        False,
+        _untouched("b"),
+        _after_rebase_abandoned,
+    ),
+    Case(
+        "after_rebase_temp_branch",
+        lambda p: ["rebase", "demo.people", "b"],
+        _setup_rebase,
+        "abandoned",
+        False,
+        _rebase_temp(False),
+        _after_rebase_abandoned,
+        HISTORY,
+    ),
+    Case(
+        "after_rebase_write",
+        lambda p: ["rebase", "demo.people", "b"],
+        _setup_rebase,
+        "abandoned",
+        False,
+        _rebase_temp(True),
+        _after_rebase_abandoned_then_rebase,
+    ),
+    Case(
+        "after_rebase_swap",
+        lambda p: ["rebase", "demo.people", "b"],
+        _setup_rebase,
+        "rebased",
+        True,
+        _rebased,
+        _after_rebased,
+    ),
+    Case(
+        "after_discard_intent",
+        lambda p: ["discard", "demo.people", "junk", "--reason", "duplicate ids"],
+        _setup_branch("junk", [(1, "dup")]),
+        "abandoned",
+        False,
+        _untouched("junk"),
+        _after_discard_abandoned,
+        HISTORY,
+        reason="duplicate ids",
+    ),
+    Case(
+        "after_discard_commit",
+        lambda p: ["discard", "demo.people", "junk", "--reason", "duplicate ids"],
+        _setup_branch("junk", [(1, "dup")]),
+        "discarded",
+        True,
+        _no_branch("junk"),
+        _after_nothing,
+        reason="duplicate ids",
+    ),
 ]
 
 
@@ -261,7 +384,9 @@ def _cli(lh: Lakehouse, *args: str, json_out: bool = True) -> Any:
 
 
 def _outcomes(lh: Lakehouse, action: str, branch: str, outcome: str | None) -> list[dict[str, Any]]:
-    q = "select * from wap_journal where action = :a and branch = :b" + (" and outcome = :o" if outcome else "")
+    q = "select * from wap_journal where action = :a and branch = :b" + (
+        " and outcome = :o" if outcome else ""
+    )
     return sql(lh, q, a=action, b=branch, o=outcome)
 
 
@@ -280,28 +405,51 @@ def _check_killed_then_reconciled(lh: Lakehouse, case: Case, tmp_path: Path, ctx
     [after] = sql(lh, "select * from wap_intents where id = :i", i=intent["id"])
     assert after["status"] == ("done" if case.done else "abandoned") and after["lock_key"] is None
     assert (row["action"], row["outcome"], row["user_name"], bool(row["reconciled"])) == (
-        intent["action"], case.outcome, CRASH_USER, True)
-    assert row["reason"] == intent["reason"] and row["at"] == intent["at"]  # original reason and time of intent
+        intent["action"],
+        case.outcome,
+        CRASH_USER,
+        True,
+    )
+    assert (
+        row["reason"] == intent["reason"] and row["at"] == intent["at"]
+    )  # original reason and time of intent
     assert sql(lh, "select * from wap_intents where status = 'pending'") == []
     if case.next_command[0] == "history":
-        assert any(h["intent_id"] == intent["id"] and h["reconciled"] and h["user"] == CRASH_USER for h in listing)
+        assert any(
+            h["intent_id"] == intent["id"] and h["reconciled"] and h["user"] == CRASH_USER for h in listing
+        )
     case.check_after(lh, ctx, tmp_path)
-    assert _cli(lh, "history", "--json") and len(sql(lh, "select * from wap_journal where intent_id = :i", i=intent["id"])) == 1
+    assert (
+        _cli(lh, "history", "--json")
+        and len(sql(lh, "select * from wap_journal where intent_id = :i", i=intent["id"])) == 1
+    )
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.point for c in CASES])
-def test_killed_at_a_commit_point_nothing_is_half_done_and_the_journal_knows(lh, tmp_path: Path, case: Case) -> None:  # type: ignore[no-untyped-def]
+def test_killed_at_a_commit_point_nothing_is_half_done_and_the_journal_knows(
+    lh, tmp_path: Path, case: Case
+) -> None:  # type: ignore[no-untyped-def]
     ctx = case.setup(lh, tmp_path)
     _check_killed_then_reconciled(lh, case, tmp_path, ctx)
 
 
-def test_a_forced_publish_killed_after_its_commit_is_journaled_as_forced_with_its_reason(lh, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_forced_publish_killed_after_its_commit_is_journaled_as_forced_with_its_reason(
+    lh, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     ctx = {**_setup_branch("bad", [(3, None)])(lh, tmp_path), "branch": "bad"}
     assert not ctx["passed"]
     reason = "owner accepts the null name"
-    case = Case("after_publish_commit", lambda p: ["publish", "demo.people", "bad", "--force", "--reason", reason],
-                lambda lh, p: ctx, "forced", True, _published, _after_published,
-                ("publish", "demo.people", "bad", "--json"), reason=reason)  # the re-run itself reconciles first
+    case = Case(
+        "after_publish_commit",
+        lambda p: ["publish", "demo.people", "bad", "--force", "--reason", reason],
+        lambda lh, p: ctx,
+        "forced",
+        True,
+        _published,
+        _after_published,
+        ("publish", "demo.people", "bad", "--json"),
+        reason=reason,
+    )  # the re-run itself reconciles first
     _check_killed_then_reconciled(lh, case, tmp_path, ctx)
     [row] = _outcomes(lh, "publish", "bad", "forced")
     assert json.loads(row["details"])["refusal_overridden"] == "audit_failed"
@@ -313,14 +461,22 @@ def test_a_forced_publish_killed_after_its_commit_is_journaled_as_forced_with_it
 def _as_foreign(lh: Lakehouse, intent_id: int, owner: str, beat_age_s: float = 0.0) -> None:
     """Make an intent look like another process's (the test cannot kill itself)."""
     with lh.catalog.engine.begin() as conn:
-        conn.execute(text("update wap_intents set owner = :o, heartbeat_at = :h where id = :i"),
-                     {"o": owner, "h": utcnow() - timedelta(seconds=beat_age_s), "i": intent_id})
+        conn.execute(
+            text("update wap_intents set owner = :o, heartbeat_at = :h where id = :i"),
+            {"o": owner, "h": utcnow() - timedelta(seconds=beat_age_s), "i": intent_id},
+        )
 
 
 def test_pending_intents_of_live_processes_stay_pending_until_dead_or_stale(lh, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     ctx = _setup_branch("junk", [(3, "cy")])(lh, tmp_path)
-    intent = lh.journal.begin_intent(user="far-user", action="discard", table="demo.people", branch="junk",
-                                     expected_before=ctx["head"], reason="r")
+    intent = lh.journal.begin_intent(
+        user="far-user",
+        action="discard",
+        table="demo.people",
+        branch="junk",
+        expected_before=ctx["head"],
+        reason="r",
+    )
     lh.journal.release(intent)
     # another host, fresh heartbeat, precondition holds: in flight elsewhere, left alone
     _as_foreign(lh, intent.id, "elsewhere|4242|0|abcd1234")
@@ -338,22 +494,35 @@ def test_pending_intents_of_live_processes_stay_pending_until_dead_or_stale(lh, 
     [entry] = reconcile(lh, T)
     assert (entry.outcome, entry.user, entry.reason, entry.reconciled) == ("abandoned", "far-user", "r", True)
     # another host whose heartbeat went stale: abandoned
-    again = lh.journal.begin_intent(user="far-user", action="discard", table="demo.people", branch="junk", expected_before=ctx["head"])
+    again = lh.journal.begin_intent(
+        user="far-user", action="discard", table="demo.people", branch="junk", expected_before=ctx["head"]
+    )
     lh.journal.release(again)
     _as_foreign(lh, again.id, "elsewhere|4242|0|abcd1234", beat_age_s=3600)
     assert [e.outcome for e in reconcile(lh, T)] == ["abandoned"]
     assert raw_refs(lh)["junk"] == ctx["head"]
 
 
-def test_a_landed_move_is_recorded_at_once_even_while_its_process_lives_and_only_once(lh, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_landed_move_is_recorded_at_once_even_while_its_process_lives_and_only_once(
+    lh, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     """Several reconcilers (separate engines, as separate processes would have) race: one outcome row."""
     ctx = _setup_branch("ready", [(3, "cy")])(lh, tmp_path)
-    intent = lh.journal.begin_intent(user="far-user", action="publish", table="demo.people", branch="ready",
-                                     expected_before=ctx["main"], expected_after=ctx["head"], reason="go",
-                                     details={"forced": False})
+    intent = lh.journal.begin_intent(
+        user="far-user",
+        action="publish",
+        table="demo.people",
+        branch="ready",
+        expected_before=ctx["main"],
+        expected_after=ctx["head"],
+        reason="go",
+        details={"forced": False},
+    )
     lh.journal.release(intent)
     _as_foreign(lh, intent.id, "elsewhere|4242|0|abcd1234")  # alive as far as anyone can tell
-    lh.catalog.load_table(T.tuple).manage_snapshots().create_branch(ctx["head"], "main").remove_branch("ready").commit()
+    lh.catalog.load_table(T.tuple).manage_snapshots().create_branch(ctx["head"], "main").remove_branch(
+        "ready"
+    ).commit()
     readers = [Lakehouse(lh.settings) for _ in range(4)]
     barrier = threading.Barrier(len(readers))
     got: list[object] = []
@@ -362,7 +531,7 @@ def test_a_landed_move_is_recorded_at_once_even_while_its_process_lives_and_only
         barrier.wait()
         try:
             got.extend(reconcile(reader, T))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             got.append(exc)
 
     threads = [threading.Thread(target=go, args=(r,)) for r in readers]
@@ -374,13 +543,17 @@ def test_a_landed_move_is_recorded_at_once_even_while_its_process_lives_and_only
     rows = sql(lh, "select * from wap_journal where intent_id = :i", i=intent.id)
     assert len(rows) == 1 and rows[0]["user_name"] == "far-user" and rows[0]["reason"] == "go"
     # the owner's own late outcome is a no-op
-    assert lh.journal.resolve_intent(intent, outcome="published", done=True, snapshot_after=ctx["head"]) is None
+    assert (
+        lh.journal.resolve_intent(intent, outcome="published", done=True, snapshot_after=ctx["head"]) is None
+    )
 
 
 def test_the_next_rebase_removes_temp_branches_left_behind(lh, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     ctx = _setup_rebase(lh, tmp_path)
     tbl = lh.catalog.load_table(T.tuple)
-    tbl.manage_snapshots().create_branch(ctx["main"], "b__rebase_deadbeef").commit()  # left by a crash long ago
+    tbl.manage_snapshots().create_branch(
+        ctx["main"], "b__rebase_deadbeef"
+    ).commit()  # left by a crash long ago
     assert "b__rebase_deadbeef" in raw_refs(lh)
     assert [b.branch for b in list_branches(lh)] == ["b"]  # never listed as an open branch
     assert _cli(lh, "tables", "--json")[0]["open_branches"] == 1
@@ -392,9 +565,13 @@ def test_the_next_rebase_removes_temp_branches_left_behind(lh, tmp_path: Path) -
     assert set(raw_refs(lh)) == {"main", "b"}
 
 
-def test_publish_found_in_main_history_without_a_journaled_publish_is_recorded_once(lh, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_publish_found_in_main_history_without_a_journaled_publish_is_recorded_once(
+    lh, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     ctx = _setup_branch("quick", [(3, "cy")])(lh, tmp_path)
-    lh.catalog.load_table(T.tuple).manage_snapshots().create_branch(ctx["head"], "main").remove_branch("quick").commit()
+    lh.catalog.load_table(T.tuple).manage_snapshots().create_branch(ctx["head"], "main").remove_branch(
+        "quick"
+    ).commit()
     assert publish(lh, T, "quick").outcome == "already_published"
     assert publish(lh, T, "quick").outcome == "already_published"
     [row] = _outcomes(lh, "publish", "quick", None)
@@ -422,6 +599,8 @@ def test_heartbeat_refreshes_running_intents_only_and_pid_reuse_is_not_life(tmp_
     assert j.in_flight_here(running) and not j.in_flight_here(ended)
     assert jr.owner_alive(jr.process_owner()) is True
     assert jr.owner_alive(f"{jr._machine()}|{os.getpid()}|0|00000000") is False  # our pid, earlier process
-    assert jr.owner_alive(f"{socket.gethostname()}/1|{os.getppid()}|0|00000000") is None  # another pid namespace
+    assert (
+        jr.owner_alive(f"{socket.gethostname()}/1|{os.getppid()}|0|00000000") is None
+    )  # another pid namespace
     assert jr.owner_alive("elsewhere|1|0|00000000") is None  # another host: only the heartbeat can tell
     j.release(running)

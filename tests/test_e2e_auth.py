@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
-
-import pytest
 
 import helpers
+import pytest
 from helpers import write_csv
+
 from wap_core import Lakehouse, Settings, TableId
 from wap_core.ingest import ingest
 from wap_core.publish import publish
@@ -45,11 +45,23 @@ def lake(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Setti
         pytest.skip("Chromium is not installed (make test-deps)")
     home = tmp_path_factory.mktemp("e2eauth")
     (home / "checks.yml").write_text("crm.leads:\n  checks:\n    - not_null: [email]\n")
-    settings = Settings(home=home, checks_path=home / "checks.yml", user="seeder", catalog_name="e2eauth", shuffle_partitions=2,
-                        ingest_roots=(home,))
+    settings = Settings(
+        home=home,
+        checks_path=home / "checks.yml",
+        user="seeder",
+        catalog_name="e2eauth",
+        shuffle_partitions=2,
+        ingest_roots=(home,),
+    )
     lh = Lakehouse(settings)
     src = home / "src"
-    ingest(lh, T, [write_csv(src / "a.csv", ["id", "email"], [(1, "a@x"), (2, "b@x")])], create=True, branch="first")
+    ingest(
+        lh,
+        T,
+        [write_csv(src / "a.csv", ["id", "email"], [(1, "a@x"), (2, "b@x")])],
+        create=True,
+        branch="first",
+    )
     publish(lh, T, "first")
     ingest(lh, T, [write_csv(src / "b.csv", ["id", "email"], [(3, "c@x")])], branch=BRANCH)
     (home / "access.yml").write_text(ACCESS)  # default $WAP_HOME/access.yml
@@ -72,16 +84,49 @@ def servers(lake: Settings) -> Iterator[str]:
     )
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("WAP_")}
     claims = json.dumps({"sub": "ann", "email": "ann@corp.test", "name": "Ann"})
-    with helpers.running([sys.executable, "-m", "oidc_provider_mock", "-p", str(oidc_port), "--user-claims", claims],
-                         cwd=lake.home, env=base_env, log=lake.home / "oidc.log",
-                         health=f"{issuer}/.well-known/openid-configuration", what="oidc_provider_mock"):
-        env = {**base_env, "WAP_HOME": str(lake.home), "WAP_CHECKS": str(lake.checks_file), "WAP_CATALOG_NAME": "e2eauth",
-               "WAP_USER": "root",  # the OS identity must NOT be used once sign-in is on
-               "WAP_SHUFFLE_PARTITIONS": "2", "WAP_SPARK_DRIVER_MEMORY": "1g", "PYSPARK_PYTHON": sys.executable}
-        cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
-               "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false", "--secrets.files", str(secrets)]
-        with helpers.running(cmd, cwd=ROOT, env=env, log=lake.home / "streamlit.log",
-                             health=f"http://127.0.0.1:{port}/_stcore/health", what="streamlit"):
+    with helpers.running(
+        [sys.executable, "-m", "oidc_provider_mock", "-p", str(oidc_port), "--user-claims", claims],
+        cwd=lake.home,
+        env=base_env,
+        log=lake.home / "oidc.log",
+        health=f"{issuer}/.well-known/openid-configuration",
+        what="oidc_provider_mock",
+    ):
+        env = {
+            **base_env,
+            "WAP_HOME": str(lake.home),
+            "WAP_CHECKS": str(lake.checks_file),
+            "WAP_CATALOG_NAME": "e2eauth",
+            "WAP_USER": "root",  # the OS identity must NOT be used once sign-in is on
+            "WAP_SHUFFLE_PARTITIONS": "2",
+            "WAP_SPARK_DRIVER_MEMORY": "1g",
+            "PYSPARK_PYTHON": sys.executable,
+        }
+        cmd = [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--browser.gatherUsageStats",
+            "false",
+            "--secrets.files",
+            str(secrets),
+        ]
+        with helpers.running(
+            cmd,
+            cwd=ROOT,
+            env=env,
+            log=lake.home / "streamlit.log",
+            health=f"http://127.0.0.1:{port}/_stcore/health",
+            what="streamlit",
+        ):
             yield f"http://127.0.0.1:{port}"
 
 
@@ -103,7 +148,16 @@ def test_oidc_sign_in_then_a_journaled_action_as_the_signed_in_user(servers: str
             expect(page.get_by_role("button", name="Sign in")).to_be_visible()
             page.wait_for_timeout(1000)
             body = page.inner_text("body")
-            for secret in ("crm.leads", BRANCH, "e2eauth", "Catalog", "Warehouse", "Signed in as", "root", "Discard"):
+            for secret in (
+                "crm.leads",
+                BRANCH,
+                "e2eauth",
+                "Catalog",
+                "Warehouse",
+                "Signed in as",
+                "root",
+                "Discard",
+            ):
                 assert secret not in body, (secret, body)
             assert page.locator('[data-testid="stSidebarNav"]').count() == 0
 
@@ -141,4 +195,8 @@ def test_oidc_sign_in_then_a_journaled_action_as_the_signed_in_user(servers: str
     refs = Lakehouse(lake).table(T).metadata.refs
     assert BRANCH not in refs and refs["main"].snapshot_id == main_before
     entry = Lakehouse(lake).journal.history(str(T), branch=BRANCH, action="discard")[0]
-    assert (entry.user, entry.outcome, entry.reason) == ("ann@corp.test", "discarded", "duplicate leads from the CRM export")
+    assert (entry.user, entry.outcome, entry.reason) == (
+        "ann@corp.test",
+        "discarded",
+        "duplicate leads from the CRM export",
+    )

@@ -7,6 +7,7 @@ that the branch is gone and main did not move.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -15,9 +16,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import helpers
 import pytest
 
-import helpers
 from wap_core import Lakehouse, Settings, TableId
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,7 +40,13 @@ def demo_settings(tmp_path_factory: pytest.TempPathFactory, spark_session: None)
     if not Path(CHROMIUM).exists():
         pytest.skip("Chromium is not installed (make browser-deps)")
     home = tmp_path_factory.mktemp("e2e")
-    settings = Settings(home=home, checks_path=home / "checks.yml", user="demo-seeder", catalog_name="e2edemo", shuffle_partitions=2)
+    settings = Settings(
+        home=home,
+        checks_path=home / "checks.yml",
+        user="demo-seeder",
+        catalog_name="e2edemo",
+        shuffle_partitions=2,
+    )
     seed_demo(Lakehouse(settings))
     return settings
 
@@ -48,14 +55,38 @@ def demo_settings(tmp_path_factory: pytest.TempPathFactory, spark_session: None)
 def server(demo_settings: Settings) -> tuple[str, subprocess.Popen[bytes]]:
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("WAP_")}
-    env.update(WAP_HOME=str(demo_settings.home), WAP_CHECKS=str(demo_settings.checks_file), WAP_CATALOG_NAME="e2edemo",
-               WAP_USER="steward-e2e", WAP_SHUFFLE_PARTITIONS="2", PYSPARK_PYTHON=sys.executable,
-               WAP_SPARK_EAGER="0", WAP_INGEST_ROOTS=str(demo_settings.home / "demo_sources"))
+    env.update(
+        WAP_HOME=str(demo_settings.home),
+        WAP_CHECKS=str(demo_settings.checks_file),
+        WAP_CATALOG_NAME="e2edemo",
+        WAP_USER="steward-e2e",
+        WAP_SHUFFLE_PARTITIONS="2",
+        PYSPARK_PYTHON=sys.executable,
+        WAP_SPARK_EAGER="0",
+        WAP_INGEST_ROOTS=str(demo_settings.home / "demo_sources"),
+    )
     log = open(demo_settings.home / "streamlit.log", "wb")  # noqa: SIM115 - closed in the finally below
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--browser.gatherUsageStats",
+            "false",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     try:
         base = f"http://127.0.0.1:{port}"
@@ -66,10 +97,8 @@ def server(demo_settings: Settings) -> tuple[str, subprocess.Popen[bytes]]:
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(timeout=20)
         except (ProcessLookupError, subprocess.TimeoutExpired):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         log.close()
 
 
@@ -78,9 +107,13 @@ def _shoot(page, name: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-
     page.wait_for_timeout(1500)
     size = page.viewport_size
     height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
-    page.set_viewport_size({"width": size["width"], "height": min(int(height) + 40, 4000)})  # the page scrolls inside stMain
+    page.set_viewport_size(
+        {"width": size["width"], "height": min(int(height) + 40, 4000)}
+    )  # the page scrolls inside stMain
     page.wait_for_timeout(1000)
-    shot = ROOT / "docs" / f"{name}.png" if os.environ.get("WAP_UPDATE_SCREENSHOT") else tmp_path / f"{name}.png"
+    shot = (
+        ROOT / "docs" / f"{name}.png" if os.environ.get("WAP_UPDATE_SCREENSHOT") else tmp_path / f"{name}.png"
+    )
     shot.parent.mkdir(exist_ok=True)
     page.screenshot(path=str(shot), full_page=True)
     page.set_viewport_size(size)
@@ -90,7 +123,8 @@ def _grid_of(frame) -> list[list[str]]:  # type: ignore[no-untyped-def]
     """The cells of one st.dataframe as rendered (its accessible table): header row first."""
     frame.locator("table").first.wait_for(state="attached")
     return frame.evaluate(
-        "el => Array.from(el.querySelectorAll('table tr')).map(tr => Array.from(tr.querySelectorAll('th,td')).map(c => c.textContent.trim()))")
+        "el => Array.from(el.querySelectorAll('table tr')).map(tr => Array.from(tr.querySelectorAll('th,td')).map(c => c.textContent.trim()))"
+    )
 
 
 def _grid(page, n: int) -> list[list[str]]:  # type: ignore[no-untyped-def]
@@ -102,7 +136,8 @@ def _grid(page, n: int) -> list[list[str]]:  # type: ignore[no-untyped-def]
 def _metrics(page) -> dict[str, str]:  # type: ignore[no-untyped-def]
     return page.evaluate(
         "() => Object.fromEntries(Array.from(document.querySelectorAll('[data-testid=stMetric]')).map(m => ["
-        "m.querySelector('[data-testid=stMetricLabel]').textContent.trim(), m.querySelector('[data-testid=stMetricValue]').textContent.trim()]))")
+        "m.querySelector('[data-testid=stMetricLabel]').textContent.trim(), m.querySelector('[data-testid=stMetricValue]').textContent.trim()]))"
+    )
 
 
 def _all_snapshot_ids(settings: Settings) -> set[str]:
@@ -117,8 +152,13 @@ def _cli_keyed(settings: Settings, branch: str, key: str) -> dict[str, int]:
 
     from wap_core.cli import main
 
-    env = {"WAP_HOME": str(settings.home), "WAP_CHECKS": str(settings.checks_file), "WAP_CATALOG_NAME": "e2edemo",
-           "WAP_USER": "steward-e2e", "WAP_SHUFFLE_PARTITIONS": "2"}
+    env = {
+        "WAP_HOME": str(settings.home),
+        "WAP_CHECKS": str(settings.checks_file),
+        "WAP_CATALOG_NAME": "e2edemo",
+        "WAP_USER": "steward-e2e",
+        "WAP_SHUFFLE_PARTITIONS": "2",
+    }
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     out = io.StringIO()
@@ -131,7 +171,9 @@ def _cli_keyed(settings: Settings, branch: str, key: str) -> dict[str, int]:
     return json.loads(out.getvalue())["keyed"]["summary"]
 
 
-def test_review_deep_link_discard_in_browser(server: tuple[str, subprocess.Popen[bytes]], demo_settings: Settings, tmp_path: Path) -> None:
+def test_review_deep_link_discard_in_browser(
+    server: tuple[str, subprocess.Popen[bytes]], demo_settings: Settings, tmp_path: Path
+) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     base, _ = server
@@ -161,7 +203,9 @@ def test_review_deep_link_discard_in_browser(server: tuple[str, subprocess.Popen
             expect(page.get_by_text("Main's snapshot timeline")).to_be_visible()
             journal = _grid(page, 0)
             ids = {c for row in journal[1:] for c in row if c.isdigit() and len(c) >= 15}
-            assert ids and ids <= known, ids - known  # exact, never 4887153865992561000 for 4887153865992560141
+            assert ids and ids <= known, (
+                ids - known
+            )  # exact, never 4887153865992561000 for 4887153865992560141
             tl = _grid(page, 1)
             parent = tl[0].index("parent")
             parents = {row[parent] for row in tl[1:]} - {""}
@@ -174,7 +218,10 @@ def test_review_deep_link_discard_in_browser(server: tuple[str, subprocess.Popen
             parent = snaps[0].index("parent")
             flights = Lakehouse(demo_settings).table(FLIGHTS)
             real = {str(s.snapshot_id): str(s.parent_snapshot_id or "") for s in flights.metadata.snapshots}
-            assert all(real[row[0 if snaps[0][0] == "snapshot" else snaps[0].index("snapshot")]] == row[parent] for row in snaps[1:])
+            assert all(
+                real[row[0 if snaps[0][0] == "snapshot" else snaps[0].index("snapshot")]] == row[parent]
+                for row in snaps[1:]
+            )
             assert "table=demo.flights" in page.url and "kind=branch" in page.url and "ref=main" in page.url
             _shoot(page, "explore", tmp_path)
             page.goto(f"{base}/checks")
@@ -199,7 +246,11 @@ def test_review_deep_link_discard_in_browser(server: tuple[str, subprocess.Popen
             review.wait_for_timeout(1500)
             (ROOT / "docs").mkdir(exist_ok=True)
             # README's screenshot is refreshed on demand (WAP_UPDATE_SCREENSHOT=1), so a test run leaves the tree clean
-            shot = ROOT / "docs" / "review.png" if os.environ.get("WAP_UPDATE_SCREENSHOT") else tmp_path / "review.png"
+            shot = (
+                ROOT / "docs" / "review.png"
+                if os.environ.get("WAP_UPDATE_SCREENSHOT")
+                else tmp_path / "review.png"
+            )
             review.screenshot(path=str(shot), full_page=True)
             assert shot.stat().st_size > 50_000
             review.set_viewport_size({"width": 1400, "height": 1000})
@@ -209,7 +260,9 @@ def test_review_deep_link_discard_in_browser(server: tuple[str, subprocess.Popen
             expect(first).to_contain_text("dep_time")
             expect(first).to_contain_text("null rate")
             # The failing column leads the failing-row sample of positive_air_time.
-            sample = review.get_by_test_id("stExpander").filter(has_text="Failing-row sample of positive_air_time")
+            sample = review.get_by_test_id("stExpander").filter(
+                has_text="Failing-row sample of positive_air_time"
+            )
             headers = _grid_of(sample.get_by_test_id("stDataFrame").first)[0]
             assert "air_time" in headers[:2], headers
             # The keyed diff on the page equals the CLI's (diff --key ... --json).
@@ -218,12 +271,15 @@ def test_review_deep_link_discard_in_browser(server: tuple[str, subprocess.Popen
             shown = _metrics(review)
             cli = _cli_keyed(demo_settings, BRANCH, "year,month,day,carrier,flight,origin")
             assert {k: shown[k.capitalize()] for k in ("added", "removed", "changed")} == {
-                k: f"{cli[k]:,}" for k in ("added", "removed", "changed")}
+                k: f"{cli[k]:,}" for k in ("added", "removed", "changed")
+            }
 
             review.get_by_role("button", name="Discard").click()
             dialog = review.get_by_role("dialog")
             expect(dialog).to_be_visible()
-            dialog.get_by_label("Reason (required)").fill("raw week: cancelled flights and unknown destinations")
+            dialog.get_by_label("Reason (required)").fill(
+                "raw week: cancelled flights and unknown destinations"
+            )
             dialog.get_by_label("Reason (required)").press("Enter")
             dialog.get_by_role("button", name="Confirm").click()
             expect(review.get_by_text(f"Discarded demo.flights · {BRANCH}")).to_be_visible()
@@ -240,8 +296,9 @@ def test_review_deep_link_discard_in_browser(server: tuple[str, subprocess.Popen
     assert entry.reason == "raw week: cancelled flights and unknown destinations"
 
 
-def test_publish_with_tab_and_enter_duplicate_upload_discard_with_tab(server: tuple[str, subprocess.Popen[bytes]], demo_settings: Settings,
-                                                                       tmp_path: Path) -> None:
+def test_publish_with_tab_and_enter_duplicate_upload_discard_with_tab(
+    server: tuple[str, subprocess.Popen[bytes]], demo_settings: Settings, tmp_path: Path
+) -> None:
     """Keyboard in the dialogs (Tab then Enter publishes; Tab then a click discards), and a duplicate upload flagged."""
     from playwright.sync_api import expect, sync_playwright
 
@@ -267,11 +324,18 @@ def test_publish_with_tab_and_enter_duplicate_upload_discard_with_tab(server: tu
             expect(page.get_by_text(f"Published demo.flights · {PASSING_BRANCH}")).to_be_visible()
             refs = Lakehouse(demo_settings).table(FLIGHTS).metadata.refs
             assert refs["main"].snapshot_id == head and PASSING_BRANCH not in refs
-            assert Lakehouse(demo_settings).journal.history(str(FLIGHTS), branch=PASSING_BRANCH, action="publish")[0].reason == "week 1 checked"
+            assert (
+                Lakehouse(demo_settings)
+                .journal.history(str(FLIGHTS), branch=PASSING_BRANCH, action="publish")[0]
+                .reason
+                == "week 1 checked"
+            )
 
             # The same file again: flagged with the earlier branch before anything is written.
             page.goto(f"{base}/ingest")
-            page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(str(demo_settings.home / "demo_sources" / "flights_2013_02_w1.csv"))
+            page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(
+                str(demo_settings.home / "demo_sources" / "flights_2013_02_w1.csv")
+            )
             page.get_by_test_id("stSelectbox").first.click()
             page.get_by_role("option", name="demo.flights").click()
             page.get_by_label("Branch name (optional)").fill("w1_again")

@@ -10,9 +10,9 @@ import os
 import sys
 from pathlib import Path
 
+import helpers
 import pytest
 
-import helpers
 from wap_core import Lakehouse, Settings, TableId
 from wap_core.ingest import ingest
 from wap_core.publish import publish
@@ -41,23 +41,61 @@ def test_approve_in_the_dialog_with_enter_enables_publish(tmp_path: Path, spark_
     home = tmp_path / "lh"
     home.mkdir()
     (home / "checks.yml").write_text(SUITE)
-    settings = Settings(home=home, checks_path=home / "checks.yml", access_path=home / "access.yml", user="sam@corp.test",
-                        catalog_name="e2ereview", shuffle_partitions=2, ingest_roots=(tmp_path,))
+    settings = Settings(
+        home=home,
+        checks_path=home / "checks.yml",
+        access_path=home / "access.yml",
+        user="sam@corp.test",
+        catalog_name="e2ereview",
+        shuffle_partitions=2,
+        ingest_roots=(tmp_path,),
+    )
     lh = Lakehouse(settings)
-    ingest(lh, T, [helpers.write_csv(tmp_path / "a.csv", ["id", "name"], [(1, "ann")])], create=True, branch="first")
+    ingest(
+        lh,
+        T,
+        [helpers.write_csv(tmp_path / "a.csv", ["id", "name"], [(1, "ann")])],
+        create=True,
+        branch="first",
+    )
     publish(lh, T, "first")
-    assert ingest(lh, T, [helpers.write_csv(tmp_path / "b.csv", ["id", "name"], [(2, "bob")])], branch="batch").audit.passed
+    assert ingest(
+        lh, T, [helpers.write_csv(tmp_path / "b.csv", ["id", "name"], [(2, "bob")])], branch="batch"
+    ).audit.passed
     settings.access_file.write_text(ACCESS)
     assert review_state(lh, T, "batch").state.value == "awaiting"
 
     port = helpers.free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("WAP_")}
-    env.update(WAP_HOME=str(home), WAP_CHECKS=str(settings.checks_file), WAP_CATALOG_NAME="e2ereview", WAP_ACCESS=str(settings.access_file),
-               WAP_USER="ann@corp.test", WAP_SHUFFLE_PARTITIONS="2", PYSPARK_PYTHON=sys.executable)
+    env.update(
+        WAP_HOME=str(home),
+        WAP_CHECKS=str(settings.checks_file),
+        WAP_CATALOG_NAME="e2ereview",
+        WAP_ACCESS=str(settings.access_file),
+        WAP_USER="ann@corp.test",
+        WAP_SHUFFLE_PARTITIONS="2",
+        PYSPARK_PYTHON=sys.executable,
+    )
     base = f"http://127.0.0.1:{port}"
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
-           "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
-    with helpers.running(cmd, cwd=ROOT, env=env, log=home / "streamlit.log", health=f"{base}/_stcore/health"), sync_playwright() as p:
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        "app.py",
+        "--server.headless",
+        "true",
+        "--server.port",
+        str(port),
+        "--server.address",
+        "127.0.0.1",
+        "--browser.gatherUsageStats",
+        "false",
+    ]
+    with (
+        helpers.running(cmd, cwd=ROOT, env=env, log=home / "streamlit.log", health=f"{base}/_stcore/health"),
+        sync_playwright() as p,
+    ):
         expect.set_options(timeout=120_000)
         browser = p.chromium.launch(executable_path=helpers.CHROMIUM, args=helpers.CHROMIUM_ARGS)
         try:
@@ -74,7 +112,9 @@ def test_approve_in_the_dialog_with_enter_enables_publish(tmp_path: Path, spark_
             box.press("Enter")  # one submit carries the text and the click
             expect(page.get_by_text("Approved", exact=True).first).to_be_visible()
             expect(page.get_by_role("button", name="Publish", exact=True)).to_be_enabled()
-            expect(page.get_by_text("checked the **ids** <b>").first).to_be_visible()  # escaped, shown literally
+            expect(
+                page.get_by_text("checked the **ids** <b>").first
+            ).to_be_visible()  # escaped, shown literally
         finally:
             browser.close()
     st = review_state(lh, T, "batch")

@@ -44,8 +44,12 @@ def landing(tmp_path: Path) -> tuple[Settings, Path, Path]:
     home.mkdir()
     settings = Settings(home=home, catalog_name="edges", user="tester")
     roots = allowed_roots(settings)  # creates the default landing folder
-    assert home / "landing" in [r for r in settings.ingest_root_paths]
-    assert (home / "landing").is_dir() and (home / "landing").resolve() in roots and uploads_root(settings).resolve() in roots
+    assert home / "landing" in list(settings.ingest_root_paths)
+    assert (
+        (home / "landing").is_dir()
+        and (home / "landing").resolve() in roots
+        and uploads_root(settings).resolve() in roots
+    )
     inside = home / "landing" / "ok.csv"
     inside.write_text("id,name,age\n1,ann,30\n")
     outside = tmp_path / "outside"
@@ -62,12 +66,16 @@ def _refused(settings: Settings, source: str) -> str:
     with pytest.raises(PathNotAllowedError) as info:
         _confined(settings, source)
     msg = str(info.value)
-    assert "outside the allowed ingest roots" in msg and str((settings.home / "landing").resolve()) in msg, msg
+    assert "outside the allowed ingest roots" in msg and str((settings.home / "landing").resolve()) in msg, (
+        msg
+    )
     assert len(msg.splitlines()) == 1
     return msg
 
 
-def test_confined_paths_are_refused_outside_the_roots_and_read_inside(landing: tuple[Settings, Path, Path]) -> None:
+def test_confined_paths_are_refused_outside_the_roots_and_read_inside(
+    landing: tuple[Settings, Path, Path],
+) -> None:
     settings, root, outside = landing
     assert _confined(settings, str(root / "ok.csv")) == [str((root / "ok.csv").resolve())]
     _refused(settings, "/etc/passwd")
@@ -115,11 +123,20 @@ def test_configured_roots_and_symlinked_roots(tmp_path: Path) -> None:
     (data / "in").mkdir(parents=True)
     (data / "in" / "a.csv").write_text("id\n1\n")
     (tmp_path / "alias").symlink_to(data, target_is_directory=True)
-    s = Settings.from_env({"WAP_HOME": str(tmp_path / "home"), "WAP_INGEST_ROOTS": f"{tmp_path / 'alias'}:{tmp_path / 'not_there'}"})
+    s = Settings.from_env(
+        {
+            "WAP_HOME": str(tmp_path / "home"),
+            "WAP_INGEST_ROOTS": f"{tmp_path / 'alias'}:{tmp_path / 'not_there'}",
+        }
+    )
     assert s.ingest_root_paths == (tmp_path / "alias", tmp_path / "not_there")
     roots = allowed_roots(s)
-    assert data.resolve() in roots and not (tmp_path / "not_there").exists()  # a configured root is never created
-    assert not (tmp_path / "home" / "landing").exists()  # the default landing folder only when no root is configured
+    assert (
+        data.resolve() in roots and not (tmp_path / "not_there").exists()
+    )  # a configured root is never created
+    assert not (
+        tmp_path / "home" / "landing"
+    ).exists()  # the default landing folder only when no root is configured
     assert _confined(s, str(tmp_path / "alias" / "in" / "a.csv")) == [str((data / "in" / "a.csv").resolve())]
     assert _confined(s, str(data / "in" / "a.csv")) == [str((data / "in" / "a.csv").resolve())]
     with pytest.raises(PathNotAllowedError) as info:  # the refusal names the roots that allow something
@@ -143,7 +160,9 @@ def test_uploads_get_a_folder_per_batch_and_are_allowed(landing: tuple[Settings,
     assert _confined(settings, str(a), str(b)) == [str(a.resolve()), str(b.resolve())]
 
 
-def test_core_ingest_refuses_a_server_path_outside_the_roots_and_journals_it(make_lakehouse, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_core_ingest_refuses_a_server_path_outside_the_roots_and_journals_it(
+    make_lakehouse, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     lh = make_lakehouse(name="confined", ingest_roots=(tmp_path / "confined" / "landing",))
     (tmp_path / "confined" / "landing").mkdir(parents=True)
     with pytest.raises(PathNotAllowedError, match="outside the allowed ingest roots"):
@@ -156,8 +175,13 @@ def test_core_ingest_refuses_a_server_path_outside_the_roots_and_journals_it(mak
 # ----------------------------------------------------------------------------- the CLI reads any path (Spark)
 def _cli_env(monkeypatch: pytest.MonkeyPatch, lh: Lakehouse) -> None:
     s = lh.settings
-    for k, v in {"WAP_HOME": str(s.home), "WAP_CHECKS": str(s.checks_file), "WAP_CATALOG_NAME": s.catalog_name,
-                 "WAP_USER": "cli-user", "WAP_SHUFFLE_PARTITIONS": "2"}.items():
+    for k, v in {
+        "WAP_HOME": str(s.home),
+        "WAP_CHECKS": str(s.checks_file),
+        "WAP_CATALOG_NAME": s.catalog_name,
+        "WAP_USER": "cli-user",
+        "WAP_SHUFFLE_PARTITIONS": "2",
+    }.items():
         monkeypatch.setenv(k, v)
     for k in ("WAP_INGEST_ROOTS", "WAP_CONFIG", "WAP_CATALOG_URI", "WAP_CATALOG_JDBC_URI", "WAP_WAREHOUSE"):
         monkeypatch.delenv(k, raising=False)
@@ -180,13 +204,31 @@ def test_cli_reads_any_path_its_user_can_read(make_lakehouse, tmp_path: Path, mo
 # ----------------------------------------------------------------------------- secrets
 def test_mask_secrets_forms() -> None:
     assert mask_secrets(URL) == "postgresql+psycopg2://u:***@127.0.0.1:1/db"
-    assert mask_secrets("jdbc:postgresql://h:5432/db?user=u&password=s3cr3t&ssl=true") == "jdbc:postgresql://h:5432/db?user=u&password=***&ssl=true"
-    assert mask_secrets("postgresql://u:p@ss/w@h/db then a@b") == "postgresql://u:***@h/db then a@b"  # '@' and '/' in a password
-    assert mask_secrets('{"password": "s3cr3t", "uri": "sqlite:////x.db"}') == '{"password": "***", "uri": "sqlite:////x.db"}'
-    assert mask_secrets("sqlite:////tmp/catalog.db and postgresql://u@h/db") == "sqlite:////tmp/catalog.db and postgresql://u@h/db"
-    s = Settings(home=Path("/tmp/x"), catalog_uri="postgresql://wap:LongerSecret42@db.corp/cat", catalog_name="masked")
-    assert s.masked_catalog_uri == "postgresql://wap:***@db.corp/cat" and "LongerSecret42" not in s.masked_jdbc_uri
-    assert mask_secrets("psql said: auth failed with LongerSecret42") == "psql said: auth failed with ***"  # a known password anywhere
+    assert (
+        mask_secrets("jdbc:postgresql://h:5432/db?user=u&password=s3cr3t&ssl=true")
+        == "jdbc:postgresql://h:5432/db?user=u&password=***&ssl=true"
+    )
+    assert (
+        mask_secrets("postgresql://u:p@ss/w@h/db then a@b") == "postgresql://u:***@h/db then a@b"
+    )  # '@' and '/' in a password
+    assert (
+        mask_secrets('{"password": "s3cr3t", "uri": "sqlite:////x.db"}')
+        == '{"password": "***", "uri": "sqlite:////x.db"}'
+    )
+    assert (
+        mask_secrets("sqlite:////tmp/catalog.db and postgresql://u@h/db")
+        == "sqlite:////tmp/catalog.db and postgresql://u@h/db"
+    )
+    s = Settings(
+        home=Path("/tmp/x"), catalog_uri="postgresql://wap:LongerSecret42@db.corp/cat", catalog_name="masked"
+    )
+    assert (
+        s.masked_catalog_uri == "postgresql://wap:***@db.corp/cat"
+        and "LongerSecret42" not in s.masked_jdbc_uri
+    )
+    assert (
+        mask_secrets("psql said: auth failed with LongerSecret42") == "psql said: auth failed with ***"
+    )  # a known password anywhere
 
 
 def test_cli_errors_never_show_the_catalog_password(tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -199,8 +241,15 @@ def test_cli_errors_never_show_the_catalog_password(tmp_path: Path, monkeypatch,
     env = {k: v for k, v in os.environ.items() if not k.startswith("WAP_")}
     env.update(WAP_HOME=str(tmp_path / "h2"), WAP_CATALOG_URI=URL)
     for debug in ([], ["--debug"]):
-        p = subprocess.run([sys.executable, "-m", "wap_core", *debug, "tables"], cwd=ROOT, env=env, capture_output=True, text=True,
-                           timeout=120, check=False)
+        p = subprocess.run(
+            [sys.executable, "-m", "wap_core", *debug, "tables"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         assert p.returncode == 2, p.stderr
         assert "s3cr3t" not in p.stderr + p.stdout
         last = p.stderr.strip().splitlines()[-1]
@@ -211,11 +260,23 @@ def test_cli_errors_never_show_the_catalog_password(tmp_path: Path, monkeypatch,
 
 def test_journal_stores_reasons_and_details_masked(make_lakehouse) -> None:  # type: ignore[no-untyped-def]
     lh = make_lakehouse(name="journal")
-    lh.journal.record(user="ops", action="discard", outcome="discarded", table="demo.people", branch="b",
-                      reason=f"catalog {URL} was down", details={"uri": URL, "nested": [{"jdbc": "jdbc:postgresql://h/db?password=s3cr3t"}],
-                                                               "password": "s3cr3t"})
+    lh.journal.record(
+        user="ops",
+        action="discard",
+        outcome="discarded",
+        table="demo.people",
+        branch="b",
+        reason=f"catalog {URL} was down",
+        details={
+            "uri": URL,
+            "nested": [{"jdbc": "jdbc:postgresql://h/db?password=s3cr3t"}],
+            "password": "s3cr3t",
+        },
+    )
     with lh.catalog.engine.connect() as conn:  # the stored row itself, not the API's view of it
-        row = conn.execute(select(journal_table.c.reason, journal_table.c.details).order_by(journal_table.c.id.desc())).first()
+        row = conn.execute(
+            select(journal_table.c.reason, journal_table.c.details).order_by(journal_table.c.id.desc())
+        ).first()
     assert row is not None
     assert "s3cr3t" not in row[0] and "u:***@127.0.0.1" in row[0]
     assert "s3cr3t" not in row[1]
@@ -237,23 +298,47 @@ def test_log_records_are_masked(caplog: pytest.LogCaptureFixture) -> None:
 
 
 # ----------------------------------------------------------------------------- identifiers
-@pytest.mark.parametrize("bad", ["demo.flights\n", "branch\n", "a\nb", "flіghts", "ｆlights", "flights\u2028", "", "x" * 129, "a\r", " a"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "demo.flights\n",
+        "branch\n",
+        "a\nb",
+        "flіghts",
+        "ｆlights",
+        "flights\u2028",
+        "",
+        "x" * 129,
+        "a\r",
+        " a",
+    ],
+)
 def test_identifiers_full_match_and_one_line_errors(bad: str) -> None:
-    for validate in (validate_identifier, validate_branch, TableId.parse, lambda v: TableId.parse(f"demo.{v}")):
+    for validate in (
+        validate_identifier,
+        validate_branch,
+        TableId.parse,
+        lambda v: TableId.parse(f"demo.{v}"),
+    ):
         with pytest.raises(ValidationError) as info:
             validate(bad)  # type: ignore[operator]
         assert len(str(info.value).splitlines()) == 1, repr(str(info.value))
     assert validate_identifier("x" * 128) == "x" * 128
 
 
-@pytest.mark.parametrize(("args", "fragment"), [
-    (["history", "demo.flights\n"], "invalid table name 'flights\\n'"),
-    (["publish", "demo.people", "branch\n"], "invalid branch name 'branch\\n'"),
-    (["publish", "demo.people", "a\nb"], "invalid branch name 'a\\nb'"),
-    (["publish", "demo.people", "br\u0430nch"], "invalid branch name"),  # Cyrillic a
-    (["history", "demo." + "x" * 129], "at most 128 characters"),
-])
-def test_cli_bad_names_exit_2_with_one_line(tmp_path: Path, monkeypatch, capsys, args: list[str], fragment: str) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["history", "demo.flights\n"], "invalid table name 'flights\\n'"),
+        (["publish", "demo.people", "branch\n"], "invalid branch name 'branch\\n'"),
+        (["publish", "demo.people", "a\nb"], "invalid branch name 'a\\nb'"),
+        (["publish", "demo.people", "br\u0430nch"], "invalid branch name"),  # Cyrillic a
+        (["history", "demo." + "x" * 129], "at most 128 characters"),
+    ],
+)
+def test_cli_bad_names_exit_2_with_one_line(
+    tmp_path: Path, monkeypatch, capsys, args: list[str], fragment: str
+) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("WAP_HOME", str(tmp_path / "h"))
     assert main(args) == 2
     out, err = capsys.readouterr()
@@ -269,7 +354,13 @@ def test_validation_and_source_errors_are_one_line_whatever_the_message() -> Non
 @pytest.fixture
 def people(make_lakehouse):  # type: ignore[no-untyped-def]
     lh = make_lakehouse("demo.people:\n  checks:\n    - not_null: [name]\n", name="csv")
-    r = ingest(lh, T, [write_csv(lh.settings.home.parent / "seed.csv", HEADER, [(1, "ann", 30)])], create=True, branch="seed")
+    r = ingest(
+        lh,
+        T,
+        [write_csv(lh.settings.home.parent / "seed.csv", HEADER, [(1, "ann", 30)])],
+        create=True,
+        branch="seed",
+    )
     from wap_core.publish import publish
 
     publish(lh, T, r.branch)
@@ -278,30 +369,41 @@ def people(make_lakehouse):  # type: ignore[no-untyped-def]
 
 def test_rfc4180_quoted_newlines_and_doubled_quotes_round_trip(people, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     lh = people
-    expected = {2: "two\nlines, and a comma", 3: 'she said "hi"', 4: 'multi\nline "quoted" and, comma\nthird', 5: "plain"}
+    expected = {
+        2: "two\nlines, and a comma",
+        3: 'she said "hi"',
+        4: 'multi\nline "quoted" and, comma\nthird',
+        5: "plain",
+    }
     src = tmp_path / "rfc.csv"
-    src.write_text('id,name,age\n2,"two\nlines, and a comma",22\n3,"she said ""hi""",23\n'
-                   '4,"multi\nline ""quoted"" and, comma\nthird",24\n5,plain,25\n')
+    src.write_text(
+        'id,name,age\n2,"two\nlines, and a comma",22\n3,"she said ""hi""",23\n'
+        '4,"multi\nline ""quoted"" and, comma\nthird",24\n5,plain,25\n'
+    )
     import csv as pycsv
 
     with src.open(newline="") as fh:
-        assert [r[1] for r in pycsv.reader(fh)][1:] == list(expected.values())  # Python agrees: valid RFC 4180
+        assert [r[1] for r in pycsv.reader(fh)][1:] == list(
+            expected.values()
+        )  # Python agrees: valid RFC 4180
     r = ingest(lh, T, [str(src)], branch="rfc")
     assert (r.malformed_rows, r.rows_written, r.audit.status) == (0, 4, "passed"), r.audit.to_dict()
     got = {row.id: row.name for row in lh.spark.table(lh.spark_name(T, "rfc")).where("id > 1").collect()}
     assert got == expected
 
 
-def test_malformed_rows_after_multiline_records_are_located_at_their_first_line(people, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_malformed_rows_after_multiline_records_are_located_at_their_first_line(
+    people, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     lh = people
     src = tmp_path / "located.csv"
     src.write_text(
-        "id,name,age\n"          # line 1
+        "id,name,age\n"  # line 1
         '2,"dee\nof two lines",20\n'  # lines 2-3
-        "3,eve\n"                # line 4: ragged
+        "3,eve\n"  # line 4: ragged
         '4,"fay\nsays ""no""\nthrice",x7\n'  # lines 5-7: bad value (age), record starts on line 5
-        "5,gus,22,extra\n"       # line 8: ragged
-        "6,hal,23\n"             # line 9
+        "5,gus,22,extra\n"  # line 8: ragged
+        "6,hal,23\n"  # line 9
     )
     r = ingest(lh, T, [str(src)], branch="located")
     assert (r.rows_written, r.malformed_rows) == (2, 3)
@@ -321,10 +423,17 @@ def test_a_field_longer_than_the_limit_names_the_file(people, tmp_path: Path) ->
     with pytest.raises(SourceError) as info:
         ingest(lh, T, [str(src)], branch="huge")
     msg = str(info.value)
-    assert str(src) in msg and "line 3" in msg and f"{CSV_MAX_FIELD_CHARS:,} characters" in msg and len(msg.splitlines()) == 1
+    assert (
+        str(src) in msg
+        and "line 3" in msg
+        and f"{CSV_MAX_FIELD_CHARS:,} characters" in msg
+        and len(msg.splitlines()) == 1
+    )
     assert refs(lh, T) == before  # nothing written, no branch
     # an unterminated quote swallows the rest of the file into one field: the same clear error, not a hang or a traceback
     src2 = tmp_path / "unterminated.csv"
-    src2.write_text('id,name,age\n2,"never closed,20\n' + "".join(f"{i},n{i},{i}\n" for i in range(3, 100_000)))
+    src2.write_text(
+        'id,name,age\n2,"never closed,20\n' + "".join(f"{i},n{i},{i}\n" for i in range(3, 100_000))
+    )
     with pytest.raises(SourceError, match=r"unterminated\.csv: the record starting on line 2"):
         ingest(lh, T, [str(src2)], branch="unterminated")

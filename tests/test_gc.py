@@ -31,7 +31,9 @@ def _seed(lh, t: TableId, tmp_path: Path, rows=((1, "ann"), (2, "bob"))) -> int:
 
 
 def _branch(lh, t: TableId, tmp_path: Path, name: str, rows) -> int:  # type: ignore[no-untyped-def]
-    return ingest(lh, t, [write_csv(tmp_path / f"{t.name}_{name}.csv", HEADER, list(rows))], branch=name).snapshot_id
+    return ingest(
+        lh, t, [write_csv(tmp_path / f"{t.name}_{name}.csv", HEADER, list(rows))], branch=name
+    ).snapshot_id
 
 
 def _set(lh, t: TableId, **props: str) -> None:  # type: ignore[no-untyped-def]
@@ -51,7 +53,9 @@ def _ids(lh, t: TableId, branch: str | None = None) -> set[int]:  # type: ignore
     return {r.id for r in lh.spark.table(lh.spark_name(t, branch)).select("id").collect()}
 
 
-def test_dry_run_changes_nothing_then_gc_expires_the_stale_branch_and_reclaims_its_files(make_lakehouse, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_dry_run_changes_nothing_then_gc_expires_the_stale_branch_and_reclaims_its_files(
+    make_lakehouse, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     lh = make_lakehouse(SUITE)
     t = TableId("demo", "people")
     _seed(lh, t, tmp_path)
@@ -68,8 +72,16 @@ def test_dry_run_changes_nothing_then_gc_expires_the_stale_branch_and_reclaims_i
 
     dry = collect_garbage(lh, older_than="0s", dry_run=True)
     (plan,) = dry.tables
-    assert dry.dry_run and [b.branch for b in plan.expired_branches] == ["stale"] and not plan.expired_branches[0].done
-    assert plan.branch_ttl == "1s" and plan.branch_ttl_source == "wap.branch-ttl" and plan.retention_source == "--older-than"
+    assert (
+        dry.dry_run
+        and [b.branch for b in plan.expired_branches] == ["stale"]
+        and not plan.expired_branches[0].done
+    )
+    assert (
+        plan.branch_ttl == "1s"
+        and plan.branch_ttl_source == "wap.branch-ttl"
+        and plan.retention_source == "--older-than"
+    )
     assert stale in plan.expired_snapshot_ids and fresh not in plan.expired_snapshot_ids
     assert plan.data_files_deleted == len(stale_only) and plan.bytes_reclaimed > 0
     after_dry = lh.table(t).metadata
@@ -82,7 +94,10 @@ def test_dry_run_changes_nothing_then_gc_expires_the_stale_branch_and_reclaims_i
     assert [b.branch for b in done.expired_branches] == ["stale"] and done.expired_branches[0].done
     assert "stale" not in refs(lh, t)
     assert done.expired_snapshot_ids == plan.expired_snapshot_ids  # the dry run predicted exactly this
-    assert done.snapshots_expired == len(plan.expired_snapshot_ids) and done.manifest_lists_deleted == done.snapshots_expired
+    assert (
+        done.snapshots_expired == len(plan.expired_snapshot_ids)
+        and done.manifest_lists_deleted == done.snapshots_expired
+    )
     assert done.data_files_deleted == len(stale_only) and done.bytes_reclaimed == plan.bytes_reclaimed > 0
     assert not any(_local(p).exists() for p in stale_only)  # reclaimed from disk
     assert {s.snapshot_id for s in lh.table(t).metadata.snapshots} == {fresh}
@@ -91,16 +106,22 @@ def test_dry_run_changes_nothing_then_gc_expires_the_stale_branch_and_reclaims_i
     assert (entry.branch, entry.outcome, entry.snapshot_before) == ("stale", "expired", stale)
     assert "branch TTL 1s (wap.branch-ttl)" in (entry.reason or "")
     expire = lh.journal.history("demo.people", action="expire")[0]
-    assert expire.outcome == "expired" and set(expire.details["snapshot_ids"]) == set(done.expired_snapshot_ids)
+    assert expire.outcome == "expired" and set(expire.details["snapshot_ids"]) == set(
+        done.expired_snapshot_ids
+    )
     again = collect_garbage(lh, older_than="0s")  # idempotent
     assert again.tables[0].snapshots_expired == 0 and not again.tables[0].expired_branches
 
 
-def test_open_branches_keep_their_data_and_their_fork_while_main_history_expires(make_lakehouse, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_open_branches_keep_their_data_and_their_fork_while_main_history_expires(
+    make_lakehouse, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     lh = make_lakehouse(SUITE)
     t = TableId("demo", "people")
     fork = _seed(lh, t, tmp_path)
-    head = _branch(lh, t, tmp_path, "open", [(20, "dee")])  # an open branch (default TTL 14d) forked at the seed
+    head = _branch(
+        lh, t, tmp_path, "open", [(20, "dee")]
+    )  # an open branch (default TTL 14d) forked at the seed
     main1 = _branch(lh, t, tmp_path, "m1", [(3, "cy")])
     publish(lh, t, "m1")
     main2 = _branch(lh, t, tmp_path, "m2", [(4, "eve")])
@@ -124,22 +145,34 @@ def test_open_branches_keep_their_data_and_their_fork_while_main_history_expires
     assert _ids(lh, t) == {1, 2, 3, 4}
 
 
-def test_young_kept_temp_and_incomplete_leftovers_removed_and_per_table_retention(make_lakehouse, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_young_kept_temp_and_incomplete_leftovers_removed_and_per_table_retention(
+    make_lakehouse, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     lh = make_lakehouse(SUITE)
     t = TableId("demo", "people")
     seed = _seed(lh, t, tmp_path)
     _branch(lh, t, tmp_path, "young", [(5, "fay")])
-    lh.table(t).manage_snapshots().create_branch(seed, "young__rebase_0123abcd").commit()  # a crashed rebase's leftover
+    lh.table(t).manage_snapshots().create_branch(
+        seed, "young__rebase_0123abcd"
+    ).commit()  # a crashed rebase's leftover
     # the default grace keeps a temp branch a rebase may still be using; without grace it goes
     kept = collect_garbage(lh, dry_run=True).tables[0]
     assert {b.branch for b in kept.kept_branches} == {"young", "young__rebase_0123abcd"}
     res = collect_garbage(lh, grace=timedelta(0)).tables[0]
-    assert [b.branch for b in res.removed_branches] == ["young__rebase_0123abcd"] and res.removed_branches[0].kind == "temp"
-    assert [b.branch for b in res.kept_branches] == ["young"] and res.branch_ttl == "14d" and res.branch_ttl_source == "settings"
+    assert [b.branch for b in res.removed_branches] == ["young__rebase_0123abcd"] and res.removed_branches[
+        0
+    ].kind == "temp"
+    assert (
+        [b.branch for b in res.kept_branches] == ["young"]
+        and res.branch_ttl == "14d"
+        and res.branch_ttl_source == "settings"
+    )
     assert set(refs(lh, t)) == {"main", "young"}
     entry = lh.journal.history("demo.people", action="discard")[0]
     assert (entry.branch, entry.outcome) == ("young__rebase_0123abcd", "removed")
-    assert res.retention_source == "settings" and res.snapshot_retention == "30d" and res.snapshots_expired == 0
+    assert (
+        res.retention_source == "settings" and res.snapshot_retention == "30d" and res.snapshots_expired == 0
+    )
     # Iceberg's retention property is the per-table override; --older-than overrides it for one run
     _branch(lh, t, tmp_path, "m1", [(6, "gus")])
     publish(lh, t, "m1")
@@ -149,7 +182,9 @@ def test_young_kept_temp_and_incomplete_leftovers_removed_and_per_table_retentio
     time.sleep(0.05)
     by_prop = collect_garbage(lh, dry_run=True).tables[0]
     assert by_prop.retention_source == "history.expire.max-snapshot-age-ms"
-    assert junk in by_prop.expired_snapshot_ids and seed not in by_prop.expired_snapshot_ids  # the seed is young's fork
+    assert (
+        junk in by_prop.expired_snapshot_ids and seed not in by_prop.expired_snapshot_ids
+    )  # the seed is young's fork
     assert collect_garbage(lh, dry_run=True, older_than="30d").tables[0].snapshots_expired == 0
 
 
@@ -162,17 +197,36 @@ def test_cli_gc_exit_codes_json_keys_and_text(make_lakehouse, tmp_path: Path, mo
     _branch(lh, t, tmp_path, "stale", [(7, "hal")])
     _set(lh, t, **{"wap.branch-ttl": "1s"})
     time.sleep(1.2)
-    for k, v in {"WAP_HOME": str(lh.settings.home), "WAP_CHECKS": str(lh.settings.checks_file),
-                 "WAP_CATALOG_NAME": lh.settings.catalog_name, "WAP_USER": "admin"}.items():
+    for k, v in {
+        "WAP_HOME": str(lh.settings.home),
+        "WAP_CHECKS": str(lh.settings.checks_file),
+        "WAP_CATALOG_NAME": lh.settings.catalog_name,
+        "WAP_USER": "admin",
+    }.items():
         monkeypatch.setenv(k, v)
     capsys.readouterr()
     assert main(["gc", "--dry-run", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out) == {"dry_run", "older_than_override", "tables", "totals"} and out["dry_run"] is True
     (table,) = out["tables"]
-    assert {"table", "expired_branches", "removed_branches", "kept_branches", "snapshots_expired", "data_files_deleted",
-            "delete_files_deleted", "manifest_files_deleted", "manifest_lists_deleted", "bytes_reclaimed",
-            "protected_snapshot_ids", "expired_snapshot_ids", "older_than", "branch_ttl", "snapshot_retention", "skipped"} <= set(table)
+    assert {
+        "table",
+        "expired_branches",
+        "removed_branches",
+        "kept_branches",
+        "snapshots_expired",
+        "data_files_deleted",
+        "delete_files_deleted",
+        "manifest_files_deleted",
+        "manifest_lists_deleted",
+        "bytes_reclaimed",
+        "protected_snapshot_ids",
+        "expired_snapshot_ids",
+        "older_than",
+        "branch_ttl",
+        "snapshot_retention",
+        "skipped",
+    } <= set(table)
     assert table["table"] == "demo.people" and [b["branch"] for b in table["expired_branches"]] == ["stale"]
     assert "stale" in refs(lh, t)
     assert main(["gc", "--older-than", "0s"]) == 0

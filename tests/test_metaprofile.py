@@ -26,20 +26,29 @@ def _create_wide(lh: Any, rows: int = 3000, files: int = 4, props: str = "") -> 
     lh.spark.sql(
         f"CREATE TABLE {name} (id bigint, grp string, val double, amount decimal(10,2), day date, ts timestamp, "
         "flag boolean, label string, note string, q int) USING iceberg TBLPROPERTIES ("
-        "'write.metadata.metrics.column.note'='full', 'write.metadata.metrics.column.q'='counts'" + props + ")"
+        "'write.metadata.metrics.column.note'='full', 'write.metadata.metrics.column.q'='counts'"
+        + props
+        + ")"
     )
-    (lh.spark.range(0, rows).selectExpr(
-        "id",
-        "CASE WHEN id % 11 = 0 THEN NULL ELSE concat('g', CAST(id % 7 AS string)) END AS grp",
-        "CASE WHEN id % 13 = 0 THEN NULL ELSE id * 1.5 END AS val",
-        "CASE WHEN id % 17 = 0 THEN NULL ELSE CAST(id / 3.0 AS decimal(10,2)) END AS amount",
-        "CASE WHEN id % 19 = 0 THEN NULL ELSE date_add(DATE'2024-01-01', CAST(id % 400 AS int)) END AS day",
-        "CASE WHEN id % 23 = 0 THEN NULL ELSE timestamp_seconds(1700000000 + id * 37) END AS ts",
-        "CASE WHEN id % 5 = 0 THEN NULL ELSE id % 2 = 0 END AS flag",
-        f"CASE WHEN id % 29 = 0 THEN NULL ELSE concat('{LONG}', CAST(id AS string)) END AS label",
-        f"CASE WHEN id % 31 = 0 THEN NULL ELSE concat('{LONG}', CAST(id % 97 AS string)) END AS note",
-        "CASE WHEN id % 3 = 0 THEN NULL ELSE CAST(id % 1000 AS int) END AS q",
-    ).repartitionByRange(files, "id").sortWithinPartitions("id").writeTo(name).append())  # files hold key ranges
+    (
+        lh.spark.range(0, rows)
+        .selectExpr(
+            "id",
+            "CASE WHEN id % 11 = 0 THEN NULL ELSE concat('g', CAST(id % 7 AS string)) END AS grp",
+            "CASE WHEN id % 13 = 0 THEN NULL ELSE id * 1.5 END AS val",
+            "CASE WHEN id % 17 = 0 THEN NULL ELSE CAST(id / 3.0 AS decimal(10,2)) END AS amount",
+            "CASE WHEN id % 19 = 0 THEN NULL ELSE date_add(DATE'2024-01-01', CAST(id % 400 AS int)) END AS day",
+            "CASE WHEN id % 23 = 0 THEN NULL ELSE timestamp_seconds(1700000000 + id * 37) END AS ts",
+            "CASE WHEN id % 5 = 0 THEN NULL ELSE id % 2 = 0 END AS flag",
+            f"CASE WHEN id % 29 = 0 THEN NULL ELSE concat('{LONG}', CAST(id AS string)) END AS label",
+            f"CASE WHEN id % 31 = 0 THEN NULL ELSE concat('{LONG}', CAST(id % 97 AS string)) END AS note",
+            "CASE WHEN id % 3 = 0 THEN NULL ELSE CAST(id % 1000 AS int) END AS q",
+        )
+        .repartitionByRange(files, "id")
+        .sortWithinPartitions("id")
+        .writeTo(name)
+        .append()
+    )  # files hold key ranges
     return int(lh.table(T).current_snapshot().snapshot_id)
 
 
@@ -79,7 +88,11 @@ def test_metadata_profile_is_exact_where_the_manifests_are(wide: tuple[Any, int]
         prof, basis = metadata_profile(lh, T, snap, scan_max_rows=0, sample_rows=400, sample_files=2)
     assert probe.jobs == []  # manifests + a PyArrow read of a bounded sample: no Spark job, no full scan
     assert prof is not None and prof["source"] == "metadata" and "manifests of 4 data files" in basis
-    assert prof["sample"]["files"] == 2 and prof["sample"]["files_total"] == 4 and 0 < prof["sample"]["rows"] <= 400
+    assert (
+        prof["sample"]["files"] == 2
+        and prof["sample"]["files_total"] == 4
+        and 0 < prof["sample"]["rows"] <= 400
+    )
 
     truth = profile_frame(lh.read_snapshot(T, snap))  # one exact Spark aggregate over every row
     assert prof["rows"] == truth["rows"] == 3000
@@ -98,28 +111,40 @@ def test_metadata_profile_is_exact_where_the_manifests_are(wide: tuple[Any, int]
         assert set(m["approximate"]) == {f for f, a in m["accuracy"].items() if a == "approximate"}
         assert "hll" in m and m["hll"] is None
 
-    exact_bounds = {n for n, c in prof["columns"].items()
-                    if c["accuracy"]["min"] == c["accuracy"]["max"] == "exact" and c["min"] is not None}
+    exact_bounds = {
+        n
+        for n, c in prof["columns"].items()
+        if c["accuracy"]["min"] == c["accuracy"]["max"] == "exact" and c["min"] is not None
+    }
     # label: long strings under truncate(16) -> truncated bounds; q: metrics mode 'counts' keeps no bounds
     assert exact_bounds == {"id", "grp", "val", "amount", "day", "ts", "note"}
     label, q = prof["columns"]["label"], prof["columns"]["q"]
     assert label["accuracy"]["min"] == label["accuracy"]["max"] == "approximate"
-    assert label["min"] <= truth["columns"]["label"]["min"] and label["max"] >= truth["columns"]["label"]["max"]  # still bounds
+    assert (
+        label["min"] <= truth["columns"]["label"]["min"] and label["max"] >= truth["columns"]["label"]["max"]
+    )  # still bounds
     assert len(label["min"]) == 16 and truth["columns"]["label"]["min"].startswith(label["min"])  # a prefix
     assert q["accuracy"]["min"] == "approximate" and q["accuracy"]["nulls"] == "exact"
     assert "min" in q["approximate"] and "min" not in prof["columns"]["note"]["approximate"]
     val = prof["columns"]["val"]
-    assert val["quantiles"]["0.0"] == truth["columns"]["val"]["min"] and val["quantiles"]["1.0"] == truth["columns"]["val"]["max"]
+    assert (
+        val["quantiles"]["0.0"] == truth["columns"]["val"]["min"]
+        and val["quantiles"]["1.0"] == truth["columns"]["val"]["max"]
+    )
     assert val["mean"] == pytest.approx(truth["columns"]["val"]["mean"], rel=0.5)
     tv = prof["columns"]["grp"]["top_values"]
     assert tv and prof["columns"]["grp"]["accuracy"]["top_values"] == "approximate"
-    assert {d["value"] for d in tv} <= {d["value"] for d in truth["columns"]["grp"]["top_values"]} | {f"g{i}" for i in range(7)} | {None}
+    assert {d["value"] for d in tv} <= {d["value"] for d in truth["columns"]["grp"]["top_values"]} | {
+        f"g{i}" for i in range(7)
+    } | {None}
     assert prof["columns"]["flag"]["top_values"] is not None  # booleans are categorical too
 
 
 def test_puffin_ndv_gives_distinct_counts(wide: tuple[Any, int]) -> None:
     lh, snap = wide
-    lh.spark.sql(f"CALL {lh.settings.catalog_name}.system.compute_table_stats(table => '{T}', columns => array('id', 'grp'))")
+    lh.spark.sql(
+        f"CALL {lh.settings.catalog_name}.system.compute_table_stats(table => '{T}', columns => array('id', 'grp'))"
+    )
     stats = lh.table(T).metadata.statistics
     assert stats and stats[0].snapshot_id == snap
     prof, basis = metadata_profile(lh, T, snap, scan_max_rows=0, sample_rows=300, sample_files=1)
@@ -129,7 +154,9 @@ def test_puffin_ndv_gives_distinct_counts(wide: tuple[Any, int]) -> None:
     assert prof["columns"]["id"]["accuracy"]["distinct"] == "approximate"  # a sketch's estimate
 
 
-def test_delete_files_fall_back_to_an_exact_scan(make_lakehouse: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_delete_files_fall_back_to_an_exact_scan(
+    make_lakehouse: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     lh = make_lakehouse()
     snap = _create_wide(lh, props=", 'format-version'='2', 'write.delete.mode'='merge-on-read'")
     lh.spark.sql(f"DELETE FROM {lh.sql_name(T)} WHERE id % 10 = 1")
@@ -161,7 +188,12 @@ def test_first_diff_profiles_main_from_metadata_and_merges_after_publish(
     r = ingest(lh, t, [write_csv(tmp_path / "a.csv", header, rows)], create=True)
     publish(lh, t, r.branch)
     fork = lh.table(t).metadata.refs["main"].snapshot_id
-    ingest(lh, t, [write_csv(tmp_path / "b.csv", header, [(i, f"g{i % 3}", i * 2.0) for i in range(301, 501)])], branch="b")
+    ingest(
+        lh,
+        t,
+        [write_csv(tmp_path / "b.csv", header, [(i, f"g{i % 3}", i * 2.0) for i in range(301, 501)])],
+        branch="b",
+    )
     d = compute_diff(lh, t, "b")
     assert d.main_profile["source"] == "metadata" and d.main_profile["sample"]["rows"] <= 50
     cached = lh.journal.load_profile(str(t), fork)
@@ -186,9 +218,15 @@ def test_first_diff_profiles_main_from_metadata_and_merges_after_publish(
     assert (ids["rows"], ids["min"], ids["max"], ids["nulls"]) == (500, 1, 500, 0)
     assert ids["accuracy"]["min"] == ids["accuracy"]["max"] == ids["accuracy"]["rows"] == "exact"
     # no sketch of main: the batch's ids lie above main's exact range, so the distinct counts add up ...
-    assert ids["distinct"] == prof_distinct(cached, "id") + next(c for c in d.columns if c["name"] == "id")["batch"]["distinct"]
+    assert (
+        ids["distinct"]
+        == prof_distinct(cached, "id") + next(c for c in d.columns if c["name"] == "id")["batch"]["distinct"]
+    )
     # ... while overlapping categories give the larger count as a lower bound; both marked approximate
-    assert grp["distinct"] == max(prof_distinct(cached, "grp"), 3) and grp["accuracy"]["distinct"] == "approximate"
+    assert (
+        grp["distinct"] == max(prof_distinct(cached, "grp"), 3)
+        and grp["accuracy"]["distinct"] == "approximate"
+    )
     assert "distinct" in ids["approximate"] and ids["hll"] is None
 
 
@@ -211,5 +249,8 @@ def test_sample_follows_schema_evolution_by_field_id(wide: tuple[Any, int]) -> N
     assert {d["value"] for d in team["top_values"]} & {f"g{i}" for i in range(7)}
     assert (team["nulls"], team["min"], team["max"]) == (truth["columns"]["team"]["nulls"], "g0", "g6")
     # the added column has no stats in the files written before it: its nulls come from the sample, marked
-    assert extra["accuracy"]["nulls"] == "approximate" and extra["nulls"] >= 0.9 * truth["columns"]["extra"]["nulls"]
+    assert (
+        extra["accuracy"]["nulls"] == "approximate"
+        and extra["nulls"] >= 0.9 * truth["columns"]["extra"]["nulls"]
+    )
     assert extra["accuracy"]["min"] == "approximate"

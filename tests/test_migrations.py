@@ -96,17 +96,66 @@ def make_v1(url: str) -> None:
     V1.create_all(engine)
     t = V1.tables
     with engine.begin() as conn:
-        conn.execute(t["wap_journal"].insert(), [
-            {"at": AT, "user_name": "ann", "action": "ingest", "table_name": "demo.people", "branch": "b1", "snapshot_before": None,
-                 "snapshot_after": BIG, "outcome": "written", "reason": None, "details": json.dumps({"rows": 2})},
-            {"at": AT, "user_name": "bob", "action": "publish", "table_name": "demo.people", "branch": "b1", "snapshot_before": 1,
-                 "snapshot_after": BIG, "outcome": "forced", "reason": "owner accepts", "details": json.dumps({"forced": True})},
-        ])
-        conn.execute(t["wap_audits"].insert(), [{"at": AT, "user_name": "ann", "table_name": "demo.people", "branch": "b1", "snapshot_id": BIG,
-                                                     "fork_snapshot_id": 1, "status": "failed", "result": json.dumps({"status": "failed"})}])
-        conn.execute(t["wap_profiles"].insert(), [{"table_name": "demo.people", "snapshot_id": BIG, "at": AT, "profile": json.dumps({"rows": 5})}])
-        conn.execute(t["wap_batch_profiles"].insert(), [{"table_name": "demo.people", "head_snapshot_id": BIG, "fork_snapshot_id": 1, "at": AT,
-                                                             "profile": json.dumps({"rows": 2})}])
+        conn.execute(
+            t["wap_journal"].insert(),
+            [
+                {
+                    "at": AT,
+                    "user_name": "ann",
+                    "action": "ingest",
+                    "table_name": "demo.people",
+                    "branch": "b1",
+                    "snapshot_before": None,
+                    "snapshot_after": BIG,
+                    "outcome": "written",
+                    "reason": None,
+                    "details": json.dumps({"rows": 2}),
+                },
+                {
+                    "at": AT,
+                    "user_name": "bob",
+                    "action": "publish",
+                    "table_name": "demo.people",
+                    "branch": "b1",
+                    "snapshot_before": 1,
+                    "snapshot_after": BIG,
+                    "outcome": "forced",
+                    "reason": "owner accepts",
+                    "details": json.dumps({"forced": True}),
+                },
+            ],
+        )
+        conn.execute(
+            t["wap_audits"].insert(),
+            [
+                {
+                    "at": AT,
+                    "user_name": "ann",
+                    "table_name": "demo.people",
+                    "branch": "b1",
+                    "snapshot_id": BIG,
+                    "fork_snapshot_id": 1,
+                    "status": "failed",
+                    "result": json.dumps({"status": "failed"}),
+                }
+            ],
+        )
+        conn.execute(
+            t["wap_profiles"].insert(),
+            [{"table_name": "demo.people", "snapshot_id": BIG, "at": AT, "profile": json.dumps({"rows": 5})}],
+        )
+        conn.execute(
+            t["wap_batch_profiles"].insert(),
+            [
+                {
+                    "table_name": "demo.people",
+                    "head_snapshot_id": BIG,
+                    "fork_snapshot_id": 1,
+                    "at": AT,
+                    "profile": json.dumps({"rows": 2}),
+                }
+            ],
+        )
     engine.dispose()
 
 
@@ -134,7 +183,11 @@ def assert_schema_is_the_model(url: str) -> None:
     try:
         with engine.connect() as conn:
             ctx = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
-            diff = [d for d in compare_metadata(ctx, _meta) if not (isinstance(d, tuple) and d[0] == "remove_table")]
+            diff = [
+                d
+                for d in compare_metadata(ctx, _meta)
+                if not (isinstance(d, tuple) and d[0] == "remove_table")
+            ]
             assert diff == []
             assert current_revision(conn) == HEAD
             assert conn.execute(text(f"select count(*) from {VERSION_TABLE}")).scalar_one() == 1
@@ -143,7 +196,9 @@ def assert_schema_is_the_model(url: str) -> None:
 
 
 def use_new_schema(journal: Journal) -> None:
-    i = journal.begin_intent(user="cy", action="discard", table="demo.people", branch="b9", expected_before=BIG, reason="r")
+    i = journal.begin_intent(
+        user="cy", action="discard", table="demo.people", branch="b9", expected_before=BIG, reason="r"
+    )
     entry = journal.resolve_intent(i, outcome="discarded", done=True)
     journal.release(i)
     assert entry is not None and journal.history("demo.people")[0].intent_id == i.id
@@ -183,7 +238,10 @@ def test_processes_starting_at_once_migrate_exactly_once(tmp_path: Path, v1: boo
     url = f"sqlite:///{tmp_path / 'c.db'}"
     if v1:
         make_v1(url)
-    procs = [subprocess.Popen([sys.executable, "-c", _STARTER, url], cwd=ROOT, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _STARTER, url], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+        for _ in range(4)
+    ]
     errors = [p.communicate(timeout=300)[1] for p in procs]
     assert [p.returncode for p in procs] == [0] * 4, errors
     assert_schema_is_the_model(url)
@@ -211,7 +269,7 @@ def test_the_upgrade_on_a_real_postgresql_keeps_every_row_and_serializes_upgrade
         barrier.wait()
         try:
             Journal(create_engine(url))
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=start) for _ in range(3)]

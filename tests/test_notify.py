@@ -30,10 +30,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import pyarrow as pa
 import pytest
-
 from helpers import CHROMIUM, CHROMIUM_ARGS, free_port, running, write_csv
-from wap_core import Lakehouse, Settings, TableId
-from wap_core import notify
+
+from wap_core import Lakehouse, Settings, TableId, notify
 from wap_core.cli import main
 from wap_core.exceptions import NotifyFileError
 from wap_core.notify import PAYLOAD_KEYS, DeliveryState, Event, WebhookFormat
@@ -70,7 +69,7 @@ class Receiver:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 path = self.path
                 with outer.cond:
@@ -166,10 +165,12 @@ def wait_until(pred: Callable[[], Any], timeout: float = 60, what: str = "condit
 
 def settled(lh: Lakehouse, n: int | None = None, timeout: float = 60) -> list[notify.OutboxRow]:
     """The outbox once no row is pending or being delivered (and, if given, ``n`` rows exist)."""
+
     def done() -> list[notify.OutboxRow] | None:
         rows = notify.outbox(lh.journal)
         ok = all(r.status in ("delivered", "failed") for r in rows) and (n is None or len(rows) == n)
         return rows if ok and rows else None
+
     return list(wait_until(done, timeout, "the outbox to settle"))
 
 
@@ -179,13 +180,21 @@ def meta_lakehouse(tmp_path: Path, notify_yml: str | None, **kw: Any) -> Lakehou
     home.mkdir(parents=True)
     if notify_yml is not None:
         (home / "notify.yml").write_text(notify_yml)
-    return Lakehouse(Settings(home=home, checks_path=home / "checks.yml", user=str(kw.pop("user", "tester")),
-                              catalog_name=f"nt{next(_names)}", shuffle_partitions=2, **kw))
+    return Lakehouse(
+        Settings(
+            home=home,
+            checks_path=home / "checks.yml",
+            user=str(kw.pop("user", "tester")),
+            catalog_name=f"nt{next(_names)}",
+            shuffle_partitions=2,
+            **kw,
+        )
+    )
 
 
 def pyiceberg_branch(lh: Lakehouse, table: str = "demo.t", branch: str = "b1") -> int:
     """A real Iceberg table (PyIceberg, no Spark) with one commit on main and one on ``branch``; returns its head."""
-    ns = table.split(".")[0]
+    ns = table.split(".", maxsplit=1)[0]
     if (ns,) not in lh.catalog.list_namespaces():
         lh.catalog.create_namespace(ns)
     tbl = lh.catalog.create_table(table, schema=pa.schema([pa.field("id", pa.int64(), nullable=True)]))
@@ -200,8 +209,17 @@ def pyiceberg_branch(lh: Lakehouse, table: str = "demo.t", branch: str = "b1") -
 def cli_env(lh: Lakehouse, **extra: str) -> dict[str, str]:
     s = lh.settings
     env = {k: v for k, v in os.environ.items() if not k.startswith("WAP_")}
-    env.update({"WAP_HOME": str(s.home), "WAP_CHECKS": str(s.checks_file), "WAP_CATALOG_NAME": s.catalog_name, "WAP_USER": "cli-user",
-                "WAP_NOTIFY": str(s.notify_file), "PYTHONPATH": str(ROOT), **extra})
+    env.update(
+        {
+            "WAP_HOME": str(s.home),
+            "WAP_CHECKS": str(s.checks_file),
+            "WAP_CATALOG_NAME": s.catalog_name,
+            "WAP_USER": "cli-user",
+            "WAP_NOTIFY": str(s.notify_file),
+            "PYTHONPATH": str(ROOT),
+            **extra,
+        }
+    )
     return env
 
 
@@ -224,12 +242,15 @@ delivery: {{attempts: 4, backoff_seconds: 0.5, timeout_seconds: 3, exit_grace_se
     assert (a.format, a.tables, a.source) == (WebhookFormat.JSON, ("demo.*",), f"{path}:3")
     assert a.events == frozenset(Event) - {Event.EXPIRED, Event.TEST}
     assert (b.format, b.tables, b.events) == (WebhookFormat.SLACK, ("*",), frozenset(notify.NOTIFIABLE))
-    assert cfg.delivery == notify.DeliveryPolicy(attempts=4, backoff_seconds=0.5, timeout_seconds=3, exit_grace_seconds=2)
+    assert cfg.delivery == notify.DeliveryPolicy(
+        attempts=4, backoff_seconds=0.5, timeout_seconds=3, exit_grace_seconds=2
+    )
     assert [cfg.delivery.delay(n) for n in (1, 2, 3)] == [0.5, 1.0, 2.0]
     # the Slack URL is a secret: masked, out of repr, out of every masked text
     assert b.masked_url == "https://hooks.slack.com/***"
     assert SECRET not in repr(b) and SECRET not in repr(cfg)
     from wap_core.config import mask_secrets
+
     assert SECRET not in mask_secrets(f"POST to {b.url} failed")
     # filters: fnmatch on namespace.table, events by name
     assert a.matches(Event.PUBLISHED, "demo.flights") and not a.matches(Event.PUBLISHED, "sales.orders")
@@ -242,25 +263,34 @@ delivery: {{attempts: 4, backoff_seconds: 0.5, timeout_seconds: 3, exit_grace_se
     assert notify.load_config(empty).webhooks == ()
 
 
-@pytest.mark.parametrize(("text", "line", "message"), [
-    ("webhooks: [\n", 2, "invalid YAML"),
-    ("console_url: http://x\nhooks: []\n", 2, "unknown key 'hooks'"),
-    ("webhooks:\n  url: http://x/h\n", 2, "webhooks must be a list"),
-    ("webhooks:\n  - format: json\n", 2, "a webhook needs a url"),
-    ("webhooks:\n  - url: ftp://x/h\n", 2, "must be an http(s) URL"),
-    ("webhooks:\n  - url: http://x/h\n    format: xml\n", 3, "format must be json or slack"),
-    ("webhooks:\n  - url: http://x/h\n    events: [published, pubished]\n", 3, "unknown event 'pubished'"),
-    ("webhooks:\n  - url: http://x/h\n    tables: []\n", 3, "tables must not be empty"),
-    ("webhooks:\n  - url: http://x/h\n    tables: demo.*\n", 3, "tables must be a list"),
-    ("webhooks:\n  - url: http://x/h\n    colour: red\n", 3, "unknown key 'colour'"),
-    ("webhooks:\n  - url: http://x/h\n    url: http://y/h\n", 3, "given twice"),
-    ("console_url: javascript:alert(1)\n", 1, "must be an http(s) URL"),
-    ("console_url: http://x/?a=1\n", 1, "base URL"),
-    ("delivery:\n  attempts: 0\n", 2, "attempts must be an integer between 1 and 20"),
-    ("delivery:\n  timeout_seconds: true\n", 2, "timeout_seconds must be a number"),
-    ("- just\n- a list\n", 1, "must be a mapping"),
-])
-def test_a_broken_notify_file_is_an_error_naming_file_and_line(tmp_path: Path, text: str, line: int, message: str) -> None:
+@pytest.mark.parametrize(
+    ("text", "line", "message"),
+    [
+        ("webhooks: [\n", 2, "invalid YAML"),
+        ("console_url: http://x\nhooks: []\n", 2, "unknown key 'hooks'"),
+        ("webhooks:\n  url: http://x/h\n", 2, "webhooks must be a list"),
+        ("webhooks:\n  - format: json\n", 2, "a webhook needs a url"),
+        ("webhooks:\n  - url: ftp://x/h\n", 2, "must be an http(s) URL"),
+        ("webhooks:\n  - url: http://x/h\n    format: xml\n", 3, "format must be json or slack"),
+        (
+            "webhooks:\n  - url: http://x/h\n    events: [published, pubished]\n",
+            3,
+            "unknown event 'pubished'",
+        ),
+        ("webhooks:\n  - url: http://x/h\n    tables: []\n", 3, "tables must not be empty"),
+        ("webhooks:\n  - url: http://x/h\n    tables: demo.*\n", 3, "tables must be a list"),
+        ("webhooks:\n  - url: http://x/h\n    colour: red\n", 3, "unknown key 'colour'"),
+        ("webhooks:\n  - url: http://x/h\n    url: http://y/h\n", 3, "given twice"),
+        ("console_url: javascript:alert(1)\n", 1, "must be an http(s) URL"),
+        ("console_url: http://x/?a=1\n", 1, "base URL"),
+        ("delivery:\n  attempts: 0\n", 2, "attempts must be an integer between 1 and 20"),
+        ("delivery:\n  timeout_seconds: true\n", 2, "timeout_seconds must be a number"),
+        ("- just\n- a list\n", 1, "must be a mapping"),
+    ],
+)
+def test_a_broken_notify_file_is_an_error_naming_file_and_line(
+    tmp_path: Path, text: str, line: int, message: str
+) -> None:
     path = tmp_path / "notify.yml"
     path.write_text(text)
     with pytest.raises(NotifyFileError) as err:
@@ -272,8 +302,10 @@ def test_a_broken_notify_file_is_an_error_naming_file_and_line(tmp_path: Path, t
 
 def test_errors_about_a_secret_url_never_show_it(tmp_path: Path) -> None:
     path = tmp_path / "notify.yml"
-    path.write_text(f"webhooks:\n  - url: https://hooks.slack.com/services/{SECRET}\n    format: teams\n"
-                    f"  - url: https://hooks.slack.com:bad/services/{SECRET}x\n")
+    path.write_text(
+        f"webhooks:\n  - url: https://hooks.slack.com/services/{SECRET}\n    format: teams\n"
+        f"  - url: https://hooks.slack.com:bad/services/{SECRET}x\n"
+    )
     with pytest.raises(NotifyFileError) as err:
         notify.load_config(path)
     assert "format must be json or slack" in str(err.value)
@@ -287,8 +319,17 @@ def test_errors_about_a_secret_url_never_show_it(tmp_path: Path) -> None:
 def test_payload_keys_link_and_slack_body_escape_user_text() -> None:
     cfg = notify.NotifyConfig(path=Path("n.yml"), exists=True, console_url="http://console.test:8501")
     hostile = "ann <!channel> & <https://evil.test|click> *bold*"
-    note = notify.build(cfg, Event.AUDIT_FAILED, table="demo.flights", branch="audit_2013_02_w2", user=hostile, status="failed",
-                        failed_checks=["not_null(dep_time)", "a<b"], summary="2 checks failed & <b>more</b>", snapshot_id=42)
+    note = notify.build(
+        cfg,
+        Event.AUDIT_FAILED,
+        table="demo.flights",
+        branch="audit_2013_02_w2",
+        user=hostile,
+        status="failed",
+        failed_checks=["not_null(dep_time)", "a<b"],
+        summary="2 checks failed & <b>more</b>",
+        snapshot_id=42,
+    )
     p = note.payload()
     assert tuple(p) == PAYLOAD_KEYS
     assert p["link"] == "http://console.test:8501/review?table=demo.flights&branch=audit_2013_02_w2"
@@ -299,53 +340,79 @@ def test_payload_keys_link_and_slack_body_escape_user_text() -> None:
     assert odd == "http://console.test:8501/review?table=a%20b%26c%3Dd&branch=x%2Fy%3F%23"
     assert parse_qs(urlsplit(odd).query) == {"table": ["a b&c=d"], "branch": ["x/y?#"]}
     # a rollback links to History
-    assert notify.link_for(cfg.console_url, Event.ROLLED_BACK, "demo.flights", "main") == "http://console.test:8501/history?table=demo.flights"
+    assert (
+        notify.link_for(cfg.console_url, Event.ROLLED_BACK, "demo.flights", "main")
+        == "http://console.test:8501/history?table=demo.flights"
+    )
 
     slack = json.loads(note.body(WebhookFormat.SLACK))
     assert set(slack) == {"text", "blocks"}
     section, fields, actions = slack["blocks"]
     text = section["text"]["text"]
     assert section["text"]["type"] == "mrkdwn"
-    assert "demo.flights · audit_2013_02_w2" in text and "2 checks failed &amp; &lt;b&gt;more&lt;/b&gt;" in text
+    assert (
+        "demo.flights · audit_2013_02_w2" in text and "2 checks failed &amp; &lt;b&gt;more&lt;/b&gt;" in text
+    )
     assert f"<{p['link']}|Open review>" in text
     facts = "\n".join(f["text"] for f in fields["fields"])
     assert "ann &lt;!channel&gt; &amp; &lt;https://evil.test|click&gt; *bold*" in facts
     assert "not_null(dep_time), a&lt;b" in facts and "*Snapshot:* 42" in facts and "*Status:* failed" in facts
     everything = json.dumps(slack)
-    assert "<!channel>" not in everything and "<https://evil.test" not in everything and "<b>" not in everything
+    assert (
+        "<!channel>" not in everything and "<https://evil.test" not in everything and "<b>" not in everything
+    )
     assert actions["elements"][0]["url"] == p["link"] and actions["elements"][0]["type"] == "button"
     assert slack["text"].startswith("Audit failed: demo.flights · audit_2013_02_w2 by ann &lt;!channel&gt;")
     # secrets in user text are masked in what leaves the process
-    leaky = notify.build(cfg, Event.REFUSED, table="t.t", branch="b", user="u", summary="cannot reach postgresql://wap:Sup3rS3cret@db/x")
+    leaky = notify.build(
+        cfg,
+        Event.REFUSED,
+        table="t.t",
+        branch="b",
+        user="u",
+        summary="cannot reach postgresql://wap:Sup3rS3cret@db/x",
+    )
     assert "Sup3rS3cret" not in json.dumps(leaky.payload()) and "Sup3rS3cret" not in json.dumps(leaky.slack())
 
 
 def test_table_and_event_filters(tmp_path: Path, receiver: Receiver) -> None:
-    lh = meta_lakehouse(tmp_path, f"""console_url: http://console.test
+    lh = meta_lakehouse(
+        tmp_path,
+        f"""console_url: http://console.test
 webhooks:
-  - url: {receiver.url('/published-demo')}
+  - url: {receiver.url("/published-demo")}
     events: [published]
     tables: ["demo.*"]
-  - url: {receiver.url('/discards-other')}
+  - url: {receiver.url("/discards-other")}
     format: slack
     events: [discarded, refused]
     tables: ["other.t?", "x.y"]
-  - url: {receiver.url('/all')}
-""")
-    emitted = [(Event.PUBLISHED, "demo.flights"), (Event.PUBLISHED, "other.t1"), (Event.DISCARDED, "other.t1"),
-               (Event.DISCARDED, "other.t10"), (Event.REFUSED, "x.y"), (Event.AUDIT_FAILED, "demo.flights"),
-               (Event.DISCARDED, "demo.flights")]
+  - url: {receiver.url("/all")}
+""",
+    )
+    emitted = [
+        (Event.PUBLISHED, "demo.flights"),
+        (Event.PUBLISHED, "other.t1"),
+        (Event.DISCARDED, "other.t1"),
+        (Event.DISCARDED, "other.t10"),
+        (Event.REFUSED, "x.y"),
+        (Event.AUDIT_FAILED, "demo.flights"),
+        (Event.DISCARDED, "demo.flights"),
+    ]
     for event, table in emitted:
         notify.emit(lh, event, table=table, branch="b", user="u", summary=f"{event.value} {table}")
     rows = settled(lh, 10)
     cfg = notify.config_for(lh.settings)
     by_key = {w.key: w.url.rsplit("/", 1)[1] for w in cfg.webhooks}
     targets = sorted((by_key[r.target], r.event, r.table) for r in rows)
-    assert targets == sorted([
-        ("published-demo", "published", "demo.flights"),
-        ("discards-other", "discarded", "other.t1"), ("discards-other", "refused", "x.y"),
-        *[("all", e.value, t) for e, t in emitted],
-    ])
+    assert targets == sorted(
+        [
+            ("published-demo", "published", "demo.flights"),
+            ("discards-other", "discarded", "other.t1"),
+            ("discards-other", "refused", "x.y"),
+            *[("all", e.value, t) for e, t in emitted],
+        ]
+    )
     assert all(r.status == "delivered" and r.attempts == 1 for r in rows)
     assert [r.json["summary"] for r in receiver.on("/published-demo")] == ["published demo.flights"]
     assert len(receiver.on("/all")) == 7
@@ -357,37 +424,53 @@ webhooks:
 def test_retries_on_500_then_success_delivered_exactly_once(tmp_path: Path, receiver: Receiver) -> None:
     receiver.script["/flaky"] = [500, 503, 502]
     receiver.script["/busy"] = [429]
-    lh = meta_lakehouse(tmp_path, f"webhooks:\n  - url: {receiver.url('/flaky')}\n  - url: {receiver.url('/busy')}\n"
-                                  "delivery: {attempts: 5, backoff_seconds: 0.05}\n")
-    notify.emit(lh, Event.PUBLISHED, table="demo.t", branch="b1", user="ann", status="published", summary="main moved")
+    lh = meta_lakehouse(
+        tmp_path,
+        f"webhooks:\n  - url: {receiver.url('/flaky')}\n  - url: {receiver.url('/busy')}\n"
+        "delivery: {attempts: 5, backoff_seconds: 0.05}\n",
+    )
+    notify.emit(
+        lh, Event.PUBLISHED, table="demo.t", branch="b1", user="ann", status="published", summary="main moved"
+    )
     flaky, busy = sorted(settled(lh, 2), key=lambda r: r.id)
     assert (flaky.status, flaky.attempts, flaky.last_status) == ("delivered", 4, 200)
     assert (busy.status, busy.attempts, busy.last_status) == ("delivered", 2, 200)
     time.sleep(0.3)  # nothing more arrives: delivered once
     got = receiver.on("/flaky")
     assert len(got) == 4 and len({r.body for r in got}) == 1  # the same body every time
-    assert got[0].json["event"] == "published" and got[0].headers["Content-Type"].startswith("application/json")
+    assert got[0].json["event"] == "published" and got[0].headers["Content-Type"].startswith(
+        "application/json"
+    )
     assert len(receiver.on("/busy")) == 2
     assert lh.journal.history(action="notify") == []
 
 
-def test_a_failure_is_journaled_after_the_retries_with_the_masked_url(tmp_path: Path, receiver: Receiver, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_failure_is_journaled_after_the_retries_with_the_masked_url(
+    tmp_path: Path, receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
     receiver.always["/services/" + SECRET] = 500
     receiver.always["/gone"] = 404
     dead = closed_port_url()
-    lh = meta_lakehouse(tmp_path, f"""webhooks:
-  - url: {receiver.url('/services/' + SECRET)}
+    lh = meta_lakehouse(
+        tmp_path,
+        f"""webhooks:
+  - url: {receiver.url("/services/" + SECRET)}
     format: slack
-  - url: {receiver.url('/gone')}
+  - url: {receiver.url("/gone")}
   - url: {dead}
-{FAST}""")
+{FAST}""",
+    )
     caplog.set_level("INFO", logger="wap_core")
-    notify.emit(lh, Event.DISCARDED, table="demo.t", branch="b1", user="bob", status="discarded", summary="bye")
+    notify.emit(
+        lh, Event.DISCARDED, table="demo.t", branch="b1", user="bob", status="discarded", summary="bye"
+    )
     rows = {r.target_label: r for r in settled(lh, 3)}
     assert all(r.status == "failed" for r in rows.values())
     assert len(receiver.on("/services/" + SECRET)) == 3  # 5xx: every allowed attempt
     assert len(receiver.on("/gone")) == 1  # 4xx: never retried
-    failures = {e.details["format"] + str(e.details["status_code"]): e for e in lh.journal.history(action="notify")}
+    failures = {
+        e.details["format"] + str(e.details["status_code"]): e for e in lh.journal.history(action="notify")
+    }
     assert set(failures) == {"slack500", "json404", "jsonNone"}
     slack = failures["slack500"]
     assert (slack.outcome, slack.user, slack.table, slack.branch) == ("failed", "bob", "demo.t", "b1")
@@ -397,7 +480,9 @@ def test_a_failure_is_journaled_after_the_retries_with_the_masked_url(tmp_path: 
     refused = failures["jsonNone"]
     assert refused.details["attempts"] == 3 and "ConnectionRefused" in refused.details["error"]
     # the secret never surfaces: not in the journal, the outbox, the log
-    everything = json.dumps([e.to_dict() for e in lh.journal.history()]) + json.dumps([r.to_dict() for r in notify.outbox(lh.journal)])
+    everything = json.dumps([e.to_dict() for e in lh.journal.history()]) + json.dumps(
+        [r.to_dict() for r in notify.outbox(lh.journal)]
+    )
     assert SECRET not in everything and "XyZtOkEnSeCrEt123" not in everything
     assert "XyZtOkEnSeCrEt123" not in caplog.text and "failed after 3 attempt(s)" in caplog.text
 
@@ -407,7 +492,9 @@ def test_a_broken_notify_file_never_fails_the_action_and_is_journaled(tmp_path: 
     head = pyiceberg_branch(lh)
     from wap_core.publish import discard
 
-    res = discard(lh, TableId("demo", "t"), "b1", reason="not needed")  # emits discarded: the broken file must not fail it
+    res = discard(
+        lh, TableId("demo", "t"), "b1", reason="not needed"
+    )  # emits discarded: the broken file must not fail it
     assert res.head == head and "b1" not in lh.table(TableId("demo", "t")).metadata.refs
     entry = lh.journal.history(action="notify")[0]
     assert entry.outcome == "failed" and entry.table == "demo.t" and entry.branch == "b1"
@@ -420,8 +507,11 @@ def test_two_processes_never_deliver_the_same_row(tmp_path: Path, receiver: Rece
     lh = meta_lakehouse(tmp_path, f"webhooks:\n  - url: {receiver.url('/hook')}\n")
     cfg = notify.config_for(lh.settings)
     for n in range(24):  # queued directly (no deliverer in this process)
-        notify.enqueue(lh.journal, notify.build(cfg, Event.PUBLISHED, table="demo.t", branch=f"b{n}", user="u", summary=f"n={n}"),
-                       cfg.webhooks)
+        notify.enqueue(
+            lh.journal,
+            notify.build(cfg, Event.PUBLISHED, table="demo.t", branch=f"b{n}", user="u", summary=f"n={n}"),
+            cfg.webhooks,
+        )
     go = tmp_path / "go"
     script = (
         "import os, sys, time\n"
@@ -433,8 +523,17 @@ def test_two_processes_never_deliver_the_same_row(tmp_path: Path, receiver: Rece
         "while (k := d.deliver_due(cfg)): n += k\n"
         "print(n, flush=True)\n"
     )
-    procs = [subprocess.Popen([sys.executable, "-c", script], env=cli_env(lh), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script],
+            env=cli_env(lh),
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     try:
         for p in procs:
             assert p.stdout is not None and p.stdout.readline().strip() == "ready"
@@ -452,23 +551,36 @@ def test_two_processes_never_deliver_the_same_row(tmp_path: Path, receiver: Rece
     assert all(r.status == "delivered" and r.attempts == 1 for r in notify.outbox(lh.journal))
 
 
-def test_the_cli_waits_a_bounded_grace_and_the_next_process_delivers_the_rest(tmp_path: Path, receiver: Receiver, black_hole: str) -> None:
+def test_the_cli_waits_a_bounded_grace_and_the_next_process_delivers_the_rest(
+    tmp_path: Path, receiver: Receiver, black_hole: str
+) -> None:
     receiver.always["/down"] = 500
-    lh = meta_lakehouse(tmp_path, f"""webhooks:
-  - url: {receiver.url('/down')}
+    lh = meta_lakehouse(
+        tmp_path,
+        f"""webhooks:
+  - url: {receiver.url("/down")}
     events: [discarded]
   - url: {black_hole}
     events: [discarded]
 delivery: {{attempts: 5, backoff_seconds: 0.3, timeout_seconds: 60, exit_grace_seconds: 1}}
-""")
+""",
+    )
     pyiceberg_branch(lh)
     t0 = time.monotonic()
-    p = subprocess.run([sys.executable, "-m", "wap_core", "discard", "demo.t", "b1", "--reason", "duplicate batch"],
-                       env=cli_env(lh), cwd=ROOT, capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "wap_core", "discard", "demo.t", "b1", "--reason", "duplicate batch"],
+        env=cli_env(lh),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     elapsed = time.monotonic() - t0
     assert p.returncode == 0, p.stderr
     assert "discarded demo.t b1" in p.stdout
-    assert elapsed < 40, elapsed  # the black hole would hold it 60 s per attempt: the grace (1 s) bounds the exit
+    assert elapsed < 40, (
+        elapsed
+    )  # the black hole would hold it 60 s per attempt: the grace (1 s) bounds the exit
     assert "b1" not in lh.table(TableId("demo", "t")).metadata.refs
     rows = {r.target_label: r for r in notify.outbox(lh.journal)}
     assert set(rows) == {notify.mask_url(receiver.url("/down")), notify.mask_url(black_hole)}
@@ -480,24 +592,47 @@ delivery: {{attempts: 5, backoff_seconds: 0.3, timeout_seconds: 60, exit_grace_s
     # the next process (here: this one) delivers what the CLI left, once
     receiver.always["/down"] = 200
     notify.deliverer_for(lh).wake()
-    wait_until(lambda: [r for r in notify.outbox(lh.journal) if r.id == down.id and r.status == "delivered"], 30, "the retry")
+    wait_until(
+        lambda: [r for r in notify.outbox(lh.journal) if r.id == down.id and r.status == "delivered"],
+        30,
+        "the retry",
+    )
     time.sleep(0.3)
     assert len(receiver.on("/down")) == tried + 1
     body = receiver.on("/down")[-1].json
-    assert (body["event"], body["user"], body["status"], body["branch"]) == ("discarded", "cli-user", "discarded", "b1")
+    assert (body["event"], body["user"], body["status"], body["branch"]) == (
+        "discarded",
+        "cli-user",
+        "discarded",
+        "b1",
+    )
     assert "duplicate batch" in body["summary"]
 
 
 def test_a_publish_recorded_by_reconciliation_is_notified(tmp_path: Path, receiver: Receiver) -> None:
-    lh = meta_lakehouse(tmp_path, f"console_url: http://console.test\nwebhooks:\n  - url: {receiver.url('/hook')}\n{FAST}")
+    lh = meta_lakehouse(
+        tmp_path, f"console_url: http://console.test\nwebhooks:\n  - url: {receiver.url('/hook')}\n{FAST}"
+    )
     head = pyiceberg_branch(lh)
-    p = subprocess.run([sys.executable, "-m", "wap_core", "publish", "demo.t", "b1", "--force", "--reason", "hotfix"],
-                       env=cli_env(lh, WAP_FAULT="after_publish_commit"), cwd=ROOT, capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "wap_core", "publish", "demo.t", "b1", "--force", "--reason", "hotfix"],
+        env=cli_env(lh, WAP_FAULT="after_publish_commit"),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 137, p.stderr
     assert receiver.on("/hook") == []  # killed before its outcome (and its notification)
     lh.reconcile()
     body = receiver.wait_for("/hook", 1)[0].json
-    assert (body["event"], body["status"], body["user"], body["table"], body["branch"]) == ("published", "forced", "cli-user", "demo.t", "b1")
+    assert (body["event"], body["status"], body["user"], body["table"], body["branch"]) == (
+        "published",
+        "forced",
+        "cli-user",
+        "demo.t",
+        "b1",
+    )
     assert "reconciliation" in body["summary"] and "hotfix" in body["summary"]
     assert body["link"] == "http://console.test/review?table=demo.t&branch=b1"
     assert lh.table(TableId("demo", "t")).metadata.refs["main"].snapshot_id == head
@@ -507,42 +642,63 @@ def test_an_authorization_refusal_is_notified(tmp_path: Path, receiver: Receiver
     from wap_core.exceptions import AccessDeniedError
     from wap_core.publish import discard
 
-    lh = meta_lakehouse(tmp_path, f"console_url: http://console.test\nwebhooks:\n  - url: {receiver.url('/hook')}\n"
-                                  "    events: [refused]\n" + FAST)
+    lh = meta_lakehouse(
+        tmp_path,
+        f"console_url: http://console.test\nwebhooks:\n  - url: {receiver.url('/hook')}\n"
+        "    events: [refused]\n" + FAST,
+    )
     (lh.settings.home / "access.yml").write_text("roles:\n  viewer: ['*']\n  admin: [root@corp.test]\n")
     pyiceberg_branch(lh)
     with pytest.raises(AccessDeniedError):
         discard(lh, TableId("demo", "t"), "b1", reason="cleanup", user="vic <@corp> & co")
     body = receiver.wait_for("/hook", 1)[0].json
     assert (body["event"], body["status"], body["user"], body["table"], body["branch"]) == (
-        "refused", "forbidden", "vic <@corp> & co", "demo.t", "b1")
-    assert "may not discard" in body["summary"] and body["link"] == "http://console.test/review?table=demo.t&branch=b1"
+        "refused",
+        "forbidden",
+        "vic <@corp> & co",
+        "demo.t",
+        "b1",
+    )
+    assert (
+        "may not discard" in body["summary"]
+        and body["link"] == "http://console.test/review?table=demo.t&branch=b1"
+    )
     assert "b1" in lh.table(TableId("demo", "t")).metadata.refs
 
 
 # ----------------------------------------------------------------------------- notify-test
-def test_notify_test_reports_every_target(tmp_path: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
-    lh = meta_lakehouse(tmp_path, f"""console_url: http://console.test
+def test_notify_test_reports_every_target(
+    tmp_path: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lh = meta_lakehouse(
+        tmp_path,
+        f"""console_url: http://console.test
 webhooks:
-  - url: {receiver.url('/ok')}
+  - url: {receiver.url("/ok")}
     events: [published]
     tables: ["nothing.*"]
-  - url: {receiver.url('/services/' + SECRET)}
+  - url: {receiver.url("/services/" + SECRET)}
     format: slack
 delivery: {{attempts: 2, backoff_seconds: 0.05, timeout_seconds: 5}}
-""")
+""",
+    )
     for k, v in cli_env(lh).items():
         if k.startswith("WAP_"):
             monkeypatch.setenv(k, v)
     assert main(["notify-test", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert [(o["format"], o["delivered"], o["status"], o["attempts"], o["error"]) for o in out] == [
-        ("json", True, 200, 1, None), ("slack", True, 200, 1, None)]
+        ("json", True, 200, 1, None),
+        ("slack", True, 200, 1, None),
+    ]
     assert out[1]["target"] == f"http://127.0.0.1:{receiver.server.server_address[1]}/***"
     assert out[0]["source"] == f"{lh.settings.notify_file}:3"
     test = receiver.on("/ok")[0].json
-    assert tuple(test) == PAYLOAD_KEYS and (test["event"], test["user"], test["status"]) == ("test", "cli-user", "test")
+    assert tuple(test) == PAYLOAD_KEYS and (test["event"], test["user"], test["status"]) == (
+        "test",
+        "cli-user",
+        "test",
+    )
     assert test["link"] == "http://console.test/"
     assert receiver.on("/services/" + SECRET)[0].json["text"].startswith("Test notification")
 
@@ -557,7 +713,11 @@ delivery: {{attempts: 2, backoff_seconds: 0.05, timeout_seconds: 5}}
     assert lines[0].split() == ["TARGET", "FORMAT", "SOURCE", "OUTCOME", "STATUS", "ATTEMPTS", "ERROR"]
     assert "delivered" in lines[1] and "200" in lines[1]
     assert "FAILED" in lines[2] and " 500 " in lines[2] and "HTTP 500" in lines[2]
-    assert "FAILED" in lines[3] and "ConnectionRefused" in lines[3] and dead.rsplit("/", 1)[0] + "/***" in lines[3]
+    assert (
+        "FAILED" in lines[3]
+        and "ConnectionRefused" in lines[3]
+        and dead.rsplit("/", 1)[0] + "/***" in lines[3]
+    )
     assert SECRET not in captured.out + captured.err and "XyZtOkEnSeCrEt123" not in captured.out
     assert lh.journal.history(action="notify") == []  # a test is reported, not journaled
 
@@ -602,31 +762,45 @@ def flow(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Itera
     (home / "checks.yml").write_text(CHECKS)
     (home / "notify.yml").write_text(f"""console_url: {console}
 webhooks:
-  - url: {receiver.url('/json')}
+  - url: {receiver.url("/json")}
     format: json
     events: [audit_failed, awaiting_approval, changes_requested, published, discarded, refused, rolled_back]
     tables: ["demo.*"]
-  - url: {receiver.url('/slack')}
+  - url: {receiver.url("/slack")}
     format: slack
     events: [published]
-  - url: {receiver.url('/other')}
+  - url: {receiver.url("/other")}
     events: [published, discarded, audit_failed, refused]
     tables: ["other.*"]
 {FAST}""")
-    lh = Lakehouse(Settings(home=home, checks_path=home / "checks.yml", user="steward", catalog_name=f"notify{next(_names)}",
-                            shuffle_partitions=2, ingest_roots=(home,)))
+    lh = Lakehouse(
+        Settings(
+            home=home,
+            checks_path=home / "checks.yml",
+            user="steward",
+            catalog_name=f"notify{next(_names)}",
+            shuffle_partitions=2,
+            ingest_roots=(home,),
+        )
+    )
     src = home / "landing"
     first = write_csv(src / "first.csv", HEADER, [(1, "ann", 30), (2, "bob", 40)])
     ingest(lh, PEOPLE, [first], create=True, branch="first")
     publish(lh, PEOPLE, "first")  # published
-    bad = ingest(lh, PEOPLE, [write_csv(src / "bad.csv", HEADER, [(3, None, 20), (4, "cy", 200)])], branch="bad")  # audit_failed
+    bad = ingest(
+        lh, PEOPLE, [write_csv(src / "bad.csv", HEADER, [(3, None, 20), (4, "cy", 200)])], branch="bad"
+    )  # audit_failed
     assert bad.audit.status == "failed"
     failed = [c.name for c in bad.audit.checks if c.status in ("failed", "error")]
     with pytest.raises(Exception, match="refused"):
         publish(lh, PEOPLE, "bad")  # refused
-    forced = ingest(lh, PEOPLE, [write_csv(src / "forced.csv", HEADER, [(5, None, 50)])], branch="forced_one")  # audit_failed
+    forced = ingest(
+        lh, PEOPLE, [write_csv(src / "forced.csv", HEADER, [(5, None, 50)])], branch="forced_one"
+    )  # audit_failed
     assert forced.audit.status == "failed"
-    publish(lh, PEOPLE, "forced_one", force=True, reason="owner <accepts> & ships", user=HOSTILE)  # published, forced
+    publish(
+        lh, PEOPLE, "forced_one", force=True, reason="owner <accepts> & ships", user=HOSTILE
+    )  # published, forced
     ingest(lh, PEOPLE, [write_csv(src / "third.csv", HEADER, [(6, "dee", 60)])], branch="third")
     discard(lh, PEOPLE, "third", reason="duplicate of first")  # discarded
     yield Flow(lh, receiver, console, failed)
@@ -643,10 +817,18 @@ def test_each_core_event_is_delivered_with_its_payload(flow: Flow) -> None:
     assert rec.on("/other") == []  # table filter
     assert all(tuple(p) == PAYLOAD_KEYS for p in got)
     by = {(p["event"], p["branch"]): p for p in got}
-    assert sorted(by) == sorted([("published", "first"), ("audit_failed", "bad"), ("refused", "bad"),
-                                 ("audit_failed", "forced_one"), ("published", "forced_one"), ("discarded", "third")])
+    assert sorted(by) == sorted(
+        [
+            ("published", "first"),
+            ("audit_failed", "bad"),
+            ("refused", "bad"),
+            ("audit_failed", "forced_one"),
+            ("published", "forced_one"),
+            ("discarded", "third"),
+        ]
+    )
     link = f"{console}/review?table=demo.people&branch="
-    for (event, branch), p in by.items():
+    for (_event, branch), p in by.items():
         assert p["table"] == "demo.people" and p["link"] == link + branch, p
         assert datetime.fromisoformat(p["at"]).utcoffset() is not None and p["summary"]
 
@@ -655,15 +837,26 @@ def test_each_core_event_is_delivered_with_its_payload(flow: Flow) -> None:
     assert sorted(fail["failed_checks"]) == ["not_null(name)", "range(age)"]
     assert "2 of" in fail["summary"] and "failed" in fail["summary"]
     refused = by[("refused", "bad")]
-    assert refused["status"] == "audit_failed" and "refused" in refused["summary"] and refused["failed_checks"] == []
+    assert (
+        refused["status"] == "audit_failed"
+        and "refused" in refused["summary"]
+        and refused["failed_checks"] == []
+    )
     pub = by[("published", "first")]
     assert (pub["status"], pub["user"]) == ("published", "steward")
     forced = by[("published", "forced_one")]
-    assert (forced["status"], forced["user"]) == ("forced", HOSTILE) and "owner <accepts> & ships" in forced["summary"]
+    assert (forced["status"], forced["user"]) == ("forced", HOSTILE) and "owner <accepts> & ships" in forced[
+        "summary"
+    ]
     gone = by[("discarded", "third")]
-    assert (gone["status"], gone["user"]) == ("discarded", "steward") and "duplicate of first" in gone["summary"]
+    assert (gone["status"], gone["user"]) == ("discarded", "steward") and "duplicate of first" in gone[
+        "summary"
+    ]
     # Slack: the two publishes, user text escaped per Slack's rules
-    assert sorted(s["blocks"][2]["elements"][0]["url"] for s in slack) == [link + "first", link + "forced_one"]
+    assert sorted(s["blocks"][2]["elements"][0]["url"] for s in slack) == [
+        link + "first",
+        link + "forced_one",
+    ]
     hostile = next(s for s in slack if "forced_one" in s["text"])
     body = json.dumps(hostile)
     assert "mallory &lt;!here&gt; &amp; co" in body and "<!here>" not in body
@@ -673,7 +866,11 @@ def test_each_core_event_is_delivered_with_its_payload(flow: Flow) -> None:
 
 
 def test_the_link_opens_the_review_of_the_branch(flow: Flow) -> None:
-    p = next(r.json for r in flow.receiver.wait_for("/json", 6) if r.json["event"] == "audit_failed" and r.json["branch"] == "bad")
+    p = next(
+        r.json
+        for r in flow.receiver.wait_for("/json", 6)
+        if r.json["event"] == "audit_failed" and r.json["branch"] == "bad"
+    )
     u = urlsplit(p["link"])
     assert (u.scheme + "://" + u.netloc, u.path) == (flow.console, "/review")
     assert parse_qs(u.query) == {"table": ["demo.people"], "branch": ["bad"]}
@@ -686,13 +883,35 @@ def test_the_link_opens_the_review_page_in_chromium(flow: Flow) -> None:
 
     if not Path(CHROMIUM).exists():
         pytest.skip("Chromium is not installed (make browser-deps)")
-    link = next(r.json["link"] for r in flow.receiver.wait_for("/json", 6)
-                if r.json["event"] == "audit_failed" and r.json["branch"] == "bad")
+    link = next(
+        r.json["link"]
+        for r in flow.receiver.wait_for("/json", 6)
+        if r.json["event"] == "audit_failed" and r.json["branch"] == "bad"
+    )
     port = urlsplit(flow.console).port
     env = cli_env(flow.lh, WAP_USER="reviewer", WAP_SHUFFLE_PARTITIONS="2", PYSPARK_PYTHON=sys.executable)
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
-           "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
-    with running(cmd, cwd=ROOT, env=env, log=flow.lh.settings.home / "streamlit-notify.log", health=f"{flow.console}/_stcore/health"):
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        "app.py",
+        "--server.headless",
+        "true",
+        "--server.port",
+        str(port),
+        "--server.address",
+        "127.0.0.1",
+        "--browser.gatherUsageStats",
+        "false",
+    ]
+    with running(
+        cmd,
+        cwd=ROOT,
+        env=env,
+        log=flow.lh.settings.home / "streamlit-notify.log",
+        health=f"{flow.console}/_stcore/health",
+    ):
         expect.set_options(timeout=120_000)
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -708,8 +927,9 @@ def test_the_link_opens_the_review_page_in_chromium(flow: Flow) -> None:
                 browser.close()
 
 
-def test_publish_never_waits_for_a_webhook(make_lakehouse: Callable[..., Lakehouse], tmp_path: Path, receiver: Receiver,
-                                           black_hole: str) -> None:
+def test_publish_never_waits_for_a_webhook(
+    make_lakehouse: Callable[..., Lakehouse], tmp_path: Path, receiver: Receiver, black_hole: str
+) -> None:
     """Structural: publish returns while the receiver still holds its answer and while a black hole swallows
     the other request; the outbox rows exist when publish returns; delivery completes after it."""
     from wap_core.ingest import ingest
@@ -718,13 +938,15 @@ def test_publish_never_waits_for_a_webhook(make_lakehouse: Callable[..., Lakehou
     gate = receiver.gates["/held"] = threading.Event()
     lh = make_lakehouse(CHECKS)
     lh.settings.notify_file.write_text(f"""webhooks:
-  - url: {receiver.url('/held')}
+  - url: {receiver.url("/held")}
     events: [published]
   - url: {black_hole}
     events: [published]
 delivery: {{attempts: 1, timeout_seconds: 60}}
 """)
-    res = ingest(lh, PEOPLE, [write_csv(tmp_path / "p.csv", HEADER, [(1, "ann", 30)])], create=True, branch="b1")
+    res = ingest(
+        lh, PEOPLE, [write_csv(tmp_path / "p.csv", HEADER, [(1, "ann", 30)])], create=True, branch="b1"
+    )
     assert res.audit.passed
     done = threading.Event()
     errors: list[BaseException] = []
@@ -732,7 +954,7 @@ delivery: {{attempts: 1, timeout_seconds: 60}}
     def run() -> None:
         try:
             publish(lh, PEOPLE, "b1")
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             errors.append(exc)
         finally:
             done.set()
@@ -748,6 +970,8 @@ delivery: {{attempts: 1, timeout_seconds: 60}}
     assert lh.table(PEOPLE).metadata.refs["main"].snapshot_id == res.snapshot_id
     receiver.wait_for("/held", 1)  # the request is in flight, held
     gate.set()
-    held = wait_until(lambda: [r for r in notify.outbox(lh.journal) if r.status == "delivered"], 30, "the held delivery")
+    held = wait_until(
+        lambda: [r for r in notify.outbox(lh.journal) if r.status == "delivered"], 30, "the held delivery"
+    )
     assert len(held) == 1 and held[0].attempts == 1
     assert receiver.on("/held")[0].json["event"] == "published"

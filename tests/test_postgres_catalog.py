@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from helpers import refs, write_csv
+
 from wap_core import Lakehouse, Settings, TableId
 from wap_core.exceptions import RefusedError
 from wap_core.ingest import ingest
@@ -23,7 +23,14 @@ def test_lifecycle_on_a_postgres_catalog(postgres: str, tmp_path: Path, spark_se
     home = tmp_path / "lh"
     home.mkdir()
     (home / "checks.yml").write_text("pg.people:\n  checks:\n    - not_null: [name]\n")
-    settings = Settings(home=home, catalog_uri=postgres, catalog_name="pgcat", user="pg-user", shuffle_partitions=2, ingest_roots=(tmp_path,))
+    settings = Settings(
+        home=home,
+        catalog_uri=postgres,
+        catalog_name="pgcat",
+        user="pg-user",
+        shuffle_partitions=2,
+        ingest_roots=(tmp_path,),
+    )
     assert settings.jdbc_uri.startswith("jdbc:postgresql://127.0.0.1:")
     lh = Lakehouse(settings)
     t = TableId("pg", "people")
@@ -44,7 +51,11 @@ def test_lifecycle_on_a_postgres_catalog(postgres: str, tmp_path: Path, spark_se
     import sqlalchemy
 
     with sqlalchemy.create_engine(postgres).connect() as conn:
-        n = conn.execute(sqlalchemy.text("select count(*) from wap_journal where table_name = 'pg.people'")).scalar_one()
-        kinds = conn.execute(sqlalchemy.text("select count(*) from iceberg_tables where catalog_name = 'pgcat'")).scalar_one()
+        n = conn.execute(
+            sqlalchemy.text("select count(*) from wap_journal where table_name = 'pg.people'")
+        ).scalar_one()
+        kinds = conn.execute(
+            sqlalchemy.text("select count(*) from iceberg_tables where catalog_name = 'pgcat'")
+        ).scalar_one()
     assert n >= 6 and kinds == 1
     assert lh.spark.table(lh.spark_name(t)).count() == 2

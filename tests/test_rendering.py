@@ -9,6 +9,7 @@ The sidebar of a console on a real PostgreSQL catalog whose URL carries a passwo
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import re
@@ -65,7 +66,9 @@ def _strings(at: AppTest) -> list[str]:
     def proto_strings(msg: Any) -> None:
         for fd, value in msg.ListFields():
             if fd.message_type is not None:
-                for v in [value] if hasattr(value, "ListFields") else value:  # one message, or a repeated field
+                for v in (
+                    [value] if hasattr(value, "ListFields") else value
+                ):  # one message, or a repeated field
                     proto_strings(v)
             elif fd.name in _FIELDS and isinstance(value, str):
                 out.append(value)
@@ -91,9 +94,18 @@ def hostile(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> La
     (home / "checks.yml").write_text(CHECKS)
     src = home / "landing"
     src.mkdir()
-    lh = Lakehouse(Settings(home=home, checks_path=home / "checks.yml", user="seeder", catalog_name=f"render{next(_names)}",
-                            shuffle_partitions=2))
-    (src / "first.csv").write_text("id,city,qty\n" + "".join(f"{i},{'Paris' if i % 2 else 'Lyon'},{i}\n" for i in range(1, 11)))
+    lh = Lakehouse(
+        Settings(
+            home=home,
+            checks_path=home / "checks.yml",
+            user="seeder",
+            catalog_name=f"render{next(_names)}",
+            shuffle_partitions=2,
+        )
+    )
+    (src / "first.csv").write_text(
+        "id,city,qty\n" + "".join(f"{i},{'Paris' if i % 2 else 'Lyon'},{i}\n" for i in range(1, 11))
+    )
     first = ingest(lh, ITEMS, [str(src / "first.csv")], create=True, branch="initial")
     publish(lh, ITEMS, first.branch)
     # a hostile cell value (fails accepted_values) and a row failing the hostile-named check, ingested BY a hostile user
@@ -103,8 +115,15 @@ def hostile(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> La
     (src / "other.csv").write_text("id,city,qty\n30,Paris,1\n")
     ingest(lh, ITEMS, [str(src / "other.csv")], branch="other")
     discard(lh, ITEMS, "other", reason=HOSTILE, user=HOSTILE)
-    lh.journal.record(user=HOSTILE, action="publish", outcome="refused", table=str(ITEMS), branch="hostile_batch", reason=HOSTILE,
-                      details={"note": HOSTILE})
+    lh.journal.record(
+        user=HOSTILE,
+        action="publish",
+        outcome="refused",
+        table=str(ITEMS),
+        branch="hostile_batch",
+        reason=HOSTILE,
+        details={"note": HOSTILE},
+    )
     return lh
 
 
@@ -156,7 +175,9 @@ def test_review_history_overview_render_hostile_text_inert(env: Lakehouse) -> No
     for page in ("pages/history.py", "pages/overview.py", "pages/branches.py", "pages/checks.py"):
         _assert_inert(_page(page))
     history = _page("pages/history.py")
-    assert any(HOSTILE in df.value.to_string() for df in history.dataframe if hasattr(df.value, "to_string"))  # shown, as data
+    assert any(
+        HOSTILE in df.value.to_string() for df in history.dataframe if hasattr(df.value, "to_string")
+    )  # shown, as data
     # a hostile query parameter ends in an escaped error, not in Markdown
     at = _page("pages/review.py", table="shop.items", branch=HOSTILE)
     assert "invalid branch name" in "\n".join(_assert_inert(at))
@@ -167,16 +188,26 @@ def test_console_uploads_get_their_own_folder_and_server_paths_are_confined(env:
     before = set(uploads.glob("*/*")) if uploads.exists() else set()
     for n, branch in enumerate(("upload_one", "upload_two")):
         at = _page("pages/ingest.py")
-        at.file_uploader[0].set_value(("items.csv", f"id,city,qty\n{100 + n},Paris,{n + 1}\n".encode(), "text/csv"))
+        at.file_uploader[0].set_value(
+            ("items.csv", f"id,city,qty\n{100 + n},Paris,{n + 1}\n".encode(), "text/csv")
+        )
         at.selectbox[0].set_value("shop.items")
         at.text_input[2].input(branch)
         at.button[0].click().run()
         assert not at.exception, [e.value for e in at.exception]
-        assert f"Branch **{branch}** of **shop.items**: 1 rows written" in _unescape("\n".join(x.value for x in at.success))
+        assert f"Branch **{branch}** of **shop.items**: 1 rows written" in _unescape(
+            "\n".join(x.value for x in at.success)
+        )
     files = sorted(set(uploads.glob("*/*")) - before)
     assert [f.name for f in files] == ["items.csv", "items.csv"] and files[0].parent != files[1].parent
-    assert sorted(f.read_text() for f in files) == ["id,city,qty\n100,Paris,1\n", "id,city,qty\n101,Paris,2\n"]
-    rows = {b: [r.id for r in env.spark.table(env.spark_name(ITEMS, b)).where("id >= 100").collect()] for b in ("upload_one", "upload_two")}
+    assert sorted(f.read_text() for f in files) == [
+        "id,city,qty\n100,Paris,1\n",
+        "id,city,qty\n101,Paris,2\n",
+    ]
+    rows = {
+        b: [r.id for r in env.spark.table(env.spark_name(ITEMS, b)).where("id >= 100").collect()]
+        for b in ("upload_one", "upload_two")
+    }
     assert rows == {"upload_one": [100], "upload_two": [101]}
     # a server-side path outside the roots: refused by the core, shown as one escaped error naming the roots
     refs_before = set(env.table(ITEMS).metadata.refs)
@@ -187,14 +218,21 @@ def test_console_uploads_get_their_own_folder_and_server_paths_are_confined(env:
     at.button[0].click().run()
     assert not at.exception, [e.value for e in at.exception]
     error = _unescape("\n".join(x.value for x in at.error))
-    assert "'/etc/passwd' is outside the allowed ingest roots" in error and str((env.settings.home / "landing").resolve()) in error
+    assert (
+        "'/etc/passwd' is outside the allowed ingest roots" in error
+        and str((env.settings.home / "landing").resolve()) in error
+    )
     assert set(env.table(ITEMS).metadata.refs) == refs_before
     _assert_inert(at)
 
 
 @pytest.mark.postgres
-def test_sidebar_masks_the_catalog_password(postgres: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
-    uri = postgres.replace("://wap@", "://wap:Sup3rS3cretPw@")  # trust auth: the password is carried, not checked
+def test_sidebar_masks_the_catalog_password(
+    postgres: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri = postgres.replace(
+        "://wap@", "://wap:Sup3rS3cretPw@"
+    )  # trust auth: the password is carried, not checked
     assert uri != postgres
     monkeypatch.setenv("WAP_HOME", str(tmp_path / "pg"))
     monkeypatch.setenv("WAP_CATALOG_URI", uri)
@@ -207,7 +245,9 @@ def test_sidebar_masks_the_catalog_password(postgres: str, tmp_path: Path, monke
     assert not at.exception, [e.value for e in at.exception]
     everything = "\n".join(_strings(at))
     assert "Sup3rS3cretPw" not in everything
-    assert "postgresql+psycopg2://wap:***@127.0.0.1:" in _unescape("\n".join(c.value for c in at.sidebar.caption))
+    assert "postgresql+psycopg2://wap:***@127.0.0.1:" in _unescape(
+        "\n".join(c.value for c in at.sidebar.caption)
+    )
 
 
 # ----------------------------------------------------------------------------- real Chromium, one page load
@@ -222,13 +262,36 @@ def test_review_in_chromium_renders_no_image_no_link_no_html_from_user_text(env:
     s = env.settings
     port = _free_port()
     server_env = {k: v for k, v in os.environ.items() if not k.startswith("WAP_")}
-    server_env.update(WAP_HOME=str(s.home), WAP_CHECKS=str(s.checks_file), WAP_CATALOG_NAME=s.catalog_name, WAP_USER="reviewer",
-                      WAP_SHUFFLE_PARTITIONS="2", PYSPARK_PYTHON=sys.executable)
+    server_env.update(
+        WAP_HOME=str(s.home),
+        WAP_CHECKS=str(s.checks_file),
+        WAP_CATALOG_NAME=s.catalog_name,
+        WAP_USER="reviewer",
+        WAP_SHUFFLE_PARTITIONS="2",
+        PYSPARK_PYTHON=sys.executable,
+    )
     log = open(s.home / "streamlit-render.log", "wb")  # noqa: SIM115 - closed in the finally below
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, env=server_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--browser.gatherUsageStats",
+            "false",
+        ],
+        cwd=ROOT,
+        env=server_env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     dialogs: list[str] = []
     try:
@@ -242,12 +305,24 @@ def test_review_in_chromium_renders_no_image_no_link_no_html_from_user_text(env:
                 page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
                 page.goto(f"{base}/review?table=shop.items&branch=hostile_batch")
                 expect(page.get_by_text("Audit failed").first).to_be_visible()
-                expect(page.get_by_text("checks (failing first)").first).to_be_visible()  # the audit details rendered too
-                expect(page.get_by_text("onerror=alert(1)").first).to_be_visible()  # the text is there, literally
+                expect(
+                    page.get_by_text("checks (failing first)").first
+                ).to_be_visible()  # the audit details rendered too
+                expect(
+                    page.get_by_text("onerror=alert(1)").first
+                ).to_be_visible()  # the text is there, literally
                 page.wait_for_timeout(500)
-                for selector in ("img[src*='x.png']", "img[src*='name.png']", "img[src='x']", "a[href*='evil']", "[data-testid=stMain] img"):
+                for selector in (
+                    "img[src*='x.png']",
+                    "img[src*='name.png']",
+                    "img[src='x']",
+                    "a[href*='evil']",
+                    "[data-testid=stMain] img",
+                ):
                     assert page.locator(selector).count() == 0, selector
-                assert "**bold**" in page.locator("[data-testid=stMain]").inner_text()  # not turned into <strong>
+                assert (
+                    "**bold**" in page.locator("[data-testid=stMain]").inner_text()
+                )  # not turned into <strong>
             finally:
                 browser.close()
     finally:
@@ -255,9 +330,7 @@ def test_review_in_chromium_renders_no_image_no_link_no_html_from_user_text(env:
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(timeout=20)
         except (ProcessLookupError, subprocess.TimeoutExpired):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         log.close()
     assert dialogs == []

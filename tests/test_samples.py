@@ -20,7 +20,10 @@ BIG = "x" * 50_000
 
 
 def test_sample_json_is_always_valid_and_within_the_budget() -> None:
-    rows = [{"_corrupt_record": f"{i}," + BIG, "__problem": "ragged or unparsable line", "__line": i} for i in range(20)]
+    rows = [
+        {"_corrupt_record": f"{i}," + BIG, "__problem": "ragged or unparsable line", "__line": i}
+        for i in range(20)
+    ]
     text = sample_json(rows)
     assert len(text) <= BUDGET_CHARS
     back = json.loads(text)
@@ -38,7 +41,9 @@ def test_a_sample_cut_by_an_older_version_reads_as_empty_not_a_crash() -> None:
     assert load_sample(None) == [] and load_sample('[{"a": 1}]') == [{"a": 1}]
 
 
-def test_huge_malformed_rows_keep_their_sample_through_audit_and_rebase(make_lakehouse, tmp_path: Path) -> None:
+def test_huge_malformed_rows_keep_their_sample_through_audit_and_rebase(
+    make_lakehouse, tmp_path: Path
+) -> None:
     lh = make_lakehouse("demo.wide:\n  checks:\n    - not_null: [name]\n")
     r = ingest(lh, T, [write_csv(tmp_path / "seed.csv", HEADER, [(1, "ann", 30)])], create=True)
     publish(lh, T, r.branch)

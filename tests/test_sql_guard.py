@@ -11,20 +11,20 @@ jars, the tables' refs and snapshots). Legitimate analyst queries are answered w
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import make_settings
 from helpers import refs
-from wap_core import Lakehouse, TableId
-from wap_core import explore, sql_guard
+
+from wap_core import Lakehouse, TableId, explore, sql_guard
 from wap_core.cli import main
 from wap_core.exceptions import ValidationError
 from wap_core.ingest import ingest
@@ -53,15 +53,19 @@ MAIN_ROWS = BATCH1 + BATCH2
 
 
 def _parquet(path: Path, rows: list[tuple[Any, ...]]) -> str:
-    table = pa.table({
-        "id": pa.array([r[0] for r in rows], pa.int64()),
-        "city": pa.array([r[1] for r in rows], pa.string()),
-        "day": pa.array([r[2] for r in rows], pa.date32()),
-        "ts": pa.array([datetime(r[2].year, r[2].month, r[2].day, 12, 30, tzinfo=timezone.utc) for r in rows],
-                       pa.timestamp("us", tz="UTC")),
-        "amount": pa.array([Decimal(f"{r[3]:.2f}") for r in rows], pa.decimal128(10, 2)),
-        "qty": pa.array([r[4] for r in rows], pa.int32()),
-    })
+    table = pa.table(
+        {
+            "id": pa.array([r[0] for r in rows], pa.int64()),
+            "city": pa.array([r[1] for r in rows], pa.string()),
+            "day": pa.array([r[2] for r in rows], pa.date32()),
+            "ts": pa.array(
+                [datetime(r[2].year, r[2].month, r[2].day, 12, 30, tzinfo=UTC) for r in rows],
+                pa.timestamp("us", tz="UTC"),
+            ),
+            "amount": pa.array([Decimal(f"{r[3]:.2f}") for r in rows], pa.decimal128(10, 2)),
+            "qty": pa.array([r[4] for r in rows], pa.int32()),
+        }
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, path)
     return str(path)
@@ -89,8 +93,13 @@ def env(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Env:
             v1 = refs(lh, SALES)["main"]
             lh.table(SALES).manage_snapshots().create_tag(v1, "v1").commit()
     ingest(lh, SALES, [_parquet(tmp / "src" / "x.parquet", BRANCH_X)], branch="branch_x")
-    r = ingest(lh, SECRET, [_parquet(tmp / "src" / "s.parquet", [(99, "Secret", date(2020, 1, 1), 1.0, 1)])],
-               create=True, branch="s1")
+    r = ingest(
+        lh,
+        SECRET,
+        [_parquet(tmp / "src" / "s.parquet", [(99, "Secret", date(2020, 1, 1), 1.0, 1)])],
+        create=True,
+        branch="s1",
+    )
     publish(lh, SECRET, "s1")
     now = refs(lh, SALES)
     return Env(lh, v1, now["main"], now["branch_x"], refs(lh, SECRET)["main"], tmp)
@@ -130,8 +139,14 @@ def guarded(env: Env) -> Iterator[Guarded]:
 def _fill(sql: str, env: Env) -> str:
     c = env.lh.settings.catalog_name
     return sql.format(
-        c=c, table=f"{c}.shop.sales", other=f"{c}.shop.secret", canary=env.tmp / "canary",
-        jar=env.tmp / "evil.jar", dir=env.tmp / "outdir", v1=env.v1, warehouse=env.lh.settings.warehouse_uri,
+        c=c,
+        table=f"{c}.shop.sales",
+        other=f"{c}.shop.secret",
+        canary=env.tmp / "canary",
+        jar=env.tmp / "evil.jar",
+        dir=env.tmp / "outdir",
+        v1=env.v1,
+        warehouse=env.lh.settings.warehouse_uri,
     )
 
 
@@ -322,7 +337,9 @@ def test_analyzed_plan_check_refuses_on_its_own(template: str, env: Env, guarded
     skip = getattr(jvm.org.apache.spark.sql.execution, "CommandExecutionMode$").__getattr__("MODULE$").SKIP()
     jvm.SparkSession.setActiveSession(s._jsparkSession)
     try:
-        analyzed = s._jsparkSession.sessionState().executePlan(parsed, skip).analyzed()  # analysis only: nothing runs
+        analyzed = (
+            s._jsparkSession.sessionState().executePlan(parsed, skip).analyzed()
+        )  # analysis only: nothing runs
         with pytest.raises(ValidationError, match="refused"):
             sql_guard.check_analyzed(s, analyzed, guarded.relation)
     finally:
@@ -333,17 +350,50 @@ def test_analyzed_plan_check_refuses_on_its_own(template: str, env: Env, guarded
 def test_allowlists_name_only_builtins_and_no_escape_hatches(guarded: Guarded) -> None:
     jvm = guarded.session._jvm
     registry = jvm.org.apache.spark.sql.catalyst.analysis.FunctionRegistry.builtin()
-    missing = [f for f in sorted(sql_guard.ALLOWED_FUNCTIONS)
-               if registry.lookupFunction(jvm.org.apache.spark.sql.catalyst.FunctionIdentifier.apply(f)).isEmpty()]
+    missing = [
+        f
+        for f in sorted(sql_guard.ALLOWED_FUNCTIONS)
+        if registry.lookupFunction(jvm.org.apache.spark.sql.catalyst.FunctionIdentifier.apply(f)).isEmpty()
+    ]
     assert missing == []
-    refused = {"reflect", "java_method", "try_reflect", "input_file_name", "input_file_block_start",
-               "input_file_block_length", "read_files", "current_user", "user", "version", "rand", "randn", "uuid",
-               "shuffle", "sequence", "aes_encrypt", "aes_decrypt", "xpath", "assert_true", "raise_error",
-               "spark_partition_id", "monotonically_increasing_id", "current_database", "current_catalog"}
+    refused = {
+        "reflect",
+        "java_method",
+        "try_reflect",
+        "input_file_name",
+        "input_file_block_start",
+        "input_file_block_length",
+        "read_files",
+        "current_user",
+        "user",
+        "version",
+        "rand",
+        "randn",
+        "uuid",
+        "shuffle",
+        "sequence",
+        "aes_encrypt",
+        "aes_decrypt",
+        "xpath",
+        "assert_true",
+        "raise_error",
+        "spark_partition_id",
+        "monotonically_increasing_id",
+        "current_database",
+        "current_catalog",
+    }
     assert not refused & sql_guard.ALLOWED_FUNCTIONS
     classes = sql_guard.allowed_expression_classes(guarded.session)
-    for bad in ("CallMethodViaReflection", "InputFileName", "ScalaUDF", "CurrentUser", "Rand", "Uuid",
-                "objects.StaticInvoke", "objects.Invoke"):
+    for bad in (
+        "CallMethodViaReflection",
+        "InputFileName",
+        "ScalaUDF",
+        "CurrentUser",
+        "Rand",
+        "Uuid",
+        "objects.StaticInvoke",
+        "objects.Invoke",
+    ):
         assert "org.apache.spark.sql.catalyst.expressions." + bad not in classes
     assert not any("UDF" in c or "Python" in c or "Hive" in c for c in classes)
     loader = guarded.session._jsparkSession.getClass().getClassLoader()
@@ -382,55 +432,103 @@ def _legit() -> list[tuple[str, str, list[tuple[Any, ...]]]]:
     by_city = _main_by_city()
     ids = sorted(r[0] for r in MAIN_ROWS)
     return [
-        ("group by + having",
-         "SELECT city, count(*) AS n, sum(amount) AS total FROM ref_view GROUP BY city HAVING count(*) >= 2 ORDER BY city",
-         sorted((c, len(rs), sum((_money(r[3]) for r in rs), Decimal("0"))) for c, rs in by_city.items()
-                if c is not None and len(rs) >= 2)),
-        ("join of CTEs",
-         "WITH big AS (SELECT id, city FROM ref_view WHERE amount > 9), "
-         "many AS (SELECT id, qty FROM ref_view WHERE qty >= 2) "
-         "SELECT b.id, b.city, m.qty FROM big b JOIN many m ON b.id = m.id ORDER BY b.id",
-         sorted((r[0], r[1], r[4]) for r in MAIN_ROWS if r[3] > 9 and r[4] >= 2)),
-        ("window row_number and lag over partition",
-         "SELECT id, row_number() OVER (PARTITION BY city ORDER BY day) AS rn, "
-         "lag(qty) OVER (PARTITION BY city ORDER BY day) AS prev FROM ref_view WHERE city = 'Lyon' ORDER BY day",
-         [(2, 1, None), (5, 2, 1), (8, 3, 4)]),
-        ("like and rlike",
-         "SELECT DISTINCT city FROM ref_view WHERE city LIKE 'P%' OR city RLIKE '^N[a-z]+s$' ORDER BY city",
-         [("Nantes",), ("Paris",)]),
-        ("date functions",
-         "SELECT year(day), month(day), date_trunc('month', ts), datediff(day, DATE'2024-01-01'), "
-         "date_format(day, 'yyyy-MM') FROM ref_view WHERE id = 4",
-         [(2024, 2, datetime(2024, 2, 1, tzinfo=timezone.utc), 44, "2024-02")]),
-        ("case and coalesce",
-         "SELECT id, coalesce(city, 'unknown') AS c, CASE WHEN qty >= 5 THEN 'bulk' WHEN qty >= 2 THEN 'some' "
-         "ELSE 'one' END AS size FROM ref_view WHERE id IN (2, 4, 10) ORDER BY id",
-         [(2, "Lyon", "one"), (4, "Nice", "bulk"), (10, "unknown", "bulk")]),
-        ("distinct", "SELECT DISTINCT city FROM ref_view WHERE city IS NOT NULL ORDER BY city",
-         [(c,) for c in sorted(c for c in by_city if c is not None)]),
-        ("union of two CTEs",
-         "WITH a AS (SELECT city FROM ref_view WHERE qty = 1), b AS (SELECT city FROM ref_view WHERE qty > 5) "
-         "SELECT city FROM a UNION SELECT city FROM b ORDER BY city",
-         sorted({(r[1],) for r in MAIN_ROWS if r[4] == 1 or r[4] > 5}, key=lambda t: (t[0] is not None, t[0] or ""))),
-        ("order by + limit", "SELECT id, amount FROM ref_view ORDER BY amount DESC LIMIT 3",
-         [(r[0], _money(r[3])) for r in sorted(MAIN_ROWS, key=lambda r: -r[3])[:3]]),
-        ("subquery IN and EXISTS over ref_view",
-         "SELECT id FROM ref_view o WHERE city IN (SELECT city FROM ref_view WHERE qty >= 4) "
-         "AND EXISTS (SELECT 1 FROM ref_view i WHERE i.city = o.city AND i.id <> o.id) ORDER BY id",
-         [(r[0],) for r in sorted(MAIN_ROWS) if r[1] in {x[1] for x in MAIN_ROWS if x[4] >= 4}
-          and len(by_city[r[1]]) > 1]),
-        ("percentile_approx and aggregates",
-         "SELECT percentile_approx(qty, 0.5), count(DISTINCT city), max(id), min(day) FROM ref_view",
-         [(sorted(r[4] for r in MAIN_ROWS)[4], len({r[1] for r in MAIN_ROWS if r[1]}), BIG, date(2024, 1, 5))]),
-        ("scalar subquery, arithmetic and string functions",
-         "SELECT upper(city), length(city), concat(city, '-', cast(qty AS STRING)), round(amount * 2, 1) "
-         "FROM ref_view WHERE qty = (SELECT max(qty) FROM ref_view)",
-         [(None, None, None, Decimal("5.0"))]),
-        ("explode and higher-order function",
-         "SELECT id, x FROM ref_view LATERAL VIEW explode(transform(array(1, 2), v -> v * qty)) t AS x "
-         "WHERE id = 1 ORDER BY x", [(1, 3), (1, 6)]),
-        ("rollup", "SELECT city, count(*) FROM ref_view WHERE city = 'Lyon' GROUP BY ROLLUP(city) ORDER BY city",
-         [(None, 3), ("Lyon", 3)]),
+        (
+            "group by + having",
+            "SELECT city, count(*) AS n, sum(amount) AS total FROM ref_view GROUP BY city HAVING count(*) >= 2 ORDER BY city",
+            sorted(
+                (c, len(rs), sum((_money(r[3]) for r in rs), Decimal("0")))
+                for c, rs in by_city.items()
+                if c is not None and len(rs) >= 2
+            ),
+        ),
+        (
+            "join of CTEs",
+            "WITH big AS (SELECT id, city FROM ref_view WHERE amount > 9), "
+            "many AS (SELECT id, qty FROM ref_view WHERE qty >= 2) "
+            "SELECT b.id, b.city, m.qty FROM big b JOIN many m ON b.id = m.id ORDER BY b.id",
+            sorted((r[0], r[1], r[4]) for r in MAIN_ROWS if r[3] > 9 and r[4] >= 2),
+        ),
+        (
+            "window row_number and lag over partition",
+            "SELECT id, row_number() OVER (PARTITION BY city ORDER BY day) AS rn, "
+            "lag(qty) OVER (PARTITION BY city ORDER BY day) AS prev FROM ref_view WHERE city = 'Lyon' ORDER BY day",
+            [(2, 1, None), (5, 2, 1), (8, 3, 4)],
+        ),
+        (
+            "like and rlike",
+            "SELECT DISTINCT city FROM ref_view WHERE city LIKE 'P%' OR city RLIKE '^N[a-z]+s$' ORDER BY city",
+            [("Nantes",), ("Paris",)],
+        ),
+        (
+            "date functions",
+            "SELECT year(day), month(day), date_trunc('month', ts), datediff(day, DATE'2024-01-01'), "
+            "date_format(day, 'yyyy-MM') FROM ref_view WHERE id = 4",
+            [(2024, 2, datetime(2024, 2, 1, tzinfo=UTC), 44, "2024-02")],
+        ),
+        (
+            "case and coalesce",
+            "SELECT id, coalesce(city, 'unknown') AS c, CASE WHEN qty >= 5 THEN 'bulk' WHEN qty >= 2 THEN 'some' "
+            "ELSE 'one' END AS size FROM ref_view WHERE id IN (2, 4, 10) ORDER BY id",
+            [(2, "Lyon", "one"), (4, "Nice", "bulk"), (10, "unknown", "bulk")],
+        ),
+        (
+            "distinct",
+            "SELECT DISTINCT city FROM ref_view WHERE city IS NOT NULL ORDER BY city",
+            [(c,) for c in sorted(c for c in by_city if c is not None)],
+        ),
+        (
+            "union of two CTEs",
+            "WITH a AS (SELECT city FROM ref_view WHERE qty = 1), b AS (SELECT city FROM ref_view WHERE qty > 5) "
+            "SELECT city FROM a UNION SELECT city FROM b ORDER BY city",
+            sorted(
+                {(r[1],) for r in MAIN_ROWS if r[4] == 1 or r[4] > 5},
+                key=lambda t: (t[0] is not None, t[0] or ""),
+            ),
+        ),
+        (
+            "order by + limit",
+            "SELECT id, amount FROM ref_view ORDER BY amount DESC LIMIT 3",
+            [(r[0], _money(r[3])) for r in sorted(MAIN_ROWS, key=lambda r: -r[3])[:3]],
+        ),
+        (
+            "subquery IN and EXISTS over ref_view",
+            "SELECT id FROM ref_view o WHERE city IN (SELECT city FROM ref_view WHERE qty >= 4) "
+            "AND EXISTS (SELECT 1 FROM ref_view i WHERE i.city = o.city AND i.id <> o.id) ORDER BY id",
+            [
+                (r[0],)
+                for r in sorted(MAIN_ROWS)
+                if r[1] in {x[1] for x in MAIN_ROWS if x[4] >= 4} and len(by_city[r[1]]) > 1
+            ],
+        ),
+        (
+            "percentile_approx and aggregates",
+            "SELECT percentile_approx(qty, 0.5), count(DISTINCT city), max(id), min(day) FROM ref_view",
+            [
+                (
+                    sorted(r[4] for r in MAIN_ROWS)[4],
+                    len({r[1] for r in MAIN_ROWS if r[1]}),
+                    BIG,
+                    date(2024, 1, 5),
+                )
+            ],
+        ),
+        (
+            "scalar subquery, arithmetic and string functions",
+            "SELECT upper(city), length(city), concat(city, '-', cast(qty AS STRING)), round(amount * 2, 1) "
+            "FROM ref_view WHERE qty = (SELECT max(qty) FROM ref_view)",
+            [(None, None, None, Decimal("5.0"))],
+        ),
+        (
+            "explode and higher-order function",
+            "SELECT id, x FROM ref_view LATERAL VIEW explode(transform(array(1, 2), v -> v * qty)) t AS x "
+            "WHERE id = 1 ORDER BY x",
+            [(1, 3), (1, 6)],
+        ),
+        (
+            "rollup",
+            "SELECT city, count(*) FROM ref_view WHERE city = 'Lyon' GROUP BY ROLLUP(city) ORDER BY city",
+            [(None, 3), ("Lyon", 3)],
+        ),
         ("ids", "SELECT id FROM ref_view ORDER BY id", [(i,) for i in ids]),
     ]
 
@@ -449,7 +547,9 @@ def test_legitimate_query_is_answered(name: str, sql: str, expected: list[tuple[
 def test_run_sql_answers_on_the_chosen_snapshot(env: Env) -> None:
     at_v1 = explore.run_sql(env.lh, SALES, env.v1, "SELECT count(*) AS n FROM ref_view")
     assert int(at_v1["n"][0]) == len(BATCH1)
-    on_branch = explore.run_sql(env.lh, SALES, env.branch_x, "SELECT count(*) AS n FROM ref_view WHERE city = 'Rennes'")
+    on_branch = explore.run_sql(
+        env.lh, SALES, env.branch_x, "SELECT count(*) AS n FROM ref_view WHERE city = 'Rennes'"
+    )
     assert int(on_branch["n"][0]) == len(BRANCH_X)
     capped = explore.query_rows(env.lh, SALES, env.main, "SELECT id FROM ref_view", limit=3)
     assert len(capped.rows) == 3 and capped.truncated
@@ -458,11 +558,27 @@ def test_run_sql_answers_on_the_chosen_snapshot(env: Env) -> None:
 
 
 def test_json_rows_lose_nothing(env: Env) -> None:
-    res = explore.query_rows(env.lh, SALES, env.main, f"SELECT * FROM ref_view WHERE id IN ({BIG}, 10) ORDER BY id")
+    res = explore.query_rows(
+        env.lh, SALES, env.main, f"SELECT * FROM ref_view WHERE id IN ({BIG}, 10) ORDER BY id"
+    )
     rows = json.loads(json.dumps(res.json_rows()))
     assert rows == [
-        {"id": 10, "city": None, "day": "2024-05-01", "ts": "2024-05-01T12:30:00+00:00", "amount": "2.50", "qty": 7},
-        {"id": BIG, "city": "Paris", "day": "2024-04-30", "ts": "2024-04-30T12:30:00+00:00", "amount": "100.01", "qty": 1},
+        {
+            "id": 10,
+            "city": None,
+            "day": "2024-05-01",
+            "ts": "2024-05-01T12:30:00+00:00",
+            "amount": "2.50",
+            "qty": 7,
+        },
+        {
+            "id": BIG,
+            "city": "Paris",
+            "day": "2024-04-30",
+            "ts": "2024-04-30T12:30:00+00:00",
+            "amount": "100.01",
+            "qty": 1,
+        },
     ]
     dup = explore.query_rows(env.lh, SALES, env.main, "SELECT id, id FROM ref_view LIMIT 1")
     with pytest.raises(ValidationError, match="unique"):
@@ -487,8 +603,13 @@ def test_resolve_any_ref(env: Env) -> None:
 @pytest.fixture
 def cli(env: Env, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):  # type: ignore[no-untyped-def]
     s = env.lh.settings
-    for k, v in {"WAP_HOME": str(s.home), "WAP_CHECKS": str(s.checks_file), "WAP_CATALOG_NAME": s.catalog_name,
-                 "WAP_USER": "cli-analyst", "WAP_SHUFFLE_PARTITIONS": "2"}.items():
+    for k, v in {
+        "WAP_HOME": str(s.home),
+        "WAP_CHECKS": str(s.checks_file),
+        "WAP_CATALOG_NAME": s.catalog_name,
+        "WAP_USER": "cli-analyst",
+        "WAP_SHUFFLE_PARTITIONS": "2",
+    }.items():
         monkeypatch.setenv(k, v)
 
     def run(*args: str) -> tuple[int, str, str]:
@@ -506,18 +627,28 @@ def test_cli_query_json_and_refs(cli, env: Env) -> None:  # type: ignore[no-unty
     assert code == 0, err
     assert json.loads(out) == [{"city": "Paris", "n": 4}, {"city": "Lyon", "n": 3}]  # default ref: main
     count = "SELECT count(*) AS n FROM ref_view"
-    for ref, n in (("main", len(MAIN_ROWS)), ("v1", len(BATCH1)), (str(env.v1), len(BATCH1)),
-                   ("branch_x", len(MAIN_ROWS) + len(BRANCH_X))):
+    for ref, n in (
+        ("main", len(MAIN_ROWS)),
+        ("v1", len(BATCH1)),
+        (str(env.v1), len(BATCH1)),
+        ("branch_x", len(MAIN_ROWS) + len(BRANCH_X)),
+    ):
         code, out, err = cli("query", "shop.sales", "--ref", ref, count, "--json")
         assert (code, json.loads(out)) == (0, [{"n": n}]), (ref, err)
-    code, out, err = cli("query", "shop.sales", f"SELECT id, amount, day FROM ref_view WHERE id = {BIG}", "--json")
+    code, out, err = cli(
+        "query", "shop.sales", f"SELECT id, amount, day FROM ref_view WHERE id = {BIG}", "--json"
+    )
     assert json.loads(out) == [{"id": BIG, "amount": "100.01", "day": "2024-04-30"}]
-    code, out, err = cli("query", "shop.sales", "SELECT id FROM ref_view ORDER BY id", "--json", "--limit", "2")
+    code, out, err = cli(
+        "query", "shop.sales", "SELECT id FROM ref_view ORDER BY id", "--json", "--limit", "2"
+    )
     assert (code, json.loads(out)) == (0, [{"id": 1}, {"id": 2}]) and "more rows exist" in err
 
 
 def test_cli_query_table_output(cli) -> None:  # type: ignore[no-untyped-def]
-    code, out, err = cli("query", "shop.sales", "SELECT id, city FROM ref_view WHERE id IN (1, 10) ORDER BY id")
+    code, out, err = cli(
+        "query", "shop.sales", "SELECT id, city FROM ref_view WHERE id IN (1, 10) ORDER BY id"
+    )
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0].split() == ["id", "city"] and set(lines[1]) <= {"-", " "}
@@ -525,16 +656,19 @@ def test_cli_query_table_output(cli) -> None:  # type: ignore[no-untyped-def]
     assert "2 rows" in err and "branch main" in err
 
 
-@pytest.mark.parametrize("args", [
-    ("query", "shop.sales", "SELECT TRANSFORM(city) USING 'id' AS (o string) FROM ref_view"),
-    ("query", "shop.sales", "SELECT * FROM IDENTIFIER('shop.secret')"),
-    ("query", "shop.sales", "SET spark.wap.pwned=1"),
-    ("query", "shop.sales", "SELECT nope FROM ref_view"),
-    ("query", "shop.sales", "SELEC 1"),
-    ("query", "shop.sales", "--ref", "no_such_ref", "SELECT * FROM ref_view"),
-    ("query", "shop.sales", "--limit", "0", "SELECT * FROM ref_view"),
-    ("query", "shop.nope", "SELECT * FROM ref_view"),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("query", "shop.sales", "SELECT TRANSFORM(city) USING 'id' AS (o string) FROM ref_view"),
+        ("query", "shop.sales", "SELECT * FROM IDENTIFIER('shop.secret')"),
+        ("query", "shop.sales", "SET spark.wap.pwned=1"),
+        ("query", "shop.sales", "SELECT nope FROM ref_view"),
+        ("query", "shop.sales", "SELEC 1"),
+        ("query", "shop.sales", "--ref", "no_such_ref", "SELECT * FROM ref_view"),
+        ("query", "shop.sales", "--limit", "0", "SELECT * FROM ref_view"),
+        ("query", "shop.nope", "SELECT * FROM ref_view"),
+    ],
+)
 def test_cli_query_refusals_exit_2_with_one_line(cli, env: Env, args: tuple[str, ...]) -> None:  # type: ignore[no-untyped-def]
     code, out, err = cli(*args)
     assert code == 2 and out == ""
@@ -548,23 +682,43 @@ def test_demo_flights_analyst_queries_match_spark_and_attacks_fail(demo_lakehous
     flights = TableId("demo", "flights")
     tbl = lh.table(flights)
     ref = explore.resolve_any_ref(tbl, flights, "audit_2013_02_w2")  # the README's example ref
-    res = explore.query_rows(lh, flights, ref.snapshot_id,
-                             "SELECT carrier, count(*) AS n, avg(dep_delay) AS d FROM ref_view GROUP BY carrier ORDER BY n DESC, carrier")
+    res = explore.query_rows(
+        lh,
+        flights,
+        ref.snapshot_id,
+        "SELECT carrier, count(*) AS n, avg(dep_delay) AS d FROM ref_view GROUP BY carrier ORDER BY n DESC, carrier",
+    )
     from pyspark.sql import functions as F
 
-    direct = (lh.read_snapshot(flights, ref.snapshot_id).groupBy("carrier")
-              .agg(F.count(F.lit(1)).alias("n"), F.avg("dep_delay").alias("d")).orderBy(F.desc("n"), "carrier").collect())
+    direct = (
+        lh.read_snapshot(flights, ref.snapshot_id)
+        .groupBy("carrier")
+        .agg(F.count(F.lit(1)).alias("n"), F.avg("dep_delay").alias("d"))
+        .orderBy(F.desc("n"), "carrier")
+        .collect()
+    )
     assert [tuple(r) for r in res.rows] == [tuple(r) for r in direct] and len(res.rows) > 5
     main = explore.resolve_any_ref(tbl, flights, "main")
-    ranked = explore.query_rows(lh, flights, main.snapshot_id, """
+    ranked = explore.query_rows(
+        lh,
+        flights,
+        main.snapshot_id,
+        """
         WITH daily AS (SELECT origin, to_date(time_hour) AS d, count(*) AS n FROM ref_view GROUP BY origin, to_date(time_hour))
         SELECT origin, d, n, rank() OVER (PARTITION BY origin ORDER BY n DESC, d) AS r,
                n - lag(n) OVER (PARTITION BY origin ORDER BY d) AS change
-        FROM daily WHERE month(d) = 1 AND origin LIKE '%WR' ORDER BY r LIMIT 3""")
-    assert len(ranked.rows) == 3 and [r[3] for r in ranked.rows] == [1, 2, 3] and {r[0] for r in ranked.rows} == {"EWR"}
-    for attack in ("SELECT TRANSFORM(carrier) USING 'id' AS (o string) FROM ref_view",
-                   "SELECT `reflect`('java.lang.System','getenv','HOME') FROM ref_view",
-                   "SELECT * FROM IDENTIFIER('demo.airlines')",
-                   f"SELECT * FROM IDENTIFIER('{lh.settings.catalog_name}.demo.flights.snapshots')"):
+        FROM daily WHERE month(d) = 1 AND origin LIKE '%WR' ORDER BY r LIMIT 3""",
+    )
+    assert (
+        len(ranked.rows) == 3
+        and [r[3] for r in ranked.rows] == [1, 2, 3]
+        and {r[0] for r in ranked.rows} == {"EWR"}
+    )
+    for attack in (
+        "SELECT TRANSFORM(carrier) USING 'id' AS (o string) FROM ref_view",
+        "SELECT `reflect`('java.lang.System','getenv','HOME') FROM ref_view",
+        "SELECT * FROM IDENTIFIER('demo.airlines')",
+        f"SELECT * FROM IDENTIFIER('{lh.settings.catalog_name}.demo.flights.snapshots')",
+    ):
         with pytest.raises(ValidationError, match="refused"):
             explore.run_sql(lh, flights, main.snapshot_id, attack)

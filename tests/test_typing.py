@@ -11,8 +11,19 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_wap_core_is_fully_typed() -> None:
     p = subprocess.run(
-        [sys.executable, "-m", "mypy", "wap_core", "--ignore-missing-imports", "--disallow-untyped-defs", "--no-implicit-optional"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "wap_core",
+            "--ignore-missing-imports",
+            "--disallow-untyped-defs",
+            "--no-implicit-optional",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert p.returncode == 0, p.stdout + p.stderr
 

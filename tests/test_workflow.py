@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from helpers import refs, write_csv
+
 from wap_core import Lakehouse, Settings, TableId
 from wap_core import catalog as cat
 from wap_core.access import parse_access
@@ -35,8 +35,10 @@ from wap_core.rollback import rollback
 ROOT = Path(__file__).resolve().parent.parent
 P = TableId("demo", "people")
 F = TableId("demo", "free")
-SUITE = ("demo.people:\n  checks:\n    - not_null: [name]\n    - unique: [id]\n"
-         "demo.free:\n  checks:\n    - not_null: [name]\n")
+SUITE = (
+    "demo.people:\n  checks:\n    - not_null: [name]\n    - unique: [id]\n"
+    "demo.free:\n  checks:\n    - not_null: [name]\n"
+)
 HEADER = ["id", "name"]
 ACCESS = """\
 roles:
@@ -56,12 +58,25 @@ _names = itertools.count(1)
 def lake(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Lakehouse:
     home = tmp_path_factory.mktemp("workflow")
     (home / "checks.yml").write_text(SUITE)
-    settings = Settings(home=home, checks_path=home / "checks.yml", access_path=home / "access.yml", user="seeder",
-                        catalog_name=f"wf{next(_names)}", shuffle_partitions=2, ingest_roots=(home,))
+    settings = Settings(
+        home=home,
+        checks_path=home / "checks.yml",
+        access_path=home / "access.yml",
+        user="seeder",
+        catalog_name=f"wf{next(_names)}",
+        shuffle_partitions=2,
+        ingest_roots=(home,),
+    )
     lh = Lakehouse(settings)
     src = home / "src"
     for t in (P, F):  # seeded before the access file exists (everyone is admin)
-        r = ingest(lh, t, [write_csv(src / f"{t.name}0.csv", HEADER, [(1, "ann"), (2, "bob")])], create=True, branch="first")
+        r = ingest(
+            lh,
+            t,
+            [write_csv(src / f"{t.name}0.csv", HEADER, [(1, "ann"), (2, "bob")])],
+            create=True,
+            branch="first",
+        )
         assert r.audit.passed
         publish(lh, t, "first")
     settings.access_file.write_text(ACCESS)
@@ -72,9 +87,15 @@ def cli(lh: Lakehouse, user: str, *args: str) -> tuple[int, str, str]:
     s = lh.settings
     out, err = io.StringIO(), io.StringIO()
     with pytest.MonkeyPatch.context() as mp:
-        for k, v in {"WAP_HOME": str(s.home), "WAP_CHECKS": str(s.checks_file), "WAP_CATALOG_NAME": s.catalog_name,
-                     "WAP_ACCESS": str(s.access_file), "WAP_USER": user, "WAP_SHUFFLE_PARTITIONS": "2",
-                     "WAP_INGEST_ROOTS": str(s.home)}.items():
+        for k, v in {
+            "WAP_HOME": str(s.home),
+            "WAP_CHECKS": str(s.checks_file),
+            "WAP_CATALOG_NAME": s.catalog_name,
+            "WAP_ACCESS": str(s.access_file),
+            "WAP_USER": user,
+            "WAP_SHUFFLE_PARTITIONS": "2",
+            "WAP_INGEST_ROOTS": str(s.home),
+        }.items():
             mp.setenv(k, v)
         for k in ("WAP_CONFIG", "WAP_CATALOG_URI", "WAP_CATALOG_JDBC_URI", "WAP_WAREHOUSE", "WAP_FAULT"):
             mp.delenv(k, raising=False)
@@ -107,7 +128,10 @@ def add_commit(lh: Lakehouse, table: TableId, branch: str, rows: list[tuple[int,
 
 def test_policies_parse_with_default_and_errors_name_the_line() -> None:
     pol = parse_access(ACCESS, "a.yml")
-    assert (policy_for(pol, "demo.people").approvals, policy_for(pol, "demo.people").author_cannot_approve) == (1, True)
+    assert (
+        policy_for(pol, "demo.people").approvals,
+        policy_for(pol, "demo.people").author_cannot_approve,
+    ) == (1, True)
     assert policy_for(pol, "demo.people").force_needs_second_admin is True
     assert (policy_for(pol, "demo.other").approvals, policy_for(pol, "demo.other").source) == (0, "*")
     bad = ACCESS.replace("approvals: 1,", "approvals: one,")
@@ -122,14 +146,19 @@ def test_policies_parse_with_default_and_errors_name_the_line() -> None:
 
 def test_policy_matrix_on_a_table_needing_one_approval(lake: Lakehouse) -> None:
     lh = lake
-    assert cli(lh, SAM, "ingest", "demo.people", src(lh, "b1", [(10, "cy")]), "--branch", "b1")[0] == 0  # sam is the author
+    assert (
+        cli(lh, SAM, "ingest", "demo.people", src(lh, "b1", [(10, "cy")]), "--branch", "b1")[0] == 0
+    )  # sam is the author
     row = branch_row(lh, P, "b1")
     assert (row["status"], row["review"], row["approvals"]) == ("passed", "awaiting", 0)
     main0 = refs(lh, P)["main"]
 
     # an approver cannot publish without the approval; the refusal names what is missing
     code, _, err = cli(lh, ANN, "publish", "demo.people", "b1")
-    assert (code, err) == (1, "error: publish of demo.people b1 refused: 1 approval of 1 required is missing\n")
+    assert (code, err) == (
+        1,
+        "error: publish of demo.people b1 refused: 1 approval of 1 required is missing\n",
+    )
     # the steward author may not approve (role), an approver may
     code, _, err = cli(lh, SAM, "approve", "demo.people", "b1")
     assert (code, err) == (1, "error: sam@corp.test (steward) may not approve: approver role needed\n")
@@ -139,10 +168,18 @@ def test_policy_matrix_on_a_table_needing_one_approval(lake: Lakehouse) -> None:
     # changes requested blocks publish whatever the other approvals
     assert cli(lh, ANN, "request-changes", "demo.people", "b1", "--comment", "ids look off")[0] == 0
     code, out, _ = cli(lh, BOB, "approve", "demo.people", "b1", "--json")
-    assert code == 0 and json.loads(out)["review"] == "changes_requested" and json.loads(out)["approvals"] == 1
-    assert (branch_row(lh, P, "b1")["review"], branch_row(lh, P, "b1")["approvals"]) == ("changes_requested", 1)
+    assert (
+        code == 0 and json.loads(out)["review"] == "changes_requested" and json.loads(out)["approvals"] == 1
+    )
+    assert (branch_row(lh, P, "b1")["review"], branch_row(lh, P, "b1")["approvals"]) == (
+        "changes_requested",
+        1,
+    )
     code, _, err = cli(lh, ROOT_, "publish", "demo.people", "b1")
-    assert (code, err) == (1, "error: publish of demo.people b1 refused: changes requested by ann@corp.test\n")
+    assert (code, err) == (
+        1,
+        "error: publish of demo.people b1 refused: changes requested by ann@corp.test\n",
+    )
     # ann's approval replaces her own request for changes: her latest review counts
     assert cli(lh, ANN, "approve", "demo.people", "b1", "--comment", "fixed upstream")[0] == 0
     row = branch_row(lh, P, "b1")
@@ -157,7 +194,10 @@ def test_policy_matrix_on_a_table_needing_one_approval(lake: Lakehouse) -> None:
     assert publish_readiness(lh, P, "b1").code == "stale"  # the audit is stale first
     assert cli(lh, SAM, "audit", "demo.people", "b1")[0] == 0
     code, _, err = cli(lh, ANN, "publish", "demo.people", "b1")
-    assert (code, err) == (1, "error: publish of demo.people b1 refused: 1 approval of 1 required is missing\n")
+    assert (code, err) == (
+        1,
+        "error: publish of demo.people b1 refused: 1 approval of 1 required is missing\n",
+    )
     assert refs(lh, P)["main"] == main0
     assert cli(lh, BOB, "approve", "demo.people", "b1")[0] == 0
     code, out, err = cli(lh, ANN, "publish", "demo.people", "b1", "--json")
@@ -168,12 +208,16 @@ def test_policy_matrix_on_a_table_needing_one_approval(lake: Lakehouse) -> None:
     assert (ANN, "request_changes", "changes_requested") in acts and (BOB, "approve", "approved") in acts
 
 
-def test_self_approval_refused_for_approver_and_admin_authors_and_rebase_makes_the_rebaser_author(lake: Lakehouse) -> None:
+def test_self_approval_refused_for_approver_and_admin_authors_and_rebase_makes_the_rebaser_author(
+    lake: Lakehouse,
+) -> None:
     lh = lake
     assert cli(lh, ANN, "ingest", "demo.people", src(lh, "own", [(20, "eve")]), "--branch", "own")[0] == 0
     code, _, err = cli(lh, ANN, "approve", "demo.people", "own")
-    assert code == 1 and err == ("error: ann@corp.test may not approve demo.people own: the author of a branch cannot approve it "
-                                 "(policy demo.people)\n")
+    assert code == 1 and err == (
+        "error: ann@corp.test may not approve demo.people own: the author of a branch cannot approve it "
+        "(policy demo.people)\n"
+    )
     assert lh.journal.history(str(P), limit=1)[0].details == {"code": "self_approval"}
     assert review_state(lh, P, "own").approvals == ()
     # bob approves own's head; then main moves (another branch published) and root rebases: root becomes the author,
@@ -187,7 +231,9 @@ def test_self_approval_refused_for_approver_and_admin_authors_and_rebase_makes_t
     assert (st.author, st.state.value, [r.user for r in st.dismissed]) == (ROOT_, "awaiting", [BOB])
     assert cli(lh, ROOT_, "audit", "demo.people", "own")[0] == 0
     code, _, err = cli(lh, ROOT_, "approve", "demo.people", "own")
-    assert code == 1 and "root may not approve demo.people own: the author of a branch cannot approve it" in err
+    assert (
+        code == 1 and "root may not approve demo.people own: the author of a branch cannot approve it" in err
+    )
     assert cli(lh, ANN, "approve", "demo.people", "own")[0] == 0  # ann is no longer the author
     assert review_state(lh, P, "own").state.value == "approved"
     assert cli(lh, ROOT_, "publish", "demo.people", "own")[0] == 0
@@ -195,19 +241,29 @@ def test_self_approval_refused_for_approver_and_admin_authors_and_rebase_makes_t
 
 def test_forced_publish_needs_a_second_admin(lake: Lakehouse) -> None:
     lh = lake
-    assert cli(lh, SAM, "ingest", "demo.people", src(lh, "bad", [(30, None)]), "--branch", "bad")[0] == 1  # audit failed
+    assert (
+        cli(lh, SAM, "ingest", "demo.people", src(lh, "bad", [(30, None)]), "--branch", "bad")[0] == 1
+    )  # audit failed
     main0 = refs(lh, P)["main"]
     code, _, err = cli(lh, ROOT_, "publish", "demo.people", "bad", "--force", "--reason", "known nulls")
-    assert code == 1 and err == ("error: forced publish of demo.people bad refused: the policy (demo.people) needs an approval "
-                                 "of the head from an admin other than root\n")
-    assert cli(lh, ROOT_, "approve", "demo.people", "bad")[0] == 0  # root's own approval does not count for root
+    assert code == 1 and err == (
+        "error: forced publish of demo.people bad refused: the policy (demo.people) needs an approval "
+        "of the head from an admin other than root\n"
+    )
+    assert (
+        cli(lh, ROOT_, "approve", "demo.people", "bad")[0] == 0
+    )  # root's own approval does not count for root
     assert cli(lh, ROOT_, "publish", "demo.people", "bad", "--force", "--reason", "known nulls")[0] == 1
     assert cli(lh, ANN, "approve", "demo.people", "bad")[0] == 0  # an approver is not an admin
     assert cli(lh, ROOT_, "publish", "demo.people", "bad", "--force", "--reason", "known nulls")[0] == 1
     assert refs(lh, P)["main"] == main0
-    assert cli(lh, ANN, "publish", "demo.people", "bad", "--force", "--reason", "r")[0] == 1  # approvers never force
+    assert (
+        cli(lh, ANN, "publish", "demo.people", "bad", "--force", "--reason", "r")[0] == 1
+    )  # approvers never force
     assert cli(lh, OPS, "approve", "demo.people", "bad")[0] == 0
-    code, out, err = cli(lh, ROOT_, "publish", "demo.people", "bad", "--force", "--reason", "known nulls", "--json")
+    code, out, err = cli(
+        lh, ROOT_, "publish", "demo.people", "bad", "--force", "--reason", "known nulls", "--json"
+    )
     assert code == 0 and json.loads(out)["forced"] is True, err
 
 
@@ -231,7 +287,9 @@ def test_no_approval_needed_by_default_but_changes_requested_still_blocks(lake: 
 
 def test_comments_thread_survives_publish_and_discard(lake: Lakehouse) -> None:
     lh = lake
-    code, out, err = cli(lh, SAM, "comment", "demo.free", "f1", "nulls come from the *vendor* <b>", "--check", "not_null(name)")
+    code, out, err = cli(
+        lh, SAM, "comment", "demo.free", "f1", "nulls come from the *vendor* <b>", "--check", "not_null(name)"
+    )
     assert code == 0, err
     code, _, err = cli(lh, "vic@corp.test", "comment", "demo.free", "f1", "me too")
     assert (code, err) == (1, "error: vic@corp.test (viewer) may not comment: steward role needed\n")
@@ -245,7 +303,10 @@ def test_comments_thread_survives_publish_and_discard(lake: Lakehouse) -> None:
         (BOB, "approved", None, ""),
         (SAM, "comment", "not_null(name)", "nulls come from the *vendor* <b>"),
     ]
-    assert all({"id", "at", "user", "table", "branch", "snapshot_id", "check", "kind", "text"} == set(c) for c in thread)
+    assert all(
+        {"id", "at", "user", "table", "branch", "snapshot_id", "check", "kind", "text"} == set(c)
+        for c in thread
+    )
     # discard keeps the thread too
     assert cli(lh, SAM, "ingest", "demo.free", src(lh, "junk", [(41, None)]), "--branch", "junk")[0] == 1
     assert cli(lh, SAM, "comment", "demo.free", "junk", "wrong file")[0] == 0
@@ -263,7 +324,9 @@ def _intent_and_outcome(lh: Lakehouse, action: str) -> tuple[Any, Any]:
     return intent, outcome
 
 
-def test_rollback_loses_a_race_with_a_publish_cleanly(lake: Lakehouse, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rollback_loses_a_race_with_a_publish_cleanly(
+    lake: Lakehouse, monkeypatch: pytest.MonkeyPatch
+) -> None:
     lh = lake
     assert cli(lh, SAM, "ingest", "demo.free", src(lh, "racer", [(50, "hal")]), "--branch", "racer")[0] == 0
     racer_head = refs(lh, F)["racer"]
@@ -279,7 +342,7 @@ def test_rollback_loses_a_race_with_a_publish_cleanly(lake: Lakehouse, monkeypat
             publish(lh, F, "racer", user=ANN)
 
     monkeypatch.setattr(rb, "fault_point", publish_in_between)
-    with pytest.raises(ConflictError, match="rollback of demo.free lost a race"):
+    with pytest.raises(ConflictError, match=r"rollback of demo\.free lost a race"):
         rollback(lh, F, target, reason="too late", user=ROOT_)
     assert refs(lh, F)["main"] == racer_head  # the publish stands, nothing rolled back
     intent, outcome = _intent_and_outcome(lh, "rollback")
@@ -302,15 +365,31 @@ def test_rollback_refusals_then_success_journaled_with_intent_and_outcome(lake: 
     code, _, err = cli(lh, ROOT_, "rollback", "demo.free", "--to", str(junk), "--reason", "r")
     assert code == 1 and f"snapshot {junk} is not an ancestor of main" in err
     assert refs(lh, F)["main"] == head
-    code, out, err = cli(lh, ROOT_, "rollback", "demo.free", "--to", str(target), "--reason", "bad vendor file", "--json")
+    code, out, err = cli(
+        lh, ROOT_, "rollback", "demo.free", "--to", str(target), "--reason", "bad vendor file", "--json"
+    )
     assert code == 0, err
     res = json.loads(out)
-    assert (res["main_before"], res["main_after"], [b["branch"] for b in res["rolled_back"]]) == (head, target, ["racer"])
+    assert (res["main_before"], res["main_after"], [b["branch"] for b in res["rolled_back"]]) == (
+        head,
+        target,
+        ["racer"],
+    )
     assert refs(lh, F)["main"] == target
     intent, outcome = _intent_and_outcome(lh, "rollback")
     assert (intent.action, intent.status, intent.expected_before, intent.expected_after, intent.user) == (
-        "rollback", "done", head, target, ROOT_)
-    assert (outcome.outcome, outcome.snapshot_after, outcome.reason, outcome.reconciled) == ("rolled_back", target, "bad vendor file", False)
+        "rollback",
+        "done",
+        head,
+        target,
+        ROOT_,
+    )
+    assert (outcome.outcome, outcome.snapshot_after, outcome.reason, outcome.reconciled) == (
+        "rolled_back",
+        target,
+        "bad vendor file",
+        False,
+    )
     # data read through Spark: racer's row is gone from main
     assert 50 not in {r.id for r in lh.read_main(F).select("id").collect()}  # type: ignore[union-attr]
 
@@ -321,7 +400,9 @@ def test_reopen_rebase_audit_republish(lake: Lakehouse) -> None:
     from wap_core.rollback import rolled_back_snapshots
 
     gone = rolled_back_snapshots(lh, F)
-    assert [(g["branch"], g["rolled_back_by"], g["reason"]) for g in gone] == [("racer", ROOT_, "bad vendor file")]
+    assert [(g["branch"], g["rolled_back_by"], g["reason"]) for g in gone] == [
+        ("racer", ROOT_, "bad vendor file")
+    ]
     main0, target = gone[0]["snapshot_id"], refs(lh, F)["main"]
     assert cli(lh, SAM, "ingest", "demo.free", src(lh, "next", [(60, "ivy")]), "--branch", "next")[0] == 0
     assert cli(lh, ANN, "publish", "demo.free", "next")[0] == 0
@@ -345,25 +426,58 @@ def test_reopen_rebase_audit_republish(lake: Lakehouse) -> None:
 
 def _run_killed(lh: Lakehouse, point: str, *args: str) -> subprocess.CompletedProcess[str]:
     s = lh.settings
-    env = {**os.environ, "WAP_HOME": str(s.home), "WAP_CHECKS": str(s.checks_file), "WAP_CATALOG_NAME": s.catalog_name,
-           "WAP_ACCESS": str(s.access_file), "WAP_USER": ROOT_, "WAP_FAULT": point, "PYSPARK_PYTHON": sys.executable}
-    return subprocess.run([sys.executable, "-m", "wap_core", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "WAP_HOME": str(s.home),
+        "WAP_CHECKS": str(s.checks_file),
+        "WAP_CATALOG_NAME": s.catalog_name,
+        "WAP_ACCESS": str(s.access_file),
+        "WAP_USER": ROOT_,
+        "WAP_FAULT": point,
+        "PYSPARK_PYTHON": sys.executable,
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "wap_core", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_rollback_killed_at_its_fault_points_is_reconciled(lake: Lakehouse) -> None:
     lh = lake
     main0 = refs(lh, F)["main"]
     target = lh.table(F).metadata.snapshot_by_id(main0).parent_snapshot_id  # type: ignore[union-attr]
-    p = _run_killed(lh, "after_rollback_intent", "rollback", "demo.free", "--to", str(target), "--reason", "killed early")
+    p = _run_killed(
+        lh, "after_rollback_intent", "rollback", "demo.free", "--to", str(target), "--reason", "killed early"
+    )
     assert p.returncode == FAULT_EXIT_CODE, p.stderr
     assert refs(lh, F)["main"] == main0  # nothing moved; reading the table reconciled the dead intent
     i, e = _intent_and_outcome(lh, "rollback")
-    assert (i.status, e.intent_id, e.outcome, e.reconciled, e.user, e.reason) == ("abandoned", i.id, "abandoned", True, ROOT_, "killed early")
-    p = _run_killed(lh, "after_rollback_commit", "rollback", "demo.free", "--to", str(target), "--reason", "killed late")
+    assert (i.status, e.intent_id, e.outcome, e.reconciled, e.user, e.reason) == (
+        "abandoned",
+        i.id,
+        "abandoned",
+        True,
+        ROOT_,
+        "killed early",
+    )
+    p = _run_killed(
+        lh, "after_rollback_commit", "rollback", "demo.free", "--to", str(target), "--reason", "killed late"
+    )
     assert p.returncode == FAULT_EXIT_CODE, p.stderr
     assert refs(lh, F)["main"] == target
     i, e = _intent_and_outcome(lh, "rollback")
-    assert (i.status, e.intent_id, e.outcome, e.reconciled, e.snapshot_after, e.reason) == ("done", i.id, "rolled_back", True, target, "killed late")
+    assert (i.status, e.intent_id, e.outcome, e.reconciled, e.snapshot_after, e.reason) == (
+        "done",
+        i.id,
+        "rolled_back",
+        True,
+        target,
+        "killed late",
+    )
 
 
 # ============================================================================= the console (AppTest, metadata pages only)
@@ -375,8 +489,14 @@ def _page(lh: Lakehouse, user: str, page: str, mp: pytest.MonkeyPatch) -> Any:
     from streamlit.testing.v1 import AppTest
 
     s = lh.settings
-    for k, v in {"WAP_HOME": str(s.home), "WAP_CHECKS": str(s.checks_file), "WAP_CATALOG_NAME": s.catalog_name,
-                 "WAP_ACCESS": str(s.access_file), "WAP_USER": user, "WAP_SHUFFLE_PARTITIONS": "2"}.items():
+    for k, v in {
+        "WAP_HOME": str(s.home),
+        "WAP_CHECKS": str(s.checks_file),
+        "WAP_CATALOG_NAME": s.catalog_name,
+        "WAP_ACCESS": str(s.access_file),
+        "WAP_USER": user,
+        "WAP_SHUFFLE_PARTITIONS": "2",
+    }.items():
         mp.setenv(k, v)
     for k in ("WAP_CONFIG", "WAP_CATALOG_URI", "WAP_CATALOG_JDBC_URI", "WAP_WAREHOUSE", "WAP_FAULT"):
         mp.delenv(k, raising=False)
@@ -389,14 +509,22 @@ def _page(lh: Lakehouse, user: str, page: str, mp: pytest.MonkeyPatch) -> Any:
     return at
 
 
-def test_console_history_rollback_is_admin_only_and_offers_reopen(lake: Lakehouse, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_console_history_rollback_is_admin_only_and_offers_reopen(
+    lake: Lakehouse, monkeypatch: pytest.MonkeyPatch
+) -> None:
     at = _page(lake, ANN, "pages/history.py", monkeypatch)
     at.selectbox[-1].select("demo.free")
     at.run()
     rb = [b for b in at.button if b.label == "Roll back"]
-    assert rb and all(b.disabled for b in rb), ([e.value for e in at.exception], [e.value for e in at.error], [b.label for b in at.button],
-                                                [s.value for s in at.selectbox])
-    assert "ann@corp.test (approver) may not roll back: admin role needed" in "\n".join(str(c.value) for c in at.caption).replace("\\", "")
+    assert rb and all(b.disabled for b in rb), (
+        [e.value for e in at.exception],
+        [e.value for e in at.error],
+        [b.label for b in at.button],
+        [s.value for s in at.selectbox],
+    )
+    assert "ann@corp.test (approver) may not roll back: admin role needed" in "\n".join(
+        str(c.value) for c in at.caption
+    ).replace("\\", "")
     assert [b for b in at.button if b.label == "Reopen as branch"]  # the rolled-back batch of the kill test
     at = _page(lake, ROOT_, "pages/history.py", monkeypatch)
     at.selectbox[-1].select("demo.free")

@@ -88,18 +88,20 @@ class Rule:
 
 
 # THE table: which role each permission needs. Nothing else decides.
-RULES: Mapping[Permission, Rule] = MappingProxyType({
-    Permission.READ: Rule(Role.VIEWER, "read", "read"),
-    Permission.INGEST: Rule(Role.STEWARD, "ingest", "ingest"),
-    Permission.AUDIT: Rule(Role.STEWARD, "audit", "audit"),
-    Permission.REBASE: Rule(Role.STEWARD, "rebase", "rebase"),
-    Permission.DISCARD: Rule(Role.STEWARD, "discard", "discard"),
-    Permission.COMMENT: Rule(Role.STEWARD, "comment", "comment"),
-    Permission.PUBLISH: Rule(Role.APPROVER, "publish", "publish"),
-    Permission.APPROVE: Rule(Role.APPROVER, "approve", "approve"),
-    Permission.FORCE_PUBLISH: Rule(Role.ADMIN, "force publish", "publish"),
-    Permission.ADMIN: Rule(Role.ADMIN, "run admin actions", "admin"),
-})
+RULES: Mapping[Permission, Rule] = MappingProxyType(
+    {
+        Permission.READ: Rule(Role.VIEWER, "read", "read"),
+        Permission.INGEST: Rule(Role.STEWARD, "ingest", "ingest"),
+        Permission.AUDIT: Rule(Role.STEWARD, "audit", "audit"),
+        Permission.REBASE: Rule(Role.STEWARD, "rebase", "rebase"),
+        Permission.DISCARD: Rule(Role.STEWARD, "discard", "discard"),
+        Permission.COMMENT: Rule(Role.STEWARD, "comment", "comment"),
+        Permission.PUBLISH: Rule(Role.APPROVER, "publish", "publish"),
+        Permission.APPROVE: Rule(Role.APPROVER, "approve", "approve"),
+        Permission.FORCE_PUBLISH: Rule(Role.ADMIN, "force publish", "publish"),
+        Permission.ADMIN: Rule(Role.ADMIN, "run admin actions", "admin"),
+    }
+)
 
 
 def _key(user: str) -> str:
@@ -183,7 +185,11 @@ _STR_TAG = "tag:yaml.org,2002:str"
 
 def _text(node: yaml.Node, source: str, what: str) -> str:
     if not isinstance(node, yaml.ScalarNode) or node.tag != _STR_TAG:
-        shown = node.value if isinstance(node, yaml.ScalarNode) else type(node).__name__.replace("Node", "").lower()
+        shown = (
+            node.value
+            if isinstance(node, yaml.ScalarNode)
+            else type(node).__name__.replace("Node", "").lower()
+        )
         raise AccessFileError(source, _line(node), f"expected {what} (text), got {shown!r}")
     return str(node.value)
 
@@ -197,19 +203,29 @@ def parse_access(text: str, source: str = "<access>") -> AccessPolicy:
         line = mark.line + 1 if mark is not None else None
         raise AccessFileError(source, line, f"invalid YAML: {getattr(exc, 'problem', None) or exc}") from exc
     if root is None:
-        raise AccessFileError(source, 1, "the file is empty: it needs a 'roles' mapping (delete the file to turn access control off)")
+        raise AccessFileError(
+            source,
+            1,
+            "the file is empty: it needs a 'roles' mapping (delete the file to turn access control off)",
+        )
     if not isinstance(root, yaml.MappingNode):
-        raise AccessFileError(source, _line(root), "the file must be a mapping with 'roles' (and optionally 'policies')")
+        raise AccessFileError(
+            source, _line(root), "the file must be a mapping with 'roles' (and optionally 'policies')"
+        )
     top: dict[str, tuple[yaml.Node, yaml.Node]] = {}
     for key_node, val_node in root.value:
         key = _text(key_node, source, "a key")
         if key not in TOP_KEYS:
-            raise AccessFileError(source, _line(key_node), f"unknown key {key!r}: expected 'roles' or 'policies'")
+            raise AccessFileError(
+                source, _line(key_node), f"unknown key {key!r}: expected 'roles' or 'policies'"
+            )
         if key in top:
             raise AccessFileError(source, _line(key_node), f"{key!r} is given twice")
         top[key] = (key_node, val_node)
     if "roles" not in top:
-        raise AccessFileError(source, _line(root), "missing 'roles': map viewer, steward, approver, admin to lists of users")
+        raise AccessFileError(
+            source, _line(root), "missing 'roles': map viewer, steward, approver, admin to lists of users"
+        )
     grants = _parse_roles(top["roles"][1], source)
     policies: Mapping[str, Any] | None = None
     policies_line: int | None = None
@@ -217,24 +233,41 @@ def parse_access(text: str, source: str = "<access>") -> AccessPolicy:
     if "policies" in top:
         key_node, node = top["policies"]
         policies_line = _line(key_node)
-        if not (isinstance(node, yaml.MappingNode) or (isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null")):
-            raise AccessFileError(source, _line(node), "'policies' must be a mapping from table (or \"*\") to its review policy")
+        if not (
+            isinstance(node, yaml.MappingNode)
+            or (isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null")
+        ):
+            raise AccessFileError(
+                source, _line(node), "'policies' must be a mapping from table (or \"*\") to its review policy"
+            )
         if isinstance(node, yaml.MappingNode):
             try:
                 plain = yaml.safe_load(yaml.serialize(node))
             except yaml.YAMLError as exc:
-                raise AccessFileError(source, _line(node), f"invalid 'policies': {getattr(exc, 'problem', None) or exc}") from exc
+                raise AccessFileError(
+                    source, _line(node), f"invalid 'policies': {getattr(exc, 'problem', None) or exc}"
+                ) from exc
             policies = MappingProxyType(dict(plain or {}))
             policies_node = node
         else:
             policies = MappingProxyType({})
-    return AccessPolicy(path=source, enabled=True, grants=grants, policies=policies, policies_line=policies_line,
-                        policies_node=policies_node)
+    return AccessPolicy(
+        path=source,
+        enabled=True,
+        grants=grants,
+        policies=policies,
+        policies_line=policies_line,
+        policies_node=policies_node,
+    )
 
 
 def _parse_roles(node: yaml.Node, source: str) -> tuple[Grant, ...]:
     if not isinstance(node, yaml.MappingNode):
-        raise AccessFileError(source, _line(node), "'roles' must be a mapping from role (viewer, steward, approver, admin) to a list of users")
+        raise AccessFileError(
+            source,
+            _line(node),
+            "'roles' must be a mapping from role (viewer, steward, approver, admin) to a list of users",
+        )
     grants: list[Grant] = []
     seen: set[Role] = set()
     for key_node, val_node in node.value:
@@ -249,15 +282,22 @@ def _parse_roles(node: yaml.Node, source: str) -> tuple[Grant, ...]:
             raise AccessFileError(source, _line(key_node), f"role {role.label!r} is given twice")
         seen.add(role)
         if not isinstance(val_node, yaml.SequenceNode):
-            raise AccessFileError(source, _line(val_node),
-                                  f"role {role.label!r} must be a list of users, e.g. [sam@corp.test] ([] for nobody)")
+            raise AccessFileError(
+                source,
+                _line(val_node),
+                f"role {role.label!r} must be a list of users, e.g. [sam@corp.test] ([] for nobody)",
+            )
         users: set[str] = set()
         for item in val_node.value:
             user = _text(item, source, "a user name")
             if not user or any(ch.isspace() or not ch.isprintable() for ch in user):
-                raise AccessFileError(source, _line(item), f"invalid user name {user!r}: no blanks or control characters")
+                raise AccessFileError(
+                    source, _line(item), f"invalid user name {user!r}: no blanks or control characters"
+                )
             if _key(user) in users:
-                raise AccessFileError(source, _line(item), f"user {user!r} is listed twice under {role.label!r}")
+                raise AccessFileError(
+                    source, _line(item), f"user {user!r} is listed twice under {role.label!r}"
+                )
             users.add(_key(user))
             grants.append(Grant(user, role, _line(item)))
     return tuple(grants)
@@ -359,10 +399,28 @@ def authorize(
     if d.allowed:
         return
     log.info("refused: %s", d.message)
-    lh.journal.record(user=user, action=d.action, outcome="refused", table=str(table) if table is not None else None,
-                      branch=branch, reason=d.message, details={"code": "forbidden"})
+    lh.journal.record(
+        user=user,
+        action=d.action,
+        outcome="refused",
+        table=str(table) if table is not None else None,
+        branch=branch,
+        reason=d.message,
+        details={"code": "forbidden"},
+    )
     notify.emit(  # the one place authorization refusals are journaled: notified here too
-        lh, notify.Event.REFUSED, table=str(table) if table is not None else "", branch=branch, user=user,
-        status="forbidden", summary=f"{d.action} refused: {d.message}")
-    raise AccessDeniedError(d.message, user=user, role=d.role.label if d.role is not None else None,
-                            needed=d.needed.label, permission=d.permission.value)
+        lh,
+        notify.Event.REFUSED,
+        table=str(table) if table is not None else "",
+        branch=branch,
+        user=user,
+        status="forbidden",
+        summary=f"{d.action} refused: {d.message}",
+    )
+    raise AccessDeniedError(
+        d.message,
+        user=user,
+        role=d.role.label if d.role is not None else None,
+        needed=d.needed.label,
+        permission=d.permission.value,
+    )

@@ -15,7 +15,16 @@ from typing import TYPE_CHECKING, Any
 from wap_core import catalog as cat
 from wap_core import notify
 from wap_core.access import Permission, authorize
-from wap_core.checks import CheckResult, CheckSpec, Evaluation, MainContext, Suite, evaluate, summarize, suite_for
+from wap_core.checks import (
+    CheckResult,
+    CheckSpec,
+    Evaluation,
+    MainContext,
+    Suite,
+    evaluate,
+    suite_for,
+    summarize,
+)
 from wap_core.checks.anomaly import Anomaly
 from wap_core.checks.malformed_rows import MalformedRows
 from wap_core.checks.store import ResultCache, StoredHistory, save_batch_metrics
@@ -29,6 +38,7 @@ if TYPE_CHECKING:
     from wap_core.lakehouse import Lakehouse
 
 log = logging.getLogger(__name__)
+
 
 @dataclass
 class AuditResult:
@@ -111,7 +121,9 @@ def builtin_checks(lin: cat.Lineage) -> list[CheckSpec]:
 
 
 def _summaries(lin: cat.Lineage) -> tuple[dict[str, str], ...]:
-    return tuple(dict(s.summary.additional_properties) if s.summary is not None else {} for s in lin.new_snapshots)
+    return tuple(
+        dict(s.summary.additional_properties) if s.summary is not None else {} for s in lin.new_snapshots
+    )
 
 
 def batch_metrics(suite: Suite, evaluation: Evaluation) -> dict[str, float]:
@@ -185,15 +197,27 @@ def audit_branch(
 
     engine = lh.journal.engine
     ctx = MainContext(
-        lh.spark, read_main, table, snapshot_of=snapshot_of, fork_snapshot_id=fork, head_snapshot_id=lin.head,
-        new_snapshot_summaries=_summaries(lin), stored=StoredHistory(engine, str(table), tbl, fork, stored_main_profile),
+        lh.spark,
+        read_main,
+        table,
+        snapshot_of=snapshot_of,
+        fork_snapshot_id=fork,
+        head_snapshot_id=lin.head,
+        new_snapshot_summaries=_summaries(lin),
+        stored=StoredHistory(engine, str(table), tbl, fork, stored_main_profile),
     )
     precomputed = None
     if observed is not None and observed[0] == lin.head and len(lin.new_snapshots) == 1:
         precomputed = observed[1]
     full = Suite(suite.table, (*builtin_checks(lin), *suite.checks), suite.source)
-    evaluation = evaluate(batch, full, ctx, lh.settings.sample_rows, precomputed,
-                          cache=ResultCache(engine, str(table), lin.head) if use_cache else None)
+    evaluation = evaluate(
+        batch,
+        full,
+        ctx,
+        lh.settings.sample_rows,
+        precomputed,
+        cache=ResultCache(engine, str(table), lin.head) if use_cache else None,
+    )
     save_batch_metrics(engine, str(table), lin.head, fork, batch_metrics(suite, evaluation))
     results = evaluation.results
     rows = evaluation.rows
@@ -213,18 +237,39 @@ def audit_branch(
         checks_file=str(lh.settings.checks_file),
     )
     lh.journal.save_audit(
-        user=user, table=str(table), branch=branch, snapshot_id=lin.head, fork_snapshot_id=fork,
-        status=status, result=result.to_dict(), at=at,
+        user=user,
+        table=str(table),
+        branch=branch,
+        snapshot_id=lin.head,
+        fork_snapshot_id=fork,
+        status=status,
+        result=result.to_dict(),
+        at=at,
     )
     failed = [c.name for c in results if c.status in ("failed", "error")]
     lh.journal.record(
-        user=user, action="audit", table=str(table), branch=branch, snapshot_before=fork, snapshot_after=lin.head,
-        outcome=status, details={"failed_checks": failed, "checks": len(results), "rows": rows},
+        user=user,
+        action="audit",
+        table=str(table),
+        branch=branch,
+        snapshot_before=fork,
+        snapshot_after=lin.head,
+        outcome=status,
+        details={"failed_checks": failed, "checks": len(results), "rows": rows},
     )
     if status == "failed":
-        notify.emit(lh, notify.Event.AUDIT_FAILED, table=str(table), branch=branch, user=user, status=status, failed_checks=failed,
-                    summary=f"audit of {table} {branch} failed: {len(failed)} of {len(results)} checks failed on {rows} new rows "
-                            f"({', '.join(failed)})", snapshot_id=lin.head)
+        notify.emit(
+            lh,
+            notify.Event.AUDIT_FAILED,
+            table=str(table),
+            branch=branch,
+            user=user,
+            status=status,
+            failed_checks=failed,
+            summary=f"audit of {table} {branch} failed: {len(failed)} of {len(results)} checks failed on {rows} new rows "
+            f"({', '.join(failed)})",
+            snapshot_id=lin.head,
+        )
     if result.passed:
         _announce_awaiting(lh, table, branch, user, lin.head, tbl)
     return result
@@ -237,8 +282,16 @@ def _announce_awaiting(lh: Lakehouse, table: TableId, branch: str, user: str, he
 
     rs = review_state(lh, table, branch, tbl)
     if rs.state is ReviewState.AWAITING:
-        emit(lh, Event.AWAITING_APPROVAL, table=str(table), branch=branch, user=user, status=rs.state.value,
-             summary=f"audit passed; {rs.message}", snapshot_id=head)
+        emit(
+            lh,
+            Event.AWAITING_APPROVAL,
+            table=str(table),
+            branch=branch,
+            user=user,
+            status=rs.state.value,
+            summary=f"audit passed; {rs.message}",
+            snapshot_id=head,
+        )
 
 
 def latest_audit(lh: Lakehouse, table: TableId, branch: str) -> AuditResult | None:

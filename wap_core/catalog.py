@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
@@ -30,7 +30,12 @@ def open_catalog(settings: Settings) -> SqlCatalog:
     (settings.home / "warehouse").mkdir(parents=True, exist_ok=True) if settings.warehouse is None else None
     ensure_v1_catalog_tables(settings.sqlalchemy_uri)
     # catalog_properties: e.g. the object store's s3.* FileIO properties (the same names Spark's catalog gets)
-    catalog = SqlCatalog(settings.catalog_name, **dict(settings.catalog_properties), uri=settings.sqlalchemy_uri, warehouse=settings.warehouse_uri)
+    catalog = SqlCatalog(
+        settings.catalog_name,
+        **dict(settings.catalog_properties),
+        uri=settings.sqlalchemy_uri,
+        warehouse=settings.warehouse_uri,
+    )
     if settings.is_sqlite:
         _sqlite_pragmas(catalog)
     return catalog
@@ -107,9 +112,13 @@ def load_tables(catalog: SqlCatalog) -> list[tuple[TableId, Table]]:
     from sqlalchemy import text
 
     with catalog.engine.connect() as conn:
-        rows = conn.execute(text(
-            "SELECT table_namespace, table_name, metadata_location FROM iceberg_tables "
-            "WHERE catalog_name = :c AND (iceberg_type IS NULL OR iceberg_type = 'TABLE')"), {"c": catalog.name}).all()
+        rows = conn.execute(
+            text(
+                "SELECT table_namespace, table_name, metadata_location FROM iceberg_tables "
+                "WHERE catalog_name = :c AND (iceberg_type IS NULL OR iceberg_type = 'TABLE')"
+            ),
+            {"c": catalog.name},
+        ).all()
     out: list[tuple[TableId, Table]] = []
     for row in sorted(tuple(r) for r in rows):
         tid, location = TableId(str(row[0]), str(row[1])), str(row[2] or "")
@@ -135,14 +144,18 @@ def _table_at(catalog: SqlCatalog, table: TableId, location: str) -> Table | Non
     from pyiceberg.serializers import FromInputFile
 
     try:
-        metadata = FromInputFile.table_metadata(load_file_io(catalog.properties, location).new_input(location))
+        metadata = FromInputFile.table_metadata(
+            load_file_io(catalog.properties, location).new_input(location)
+        )
     except FileNotFoundError:  # the table moved on since the query and its old metadata file is gone
         try:
             return load_table(catalog, table)
         except NotFoundError:
             return None  # dropped since the query
     io = load_file_io({**catalog.properties, **metadata.properties}, location)
-    return Table(identifier=table.tuple, metadata=metadata, metadata_location=location, io=io, catalog=catalog)
+    return Table(
+        identifier=table.tuple, metadata=metadata, metadata_location=location, io=io, catalog=catalog
+    )
 
 
 def list_table_ids(catalog: SqlCatalog) -> list[TableId]:
@@ -169,7 +182,11 @@ def is_temp_branch(name: str) -> bool:
 
 def branch_names(tbl: Table) -> list[str]:
     """The open audit branches: every branch except main and rebase temp branches."""
-    return sorted(n for n, r in tbl.metadata.refs.items() if r.snapshot_ref_type == "branch" and n != MAIN and not is_temp_branch(n))
+    return sorted(
+        n
+        for n, r in tbl.metadata.refs.items()
+        if r.snapshot_ref_type == "branch" and n != MAIN and not is_temp_branch(n)
+    )
 
 
 def tag_names(tbl: Table) -> list[str]:

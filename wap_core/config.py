@@ -11,12 +11,13 @@ import getpass
 import logging
 import os
 import re
-import threading
 import shlex
+import threading
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from wap_core.exceptions import ValidationError
 from wap_core.identifiers import validate_identifier
@@ -47,7 +48,7 @@ _ENV = {
 def _os_user() -> str:
     try:
         return getpass.getuser()
-    except Exception:  # pragma: no cover - no passwd entry
+    except (KeyError, OSError):  # pragma: no cover - no passwd entry
         return "unknown"
 
 
@@ -68,13 +69,17 @@ class Settings:
     shuffle_partitions: int = 4
     jdbc_jars: tuple[str, ...] = ()
     sample_rows: int = 20  # failing-row sample per check (WAP_SAMPLE_ROWS)
-    ingest_roots: tuple[Path, ...] = ()  # where confined (console) ingest may read; default ($WAP_HOME/landing,)
+    ingest_roots: tuple[
+        Path, ...
+    ] = ()  # where confined (console) ingest may read; default ($WAP_HOME/landing,)
     # extra Spark conf for a cluster ("spark.executor.memory=1g spark.driver.host=10.0.0.5"); applied last
     spark_conf: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     # extra Iceberg catalog properties for BOTH PyIceberg and Spark's catalog (object store: s3.endpoint=...)
     catalog_properties: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     branch_ttl: str = "14d"  # gc discards open branches older than this (per table: property wap.branch-ttl)
-    snapshot_retention: str = "30d"  # gc expires older snapshots (per table: history.expire.max-snapshot-age-ms)
+    snapshot_retention: str = (
+        "30d"  # gc expires older snapshots (per table: history.expire.max-snapshot-age-ms)
+    )
     notify_path: Path | None = None  # the notification targets file; default $WAP_HOME/notify.yml
 
     def __post_init__(self) -> None:
@@ -198,11 +203,15 @@ def _pairs(value: Any, what: str, env: str) -> list[tuple[str, str]]:
         try:
             items = shlex.split(value)
         except ValueError as exc:  # unbalanced quotes; the text is not echoed: it may hold a secret
-            raise ValidationError(f"{what}: {exc} ({env} takes whitespace-separated key=value pairs)") from exc
+            raise ValidationError(
+                f"{what}: {exc} ({env} takes whitespace-separated key=value pairs)"
+            ) from exc
         for n, item in enumerate(items, 1):
             key, sep, val = item.partition("=")
             if not sep:  # the item is not echoed: it may be a secret
-                raise ValidationError(f"{what}: item {n} is not key=value ({env} takes whitespace-separated key=value pairs)")
+                raise ValidationError(
+                    f"{what}: item {n} is not key=value ({env} takes whitespace-separated key=value pairs)"
+                )
             pairs.append((key, val))
         return pairs
     if isinstance(value, Mapping):
@@ -223,9 +232,15 @@ def parse_catalog_properties(value: Any) -> tuple[tuple[str, str], ...]:
     """Extra Iceberg catalog properties (WAP_CATALOG_PROPERTIES or a ``[catalog_properties]`` table)."""
     pairs = _pairs(value, "catalog_properties", "WAP_CATALOG_PROPERTIES")
     for key, _ in pairs:
-        if not _PROPERTY_KEY.fullmatch(key) or key.startswith("spark.") or key in _OWN_CATALOG_KEYS or key.startswith("jdbc."):
-            raise ValidationError(f"catalog_properties: {key!r} is not an Iceberg catalog property wap_core passes on "
-                                  f"(uri, warehouse, type and jdbc.* come from the other settings)")
+        if (
+            not _PROPERTY_KEY.fullmatch(key)
+            or key.startswith(("spark.", "jdbc."))
+            or key in _OWN_CATALOG_KEYS
+        ):
+            raise ValidationError(
+                f"catalog_properties: {key!r} is not an Iceberg catalog property wap_core passes on "
+                f"(uri, warehouse, type and jdbc.* come from the other settings)"
+            )
     return tuple(pairs)
 
 
@@ -252,7 +267,9 @@ def sqlalchemy_to_jdbc(uri: str) -> str:
         port = f":{url.port}" if url.port else ""
         query = ("?" + "&".join(params)) if params else ""
         return f"jdbc:postgresql://{host}{port}/{url.database}{query}"
-    raise ValidationError(f"cannot derive a JDBC URL from catalog URI {mask_secrets(uri)!r}: set WAP_CATALOG_JDBC_URI")
+    raise ValidationError(
+        f"cannot derive a JDBC URL from catalog URI {mask_secrets(uri)!r}: set WAP_CATALOG_JDBC_URI"
+    )
 
 
 # --------------------------------------------------------------------------- secrets
@@ -261,10 +278,16 @@ MASK = "***"
 # password holding '@', '/' or a quote is masked whole (rather too much than too little).
 _URL_USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s/:@'\"]*):(?P<secret>\S*)@")
 # password=..., pwd=... in JDBC URLs, query strings and key=value lists (also ;-separated)
-_KEY_VALUE = re.compile(r"(?i)(?P<head>\b(?:password|passwd|pwd|secret|token|access[_-]?key|secret[_-]?key)=)(?P<secret>[^&;\s'\"]+)")
+_KEY_VALUE = re.compile(
+    r"(?i)(?P<head>\b(?:password|passwd|pwd|secret|token|access[_-]?key|secret[_-]?key)=)(?P<secret>[^&;\s'\"]+)"
+)
 # "password": "..." in JSON / repr of a dict
-_QUOTED_KEY = re.compile(r"(?i)(?P<head>[\"'](?:password|passwd|pwd|secret|token)[\"']\s*:\s*[\"'])(?P<secret>[^\"']+)")
-SECRET_KEY = re.compile(r"(?i)password|passwd|pwd|secret|token|access[_-]?key")  # a mapping key whose value is a secret
+_QUOTED_KEY = re.compile(
+    r"(?i)(?P<head>[\"'](?:password|passwd|pwd|secret|token)[\"']\s*:\s*[\"'])(?P<secret>[^\"']+)"
+)
+SECRET_KEY = re.compile(
+    r"(?i)password|passwd|pwd|secret|token|access[_-]?key"
+)  # a mapping key whose value is a secret
 _known_secrets: set[str] = set()
 _secrets_lock = threading.Lock()
 

@@ -102,21 +102,55 @@ def seed_demo(lh: Lakehouse, force: bool = False) -> list[str]:
 
     log: list[str] = []
     for name in ("airlines", "airports", "planes"):
-        res = ingest(lh, TableId("demo", name), [str(src / f"{name}.csv")], create=True, branch=f"load_{name}", source_policy=trusted)
-        pub = publish(lh, TableId("demo", name), res.branch, force=not res.audit.passed,
-                      reason=None if res.audit.passed else "initial load of reference data")
+        res = ingest(
+            lh,
+            TableId("demo", name),
+            [str(src / f"{name}.csv")],
+            create=True,
+            branch=f"load_{name}",
+            source_policy=trusted,
+        )
+        pub = publish(
+            lh,
+            TableId("demo", name),
+            res.branch,
+            force=not res.audit.passed,
+            reason=None if res.audit.passed else "initial load of reference data",
+        )
         log.append(f"demo.{name}: {res.rows_written} rows, audit {res.audit.status}, {pub.outcome}")
     flights_id = TableId("demo", "flights")
-    res = ingest(lh, flights_id, [str(src / "flights_2013_01_a.csv")], create=True, branch="load_2013_01_a", source_policy=trusted)
+    res = ingest(
+        lh,
+        flights_id,
+        [str(src / "flights_2013_01_a.csv")],
+        create=True,
+        branch="load_2013_01_a",
+        source_policy=trusted,
+    )
     publish(lh, flights_id, res.branch)
-    log.append(f"demo.flights: {res.rows_written} rows (Jan 1-15, cleaned), audit {res.audit.status}, published")
-    res = ingest(lh, flights_id, [str(src / "flights_2013_01_b.csv")], branch="load_2013_01_b", source_policy=trusted)
-    publish(lh, flights_id, res.branch, force=not res.audit.passed,
-            reason="January backfill: cancellations and island destinations accepted by the data owner")
-    log.append(f"demo.flights: {res.rows_written} rows (Jan 16-31, raw), audit {res.audit.status}, force-published with reason")
-    ok = ingest(lh, flights_id, [str(src / "flights_2013_02_w1.csv")], branch=PASSING_BRANCH, source_policy=trusted)
+    log.append(
+        f"demo.flights: {res.rows_written} rows (Jan 1-15, cleaned), audit {res.audit.status}, published"
+    )
+    res = ingest(
+        lh, flights_id, [str(src / "flights_2013_01_b.csv")], branch="load_2013_01_b", source_policy=trusted
+    )
+    publish(
+        lh,
+        flights_id,
+        res.branch,
+        force=not res.audit.passed,
+        reason="January backfill: cancellations and island destinations accepted by the data owner",
+    )
+    log.append(
+        f"demo.flights: {res.rows_written} rows (Jan 16-31, raw), audit {res.audit.status}, force-published with reason"
+    )
+    ok = ingest(
+        lh, flights_id, [str(src / "flights_2013_02_w1.csv")], branch=PASSING_BRANCH, source_policy=trusted
+    )
     log.append(f"open branch {PASSING_BRANCH}: {ok.rows_written} rows, audit {ok.audit.status}")
-    bad = ingest(lh, flights_id, [str(src / "flights_2013_02_w2.csv")], branch=FAILING_BRANCH, source_policy=trusted)
+    bad = ingest(
+        lh, flights_id, [str(src / "flights_2013_02_w2.csv")], branch=FAILING_BRANCH, source_policy=trusted
+    )
     failed = ", ".join(c.name for c in bad.audit.checks if c.status == "failed")
     log.append(f"open branch {FAILING_BRANCH}: {bad.rows_written} rows, audit {bad.audit.status} ({failed})")
     return log

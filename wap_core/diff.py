@@ -11,6 +11,7 @@ is scanned.
 from __future__ import annotations
 
 import base64
+import itertools
 import math
 import re
 from dataclasses import asdict, dataclass, field
@@ -61,11 +62,18 @@ def profile_frame(df: DataFrame, max_top_columns: int = 12) -> dict[str, Any]:
         # an HLL sketch per column: its estimate is the distinct count, and sketches of main and of a
         # published batch merge into main's next distinct count without rescanning main
         sketch = f"hll_sketch_agg(CAST({quote_column(name)} AS STRING), {HLL_LG_K})"
-        aggs += [F.count(c).alias(f"nn{i}"), F.expr(f"hll_sketch_estimate({sketch})").alias(f"d{i}"), F.expr(sketch).alias(f"h{i}")]
+        aggs += [
+            F.count(c).alias(f"nn{i}"),
+            F.expr(f"hll_sketch_estimate({sketch})").alias(f"d{i}"),
+            F.expr(sketch).alias(f"h{i}"),
+        ]
         if kind in ("numeric", "temporal") or typ in ("string", "date"):
             aggs += [F.min(c).alias(f"mn{i}"), F.max(c).alias(f"mx{i}")]
         if kind == "numeric":
-            aggs += [F.avg(c).alias(f"avg{i}"), F.percentile_approx(c.cast("double"), list(QUANTILES), 1000).alias(f"q{i}")]
+            aggs += [
+                F.avg(c).alias(f"avg{i}"),
+                F.percentile_approx(c.cast("double"), list(QUANTILES), 1000).alias(f"q{i}"),
+            ]
     row = df.agg(*aggs).collect()[0].asDict()
     rows = int(row["_rows"])
     cols: dict[str, dict[str, Any]] = {}
@@ -73,7 +81,10 @@ def profile_frame(df: DataFrame, max_top_columns: int = 12) -> dict[str, Any]:
         nn = int(row[f"nn{i}"])
         # every row read: counts, min, max, mean and top values are exact; the distinct count is an HLL
         # sketch's estimate and the quantiles percentile_approx's
-        acc = {f: APPROXIMATE if f == "distinct" or (f == "quantiles" and row.get(f"q{i}")) else EXACT for f in FIELDS}
+        acc = {
+            f: APPROXIMATE if f == "distinct" or (f == "quantiles" and row.get(f"q{i}")) else EXACT
+            for f in FIELDS
+        }
         cols[name] = {
             "type": typ,
             "kind": _kind(typ),
@@ -81,25 +92,46 @@ def profile_frame(df: DataFrame, max_top_columns: int = 12) -> dict[str, Any]:
             "nulls": rows - nn,
             "null_pct": round(100.0 * (rows - nn) / rows, 4) if rows else 0.0,
             "distinct": int(row[f"d{i}"] or 0),
-            "hll": base64.b64encode(bytes(row[f"h{i}"])).decode("ascii") if row.get(f"h{i}") is not None else None,
+            "hll": base64.b64encode(bytes(row[f"h{i}"])).decode("ascii")
+            if row.get(f"h{i}") is not None
+            else None,
             "min": jsonable(row.get(f"mn{i}")),
             "max": jsonable(row.get(f"mx{i}")),
             "mean": jsonable(row.get(f"avg{i}")),
-            "quantiles": dict(zip([str(q) for q in QUANTILES], jsonable(row.get(f"q{i}")) or [])) if row.get(f"q{i}") else None,
+            "quantiles": dict(
+                zip([str(q) for q in QUANTILES], jsonable(row.get(f"q{i}")) or [], strict=False)
+            )
+            if row.get(f"q{i}")
+            else None,
             "top_values": None,
             "accuracy": acc,
             "approximate": [f for f in FIELDS if acc[f] == APPROXIMATE],
         }
-    cats = [n for n, t in fields if _kind(t) == "categorical" and cols[n]["distinct"] <= TOP_VALUES_MAX_DISTINCT][:max_top_columns]
+    cats = [
+        n for n, t in fields if _kind(t) == "categorical" and cols[n]["distinct"] <= TOP_VALUES_MAX_DISTINCT
+    ][:max_top_columns]
     if cats and rows:
-        pairs = F.explode(F.array(*[F.struct(F.lit(n).alias("col"), F.col(quote_column(n)).cast("string").alias("val")) for n in cats]))
-        counted = df.select(pairs.alias("p")).groupBy(F.col("p.col").alias("col"), F.col("p.val").alias("val")).count()
+        pairs = F.explode(
+            F.array(
+                *[
+                    F.struct(F.lit(n).alias("col"), F.col(quote_column(n)).cast("string").alias("val"))
+                    for n in cats
+                ]
+            )
+        )
+        counted = (
+            df.select(pairs.alias("p"))
+            .groupBy(F.col("p.col").alias("col"), F.col("p.val").alias("val"))
+            .count()
+        )
         from pyspark.sql.window import Window
 
         w = Window.partitionBy("col").orderBy(F.desc("count"), F.asc_nulls_last("val"))
         for r in counted.withColumn("rk", F.row_number().over(w)).where(F.col("rk") <= TOP_N).collect():
             tv = cols[r["col"]].setdefault("top_values", None) or []
-            tv.append({"value": r["val"], "count": int(r["count"]), "pct": round(100.0 * int(r["count"]) / rows, 4)})
+            tv.append(
+                {"value": r["val"], "count": int(r["count"]), "pct": round(100.0 * int(r["count"]) / rows, 4)}
+            )
             cols[r["col"]]["top_values"] = tv
         for n in cats:
             if cols[n]["top_values"]:
@@ -152,7 +184,9 @@ def _cached_or_merged(lh: Lakehouse, table: TableId, snapshot_id: int, depth: in
         return None
     merged = merge_profiles(lh.spark, base, batch_prof)
     merged["source"] = f"merged: main at {fork} + batch ({fork}, {snapshot_id}]"
-    merged["basis"] = f"merged from main's profile at {fork} ({str(base.get('source', 'scan')).split(':')[0]}) and the published batch's"
+    merged["basis"] = (
+        f"merged from main's profile at {fork} ({str(base.get('source', 'scan')).split(':')[0]}) and the published batch's"
+    )
     lh.journal.save_profile(str(table), snapshot_id, merged)
     return merged
 
@@ -176,15 +210,18 @@ def merge_profiles(spark: SparkSession, a: dict[str, Any], b: dict[str, Any]) ->
         nn_a, nn_b = ca["rows"] - ca["nulls"], cb["rows"] - cb["nulls"]
         nulls = ca["nulls"] + cb["nulls"]
         col = dict(ca)
-        col.update({
-            "rows": rows,
-            "nulls": nulls,
-            "null_pct": round(100.0 * nulls / rows, 4) if rows else 0.0,
-            "min": _pick(ca["min"], cb["min"], min),
-            "max": _pick(ca["max"], cb["max"], max),
-            "mean": ((ca["mean"] or 0) * nn_a + (cb["mean"] or 0) * nn_b) / (nn_a + nn_b)
-            if ca.get("mean") is not None and cb.get("mean") is not None and nn_a + nn_b else _pick(ca.get("mean"), cb.get("mean"), max),
-        })
+        col.update(
+            {
+                "rows": rows,
+                "nulls": nulls,
+                "null_pct": round(100.0 * nulls / rows, 4) if rows else 0.0,
+                "min": _pick(ca["min"], cb["min"], min),
+                "max": _pick(ca["max"], cb["max"], max),
+                "mean": ((ca["mean"] or 0) * nn_a + (cb["mean"] or 0) * nn_b) / (nn_a + nn_b)
+                if ca.get("mean") is not None and cb.get("mean") is not None and nn_a + nn_b
+                else _pick(ca.get("mean"), cb.get("mean"), max),
+            }
+        )
         acc["distinct"] = APPROXIMATE  # a union of HLL sketches, or without a sketch of one side an estimate
         if f"d{i}" in merged_hll:
             col["distinct"] = int(merged_hll[f"d{i}"] or 0)
@@ -193,7 +230,11 @@ def merge_profiles(spark: SparkSession, a: dict[str, Any], b: dict[str, Any]) ->
             # no sketch of one side (a metadata-first profile of main): value ranges that do not overlap
             # cannot share a value, so the counts add up; otherwise the larger is a lower bound
             disjoint = _disjoint(ca, acc_a, cb, acc_b)
-            col["distinct"] = (ca["distinct"] or 0) + (cb["distinct"] or 0) if disjoint else max(ca["distinct"] or 0, cb["distinct"] or 0)
+            col["distinct"] = (
+                (ca["distinct"] or 0) + (cb["distinct"] or 0)
+                if disjoint
+                else max(ca["distinct"] or 0, cb["distinct"] or 0)
+            )
             col["hll"] = None
         if ca.get("quantiles") and cb.get("quantiles"):
             col["quantiles"] = _merge_quantiles(ca["quantiles"], nn_a, cb["quantiles"], nn_b)
@@ -205,7 +246,9 @@ def merge_profiles(spark: SparkSession, a: dict[str, Any], b: dict[str, Any]) ->
             for tv in (ca.get("top_values") or []) + (cb.get("top_values") or []):
                 counts[tv["value"]] = counts.get(tv["value"], 0) + tv["count"]
             top = sorted(counts.items(), key=lambda kv: (-kv[1], str(kv[0])))[:TOP_N]
-            col["top_values"] = [{"value": v, "count": c, "pct": round(100.0 * c / rows, 4) if rows else 0.0} for v, c in top]
+            col["top_values"] = [
+                {"value": v, "count": c, "pct": round(100.0 * c / rows, 4) if rows else 0.0} for v, c in top
+            ]
             acc["top_values"] = APPROXIMATE
         col["accuracy"], col["approximate"] = acc, [f for f in FIELDS if acc[f] == APPROXIMATE]
         cols[n] = col
@@ -235,7 +278,10 @@ def _disjoint(ca: dict[str, Any], acc_a: dict[str, str], cb: dict[str, Any], acc
 
 def _public(profile: dict[str, Any]) -> dict[str, Any]:
     """A profile without its sketches (internal merge state, not for display or JSON)."""
-    return {**profile, "columns": {n: {k: v for k, v in c.items() if k != "hll"} for n, c in profile["columns"].items()}}
+    return {
+        **profile,
+        "columns": {n: {k: v for k, v in c.items() if k != "hll"} for n, c in profile["columns"].items()},
+    }
 
 
 def _pick(x: Any, y: Any, fn: Any) -> Any:
@@ -256,7 +302,7 @@ def _merge_quantiles(qa: dict[str, float], na: int, qb: dict[str, float], nb: in
         pts = sorted((float(v), float(p)) for p, v in q.items())
         if x <= pts[0][0]:
             return 0.0 if x < pts[0][0] else pts[0][1]
-        for (x0, p0), (x1, p1) in zip(pts, pts[1:]):
+        for (x0, p0), (x1, p1) in itertools.pairwise(pts):
             if x <= x1:
                 return p1 if x1 == x0 else p0 + (p1 - p0) * (x - x0) / (x1 - x0)
         return 1.0
@@ -313,11 +359,20 @@ def schema_changes(tbl: Table, branch: str) -> list[dict[str, Any]]:
 
     def schema_of(snapshot_id: int | None) -> Any:
         snap = tbl.metadata.snapshot_by_id(snapshot_id) if snapshot_id is not None else None
-        sid = snap.schema_id if snap is not None and snap.schema_id is not None else tbl.metadata.current_schema_id
+        sid = (
+            snap.schema_id
+            if snap is not None and snap.schema_id is not None
+            else tbl.metadata.current_schema_id
+        )
         return schemas[sid]
 
     main_s, br_s = schema_of(cat.ref_snapshot_id(tbl, MAIN)), schema_of(tbl.metadata.refs[branch].snapshot_id)
-    return list(compare_columns({f.name: str(f.field_type) for f in main_s.fields}, {f.name: str(f.field_type) for f in br_s.fields}))
+    return list(
+        compare_columns(
+            {f.name: str(f.field_type) for f in main_s.fields},
+            {f.name: str(f.field_type) for f in br_s.fields},
+        )
+    )
 
 
 def compare_columns(left: dict[str, str], right: dict[str, str]) -> tuple[dict[str, Any], ...]:
@@ -328,7 +383,11 @@ def compare_columns(left: dict[str, str], right: dict[str, str]) -> tuple[dict[s
             out.append({"column": c, "kind": "removed", "old_type": t, "new_type": None})
         elif right[c] != t:
             out.append({"column": c, "kind": "type_changed", "old_type": t, "new_type": right[c]})
-    out += [{"column": c, "kind": "added", "old_type": None, "new_type": t} for c, t in right.items() if c not in left]
+    out += [
+        {"column": c, "kind": "added", "old_type": None, "new_type": t}
+        for c, t in right.items()
+        if c not in left
+    ]
     return tuple(out)
 
 
@@ -359,10 +418,21 @@ def compute_diff(lh: Lakehouse, table: TableId, branch: str) -> DiffResult:
                 entry["mean_change"] = b["mean"] - m["mean"]
         columns.append(entry)
     return DiffResult(
-        table=str(table), branch=branch, fork_snapshot_id=lin.fork, head_snapshot_id=lin.head, main_snapshot_id=lin.main_head,
-        main_moved=lin.main_moved, pure_append=meta.pure_append, rows_added=batch_prof["rows"], rows_deleted=deleted,
-        schema_changes=schema_changes(tbl, branch), columns=columns, metadata=asdict(meta),
-        main_profile={k: main_prof.get(k) for k in ("source", "basis", "sample")} if main_prof is not None else {},
+        table=str(table),
+        branch=branch,
+        fork_snapshot_id=lin.fork,
+        head_snapshot_id=lin.head,
+        main_snapshot_id=lin.main_head,
+        main_moved=lin.main_moved,
+        pure_append=meta.pure_append,
+        rows_added=batch_prof["rows"],
+        rows_deleted=deleted,
+        schema_changes=schema_changes(tbl, branch),
+        columns=columns,
+        metadata=asdict(meta),
+        main_profile={k: main_prof.get(k) for k in ("source", "basis", "sample")}
+        if main_prof is not None
+        else {},
     )
 
 
@@ -393,11 +463,17 @@ class ColumnChange:
 
 def _h(p: float, q: float) -> float:
     """Cohen's h between two proportions (0..1)."""
-    return abs(2 * math.asin(math.sqrt(min(max(p, 0.0), 1.0))) - 2 * math.asin(math.sqrt(min(max(q, 0.0), 1.0))))
+    return abs(
+        2 * math.asin(math.sqrt(min(max(p, 0.0), 1.0))) - 2 * math.asin(math.sqrt(min(max(q, 0.0), 1.0)))
+    )
 
 
 def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v)) else None
+    return (
+        float(v)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))
+        else None
+    )
 
 
 def column_change(col: dict[str, Any]) -> ColumnChange:
@@ -413,7 +489,12 @@ def column_change(col: dict[str, Any]) -> ColumnChange:
         dist = 0.0
         if spread and mm is not None and bm is not None:
             dist = abs(bm - mm) / spread
-            bmin, bmax, mmin, mmax = _num(b.get("min")), _num(b.get("max")), _num(m.get("min")), _num(m.get("max"))
+            bmin, bmax, mmin, mmax = (
+                _num(b.get("min")),
+                _num(b.get("max")),
+                _num(m.get("min")),
+                _num(m.get("max")),
+            )
             if None not in (bmin, bmax, mmin, mmax) and mmax > mmin:  # type: ignore[operator]
                 outside = max(0.0, mmin - bmin) + max(0.0, bmax - mmax)  # type: ignore[operator]
                 dist = max(dist, min(outside / (mmax - mmin), 1.0))  # type: ignore[operator]
@@ -434,7 +515,9 @@ def column_change(col: dict[str, Any]) -> ColumnChange:
     if not scores:
         return ColumnChange(str(col.get("name")), 0.0, "none", {})
     aspect = max(scores, key=lambda k: scores[k])
-    return ColumnChange(str(col.get("name")), round(scores[aspect], 4), aspect, {k: round(v, 4) for k, v in scores.items()})
+    return ColumnChange(
+        str(col.get("name")), round(scores[aspect], 4), aspect, {k: round(v, 4) for k, v in scores.items()}
+    )
 
 
 def rank_changes(columns: list[dict[str, Any]]) -> list[ColumnChange]:

@@ -19,7 +19,9 @@ def parse_duration(text: str, what: str = "duration") -> timedelta:
     """``'36h'`` -> ``timedelta(hours=36)``. Units: s, m, h, d, w; ``0s`` is allowed, negatives are not."""
     m = _DURATION.fullmatch(str(text))
     if not m:
-        raise ValidationError(f"invalid {what} {text!r}: use a number and one of s, m, h, d, w (e.g. 14d, 36h)")
+        raise ValidationError(
+            f"invalid {what} {text!r}: use a number and one of s, m, h, d, w (e.g. 14d, 36h)"
+        )
     return timedelta(seconds=float(m.group(1)) * UNITS[m.group(2)])
 
 

@@ -53,7 +53,9 @@ class SchemaMismatchError(WapError):
         self.table = table
         self.mismatches = list(mismatches)
         lines = "\n".join(f"  - {m}" for m in self.mismatches)
-        super().__init__(f"source does not fit the schema of {table} ({len(self.mismatches)} problem(s)):\n{lines}")
+        super().__init__(
+            f"source does not fit the schema of {table} ({len(self.mismatches)} problem(s)):\n{lines}"
+        )
 
 
 class ChecksFileError(WapError):

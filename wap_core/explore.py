@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import base64
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date, datetime, time, timezone
+from datetime import UTC, date, datetime, time
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from wap_core import catalog as cat
 from wap_core import sql_guard
@@ -51,7 +52,7 @@ class ResolvedRef:
 
 
 def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="seconds")
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds")
 
 
 def refs_of(tbl: Table) -> dict[str, list[str]]:
@@ -82,10 +83,14 @@ def resolve_ref(tbl: Table, table: TableId, kind: str, value: str | int | dateti
             try:
                 value = datetime.fromisoformat(str(value))
             except ValueError as exc:
-                raise ValidationError(f"time must be ISO 8601 (e.g. 2024-01-31T12:00:00), got {value!r}") from exc
-        when = value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+                raise ValidationError(
+                    f"time must be ISO 8601 (e.g. 2024-01-31T12:00:00), got {value!r}"
+                ) from exc
+        when = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
         ms = int(when.timestamp() * 1000)
-        found = next((s for s in cat.ancestors(tbl, cat.ref_snapshot_id(tbl, MAIN)) if s.timestamp_ms <= ms), None)
+        found = next(
+            (s for s in cat.ancestors(tbl, cat.ref_snapshot_id(tbl, MAIN)) if s.timestamp_ms <= ms), None
+        )
         if found is None:
             raise NotFoundError(f"main of {table} has no snapshot at or before {when.isoformat()}")
         snap_id = found.snapshot_id
@@ -99,10 +104,20 @@ def resolve_ref(tbl: Table, table: TableId, kind: str, value: str | int | dateti
 def schema_rows(tbl: Table, snapshot_id: int) -> list[dict[str, Any]]:
     """The schema in force at ``snapshot_id`` (from metadata)."""
     snap = tbl.metadata.snapshot_by_id(snapshot_id)
-    sid = snap.schema_id if snap is not None and snap.schema_id is not None else tbl.metadata.current_schema_id
+    sid = (
+        snap.schema_id if snap is not None and snap.schema_id is not None else tbl.metadata.current_schema_id
+    )
     schema = next(s for s in tbl.metadata.schemas if s.schema_id == sid)
-    return [{"id": f.field_id, "column": f.name, "type": str(f.field_type), "required": f.required, "doc": f.doc or ""}
-            for f in schema.fields]
+    return [
+        {
+            "id": f.field_id,
+            "column": f.name,
+            "type": str(f.field_type),
+            "required": f.required,
+            "doc": f.doc or "",
+        }
+        for f in schema.fields
+    ]
 
 
 def rows(
@@ -135,7 +150,14 @@ def rows(
             cond = c.cast("string").contains(str(value))
         else:
             lit = F.lit(value).cast(df.schema[column].dataType)
-            cond = {"=": c == lit, "!=": c != lit, "<": c < lit, "<=": c <= lit, ">": c > lit, ">=": c >= lit}[op]
+            cond = {
+                "=": c == lit,
+                "!=": c != lit,
+                "<": c < lit,
+                "<=": c <= lit,
+                ">": c > lit,
+                ">=": c >= lit,
+            }[op]
         df = df.where(cond)
     return df.limit(max(0, min(int(limit), MAX_ROWS))).toPandas()
 
@@ -177,7 +199,9 @@ def ref_session(lh: Lakehouse) -> SparkSession:
     return session
 
 
-def _with_ref_view(lh: Lakehouse, table: TableId, snapshot_id: int, sql: str, run: Callable[[DataFrame], _T]) -> _T:
+def _with_ref_view(
+    lh: Lakehouse, table: TableId, snapshot_id: int, sql: str, run: Callable[[DataFrame], _T]
+) -> _T:
     """Bind ``ref_view`` to ``table`` at ``snapshot_id`` in a fresh session, guard ``sql`` and ``run`` it."""
     shared = lh.spark
     session = ref_session(lh)
@@ -204,7 +228,9 @@ def _cap(limit: int) -> int:
     return max(1, min(int(limit), MAX_ROWS))
 
 
-def run_sql(lh: Lakehouse, table: TableId, snapshot_id: int, sql: str, limit: int = 1000, *, user: str | None = None) -> pd.DataFrame:
+def run_sql(
+    lh: Lakehouse, table: TableId, snapshot_id: int, sql: str, limit: int = 1000, *, user: str | None = None
+) -> pd.DataFrame:
     """Run one read-only query with ``ref_view`` bound to ``table`` at ``snapshot_id`` (at most ``limit`` rows)."""
     authorize(lh, user or lh.user, Permission.READ, table=table)
     return _with_ref_view(lh, table, snapshot_id, sql, lambda df: df.limit(_cap(limit)).toPandas())
@@ -223,7 +249,7 @@ class SqlResult:
         if len(set(self.columns)) != len(self.columns):
             dup = sorted({c for c in self.columns if self.columns.count(c) > 1})
             raise ValidationError(f"column names must be unique for JSON rows: alias {', '.join(dup)}")
-        return [{c: json_value(v) for c, v in zip(self.columns, r)} for r in self.rows]
+        return [{c: json_value(v) for c, v in zip(self.columns, r, strict=False)} for r in self.rows]
 
 
 def json_value(value: Any) -> Any:
@@ -256,7 +282,7 @@ def _utc(value: Any, dtype: Any) -> Any:
     if value is None:
         return None
     if isinstance(dtype, TimestampType) and isinstance(value, datetime) and value.tzinfo is None:
-        return value.astimezone(timezone.utc)
+        return value.astimezone(UTC)
     if isinstance(dtype, ArrayType):
         return [_utc(v, dtype.elementType) for v in value]
     if isinstance(dtype, MapType):
@@ -264,11 +290,13 @@ def _utc(value: Any, dtype: Any) -> Any:
     if isinstance(dtype, StructType):
         from pyspark.sql import Row
 
-        return Row(**{f.name: _utc(v, f.dataType) for f, v in zip(dtype.fields, value)})
+        return Row(**{f.name: _utc(v, f.dataType) for f, v in zip(dtype.fields, value, strict=False)})
     return value
 
 
-def query_rows(lh: Lakehouse, table: TableId, snapshot_id: int, sql: str, limit: int = 1000, *, user: str | None = None) -> SqlResult:
+def query_rows(
+    lh: Lakehouse, table: TableId, snapshot_id: int, sql: str, limit: int = 1000, *, user: str | None = None
+) -> SqlResult:
     """Run one read-only query like :func:`run_sql` and return exact Python rows (for the CLI)."""
     authorize(lh, user or lh.user, Permission.READ, table=table)
     cap = _cap(limit)
@@ -276,7 +304,7 @@ def query_rows(lh: Lakehouse, table: TableId, snapshot_id: int, sql: str, limit:
     def collect(df: DataFrame) -> SqlResult:
         got = df.limit(cap + 1).collect()
         types = [f.dataType for f in df.schema.fields]
-        rows = tuple(tuple(_utc(v, t) for v, t in zip(r, types)) for r in got[:cap])
+        rows = tuple(tuple(_utc(v, t) for v, t in zip(r, types, strict=False)) for r in got[:cap])
         return SqlResult(tuple(df.columns), rows, len(got) > cap)
 
     return _with_ref_view(lh, table, snapshot_id, sql, collect)

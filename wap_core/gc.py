@@ -106,7 +106,13 @@ class TableGc:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        for key in ("expired_branches", "removed_branches", "kept_branches", "protected_snapshot_ids", "expired_snapshot_ids"):
+        for key in (
+            "expired_branches",
+            "removed_branches",
+            "kept_branches",
+            "protected_snapshot_ids",
+            "expired_snapshot_ids",
+        ):
             d[key] = list(d[key])
         return d
 
@@ -118,39 +124,61 @@ class GcResult:
     tables: tuple[TableGc, ...] = field(default_factory=tuple)
 
     def totals(self) -> dict[str, int]:
-        keys = ("snapshots_expired", "data_files_deleted", "delete_files_deleted", "manifest_files_deleted",
-                "manifest_lists_deleted", "bytes_reclaimed")
+        keys = (
+            "snapshots_expired",
+            "data_files_deleted",
+            "delete_files_deleted",
+            "manifest_files_deleted",
+            "manifest_lists_deleted",
+            "bytes_reclaimed",
+        )
         out = {k: sum(int(getattr(t, k)) for t in self.tables) for k in keys}
         out["expired_branches"] = sum(len(t.expired_branches) for t in self.tables)
         out["removed_branches"] = sum(len(t.removed_branches) for t in self.tables)
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {"dry_run": self.dry_run, "older_than_override": self.older_than_override,
-                "tables": [t.to_dict() for t in self.tables], "totals": self.totals()}
+        return {
+            "dry_run": self.dry_run,
+            "older_than_override": self.older_than_override,
+            "tables": [t.to_dict() for t in self.tables],
+            "totals": self.totals(),
+        }
 
     def lines(self) -> list[str]:
         """The text report of ``python -m wap_core gc``."""
         would = "would be " if self.dry_run else ""
         out = [f"gc{' (dry run: nothing changed)' if self.dry_run else ''}: {len(self.tables)} table(s)"]
         for t in self.tables:
-            out.append(f"{t.table}: branch TTL {t.branch_ttl} ({t.branch_ttl_source}), snapshot retention "
-                       f"{t.snapshot_retention} ({t.retention_source})")
+            out.append(
+                f"{t.table}: branch TTL {t.branch_ttl} ({t.branch_ttl_source}), snapshot retention "
+                f"{t.snapshot_retention} ({t.retention_source})"
+            )
             for b in t.expired_branches + t.removed_branches:
-                out.append(f"  {b.branch}: {would}{'discarded' if b.kind == 'expired' else 'removed'}: {b.reason}")
+                out.append(
+                    f"  {b.branch}: {would}{'discarded' if b.kind == 'expired' else 'removed'}: {b.reason}"
+                )
             for b in t.kept_branches:
                 out.append(f"  {b.branch}: kept: {b.reason}")
             if t.skipped:
                 out.append(f"  snapshots: skipped: {t.skipped}")
             else:
-                out.append(f"  snapshots older than {t.older_than}: {t.snapshots_expired} {would}expired, "
-                           f"{t.data_files_deleted} data file(s) and {t.delete_files_deleted} delete file(s) "
-                           f"({t.bytes_reclaimed} bytes), {t.manifest_files_deleted} manifest(s) {would}deleted"
-                           + (f"; kept forks of open branches: {', '.join(map(str, t.protected_snapshot_ids))}" if t.protected_snapshot_ids else ""))
+                out.append(
+                    f"  snapshots older than {t.older_than}: {t.snapshots_expired} {would}expired, "
+                    f"{t.data_files_deleted} data file(s) and {t.delete_files_deleted} delete file(s) "
+                    f"({t.bytes_reclaimed} bytes), {t.manifest_files_deleted} manifest(s) {would}deleted"
+                    + (
+                        f"; kept forks of open branches: {', '.join(map(str, t.protected_snapshot_ids))}"
+                        if t.protected_snapshot_ids
+                        else ""
+                    )
+                )
         tot = self.totals()
-        out.append(f"total: {tot['expired_branches']} branch(es) {would}expired, {tot['removed_branches']} {would}removed, "
-                   f"{tot['snapshots_expired']} snapshot(s) {would}expired, {tot['data_files_deleted']} data file(s), "
-                   f"{tot['bytes_reclaimed']} bytes {would}reclaimed")
+        out.append(
+            f"total: {tot['expired_branches']} branch(es) {would}expired, {tot['removed_branches']} {would}removed, "
+            f"{tot['snapshots_expired']} snapshot(s) {would}expired, {tot['data_files_deleted']} data file(s), "
+            f"{tot['bytes_reclaimed']} bytes {would}reclaimed"
+        )
         return out
 
 
@@ -193,7 +221,9 @@ def branch_ttl(lh: Lakehouse, table: TableId, props: Mapping[str, str]) -> tuple
     return parse_duration(lh.settings.branch_ttl, "branch_ttl"), "settings"
 
 
-def snapshot_retention(lh: Lakehouse, table: TableId, props: Mapping[str, str], override: timedelta | None) -> tuple[timedelta, str]:
+def snapshot_retention(
+    lh: Lakehouse, table: TableId, props: Mapping[str, str], override: timedelta | None
+) -> tuple[timedelta, str]:
     if override is not None:
         return override, "--older-than"
     ms = _int_property(props, MAX_SNAPSHOT_AGE_PROPERTY, table)
@@ -212,7 +242,9 @@ def _is_branch(ref: SnapshotRef) -> bool:
     return ref.snapshot_ref_type == SnapshotRefType.BRANCH
 
 
-def plan_expiry(snapshots: Mapping[int, Snapshot], refs: Mapping[str, SnapshotRef], cutoff_ms: int, retain_last: int) -> ExpiryPlan:
+def plan_expiry(
+    snapshots: Mapping[int, Snapshot], refs: Mapping[str, SnapshotRef], cutoff_ms: int, retain_last: int
+) -> ExpiryPlan:
     """The snapshots to expire, given the refs that stay (open branches, tags, main)."""
     main_ref = refs.get(MAIN)
     main_chain = [s.snapshot_id for s in _ancestors(snapshots, main_ref.snapshot_id if main_ref else None)]
@@ -222,7 +254,9 @@ def plan_expiry(snapshots: Mapping[int, Snapshot], refs: Mapping[str, SnapshotRe
     for name, ref in refs.items():
         if name == MAIN or not _is_branch(ref):
             continue
-        for snap in _ancestors(snapshots, ref.snapshot_id):  # head .. fork (the whole chain if unrelated to main)
+        for snap in _ancestors(
+            snapshots, ref.snapshot_id
+        ):  # head .. fork (the whole chain if unrelated to main)
             protected.add(snap.snapshot_id)
             if snap.snapshot_id in main_pos:
                 forks[name] = snap.snapshot_id
@@ -235,14 +269,27 @@ def plan_expiry(snapshots: Mapping[int, Snapshot], refs: Mapping[str, SnapshotRe
             retained.add(sid)
         else:
             break
-    in_branches = {s.snapshot_id for ref in refs.values() if _is_branch(ref) for s in _ancestors(snapshots, ref.snapshot_id)}
-    retained.update(sid for sid, s in snapshots.items() if sid not in in_branches and s.timestamp_ms >= cutoff_ms)
+    in_branches = {
+        s.snapshot_id
+        for ref in refs.values()
+        if _is_branch(ref)
+        for s in _ancestors(snapshots, ref.snapshot_id)
+    }
+    retained.update(
+        sid for sid, s in snapshots.items() if sid not in in_branches and s.timestamp_ms >= cutoff_ms
+    )
     clamp = min([cutoff_ms, *(snapshots[sid].timestamp_ms for sid in protected if sid in snapshots)])
     return ExpiryPlan(tuple(sorted(set(snapshots) - retained)), frozenset(protected), forks, clamp)
 
 
-def iceberg_would_remove(snapshots: Mapping[int, Snapshot], refs: Mapping[str, SnapshotRef], props: Mapping[str, str],
-                         older_than_ms: int, retain_last: int, now_ms: int) -> tuple[set[int], set[str]]:
+def iceberg_would_remove(
+    snapshots: Mapping[int, Snapshot],
+    refs: Mapping[str, SnapshotRef],
+    props: Mapping[str, str],
+    older_than_ms: int,
+    retain_last: int,
+    now_ms: int,
+) -> tuple[set[int], set[str]]:
     """Mirror of Iceberg's RemoveSnapshots rule (1.10): (snapshots its age rule removes, refs it drops)."""
     default_ref_age = int(props.get(MAX_REF_AGE_PROPERTY, _FOREVER_MS))
     kept_refs: dict[str, SnapshotRef] = {}
@@ -268,7 +315,9 @@ def iceberg_would_remove(snapshots: Mapping[int, Snapshot], refs: Mapping[str, S
     for ref in kept_refs.values():
         if _is_branch(ref):
             referenced.update(s.snapshot_id for s in _ancestors(snapshots, ref.snapshot_id))
-    retained.update(sid for sid, s in snapshots.items() if sid not in referenced and s.timestamp_ms >= older_than_ms)
+    retained.update(
+        sid for sid, s in snapshots.items() if sid not in referenced and s.timestamp_ms >= older_than_ms
+    )
     return set(snapshots) - retained, set(refs) - set(kept_refs)
 
 
@@ -279,7 +328,9 @@ class _Reach:
     manifests: set[str]
 
 
-def _reachable(tbl: Table, snapshot_ids: Iterable[int], cache: dict[str, list[tuple[str, int, int]]]) -> _Reach:
+def _reachable(
+    tbl: Table, snapshot_ids: Iterable[int], cache: dict[str, list[tuple[str, int, int]]]
+) -> _Reach:
     """Data/delete files and manifests reachable from ``snapshot_ids`` (manifests read once, cached)."""
     reach = _Reach({}, set())
     for sid in snapshot_ids:
@@ -349,11 +400,16 @@ def collect_garbage(
     override = parse_duration(older_than, "--older-than") if isinstance(older_than, str) else older_than
     if override is not None and override < timedelta(0):
         raise ValidationError("--older-than must not be negative")
-    results = [_gc_table(lh, t, override, dry_run, user, grace) for t in (list(tables) if tables is not None else lh.tables())]
+    results = [
+        _gc_table(lh, t, override, dry_run, user, grace)
+        for t in (list(tables) if tables is not None else lh.tables())
+    ]
     return GcResult(dry_run, format_duration(override) if override is not None else None, tuple(results))
 
 
-def _gc_table(lh: Lakehouse, table: TableId, override: timedelta | None, dry_run: bool, user: str, grace: timedelta) -> TableGc:
+def _gc_table(
+    lh: Lakehouse, table: TableId, override: timedelta | None, dry_run: bool, user: str, grace: timedelta
+) -> TableGc:
     from wap_core.status import list_branches
 
     tbl = lh.table(table)
@@ -375,40 +431,79 @@ def _gc_table(lh: Lakehouse, table: TableId, override: timedelta | None, dry_run
         created = datetime.fromisoformat(info.created) if info is not None and info.created else None
         age = timedelta(milliseconds=max(0, now_ms - _age_ms(tbl, name, created)))
         head = tbl.metadata.refs[name].snapshot_id
-        kind, reason = "kept", f"open {format_duration(age.total_seconds() // 1)}, within the branch TTL {format_duration(ttl)}"
+        kind, reason = (
+            "kept",
+            f"open {format_duration(age.total_seconds() // 1)}, within the branch TTL {format_duration(ttl)}",
+        )
         if TEMP_MARKER in name:
             if age >= grace:
-                kind, reason = "temp", f"temporary rebase branch left behind ({format_duration(age.total_seconds() // 1)} old)"
+                kind, reason = (
+                    "temp",
+                    f"temporary rebase branch left behind ({format_duration(age.total_seconds() // 1)} old)",
+                )
             else:
                 reason = f"temporary rebase branch younger than {format_duration(grace)}: a rebase may still be running"
         elif info is not None and info.status == "incomplete":
             if age >= grace:
-                kind, reason = "incomplete", f"incomplete ingest left behind ({format_duration(age.total_seconds() // 1)} old)"
+                kind, reason = (
+                    "incomplete",
+                    f"incomplete ingest left behind ({format_duration(age.total_seconds() // 1)} old)",
+                )
             else:
-                reason = f"incomplete branch younger than {format_duration(grace)}: an ingest may still be running"
+                reason = (
+                    f"incomplete branch younger than {format_duration(grace)}: an ingest may still be running"
+                )
         elif age > ttl:
             kind = "expired"
-            reason = (f"expired: open {format_duration(age.total_seconds() // 1)}, older than the branch TTL "
-                      f"{format_duration(ttl)} ({ttl_source})")
+            reason = (
+                f"expired: open {format_duration(age.total_seconds() // 1)}, older than the branch TTL "
+                f"{format_duration(ttl)} ({ttl_source})"
+            )
         done = False
         if kind != "kept" and not dry_run:
-            details = {"gc": True, "kind": kind, "age_seconds": age.total_seconds(), "ttl": format_duration(ttl),
-                       "ttl_source": ttl_source}
+            details = {
+                "gc": True,
+                "kind": kind,
+                "age_seconds": age.total_seconds(),
+                "ttl": format_duration(ttl),
+                "ttl_source": ttl_source,
+            }
             try:  # a branch removal is a ref move: intent before, outcome after (reconciled after a crash)
-                intent = lh.journal.begin_intent(user=user, action="discard", table=str(table), branch=name,
-                                                 expected_before=head, reason=reason, details=details)
+                intent = lh.journal.begin_intent(
+                    user=user,
+                    action="discard",
+                    table=str(table),
+                    branch=name,
+                    expected_before=head,
+                    reason=reason,
+                    details=details,
+                )
             except BranchBusyError:
                 kind, reason = "kept", "another action on the branch is in flight: not stale"
             else:
                 with acting(lh, intent):
                     done = _remove_branch(lh, table, name, head)
                     if done:
-                        lh.journal.resolve_intent(intent, outcome="expired" if kind == "expired" else "removed", done=True)
+                        lh.journal.resolve_intent(
+                            intent, outcome="expired" if kind == "expired" else "removed", done=True
+                        )
                         if kind == "expired":
-                            emit(lh, Event.EXPIRED, table=str(table), branch=name, user=user, status="expired", summary=reason)
+                            emit(
+                                lh,
+                                Event.EXPIRED,
+                                table=str(table),
+                                branch=name,
+                                user=user,
+                                status="expired",
+                                summary=reason,
+                            )
                     else:
-                        lh.journal.resolve_intent(intent, outcome="abandoned", done=False,
-                                                  details={"why": "the branch changed while gc looked at it"})
+                        lh.journal.resolve_intent(
+                            intent,
+                            outcome="abandoned",
+                            done=False,
+                            details={"why": "the branch changed while gc looked at it"},
+                        )
                         kind, reason = "kept", "the branch changed while gc looked at it: not stale"
         entry = BranchGc(name, kind, age.total_seconds(), format_duration(ttl), head, done, reason)
         {"expired": expired, "temp": removed, "incomplete": removed, "kept": kept}[kind].append(entry)
@@ -427,38 +522,69 @@ def _gc_table(lh: Lakehouse, table: TableId, override: timedelta | None, dry_run
     else:
         extra, dropped = iceberg_would_remove(snapshots, refs, props, plan.older_than_ms, retain_last, now_ms)
         if dropped or extra - set(plan.expire):
-            skipped = (f"Iceberg's ref retention settings on this table would also remove "
-                       f"{'refs ' + ', '.join(sorted(dropped)) if dropped else 'snapshots ' + ', '.join(map(str, sorted(extra - set(plan.expire))))}"
-                       f" ({MAX_REF_AGE_PROPERTY} / per-ref max-snapshot-age-ms): not expiring")
+            skipped = (
+                f"Iceberg's ref retention settings on this table would also remove "
+                f"{'refs ' + ', '.join(sorted(dropped)) if dropped else 'snapshots ' + ', '.join(map(str, sorted(extra - set(plan.expire))))}"
+                f" ({MAX_REF_AGE_PROPERTY} / per-ref max-snapshot-age-ms): not expiring"
+            )
     expire = plan.expire if skipped is None else ()
     counts = {"data": 0, "deletes": 0, "manifests": 0, "lists": 0, "bytes": 0}
     if expire:
         cache: dict[str, list[tuple[str, int, int]]] = {}
         before = _reachable(tbl, snapshots, cache)
         data, deletes, manifests, size = _gone(before, _reachable(tbl, set(snapshots) - set(expire), cache))
-        counts = {"data": data, "deletes": deletes, "manifests": manifests, "lists": len(expire), "bytes": size}
+        counts = {
+            "data": data,
+            "deletes": deletes,
+            "manifests": manifests,
+            "lists": len(expire),
+            "bytes": size,
+        }
         if not dry_run:
             why = f"snapshot retention {format_duration(retention)} ({retention_source}): expired snapshots older than {_iso(cutoff_ms)}"
             counts = _expire(lh, table, plan, expire, retain_last, before, cache, user, why)
     return TableGc(
-        table=str(table), branch_ttl=format_duration(ttl), branch_ttl_source=ttl_source,
-        snapshot_retention=format_duration(retention), retention_source=retention_source, older_than=_iso(cutoff_ms),
-        retain_last=retain_last, expired_branches=tuple(expired), removed_branches=tuple(removed), kept_branches=tuple(kept),
-        protected_snapshot_ids=tuple(sorted(set(plan.forks.values()))), expired_snapshot_ids=tuple(expire),
-        snapshots_expired=len(expire), data_files_deleted=counts["data"], delete_files_deleted=counts["deletes"],
-        manifest_files_deleted=counts["manifests"], manifest_lists_deleted=counts["lists"], bytes_reclaimed=counts["bytes"],
+        table=str(table),
+        branch_ttl=format_duration(ttl),
+        branch_ttl_source=ttl_source,
+        snapshot_retention=format_duration(retention),
+        retention_source=retention_source,
+        older_than=_iso(cutoff_ms),
+        retain_last=retain_last,
+        expired_branches=tuple(expired),
+        removed_branches=tuple(removed),
+        kept_branches=tuple(kept),
+        protected_snapshot_ids=tuple(sorted(set(plan.forks.values()))),
+        expired_snapshot_ids=tuple(expire),
+        snapshots_expired=len(expire),
+        data_files_deleted=counts["data"],
+        delete_files_deleted=counts["deletes"],
+        manifest_files_deleted=counts["manifests"],
+        manifest_lists_deleted=counts["lists"],
+        bytes_reclaimed=counts["bytes"],
         skipped=skipped,
     )
 
 
-def _expire(lh: Lakehouse, table: TableId, plan: ExpiryPlan, expire: tuple[int, ...], retain_last: int,
-            before: _Reach, cache: dict[str, list[tuple[str, int, int]]], user: str, why: str) -> dict[str, int]:
+def _expire(
+    lh: Lakehouse,
+    table: TableId,
+    plan: ExpiryPlan,
+    expire: tuple[int, ...],
+    retain_last: int,
+    before: _Reach,
+    cache: dict[str, list[tuple[str, int, int]]],
+    user: str,
+    why: str,
+) -> dict[str, int]:
     """Run Iceberg's expire_snapshots for exactly ``expire``; the counts it reports and the bytes that went."""
     older = datetime.fromtimestamp(plan.older_than_ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
     ids = ", ".join(f"{int(s)}L" for s in expire)
     # table is an allowlisted TableId; the timestamp and ids are formatted numbers: no user text reaches SQL
-    sql = (f"CALL {lh.settings.catalog_name}.system.expire_snapshots(table => '{table}', older_than => TIMESTAMP '{older}+00:00', "
-           f"retain_last => {int(retain_last)}, snapshot_ids => array({ids}))")
+    sql = (
+        f"CALL {lh.settings.catalog_name}.system.expire_snapshots(table => '{table}', older_than => TIMESTAMP '{older}+00:00', "
+        f"retain_last => {int(retain_last)}, snapshot_ids => array({ids}))"
+    )
     row = lh.spark.sql(sql).collect()[0].asDict()
     tbl = lh.table(table)
     after = _reachable(tbl, [s.snapshot_id for s in tbl.metadata.snapshots], cache)
@@ -468,13 +594,21 @@ def _expire(lh: Lakehouse, table: TableId, plan: ExpiryPlan, expire: tuple[int, 
         log.warning("expire_snapshots on %s left %d planned snapshot(s): %s", table, len(left), sorted(left))
     counts = {
         "data": int(row.get("deleted_data_files_count") or 0),
-        "deletes": int(row.get("deleted_position_delete_files_count") or 0) + int(row.get("deleted_equality_delete_files_count") or 0),
+        "deletes": int(row.get("deleted_position_delete_files_count") or 0)
+        + int(row.get("deleted_equality_delete_files_count") or 0),
         "manifests": int(row.get("deleted_manifest_files_count") or 0),
         "lists": int(row.get("deleted_manifest_lists_count") or 0),
         "bytes": size,
     }
     main_head = cat.ref_snapshot_id(tbl, MAIN)
-    lh.journal.record(user=user, action="expire", table=str(table), snapshot_before=main_head, snapshot_after=main_head,
-                      outcome="expired", reason=why,
-                      details={"gc": True, "snapshot_ids": list(expire), "protected_forks": dict(plan.forks), **counts})
+    lh.journal.record(
+        user=user,
+        action="expire",
+        table=str(table),
+        snapshot_before=main_head,
+        snapshot_after=main_head,
+        outcome="expired",
+        reason=why,
+        details={"gc": True, "snapshot_ids": list(expire), "protected_forks": dict(plan.forks), **counts},
+    )
     return counts

@@ -18,16 +18,24 @@ import logging
 import os
 import time
 import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from wap_core import catalog as cat
 from wap_core.access import Permission, authorize
 from wap_core.audit import AuditResult, audit_branch
 from wap_core.checks import Suite, observed_metrics, suite_for
-from wap_core.exceptions import BranchBusyError, NotFoundError, SchemaMismatchError, SourceError, ValidationError, WapError
+from wap_core.exceptions import (
+    BranchBusyError,
+    NotFoundError,
+    SchemaMismatchError,
+    SourceError,
+    ValidationError,
+    WapError,
+)
 from wap_core.faults import fault_point
 from wap_core.identifiers import TableId, validate_branch
 from wap_core.journal import Intent
@@ -43,11 +51,20 @@ if TYPE_CHECKING:
     from wap_core.lakehouse import Lakehouse
 
 FORMATS = ("csv", "parquet", "json")
-_EXT = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "json", ".jsonl": "json", ".ndjson": "json"}
+_EXT = {
+    ".csv": "csv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".json": "json",
+    ".jsonl": "json",
+    ".ndjson": "json",
+}
 CORRUPT = "_corrupt_record"
 SAMPLE = 5
 _LINE_SCAN_LIMIT = 256 * 1024 * 1024  # bytes scanned in Python to find line numbers of bad rows
-CSV_MAX_FIELD_CHARS = 1024 * 1024  # longest CSV field (characters), for Spark (maxCharsPerColumn) and Python's csv alike
+CSV_MAX_FIELD_CHARS = (
+    1024 * 1024
+)  # longest CSV field (characters), for Spark (maxCharsPerColumn) and Python's csv alike
 log = logging.getLogger(__name__)
 
 
@@ -129,7 +146,9 @@ def resolve_sources(
         if None in kinds:
             raise SourceError("cannot tell the format from the file name(s); pass --format csv|parquet|json")
         if len(kinds) > 1:
-            raise SourceError(f"sources mix formats ({', '.join(sorted(k for k in kinds if k))}); ingest one format at a time")
+            raise SourceError(
+                f"sources mix formats ({', '.join(sorted(k for k in kinds if k))}); ingest one format at a time"
+            )
         fmt = kinds.pop()
     assert fmt is not None
     return files, fmt
@@ -153,9 +172,7 @@ def _castable(src: DataType, dst: DataType) -> bool:
         return isinstance(src, (*numeric, *temporal, T.BooleanType))
     if isinstance(src, numeric) and isinstance(dst, numeric):
         return True
-    if isinstance(src, temporal) and isinstance(dst, temporal):
-        return True
-    return False
+    return bool(isinstance(src, temporal) and isinstance(dst, temporal))
 
 
 @dataclass
@@ -181,7 +198,10 @@ def _match_columns(table: str, source_cols: Sequence[str], target: StructType) -
             problems.append(f"missing column {f.name} ({f.dataType.simpleString()})")
         else:
             mapping[f.name] = src
-    problems += [f"unexpected column {c} (not in the table; schema changes are not made by ingest)" for c in by_lower.values()]
+    problems += [
+        f"unexpected column {c} (not in the table; schema changes are not made by ingest)"
+        for c in by_lower.values()
+    ]
     if problems:
         raise SchemaMismatchError(table, problems)
     return mapping
@@ -238,10 +258,21 @@ def _prepare(
         raise SourceError(f"none of the {rows} source rows could be parsed")
     sample: list[dict[str, Any]] = []
     if bad:
-        bad_cols = F.array_compact(F.array(*[F.when(b, F.lit(f.name)) for b, f in zip(bads, target.fields)]))
-        for r in flagged.where(F.col("__bad")).select(*[F.col(_q(c)) for c in raw.columns], bad_cols.alias("__cols")).limit(SAMPLE).collect():
-            d: dict[str, Any] = {k: (None if v is None else str(v)) for k, v in r.asDict().items() if k != "__cols"}
-            d["__problem"] = "ragged or unparsable line" if d.get(CORRUPT) else f"bad value in {', '.join(r['__cols'])}"
+        bad_cols = F.array_compact(
+            F.array(*[F.when(b, F.lit(f.name)) for b, f in zip(bads, target.fields, strict=False)])
+        )
+        for r in (
+            flagged.where(F.col("__bad"))
+            .select(*[F.col(_q(c)) for c in raw.columns], bad_cols.alias("__cols"))
+            .limit(SAMPLE)
+            .collect()
+        ):
+            d: dict[str, Any] = {
+                k: (None if v is None else str(v)) for k, v in r.asDict().items() if k != "__cols"
+            }
+            d["__problem"] = (
+                "ragged or unparsable line" if d.get(CORRUPT) else f"bad value in {', '.join(r['__cols'])}"
+            )
             sample.append(d)
         locate(sample)
     good = flagged.where(~F.col("__bad")).select(*casts)
@@ -351,8 +382,12 @@ def _csv_reader(reader: DataFrameReader) -> DataFrameReader:
     quotes (``""``); a field may not exceed CSV_MAX_FIELD_CHARS (an unterminated quote fails clearly
     instead of swallowing the rest of the file into one field)."""
     return (
-        reader.option("header", "true").option("mode", "PERMISSIVE").option("multiLine", "true")
-        .option("quote", '"').option("escape", '"').option("maxCharsPerColumn", str(CSV_MAX_FIELD_CHARS))
+        reader.option("header", "true")
+        .option("mode", "PERMISSIVE")
+        .option("multiLine", "true")
+        .option("quote", '"')
+        .option("escape", '"')
+        .option("maxCharsPerColumn", str(CSV_MAX_FIELD_CHARS))
     )
 
 
@@ -378,10 +413,14 @@ def _field_too_long(files: list[str]) -> SourceError:
                         break
             except csv.Error as exc:
                 if "field larger than field limit" in str(exc):
-                    return SourceError(f"source {f}: the record starting on line {start} has a field longer than {limit} characters "
-                                       "(an unterminated quote?); such a field cannot be ingested")
+                    return SourceError(
+                        f"source {f}: the record starting on line {start} has a field longer than {limit} characters "
+                        "(an unterminated quote?); such a field cannot be ingested"
+                    )
                 return SourceError(f"source {f}: line {start}: {exc}")
-    return SourceError(f"a field is longer than {limit} characters (an unterminated quote?) in one of: {', '.join(files)}")
+    return SourceError(
+        f"a field is longer than {limit} characters (an unterminated quote?) in one of: {', '.join(files)}"
+    )
 
 
 def _json_locator(files: list[str]) -> Callable[[list[dict[str, Any]]], None]:
@@ -399,7 +438,9 @@ def _json_locator(files: list[str]) -> Callable[[list[dict[str, Any]]], None]:
     return locate
 
 
-def read_source(lh: Lakehouse, table: str, files: list[str], fmt: str, target: StructType | None) -> tuple[_Prepared, StructType]:
+def read_source(
+    lh: Lakehouse, table: str, files: list[str], fmt: str, target: StructType | None
+) -> tuple[_Prepared, StructType]:
     """Read, validate and cast the source. ``target`` None means: infer (table creation)."""
     from pyspark.sql import types as T
 
@@ -409,10 +450,21 @@ def read_source(lh: Lakehouse, table: str, files: list[str], fmt: str, target: S
         try:
             if target is None:
                 inferred = _csv_reader(spark.read).option("inferSchema", "true").csv(files).schema
-                target = T.StructType([T.StructField(f.name.strip(), f.dataType, True) for f in inferred.fields if f.name != CORRUPT])
+                target = T.StructType(
+                    [
+                        T.StructField(f.name.strip(), f.dataType, True)
+                        for f in inferred.fields
+                        if f.name != CORRUPT
+                    ]
+                )
             mapping = _match_columns(table, header, target)
-            schema = T.StructType([T.StructField(h, T.StringType(), True) for h in header] + [T.StructField(CORRUPT, T.StringType(), True)])
-            raw = _csv_reader(spark.read).option("columnNameOfCorruptRecord", CORRUPT).schema(schema).csv(files)
+            schema = T.StructType(
+                [T.StructField(h, T.StringType(), True) for h in header]
+                + [T.StructField(CORRUPT, T.StringType(), True)]
+            )
+            raw = (
+                _csv_reader(spark.read).option("columnNameOfCorruptRecord", CORRUPT).schema(schema).csv(files)
+            )
             return _prepare(table, raw, target, mapping, _csv_locator(files, header)), target
         except WapError:
             raise
@@ -426,7 +478,9 @@ def read_source(lh: Lakehouse, table: str, files: list[str], fmt: str, target: S
         if not source_cols:
             raise SourceError("no JSON object could be parsed from the source")
         if target is None:
-            target = T.StructType([T.StructField(f.name, f.dataType, True) for f in raw.schema.fields if f.name != CORRUPT])
+            target = T.StructType(
+                [T.StructField(f.name, f.dataType, True) for f in raw.schema.fields if f.name != CORRUPT]
+            )
         mapping = _match_columns(table, source_cols, target)
         return _prepare(table, raw, target, mapping, _json_locator(files)), target
     # parquet: every file must share one schema (read from footers, no data)
@@ -434,11 +488,13 @@ def read_source(lh: Lakehouse, table: str, files: list[str], fmt: str, target: S
 
     try:
         schemas = [pq.read_schema(f) for f in files]
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise SourceError(f"cannot read Parquet footer: {exc}") from exc
-    for f, s in zip(files[1:], schemas[1:]):
+    for f, s in zip(files[1:], schemas[1:], strict=False):
         if s.names != schemas[0].names:
-            raise SourceError(f"Parquet files differ in columns: {files[0]} has {schemas[0].names}, {f} has {s.names}")
+            raise SourceError(
+                f"Parquet files differ in columns: {files[0]} has {schemas[0].names}, {f} has {s.names}"
+            )
     raw = spark.read.parquet(*files)
     if target is None:
         target = T.StructType([T.StructField(f.name, f.dataType, True) for f in raw.schema.fields])
@@ -458,7 +514,7 @@ def read_source(lh: Lakehouse, table: str, files: list[str], fmt: str, target: S
 
 
 def default_branch_name(existing: set[str]) -> str:
-    base = "audit_" + datetime.now(timezone.utc).strftime("%Y%m%d_%H%M%S")
+    base = "audit_" + datetime.now(UTC).strftime("%Y%m%d_%H%M%S")
     name, n = base, 1
     while name in existing:
         n += 1
@@ -475,7 +531,9 @@ def remove_branch_quietly(lh: Lakehouse, table: TableId, branch: str) -> None:
         pass
 
 
-def _write(lh: Lakehouse, df: DataFrame, name: str, props: dict[str, str], suite: Suite) -> dict[str, Any] | None:
+def _write(
+    lh: Lakehouse, df: DataFrame, name: str, props: dict[str, str], suite: Suite
+) -> dict[str, Any] | None:
     """Append ``df`` to the branch ``name``; returns the suite's aggregates observed during the write.
 
     The row-level checks are evaluated by ``DataFrame.observe`` in the same pass that writes the
@@ -499,7 +557,7 @@ def _write(lh: Lakehouse, df: DataFrame, name: str, props: dict[str, str], suite
         return None
     try:
         append(observed)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         if "CommitFailedException" in str(exc) or "CommitStateUnknown" in str(exc):
             raise
         append(df)  # nothing was committed; a check failed at run time: write without it
@@ -514,7 +572,7 @@ def with_commit_retry(fn: Callable[[], None], attempts: int = 5) -> None:
         try:
             fn()
             return
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             text = str(exc)
             if i == attempts - 1 or not ("CommitFailedException" in text or "Cannot commit" in text):
                 raise
@@ -550,8 +608,14 @@ class Duplicate:
     at: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"table": self.table, "branch": self.branch, "snapshot_id": self.snapshot_id, "on_main": self.on_main,
-                "open_branch": self.open_branch, "at": self.at}
+        return {
+            "table": self.table,
+            "branch": self.branch,
+            "snapshot_id": self.snapshot_id,
+            "on_main": self.on_main,
+            "open_branch": self.open_branch,
+            "at": self.at,
+        }
 
 
 def find_duplicate(lh: Lakehouse, table: TableId, digest: str) -> Duplicate | None:
@@ -560,7 +624,9 @@ def find_duplicate(lh: Lakehouse, table: TableId, digest: str) -> Duplicate | No
         return None
     tbl = lh.table(table)
     snaps = {s.snapshot_id: s for s in tbl.metadata.snapshots}
-    refs = [("main", cat.ref_snapshot_id(tbl, "main"))] + [(b, cat.ref_snapshot_id(tbl, b)) for b in cat.branch_names(tbl)]
+    refs = [("main", cat.ref_snapshot_id(tbl, "main"))] + [
+        (b, cat.ref_snapshot_id(tbl, b)) for b in cat.branch_names(tbl)
+    ]
     seen: set[int] = set()
     for ref, head in refs:
         sid = head
@@ -568,9 +634,15 @@ def find_duplicate(lh: Lakehouse, table: TableId, digest: str) -> Duplicate | No
             seen.add(sid)
             snap = snaps[sid]
             if cat.summary_get(snap, CONTENT_HASH_PROPERTY) == digest:
-                at = datetime.fromtimestamp(snap.timestamp_ms / 1000, tz=timezone.utc).isoformat()
-                return Duplicate(table=str(table), branch=cat.summary_get(snap, "wap.branch") or (None if ref == "main" else ref),
-                                 snapshot_id=sid, on_main=ref == "main", open_branch=ref != "main", at=at)
+                at = datetime.fromtimestamp(snap.timestamp_ms / 1000, tz=UTC).isoformat()
+                return Duplicate(
+                    table=str(table),
+                    branch=cat.summary_get(snap, "wap.branch") or (None if ref == "main" else ref),
+                    snapshot_id=sid,
+                    on_main=ref == "main",
+                    open_branch=ref != "main",
+                    at=at,
+                )
             sid = snap.parent_snapshot_id
     return None
 
@@ -605,8 +677,15 @@ def ingest(
         return _ingest(lh, table, files, fmt, branch, create, user, t0, progress or _no_progress)
     except WapError as exc:
         if not exc.journaled:  # an error after the intent is already its outcome row
-            lh.journal.record(user=user, action="ingest", table=str(table), branch=branch, outcome="error", reason=str(exc).splitlines()[0][:1000],
-                              details={"sources": list(sources)})
+            lh.journal.record(
+                user=user,
+                action="ingest",
+                table=str(table),
+                branch=branch,
+                outcome="error",
+                reason=str(exc).splitlines()[0][:1000],
+                details={"sources": list(sources)},
+            )
         raise
 
 
@@ -614,14 +693,25 @@ def _no_progress(step: str, rows: int | None) -> None:
     return None
 
 
-def _ingest(lh: Lakehouse, table: TableId, files: list[str], fmt: str, branch: str | None, create: bool, user: str, t0: float,
-            progress: Progress) -> IngestResult:
+def _ingest(
+    lh: Lakehouse,
+    table: TableId,
+    files: list[str],
+    fmt: str,
+    branch: str | None,
+    create: bool,
+    user: str,
+    t0: float,
+    progress: Progress,
+) -> IngestResult:
     progress("reading", None)
     digest = content_hash(files)
     spark = lh.spark
     exists = cat.table_exists(lh.catalog, table)
     if not exists and not create:
-        raise NotFoundError(f"table {table} does not exist; pass --create to create it from the source's schema")
+        raise NotFoundError(
+            f"table {table} does not exist; pass --create to create it from the source's schema"
+        )
     suite = suite_for(lh.settings.checks_file, table)  # a broken checks file stops us before any write
     target = spark.table(lh.spark_name(table)).schema if exists else None
     prepared, target = read_source(lh, str(table), files, fmt, target)
@@ -629,8 +719,14 @@ def _ingest(lh: Lakehouse, table: TableId, files: list[str], fmt: str, branch: s
     tbl = lh.table(table) if exists else None
     main_before = cat.ref_snapshot_id(tbl, "main") if tbl is not None else None
     batch_id = uuid.uuid4().hex
-    intent_details = {"sources": files, "format": fmt, "batch_id": batch_id, "rows": prepared.rows,
-                      "malformed_rows": prepared.malformed, "create_table": not exists}
+    intent_details = {
+        "sources": files,
+        "format": fmt,
+        "batch_id": batch_id,
+        "rows": prepared.rows,
+        "malformed_rows": prepared.malformed,
+        "create_table": not exists,
+    }
     intent, branch = _announce(lh, user, table, tbl, branch, main_before, intent_details)
     created = False
     with acting(lh, intent):
@@ -639,7 +735,13 @@ def _ingest(lh: Lakehouse, table: TableId, files: list[str], fmt: str, branch: s
             spark.sql(f"CREATE NAMESPACE IF NOT EXISTS `{lh.settings.catalog_name}`.`{table.namespace}`")
             spark.createDataFrame([], target).writeTo(lh.spark_name(table)).using("iceberg").create()
             created = True
-            lh.journal.record(user=user, action="create", table=str(table), outcome="created", details={"columns": [f.name for f in target.fields]})
+            lh.journal.record(
+                user=user,
+                action="create",
+                table=str(table),
+                outcome="created",
+                details={"columns": [f.name for f in target.fields]},
+            )
 
         def create_branch() -> None:
             spark.sql(f"ALTER TABLE {lh.sql_name(table)} CREATE BRANCH `{branch}`")
@@ -654,7 +756,9 @@ def _ingest(lh: Lakehouse, table: TableId, files: list[str], fmt: str, branch: s
             "wap.branch": branch,
             "wap.user": user,
             "wap.malformed-rows": str(prepared.malformed),
-            "wap.malformed-sample": sample_json(prepared.sample),  # trimmed before serialising: always valid JSON
+            "wap.malformed-sample": sample_json(
+                prepared.sample
+            ),  # trimmed before serialising: always valid JSON
             INTENT_PROPERTY: str(intent.id),
         }
         try:
@@ -670,17 +774,38 @@ def _ingest(lh: Lakehouse, table: TableId, files: list[str], fmt: str, branch: s
         lh.journal.resolve_intent(intent, outcome="written", done=True, snapshot_after=lin.head)
     # the audit is part of the ingest (authorized above as INGEST), not a separate re-run
     progress("auditing", prepared.rows)
-    audit = audit_branch(lh, table, branch, user=user, suite=suite,
-                      observed=(lin.head, metrics) if metrics is not None and len(lin.new_snapshots) == 1 else None)
+    audit = audit_branch(
+        lh,
+        table,
+        branch,
+        user=user,
+        suite=suite,
+        observed=(lin.head, metrics) if metrics is not None and len(lin.new_snapshots) == 1 else None,
+    )
     progress("done", prepared.rows)
     return IngestResult(
-        table=str(table), branch=branch, created_table=created, rows_written=prepared.rows, malformed_rows=prepared.malformed,
-        snapshot_id=lin.head, fork_snapshot_id=lin.fork, sources=files, audit=audit, seconds=time.perf_counter() - t0,
+        table=str(table),
+        branch=branch,
+        created_table=created,
+        rows_written=prepared.rows,
+        malformed_rows=prepared.malformed,
+        snapshot_id=lin.head,
+        fork_snapshot_id=lin.fork,
+        sources=files,
+        audit=audit,
+        seconds=time.perf_counter() - t0,
     )
 
 
-def _announce(lh: Lakehouse, user: str, table: TableId, tbl: Table | None, branch: str | None, main_before: int | None,
-              details: dict[str, Any]) -> tuple[Intent, str]:
+def _announce(
+    lh: Lakehouse,
+    user: str,
+    table: TableId,
+    tbl: Table | None,
+    branch: str | None,
+    main_before: int | None,
+    details: dict[str, Any],
+) -> tuple[Intent, str]:
     """Commit the ingest's intent naming the branch it is about to create; returns (intent, branch).
 
     A default name that another in-flight ingest holds is skipped for the next free one.
@@ -688,16 +813,30 @@ def _announce(lh: Lakehouse, user: str, table: TableId, tbl: Table | None, branc
     existing = set(tbl.metadata.refs) if tbl is not None else set()
     if branch is not None:
         if branch in existing:
-            raise ValidationError(f"branch {branch!r} already exists on {table}; choose another name or discard it first")
+            raise ValidationError(
+                f"branch {branch!r} already exists on {table}; choose another name or discard it first"
+            )
         if cat.is_temp_branch(branch):
             raise ValidationError(f"branch name {branch!r} is reserved for rebase's temporary branches")
-        return lh.journal.begin_intent(user=user, action="ingest", table=str(table), branch=branch,
-                                       expected_before=main_before, details=details), branch
+        return lh.journal.begin_intent(
+            user=user,
+            action="ingest",
+            table=str(table),
+            branch=branch,
+            expected_before=main_before,
+            details=details,
+        ), branch
     for _ in range(20):
         name = default_branch_name(existing)
         try:
-            return lh.journal.begin_intent(user=user, action="ingest", table=str(table), branch=name,
-                                           expected_before=main_before, details=details), name
+            return lh.journal.begin_intent(
+                user=user,
+                action="ingest",
+                table=str(table),
+                branch=name,
+                expected_before=main_before,
+                details=details,
+            ), name
         except BranchBusyError:
             existing.add(name)
     raise BranchBusyError(f"could not find a free branch name on {table}: too many ingests in flight")

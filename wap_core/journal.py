@@ -39,7 +39,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import Any
 
@@ -66,11 +66,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
+from wap_core.config import MASK, SECRET_KEY, mask_secrets
 from wap_core.exceptions import BranchBusyError
 
 log = logging.getLogger(__name__)
-
-from wap_core.config import MASK, SECRET_KEY, mask_secrets
 
 _meta = MetaData()
 
@@ -80,8 +79,12 @@ def mask_values(obj: Any) -> Any:
     if isinstance(obj, str):
         return mask_secrets(obj)
     if isinstance(obj, dict):
-        return {(mask_values(k) if isinstance(k, str) else k): (MASK if isinstance(k, str) and SECRET_KEY.search(k) and v else mask_values(v))
-                for k, v in obj.items()}
+        return {
+            (mask_values(k) if isinstance(k, str) else k): (
+                MASK if isinstance(k, str) and SECRET_KEY.search(k) and v else mask_values(v)
+            )
+            for k, v in obj.items()
+        }
     if isinstance(obj, (list, tuple, set, frozenset)):
         return [mask_values(v) for v in obj]
     return obj if obj is None or isinstance(obj, (bool, int, float)) else mask_secrets(str(obj))
@@ -188,8 +191,21 @@ batch_metrics_table = Table(
 )
 # ----------------------------------------------------------------------------- end of check engine tables
 
-ACTIONS = ("ingest", "audit", "publish", "rebase", "discard", "create", "expire", "notify", "rollback", "reopen", "approve",
-           "request_changes", "comment")
+ACTIONS = (
+    "ingest",
+    "audit",
+    "publish",
+    "rebase",
+    "discard",
+    "create",
+    "expire",
+    "notify",
+    "rollback",
+    "reopen",
+    "approve",
+    "request_changes",
+    "comment",
+)
 outbox_table = Table(
     "wap_outbox",  # notifications waiting for delivery (wap_core.notify; migration 0004)
     _meta,
@@ -199,7 +215,9 @@ outbox_table = Table(
     Column("table_name", String(512), nullable=True),
     Column("branch", String(255), nullable=True),
     Column("user_name", String(255), nullable=False),
-    Column("target", String(64), nullable=False),  # sha256 of format + URL: the URL itself (a secret) is never stored
+    Column(
+        "target", String(64), nullable=False
+    ),  # sha256 of format + URL: the URL itself (a secret) is never stored
     Column("target_label", String(512), nullable=False),  # the masked URL, for the journal and the console
     Column("format", String(16), nullable=False),
     Column("body", Text, nullable=False),  # the exact request body, rendered when the event happened
@@ -215,7 +233,14 @@ outbox_table = Table(
     Index("ix_wap_outbox_due", "status", "next_attempt_at"),
 )
 
-INTENT_ACTIONS = ("ingest", "publish", "rebase", "discard", "rollback", "reopen")  # the actions that move a ref
+INTENT_ACTIONS = (
+    "ingest",
+    "publish",
+    "rebase",
+    "discard",
+    "rollback",
+    "reopen",
+)  # the actions that move a ref
 # The review workflow (migration 0005): each reviewer's verdict on a branch head, and the thread.
 reviews_table = Table(
     "wap_reviews",
@@ -259,11 +284,11 @@ class IntentStatus(str, Enum):
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _aware(dt: datetime) -> datetime:
-    return dt if dt.tzinfo is not None else dt.replace(tzinfo=timezone.utc)
+    return dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -320,9 +345,18 @@ class Intent:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "id": self.id, "at": self.at.isoformat(), "user": self.user, "action": self.action, "table": self.table,
-            "branch": self.branch, "expected_before": self.expected_before, "expected_after": self.expected_after,
-            "reason": self.reason, "details": self.details, "status": self.status, "owner": self.owner,
+            "id": self.id,
+            "at": self.at.isoformat(),
+            "user": self.user,
+            "action": self.action,
+            "table": self.table,
+            "branch": self.branch,
+            "expected_before": self.expected_before,
+            "expected_after": self.expected_after,
+            "reason": self.reason,
+            "details": self.details,
+            "status": self.status,
+            "owner": self.owner,
             "heartbeat_at": self.heartbeat_at.isoformat() if self.heartbeat_at else None,
         }
 
@@ -458,7 +492,9 @@ class Journal:
     def created_times(self, table: str | None = None) -> dict[tuple[str, str], datetime]:
         """When each branch was written by ingest (first successful ingest per table/branch)."""
         q = (
-            select(journal_table.c.table_name, journal_table.c.branch, func.min(journal_table.c.at).label("at"))
+            select(
+                journal_table.c.table_name, journal_table.c.branch, func.min(journal_table.c.at).label("at")
+            )
             .where(and_(journal_table.c.action == "ingest", journal_table.c.outcome == "written"))
             .group_by(journal_table.c.table_name, journal_table.c.branch)
         )
@@ -480,8 +516,14 @@ class Journal:
         """Cache a column profile of an immutable snapshot (first writer wins)."""
         try:
             with self.engine.begin() as conn:
-                conn.execute(insert(profiles_table).values(
-                    table_name=table, snapshot_id=snapshot_id, at=utcnow(), profile=json.dumps(profile, default=str)))
+                conn.execute(
+                    insert(profiles_table).values(
+                        table_name=table,
+                        snapshot_id=snapshot_id,
+                        at=utcnow(),
+                        profile=json.dumps(profile, default=str),
+                    )
+                )
         except IntegrityError:
             pass
 
@@ -489,9 +531,15 @@ class Journal:
         """Cache the profile of the rows a pure-append branch added in (fork, head]."""
         try:
             with self.engine.begin() as conn:
-                conn.execute(insert(batch_profiles_table).values(
-                    table_name=table, head_snapshot_id=head, fork_snapshot_id=fork, at=utcnow(),
-                    profile=json.dumps(profile, default=str)))
+                conn.execute(
+                    insert(batch_profiles_table).values(
+                        table_name=table,
+                        head_snapshot_id=head,
+                        fork_snapshot_id=fork,
+                        at=utcnow(),
+                        profile=json.dumps(profile, default=str),
+                    )
+                )
         except IntegrityError:
             pass
 
@@ -533,12 +581,21 @@ class Journal:
             raise ValueError(f"not a ref-moving action: {action!r}")
         now = utcnow()
         owner = process_owner()
-        values = dict(
-            at=now, user_name=user, action=action, table_name=table, branch=branch, expected_before=expected_before,
-            expected_after=expected_after, reason=mask_secrets(reason) if reason else reason,
-            details=json.dumps(mask_values(details or {}), default=str),
-            status=IntentStatus.PENDING.value, owner=owner, heartbeat_at=now, lock_key=_lock_key(table, branch),
-        )
+        values = {
+            "at": now,
+            "user_name": user,
+            "action": action,
+            "table_name": table,
+            "branch": branch,
+            "expected_before": expected_before,
+            "expected_after": expected_after,
+            "reason": mask_secrets(reason) if reason else reason,
+            "details": json.dumps(mask_values(details or {}), default=str),
+            "status": IntentStatus.PENDING.value,
+            "owner": owner,
+            "heartbeat_at": now,
+            "lock_key": _lock_key(table, branch),
+        }
         try:
             with self.engine.begin() as conn:
                 pk = conn.execute(insert(intents_table).values(**values)).inserted_primary_key
@@ -546,12 +603,29 @@ class Journal:
                 intent_id = int(pk[0])
         except IntegrityError as exc:
             holder = self.pending_intent_on(table, branch)
-            who = f"a {holder.action} by {holder.user} since {holder.at.isoformat(timespec='seconds')}" if holder else "another action"
-            raise BranchBusyError(f"branch {branch} of {table} is busy: {who} is in flight; try again when it ends") from exc
+            who = (
+                f"a {holder.action} by {holder.user} since {holder.at.isoformat(timespec='seconds')}"
+                if holder
+                else "another action"
+            )
+            raise BranchBusyError(
+                f"branch {branch} of {table} is busy: {who} is in flight; try again when it ends"
+            ) from exc
         _in_flight.add(self, intent_id)
-        return Intent(id=intent_id, at=now, user=user, action=action, table=table, branch=branch,
-                      expected_before=expected_before, expected_after=expected_after, reason=reason,
-                      details=dict(details or {}), owner=owner, heartbeat_at=now)
+        return Intent(
+            id=intent_id,
+            at=now,
+            user=user,
+            action=action,
+            table=table,
+            branch=branch,
+            expected_before=expected_before,
+            expected_after=expected_after,
+            reason=reason,
+            details=dict(details or {}),
+            owner=owner,
+            heartbeat_at=now,
+        )
 
     def resolve_intent(
         self,
@@ -578,20 +652,47 @@ class Journal:
         with self.engine.begin() as conn:
             res = conn.execute(
                 update(intents_table)
-                .where(and_(intents_table.c.id == intent.id, intents_table.c.status == IntentStatus.PENDING.value))
+                .where(
+                    and_(
+                        intents_table.c.id == intent.id, intents_table.c.status == IntentStatus.PENDING.value
+                    )
+                )
                 .values(status=status.value, resolved_at=now, lock_key=None)
             )
             if res.rowcount != 1:
                 return None
-            pk = conn.execute(insert(journal_table).values(
-                at=entry_at, user_name=intent.user, action=intent.action, table_name=intent.table, branch=intent.branch,
-                snapshot_before=intent.expected_before, snapshot_after=snapshot_after, outcome=outcome, reason=why,
-                details=json.dumps(mask_values(merged), default=str), intent_id=intent.id, reconciled=reconciled,
-            )).inserted_primary_key
+            pk = conn.execute(
+                insert(journal_table).values(
+                    at=entry_at,
+                    user_name=intent.user,
+                    action=intent.action,
+                    table_name=intent.table,
+                    branch=intent.branch,
+                    snapshot_before=intent.expected_before,
+                    snapshot_after=snapshot_after,
+                    outcome=outcome,
+                    reason=why,
+                    details=json.dumps(mask_values(merged), default=str),
+                    intent_id=intent.id,
+                    reconciled=reconciled,
+                )
+            ).inserted_primary_key
             assert pk is not None
-        return JournalEntry(id=int(pk[0]), at=entry_at, user=intent.user, action=intent.action, table=intent.table,
-                            branch=intent.branch, snapshot_before=intent.expected_before, snapshot_after=snapshot_after,
-                            outcome=outcome, reason=why, details=merged, intent_id=intent.id, reconciled=reconciled)
+        return JournalEntry(
+            id=int(pk[0]),
+            at=entry_at,
+            user=intent.user,
+            action=intent.action,
+            table=intent.table,
+            branch=intent.branch,
+            snapshot_before=intent.expected_before,
+            snapshot_after=snapshot_after,
+            outcome=outcome,
+            reason=why,
+            details=merged,
+            intent_id=intent.id,
+            reconciled=reconciled,
+        )
 
     def release(self, intent: Intent) -> None:
         """The acting process is done with ``intent`` (resolved or not): no longer in flight here."""
@@ -603,7 +704,11 @@ class Journal:
 
     def pending_intents(self, table: str | None = None) -> list[Intent]:
         """Pending intents (oldest first), of one table or all."""
-        q = select(intents_table).where(intents_table.c.status == IntentStatus.PENDING.value).order_by(intents_table.c.id)
+        q = (
+            select(intents_table)
+            .where(intents_table.c.status == IntentStatus.PENDING.value)
+            .order_by(intents_table.c.id)
+        )
         if table is not None:
             q = q.where(intents_table.c.table_name == table)
         with self.engine.connect() as conn:
@@ -618,7 +723,9 @@ class Journal:
 
     def intent(self, intent_id: int) -> Intent | None:
         with self.engine.connect() as conn:
-            row = conn.execute(select(intents_table).where(intents_table.c.id == intent_id)).mappings().first()
+            row = (
+                conn.execute(select(intents_table).where(intents_table.c.id == intent_id)).mappings().first()
+            )
         return _intent(row) if row is not None else None
 
     def intents(self, table: str | None = None, limit: int = 500) -> list[Intent]:
@@ -639,8 +746,12 @@ class Journal:
         )
         if table is not None:
             newest = newest.where(intents_table.c.table_name == table)
-        q = select(intents_table.c.table_name, intents_table.c.branch).where(and_(
-            intents_table.c.id.in_(newest.scalar_subquery()), intents_table.c.status != IntentStatus.DONE.value))
+        q = select(intents_table.c.table_name, intents_table.c.branch).where(
+            and_(
+                intents_table.c.id.in_(newest.scalar_subquery()),
+                intents_table.c.status != IntentStatus.DONE.value,
+            )
+        )
         with self.engine.connect() as conn:
             return {(r[0], r[1]) for r in conn.execute(q).all()}
 
@@ -651,7 +762,9 @@ class Journal:
         with self.engine.begin() as conn:
             conn.execute(
                 update(intents_table)
-                .where(and_(intents_table.c.id.in_(ids), intents_table.c.status == IntentStatus.PENDING.value))
+                .where(
+                    and_(intents_table.c.id.in_(ids), intents_table.c.status == IntentStatus.PENDING.value)
+                )
                 .values(heartbeat_at=utcnow())
             )
 
@@ -680,9 +793,19 @@ def _entry(r: Any) -> JournalEntry:
 
 def _intent(r: Any) -> Intent:
     return Intent(
-        id=r["id"], at=_aware(r["at"]), user=r["user_name"], action=r["action"], table=r["table_name"], branch=r["branch"],
-        expected_before=r["expected_before"], expected_after=r["expected_after"], reason=r["reason"],
-        details=json.loads(r["details"] or "{}"), status=r["status"], owner=r["owner"], heartbeat_at=_aware(r["heartbeat_at"]),
+        id=r["id"],
+        at=_aware(r["at"]),
+        user=r["user_name"],
+        action=r["action"],
+        table=r["table_name"],
+        branch=r["branch"],
+        expected_before=r["expected_before"],
+        expected_after=r["expected_after"],
+        reason=r["reason"],
+        details=json.loads(r["details"] or "{}"),
+        status=r["status"],
+        owner=r["owner"],
+        heartbeat_at=_aware(r["heartbeat_at"]),
     )
 
 
@@ -744,7 +867,7 @@ def owner_alive(owner: str) -> bool | None:
     if stat is None:
         return True
     state, started = stat
-    return state not in ("Z", "X") and (start == "0" or started == start)
+    return state not in ("Z", "X") and (start in ("0", started))
 
 
 def heartbeat_stale(intent: Intent, now: datetime | None = None) -> bool:

@@ -33,10 +33,11 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal
 from functools import reduce
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from wap_core import catalog as cat
 from wap_core.audit import batch_frame
@@ -76,7 +77,9 @@ class KeyedDiff:
     method: str  # "append" (incremental, pruned) | "full" (outer join of both snapshots)
     main_rows: int  # rows of main at the fork (snapshot metadata)
     branch_rows: int  # rows of the branch head (snapshot metadata)
-    batch_rows: int  # rows the branch added since the fork (append path) / rows of the branch head (full path)
+    batch_rows: (
+        int  # rows the branch added since the fork (append path) / rows of the branch head (full path)
+    )
     keys_added: int  # branch rows whose key is not on main            (lake-sift "added")
     keys_removed: int  # main rows whose key is not on the branch        (lake-sift "removed")
     rows_changed: int  # key on both sides, some compared column differs (lake-sift "changed")
@@ -139,7 +142,9 @@ def validate_key(tbl: Table, table: TableId, key: Sequence[str], label: str = "k
     if unknown:
         lower = {n.lower(): n for n in names}
         hints = [f"{c} (did you mean {lower[c.lower()]}?)" if c.lower() in lower else c for c in unknown]
-        raise ValidationError(f"{label} column(s) not in {table}: {', '.join(hints)}; columns are {', '.join(names)}")
+        raise ValidationError(
+            f"{label} column(s) not in {table}: {', '.join(hints)}; columns are {', '.join(names)}"
+        )
     return cols
 
 
@@ -170,7 +175,7 @@ def batch_key_ranges(tbl: Table, lin: cat.Lineage, key: Sequence[str]) -> tuple[
     fields = {c: schema.find_field(c) for c in key}
     lo: dict[str, Any] = {}
     hi: dict[str, Any] = {}
-    nulls: dict[str, bool] = {c: False for c in key}
+    nulls: dict[str, bool] = dict.fromkeys(key, False)
     usable = set(key)
     new_ids = {s.snapshot_id for s in lin.new_snapshots}
     seen_file = False
@@ -194,7 +199,10 @@ def batch_key_ranges(tbl: Table, lin: cat.Lineage, key: Sequence[str]) -> tuple[
                             continue
                         usable.discard(c)
                         continue
-                    a, b = _decode_bound(fields[c].field_type, raw_lo), _decode_bound(fields[c].field_type, raw_hi)
+                    a, b = (
+                        _decode_bound(fields[c].field_type, raw_lo),
+                        _decode_bound(fields[c].field_type, raw_hi),
+                    )
                     if a is None or b is None:
                         usable.discard(c)
                         continue
@@ -211,11 +219,11 @@ def _pyiceberg_filter(ranges: Sequence[KeyRange]) -> Any:
     expr: Any = None
     for r in ranges:
         if r.lo is None or r.hi is None:
-            part: Any = IsNull(r.column) if r.has_nulls else AlwaysFalse()  # type: ignore[call-arg,misc,arg-type]  # PyIceberg's documented positional form; its pydantic signature confuses mypy
+            part: Any = IsNull(r.column) if r.has_nulls else AlwaysFalse()  # type: ignore[misc,arg-type]
         else:
             part = And(GreaterThanOrEqual(r.column, r.lo), LessThanOrEqual(r.column, r.hi))  # type: ignore[call-arg,misc,arg-type]  # PyIceberg's documented positional form; its pydantic signature confuses mypy
             if r.has_nulls:
-                part = Or(part, IsNull(r.column))  # type: ignore[call-arg,misc,arg-type]  # PyIceberg's documented positional form; its pydantic signature confuses mypy
+                part = Or(part, IsNull(r.column))  # type: ignore[misc,arg-type]
         expr = part if expr is None else And(expr, part)
     return expr
 
@@ -237,14 +245,20 @@ def _spark_filter(ranges: Sequence[KeyRange]) -> Column | None:
 
 
 def _count_files(tbl: Table, snapshot_id: int, row_filter: Any = None) -> int:
-    scan = tbl.scan(snapshot_id=snapshot_id) if row_filter is None else tbl.scan(snapshot_id=snapshot_id, row_filter=row_filter)
+    scan = (
+        tbl.scan(snapshot_id=snapshot_id)
+        if row_filter is None
+        else tbl.scan(snapshot_id=snapshot_id, row_filter=row_filter)
+    )
     return sum(1 for _ in scan.plan_files())
 
 
 def _schema_of(tbl: Table, snapshot_id: int | None) -> dict[str, str]:
     schemas = {s.schema_id: s for s in tbl.metadata.schemas}
     snap = tbl.metadata.snapshot_by_id(snapshot_id) if snapshot_id is not None else None
-    sid = snap.schema_id if snap is not None and snap.schema_id is not None else tbl.metadata.current_schema_id
+    sid = (
+        snap.schema_id if snap is not None and snap.schema_id is not None else tbl.metadata.current_schema_id
+    )
     return {f.name: str(f.field_type) for f in schemas[sid].fields}
 
 
@@ -330,15 +344,22 @@ def keyed_diff(
     lin = cat.lineage(tbl, branch)
     left_schema, right_schema = _schema_of(tbl, lin.fork), _schema_of(tbl, lin.head)
     compared = tuple(
-        c for c in left_schema
+        c
+        for c in left_schema
         if c in right_schema and c not in key and c not in set(exclude) and (not columns or c in set(columns))
     )
     ops = {cat.snapshot_operation(s) for s in lin.new_snapshots}
-    common = dict(
-        table=str(table), branch=branch, key=key, compared_columns=compared, fork_snapshot_id=lin.fork,
-        head_snapshot_id=lin.head, main_rows=_total_records(tbl, lin.fork), branch_rows=_total_records(tbl, lin.head),
-        schema_changes=compare_columns(left_schema, right_schema),
-    )
+    common = {
+        "table": str(table),
+        "branch": branch,
+        "key": key,
+        "compared_columns": compared,
+        "fork_snapshot_id": lin.fork,
+        "head_snapshot_id": lin.head,
+        "main_rows": _total_records(tbl, lin.fork),
+        "branch_rows": _total_records(tbl, lin.head),
+        "schema_changes": compare_columns(left_schema, right_schema),
+    }
     if ops <= {"append"} or lin.fork is None:
         result = _append_diff(lh, tbl, table, lin, key, compared, common)
     else:
@@ -347,7 +368,12 @@ def keyed_diff(
 
 
 def _append_diff(
-    lh: Lakehouse, tbl: Table, table: TableId, lin: cat.Lineage, key: tuple[str, ...], compared: tuple[str, ...],
+    lh: Lakehouse,
+    tbl: Table,
+    table: TableId,
+    lin: cat.Lineage,
+    key: tuple[str, ...],
+    compared: tuple[str, ...],
     common: dict[str, Any],
 ) -> KeyedDiff:
     """Branch = main@fork + appended rows: only the batch, and main within its key range, are read."""
@@ -357,19 +383,37 @@ def _append_diff(
     nk = len(key)
     if lin.fork is None or lin.head == lin.fork or common["main_rows"] == 0:
         # Nothing on main to compare with: every batch row is added.
-        stats = batch.groupBy(*[F.col(quote_column(k)) for k in key]).agg(F.count(F.lit(1)).alias("n")).agg(
-            F.coalesce(F.sum("n"), F.lit(0)).alias("rows"), F.count(F.when(F.col("n") > 1, 1)).alias("dups")
-        ).collect()[0]
+        stats = (
+            batch.groupBy(*[F.col(quote_column(k)) for k in key])
+            .agg(F.count(F.lit(1)).alias("n"))
+            .agg(
+                F.coalesce(F.sum("n"), F.lit(0)).alias("rows"),
+                F.count(F.when(F.col("n") > 1, 1)).alias("dups"),
+            )
+            .collect()[0]
+        )
         rows = int(stats["rows"])
-        return KeyedDiff(**common, method="append", batch_rows=rows, keys_added=rows, keys_removed=0, rows_changed=0,
-                         cells_changed=0, keys_unchanged=0, changed_by_column=(), duplicate_keys_branch=int(stats["dups"]),
-                         duplicate_keys_main=0)
+        return KeyedDiff(
+            **common,
+            method="append",
+            batch_rows=rows,
+            keys_added=rows,
+            keys_removed=0,
+            rows_changed=0,
+            cells_changed=0,
+            keys_unchanged=0,
+            changed_by_column=(),
+            duplicate_keys_branch=int(stats["dups"]),
+            duplicate_keys_main=0,
+        )
     notes: list[str] = []
     ranges = batch_key_ranges(tbl, lin, key)
     if not ranges:
         # No usable bounds in the manifests: one aggregate over the (small) batch gives the first key's range.
         c = F.col(quote_column(key[0]))
-        r = batch.agg(F.min(c).alias("lo"), F.max(c).alias("hi"), F.count(F.when(c.isNull(), 1)).alias("nulls")).collect()[0]
+        r = batch.agg(
+            F.min(c).alias("lo"), F.max(c).alias("hi"), F.count(F.when(c.isNull(), 1)).alias("nulls")
+        ).collect()[0]
         ranges = (KeyRange(key[0], r["lo"], r["hi"], int(r["nulls"]) > 0),)
         notes.append("key range computed from the batch (no usable manifest bounds)")
     main = lh.read_snapshot(table, lin.fork)
@@ -379,8 +423,12 @@ def _append_diff(
     files_scanned = _count_files(tbl, lin.fork, _pyiceberg_filter(ranges))
 
     # Job 1 (key-only): batch keys with their multiplicity, looked up in main's keys within the range.
-    bk = batch.groupBy(*[F.col(quote_column(k)).alias(f"__rk{i}") for i, k in enumerate(key)]).agg(F.count(F.lit(1)).alias("__bn"))
-    mk = main_near.groupBy(*[F.col(quote_column(k)).alias(f"__lk{i}") for i, k in enumerate(key)]).agg(F.count(F.lit(1)).alias("__mn"))
+    bk = batch.groupBy(*[F.col(quote_column(k)).alias(f"__rk{i}") for i, k in enumerate(key)]).agg(
+        F.count(F.lit(1)).alias("__bn")
+    )
+    mk = main_near.groupBy(*[F.col(quote_column(k)).alias(f"__lk{i}") for i, k in enumerate(key)]).agg(
+        F.count(F.lit(1)).alias("__mn")
+    )
     joined = bk.join(mk, _key_cond(nk), "left")
     on_main = F.col("__mn").isNotNull()
     s = joined.agg(
@@ -394,20 +442,39 @@ def _append_diff(
     changed, per_col = 0, [0] * len(compared)
     if int(s["keys_on_main"]):
         # Job 2 (only when some batch key is already in main): compare the cells of those rows.
-        pairs = _renamed(main_near, key, compared, "l").join(_renamed(batch, key, compared, "r"), _key_cond(nk), "inner")
+        pairs = _renamed(main_near, key, compared, "l").join(
+            _renamed(batch, key, compared, "r"), _key_cond(nk), "inner"
+        )
         changed, per_col = _cell_stats(pairs, compared)
         notes.append(f"{int(s['keys_on_main'])} batch keys already exist in main")
     return KeyedDiff(
-        **common, method="append", batch_rows=batch_rows, keys_added=added, keys_removed=0, rows_changed=changed,
-        cells_changed=sum(per_col), keys_unchanged=max(common["main_rows"] - changed, 0),
-        changed_by_column=tuple(sorted(((c, n) for c, n in zip(compared, per_col) if n), key=lambda t: -t[1])),
-        duplicate_keys_branch=int(s["dup_branch"]), duplicate_keys_main=int(s["dup_main"]), key_ranges=ranges,
-        main_files_total=files_total, main_files_scanned=files_scanned, notes=tuple(notes),
+        **common,
+        method="append",
+        batch_rows=batch_rows,
+        keys_added=added,
+        keys_removed=0,
+        rows_changed=changed,
+        cells_changed=sum(per_col),
+        keys_unchanged=max(common["main_rows"] - changed, 0),
+        changed_by_column=tuple(
+            sorted(((c, n) for c, n in zip(compared, per_col, strict=False) if n), key=lambda t: -t[1])
+        ),
+        duplicate_keys_branch=int(s["dup_branch"]),
+        duplicate_keys_main=int(s["dup_main"]),
+        key_ranges=ranges,
+        main_files_total=files_total,
+        main_files_scanned=files_scanned,
+        notes=tuple(notes),
     )
 
 
 def _full_diff(
-    lh: Lakehouse, tbl: Table, table: TableId, lin: cat.Lineage, key: tuple[str, ...], compared: tuple[str, ...],
+    lh: Lakehouse,
+    tbl: Table,
+    table: TableId,
+    lin: cat.Lineage,
+    key: tuple[str, ...],
+    compared: tuple[str, ...],
     common: dict[str, Any],
 ) -> KeyedDiff:
     """Any other history: NULL-safe full outer join of main@fork with the branch head."""
@@ -433,11 +500,21 @@ def _full_diff(
     changed = int(r["changed"])
     files_total = _count_files(tbl, lin.fork)
     return KeyedDiff(
-        **common, method="full", batch_rows=common["branch_rows"], keys_added=int(r["added"]), keys_removed=int(r["removed"]),
-        rows_changed=changed, cells_changed=sum(per_col), keys_unchanged=int(r["pairs"]) - changed,
-        changed_by_column=tuple(sorted(((c, n) for c, n in zip(compared, per_col) if n), key=lambda t: -t[1])),
-        duplicate_keys_branch=_dup_keys(right, key), duplicate_keys_main=_dup_keys(left, key),
-        main_files_total=files_total, main_files_scanned=files_total,
+        **common,
+        method="full",
+        batch_rows=common["branch_rows"],
+        keys_added=int(r["added"]),
+        keys_removed=int(r["removed"]),
+        rows_changed=changed,
+        cells_changed=sum(per_col),
+        keys_unchanged=int(r["pairs"]) - changed,
+        changed_by_column=tuple(
+            sorted(((c, n) for c, n in zip(compared, per_col, strict=False) if n), key=lambda t: -t[1])
+        ),
+        duplicate_keys_branch=_dup_keys(right, key),
+        duplicate_keys_main=_dup_keys(left, key),
+        main_files_total=files_total,
+        main_files_scanned=files_total,
         notes=("branch history is not append-only (or main moved): both snapshots read in full",),
     )
 
@@ -456,10 +533,17 @@ class KeyedSamples:
     changed: tuple[dict[str, Any], ...]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"key": list(self.key), "added": list(self.added), "removed": list(self.removed), "changed": list(self.changed)}
+        return {
+            "key": list(self.key),
+            "added": list(self.added),
+            "removed": list(self.removed),
+            "changed": list(self.changed),
+        }
 
 
-def keyed_samples(lh: Lakehouse, table: TableId, branch: str, key: Sequence[str], limit: int = 10) -> KeyedSamples:
+def keyed_samples(
+    lh: Lakehouse, table: TableId, branch: str, key: Sequence[str], limit: int = 10
+) -> KeyedSamples:
     """Up to ``limit`` sample rows added, removed and changed by ``key`` (main at the fork vs the branch head)."""
     from pyspark.sql import functions as F
 
@@ -474,16 +558,28 @@ def keyed_samples(lh: Lakehouse, table: TableId, branch: str, key: Sequence[str]
         added = [_plain_row(r.asDict()) for r in right.limit(limit).collect()]
         return KeyedSamples(tuple(key), tuple(added), (), ())
     left = lh.read_snapshot(table, lin.fork)
-    lk = left.select(*[F.col(quote_column(k)).alias(f"__k{i}") for i, k in enumerate(key)],
-                     *[F.col(quote_column(c)).alias(f"__l{j}") for j, c in enumerate(compared)])
-    rk = right.select(*[F.col(quote_column(k)).alias(f"__r{i}") for i, k in enumerate(key)],
-                      *[F.col(quote_column(c)).alias(f"__n{j}") for j, c in enumerate(compared)])
-    cond = reduce(lambda a, b: a & b, [F.col(f"__k{i}").eqNullSafe(F.col(f"__r{i}")) for i in range(len(key))])
-    added_df = right.join(lk, [right[quote_column(k)].eqNullSafe(lk[f"__k{i}"]) for i, k in enumerate(key)], "left_anti")
-    removed_df = left.join(rk, [left[quote_column(k)].eqNullSafe(rk[f"__r{i}"]) for i, k in enumerate(key)], "left_anti")
+    lk = left.select(
+        *[F.col(quote_column(k)).alias(f"__k{i}") for i, k in enumerate(key)],
+        *[F.col(quote_column(c)).alias(f"__l{j}") for j, c in enumerate(compared)],
+    )
+    rk = right.select(
+        *[F.col(quote_column(k)).alias(f"__r{i}") for i, k in enumerate(key)],
+        *[F.col(quote_column(c)).alias(f"__n{j}") for j, c in enumerate(compared)],
+    )
+    cond = reduce(
+        lambda a, b: a & b, [F.col(f"__k{i}").eqNullSafe(F.col(f"__r{i}")) for i in range(len(key))]
+    )
+    added_df = right.join(
+        lk, [right[quote_column(k)].eqNullSafe(lk[f"__k{i}"]) for i, k in enumerate(key)], "left_anti"
+    )
+    removed_df = left.join(
+        rk, [left[quote_column(k)].eqNullSafe(rk[f"__r{i}"]) for i, k in enumerate(key)], "left_anti"
+    )
     both = lk.join(rk, cond, "inner")
     if compared:
-        differs = reduce(lambda a, b: a | b, [~F.col(f"__l{j}").eqNullSafe(F.col(f"__n{j}")) for j in range(len(compared))])
+        differs = reduce(
+            lambda a, b: a | b, [~F.col(f"__l{j}").eqNullSafe(F.col(f"__n{j}")) for j in range(len(compared))]
+        )
         changed_rows = both.where(differs).limit(limit).collect()
     else:
         changed_rows = []

@@ -49,7 +49,7 @@ class Lakehouse:
     def spark(self) -> SparkSession:
         from wap_core.spark import get_spark
 
-        self.catalog  # creates the home directory and the V1 catalog tables before Spark connects
+        _ = self.catalog  # creates the home directory and the V1 catalog tables before Spark connects
         return get_spark(self.settings)
 
     @property
@@ -90,7 +90,11 @@ class Lakehouse:
         return table.sql(self.settings.catalog_name, branch)
 
     def read_snapshot(self, table: TableId, snapshot_id: int) -> DataFrame:
-        return self.spark.read.format("iceberg").option("snapshot-id", str(snapshot_id)).load(self.spark_name(table))
+        return (
+            self.spark.read.format("iceberg")
+            .option("snapshot-id", str(snapshot_id))
+            .load(self.spark_name(table))
+        )
 
     def read_main(self, table: TableId, snapshot_id: int | None = None) -> DataFrame | None:
         """Main of ``table`` at ``snapshot_id`` (default: its current head); None when main is empty."""

@@ -30,6 +30,7 @@ import logging
 import math
 import re
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -49,7 +50,9 @@ log = logging.getLogger(__name__)
 
 SAMPLE_ROWS = 200_000  # rows of main the sample keeps (at most)
 SAMPLE_FILES = 32  # data files the sample reads (at most), chosen evenly over the snapshot's files
-SCAN_MAX_ROWS = 200_000  # a main this small is scanned exactly instead (seconds; gives mergeable HLL sketches)
+SCAN_MAX_ROWS = (
+    200_000  # a main this small is scanned exactly instead (seconds; gives mergeable HLL sketches)
+)
 DEFAULT_TRUNCATE = 16  # Iceberg's default metrics mode: truncate(16)
 THETA_BLOB = "apache-datasketches-theta-v1"
 _MODE = re.compile(r"(none|counts|full)|truncate\((\d+)\)")
@@ -75,7 +78,9 @@ class MetricsMode:
 
 def metrics_mode(properties: dict[str, str], column: str) -> MetricsMode:
     """The mode the table's properties give ``column`` (per-column key, else the default, else truncate(16))."""
-    raw = properties.get(f"write.metadata.metrics.column.{column}") or properties.get("write.metadata.metrics.default")
+    raw = properties.get(f"write.metadata.metrics.column.{column}") or properties.get(
+        "write.metadata.metrics.default"
+    )
     m = _MODE.fullmatch((raw or "").strip().lower())
     if m is None:
         return MetricsMode("truncate", DEFAULT_TRUNCATE)
@@ -136,22 +141,25 @@ def _read_head(tbl: Table, schema: Schema, task: FileScanTask, rows: int) -> pa.
     if task.file.file_format == FileFormat.PARQUET:
         with tbl.io.new_input(task.file.file_path).open() as fin:
             pf = pq.ParquetFile(fin)
-            by_id = {int(f.metadata[b"PARQUET:field_id"]): f.name for f in pf.schema_arrow
-                     if f.metadata and b"PARQUET:field_id" in f.metadata}
+            by_id = {
+                int(f.metadata[b"PARQUET:field_id"]): f.name
+                for f in pf.schema_arrow
+                if f.metadata and b"PARQUET:field_id" in f.metadata
+            }
             wanted = [by_id[f.field_id] for f in schema.fields if f.field_id in by_id]
             if by_id:
                 batch = next(pf.iter_batches(batch_size=rows, columns=wanted), None)
                 n = batch.num_rows if batch is not None else 0
                 cols = []
-                for f, af in zip(schema.fields, target):
+                for f, af in zip(schema.fields, target, strict=False):
                     if batch is None or f.field_id not in by_id:
                         cols.append(pa.nulls(n, af.type))  # a column added after this file was written
                         continue
                     col = batch.column(by_id[f.field_id])
-                    try:
-                        col = col.cast(af.type)  # promoted types (int -> long), string -> large_string
-                    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                        pass  # nested types whose inner names differ: their text form is all the sample uses
+                    # promoted types (int -> long), string -> large_string; nested types whose inner names
+                    # differ stay as they are: their text form is all the sample uses
+                    with suppress(pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                        col = col.cast(af.type)
                     cols.append(col)
                 return pa.Table.from_arrays(cols, names=[f.name for f in schema.fields])
     # other formats, or Parquet without field ids (imported files, name-mapped): PyIceberg's own projection
@@ -327,7 +335,10 @@ def metadata_profile(
                     exact_max = exact_max and len(st.upper) < limit
                 if floating:
                     exact_max = exact_max and st.nan_free
-                acc["min"], acc["max"] = (EXACT if exact_min else APPROXIMATE), (EXACT if exact_max else APPROXIMATE)
+                acc["min"], acc["max"] = (
+                    (EXACT if exact_min else APPROXIMATE),
+                    (EXACT if exact_max else APPROXIMATE),
+                )
             elif non_null:
                 nn_vals = values.drop_null()
                 if len(nn_vals):
@@ -354,7 +365,7 @@ def metadata_profile(
             if len(nums):
                 mean = float(pc.mean(nums).as_py())
                 qs = pc.quantile(nums, q=list(QUANTILES), interpolation="lower").to_pylist()
-                quantiles = {str(q): float(v) for q, v in zip(QUANTILES, qs)}
+                quantiles = {str(q): float(v) for q, v in zip(QUANTILES, qs, strict=False)}
                 if acc["min"] == EXACT and mn is not None:
                     quantiles["0.0"] = float(mn)
                 if acc["max"] == EXACT and mx is not None:
@@ -367,15 +378,32 @@ def metadata_profile(
             top = _top_values(values, rows, n, TOP_N) if rows else None
             acc["top_values"] = APPROXIMATE if top else EXACT
         cols[name] = {
-            "type": typ, "kind": kind, "rows": rows, "nulls": nulls,
+            "type": typ,
+            "kind": kind,
+            "rows": rows,
+            "nulls": nulls,
             "null_pct": round(100.0 * nulls / rows, 4) if rows else 0.0,
-            "distinct": distinct, "hll": None, "min": mn, "max": mx, "mean": mean, "quantiles": quantiles, "top_values": top,
-            "accuracy": acc, "approximate": [f for f in FIELDS if acc[f] == APPROXIMATE],
+            "distinct": distinct,
+            "hll": None,
+            "min": mn,
+            "max": mx,
+            "mean": mean,
+            "quantiles": quantiles,
+            "top_values": top,
+            "accuracy": acc,
+            "approximate": [f for f in FIELDS if acc[f] == APPROXIMATE],
         }
-    basis = (f"rows, nulls, min and max from the manifests of {len(files):,} data files; distinct, mean, quantiles and "
-             f"top values from a sample of {n:,} rows in {len(chosen)} files"
-             + (f"; distinct from Puffin NDV sketches for {puffin_cols} column(s)" if puffin_cols else ""))
+    basis = (
+        f"rows, nulls, min and max from the manifests of {len(files):,} data files; distinct, mean, quantiles and "
+        f"top values from a sample of {n:,} rows in {len(chosen)} files"
+        + (f"; distinct from Puffin NDV sketches for {puffin_cols} column(s)" if puffin_cols else "")
+    )
     log.info("metadata profile of %s at %s: %s", table, snapshot_id, basis)
-    prof = {"rows": rows, "columns": cols, "source": "metadata", "basis": basis,
-            "sample": {"rows": n, "files": len(chosen), "files_total": len(files)}}
+    prof = {
+        "rows": rows,
+        "columns": cols,
+        "source": "metadata",
+        "basis": basis,
+        "sample": {"rows": n, "files": len(chosen), "files_total": len(files)},
+    }
     return prof, basis

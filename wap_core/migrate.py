@@ -99,7 +99,8 @@ def upgrade(engine: Engine) -> str | None:
                 command.upgrade(cfg, "head")
             except CommandError as exc:  # e.g. a revision written by a newer wap_core
                 raise EnvironmentSetupError(
-                    f"cannot migrate the journal tables from revision {found} to {HEAD}: {exc}") from exc
+                    f"cannot migrate the journal tables from revision {found} to {HEAD}: {exc}"
+                ) from exc
     finally:
         locking.dispose()
     return found

@@ -93,7 +93,9 @@ class Event(str, Enum):
     TEST = "test"
 
 
-NOTIFIABLE: tuple[Event, ...] = tuple(e for e in Event if e is not Event.TEST)  # a webhook's events when it lists none
+NOTIFIABLE: tuple[Event, ...] = tuple(
+    e for e in Event if e is not Event.TEST
+)  # a webhook's events when it lists none
 
 
 class WebhookFormat(str, Enum):
@@ -114,7 +116,9 @@ MAX_BACKOFF_SECONDS = 300.0
 _LEASE_EXTRA_SECONDS = 30.0  # a claimed row is reclaimable this long after its request would have timed out
 _POLL_SECONDS = 15.0  # the console's deliverer looks at the outbox at least this often
 _CLAIM_BATCH = 10
-_MAX_ERRORS = 3  # consecutive outbox errors after which a CLI's deliverer gives up (the rows stay for a later process)
+_MAX_ERRORS = (
+    3  # consecutive outbox errors after which a CLI's deliverer gives up (the rows stay for a later process)
+)
 _MAX_SUMMARY = 1500  # characters of summary in a Slack block (a section holds at most 3000)
 _MAX_CHECKS_SHOWN = 20
 _MIN_SECRET_PATH = 16
@@ -212,7 +216,9 @@ def load_config(path: Path) -> NotifyConfig:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise NotifyFileError(str(path), None, f"cannot read: {getattr(exc, 'strerror', None) or exc}") from exc
+        raise NotifyFileError(
+            str(path), None, f"cannot read: {getattr(exc, 'strerror', None) or exc}"
+        ) from exc
     cfg = parse_notify_text(text, str(path), path)
     with _cache_lock:
         _cache[path] = (stamp, cfg)
@@ -229,13 +235,20 @@ def parse_notify_text(text: str, source: str = "notify.yml", path: Path | None =
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        raise NotifyFileError(source, mark.line + 1 if mark is not None else None,
-                              f"invalid YAML: {getattr(exc, 'problem', None) or type(exc).__name__}") from exc
+        raise NotifyFileError(
+            source,
+            mark.line + 1 if mark is not None else None,
+            f"invalid YAML: {getattr(exc, 'problem', None) or type(exc).__name__}",
+        ) from exc
     cfg_path = path if path is not None else Path(source)
     if root is None or (isinstance(root, yaml.ScalarNode) and root.tag == "tag:yaml.org,2002:null"):
         return NotifyConfig(path=cfg_path, exists=True)
-    top = _mapping(root, source, "the file must be a mapping with console_url, webhooks and delivery",
-                   ("console_url", "webhooks", "delivery"))
+    top = _mapping(
+        root,
+        source,
+        "the file must be a mapping with console_url, webhooks and delivery",
+        ("console_url", "webhooks", "delivery"),
+    )
     console_url = DEFAULT_CONSOLE_URL
     if "console_url" in top:
         node = top["console_url"][1]
@@ -244,19 +257,25 @@ def parse_notify_text(text: str, source: str = "notify.yml", path: Path | None =
     if "webhooks" in top:
         node = top["webhooks"][1]
         if not isinstance(node, yaml.SequenceNode):
-            raise NotifyFileError(source, _line(node), "webhooks must be a list of {url, format, events, tables}")
+            raise NotifyFileError(
+                source, _line(node), "webhooks must be a list of {url, format, events, tables}"
+            )
         webhooks = [_webhook(item, source) for item in node.value]
     delivery = DeliveryPolicy()
     if "delivery" in top:
         delivery = _delivery(top["delivery"][1], source)
-    return NotifyConfig(path=cfg_path, exists=True, console_url=console_url, webhooks=tuple(webhooks), delivery=delivery)
+    return NotifyConfig(
+        path=cfg_path, exists=True, console_url=console_url, webhooks=tuple(webhooks), delivery=delivery
+    )
 
 
 def _line(node: yaml.Node) -> int:
     return int(node.start_mark.line) + 1
 
 
-def _mapping(node: yaml.Node, source: str, what: str, allowed: Sequence[str]) -> dict[str, tuple[yaml.Node, yaml.Node]]:
+def _mapping(
+    node: yaml.Node, source: str, what: str, allowed: Sequence[str]
+) -> dict[str, tuple[yaml.Node, yaml.Node]]:
     """{key: (key node, value node)} of a mapping node whose keys are all in ``allowed``, each at most once."""
     if not isinstance(node, yaml.MappingNode):
         raise NotifyFileError(source, _line(node), what)
@@ -265,7 +284,9 @@ def _mapping(node: yaml.Node, source: str, what: str, allowed: Sequence[str]) ->
         key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
         if not isinstance(key, str) or key not in allowed:
             shown = key if isinstance(key, str) else "(not a name)"
-            raise NotifyFileError(source, _line(key_node), f"unknown key {shown!r}; expected one of: {', '.join(allowed)}")
+            raise NotifyFileError(
+                source, _line(key_node), f"unknown key {shown!r}; expected one of: {', '.join(allowed)}"
+            )
         if key in out:
             raise NotifyFileError(source, _line(key_node), f"key {key!r} is given twice")
         out[key] = (key_node, val_node)
@@ -283,13 +304,17 @@ def _url(node: yaml.Node, source: str, what: str, *, console: bool = False) -> s
     if not isinstance(value, str) or not value.strip():
         raise NotifyFileError(source, _line(node), f"{what} must be an http(s) URL")
     if not console:
-        register_secret(value)  # a webhook URL may be its own credential: masked wherever it could surface from now on
+        register_secret(
+            value
+        )  # a webhook URL may be its own credential: masked wherever it could surface from now on
     shown = mask_url(value)
     if any(c.isspace() or ord(c) < 32 or c in '<>|"\\' for c in value):
-        raise NotifyFileError(source, _line(node), f"{what} {shown} holds white space or one of < > | \" \\")
+        raise NotifyFileError(source, _line(node), f'{what} {shown} holds white space or one of < > | " \\')
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https"):
-        raise NotifyFileError(source, _line(node), f"{what} must be an http(s) URL, not {parts.scheme or 'a bare path'}:")
+        raise NotifyFileError(
+            source, _line(node), f"{what} must be an http(s) URL, not {parts.scheme or 'a bare path'}:"
+        )
     try:
         parts.port  # noqa: B018 - validates the port
     except ValueError as exc:
@@ -297,18 +322,27 @@ def _url(node: yaml.Node, source: str, what: str, *, console: bool = False) -> s
     if not parts.hostname:
         raise NotifyFileError(source, _line(node), f"{what} {shown} has no host")
     if console and (parts.query or parts.fragment or "@" in parts.netloc):
-        raise NotifyFileError(source, _line(node), f"{what} must be the console's base URL (no user, query or fragment)")
+        raise NotifyFileError(
+            source, _line(node), f"{what} must be the console's base URL (no user, query or fragment)"
+        )
     if not console:
         rest = parts.path + ("?" + parts.query if parts.query else "")
         register_secret(parts.password)
-        if len(rest) >= _MIN_SECRET_PATH:  # a Slack-like path is the token; a short "/hook" is not worth masking everywhere
+        if (
+            len(rest) >= _MIN_SECRET_PATH
+        ):  # a Slack-like path is the token; a short "/hook" is not worth masking everywhere
             register_secret(rest)
     return str(value)
 
 
 def _webhook(node: yaml.Node, source: str) -> Webhook:
     where = f"{source}:{_line(node)}"
-    m = _mapping(node, source, "each webhook must be a mapping with url, format, events, tables", ("url", "format", "events", "tables"))
+    m = _mapping(
+        node,
+        source,
+        "each webhook must be a mapping with url, format, events, tables",
+        ("url", "format", "events", "tables"),
+    )
     if "url" not in m:
         raise NotifyFileError(source, _line(node), "a webhook needs a url")
     url = _url(m["url"][1], source, "url")
@@ -318,7 +352,9 @@ def _webhook(node: yaml.Node, source: str) -> Webhook:
         try:
             fmt = WebhookFormat(raw)
         except ValueError:
-            raise NotifyFileError(source, _line(m["format"][1]), f"format must be json or slack, not {raw!r}") from None
+            raise NotifyFileError(
+                source, _line(m["format"][1]), f"format must be json or slack, not {raw!r}"
+            ) from None
     events = frozenset(NOTIFIABLE)
     if "events" in m:
         values = _list(m["events"][1], source, "events")
@@ -327,8 +363,11 @@ def _webhook(node: yaml.Node, source: str) -> Webhook:
             try:
                 parsed.add(Event(value))
             except ValueError:
-                raise NotifyFileError(source, _line(value_node),
-                                      f"unknown event {value!r}; expected: {', '.join(e.value for e in Event)}") from None
+                raise NotifyFileError(
+                    source,
+                    _line(value_node),
+                    f"unknown event {value!r}; expected: {', '.join(e.value for e in Event)}",
+                ) from None
         events = frozenset(parsed)
     tables: tuple[str, ...] = ("*",)
     if "tables" in m:
@@ -364,9 +403,17 @@ def _delivery(node: yaml.Node, source: str) -> DeliveryPolicy:
     for key, (_, val_node) in m.items():
         kind, lo, hi = _DELIVERY_LIMITS[key]
         value = _scalar(val_node, source, key)
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (kind is float or isinstance(value, int))
+        ok = (
+            isinstance(value, (int, float))
+            and not isinstance(value, bool)
+            and (kind is float or isinstance(value, int))
+        )
         if not ok or not lo <= value <= hi:
-            raise NotifyFileError(source, _line(val_node), f"{key} must be {'an integer' if kind is int else 'a number'} between {lo:g} and {hi:g}")
+            raise NotifyFileError(
+                source,
+                _line(val_node),
+                f"{key} must be {'an integer' if kind is int else 'a number'} between {lo:g} and {hi:g}",
+            )
         values[key] = kind(value)
     return DeliveryPolicy(**values)
 
@@ -423,8 +470,17 @@ class Notification:
 
     def payload(self) -> dict[str, Any]:
         """The ``json`` format: exactly :data:`PAYLOAD_KEYS`, secrets masked."""
-        body = {"event": self.event.value, "table": self.table, "branch": self.branch, "user": self.user, "at": self.at,
-                "status": self.status, "failed_checks": list(self.failed_checks), "summary": self.summary, "link": self.link}
+        body = {
+            "event": self.event.value,
+            "table": self.table,
+            "branch": self.branch,
+            "user": self.user,
+            "at": self.at,
+            "status": self.status,
+            "failed_checks": list(self.failed_checks),
+            "summary": self.summary,
+            "link": self.link,
+        }
         masked: dict[str, Any] = mask_values(body)
         return masked
 
@@ -435,8 +491,14 @@ class Notification:
         e = slack_escape
         where = " · ".join(e(x) for x in (p["table"], p["branch"]) if x)
         head = f"{emoji} *{title}*" + (f": {where}" if where else "")
-        summary = p["summary"] if len(p["summary"]) <= _MAX_SUMMARY else p["summary"][: _MAX_SUMMARY - 1] + "…"
-        label = "Open history" if "/history" in self.link.split("?", 1)[0] else ("Open review" if p["branch"] else "Open console")
+        summary = (
+            p["summary"] if len(p["summary"]) <= _MAX_SUMMARY else p["summary"][: _MAX_SUMMARY - 1] + "…"
+        )
+        label = (
+            "Open history"
+            if "/history" in self.link.split("?", 1)[0]
+            else ("Open review" if p["branch"] else "Open console")
+        )
         facts = [f"*By:* {e(p['user'])}", f"*At:* {e(p['at'])}"]
         if p["status"]:
             facts.append(f"*Status:* {e(p['status'])}")
@@ -447,19 +509,29 @@ class Notification:
             more = f" and {len(checks) - _MAX_CHECKS_SHOWN} more" if len(checks) > _MAX_CHECKS_SHOWN else ""
             facts.append(f"*Failed checks:* {e(', '.join(checks[:_MAX_CHECKS_SHOWN]))}{more}")
         lines = [head] + ([e(summary)] if summary else []) + [f"<{p['link']}|{label}>"]
-        text = f"{title}: {where}" + (f" by {e(p['user'])}" if p["user"] else "") + (f": {e(summary[:300])}" if summary else "")
+        text = (
+            f"{title}: {where}"
+            + (f" by {e(p['user'])}" if p["user"] else "")
+            + (f": {e(summary[:300])}" if summary else "")
+        )
         return {
             "text": text,
             "blocks": [
                 {"type": "section", "text": {"type": "mrkdwn", "text": "\n".join(lines)}},
                 {"type": "section", "fields": [{"type": "mrkdwn", "text": f} for f in facts]},
-                {"type": "actions", "elements": [
-                    {"type": "button", "text": {"type": "plain_text", "text": label}, "url": p["link"]}]},
+                {
+                    "type": "actions",
+                    "elements": [
+                        {"type": "button", "text": {"type": "plain_text", "text": label}, "url": p["link"]}
+                    ],
+                },
             ],
         }
 
     def body(self, fmt: WebhookFormat) -> bytes:
-        return json.dumps(self.slack() if fmt is WebhookFormat.SLACK else self.payload(), ensure_ascii=False).encode("utf-8")
+        return json.dumps(
+            self.slack() if fmt is WebhookFormat.SLACK else self.payload(), ensure_ascii=False
+        ).encode("utf-8")
 
 
 def build(
@@ -475,10 +547,20 @@ def build(
     snapshot_id: int | None = None,
     at: datetime | None = None,
 ) -> Notification:
-    table, branch = table or None, branch or None  # "" (no table, e.g. a refused read of the whole catalog) is null
+    table, branch = (
+        table or None,
+        branch or None,
+    )  # "" (no table, e.g. a refused read of the whole catalog) is null
     return Notification(
-        event=event, table=table, branch=branch, user=user, at=(at or utcnow()).isoformat(timespec="seconds"),
-        status=status, failed_checks=tuple(failed_checks), summary=summary, link=link_for(cfg.console_url, event, table, branch),
+        event=event,
+        table=table,
+        branch=branch,
+        user=user,
+        at=(at or utcnow()).isoformat(timespec="seconds"),
+        status=status,
+        failed_checks=tuple(failed_checks),
+        summary=summary,
+        link=link_for(cfg.console_url, event, table, branch),
         snapshot_id=snapshot_id,
     )
 
@@ -504,14 +586,23 @@ def emit(
         targets = cfg.targets_for(event, table)
         if not targets:
             return
-        note = build(cfg, event, table=table, branch=branch, user=user, status=status, failed_checks=failed_checks,
-                     summary=summary, snapshot_id=snapshot_id)
+        note = build(
+            cfg,
+            event,
+            table=table,
+            branch=branch,
+            user=user,
+            status=status,
+            failed_checks=failed_checks,
+            summary=summary,
+            snapshot_id=snapshot_id,
+        )
         enqueue(lh.journal, note, targets)
         deliverer_for(lh).wake()
     except NotifyFileError as exc:
         log.error("%s notification of %s %s not queued: %s", name, table, branch, exc)
         _journal_unqueued(lh, name, table, branch, user, str(exc))
-    except Exception:  # noqa: BLE001 - a notification never fails the action that emits it; logged with its traceback
+    except Exception:
         log.exception("%s notification of %s %s could not be queued", name, table, branch)
 
 
@@ -519,22 +610,49 @@ def emit_outcome(lh: Lakehouse, entry: JournalEntry | None) -> None:
     """Notify an outcome recorded on another path (reconciliation, an action settled after an exception)."""
     if entry is None or entry.table is None:
         return
-    event = {"published": Event.PUBLISHED, "forced": Event.PUBLISHED, "discarded": Event.DISCARDED,
-             "refused": Event.REFUSED}.get(entry.outcome)
+    event = {
+        "published": Event.PUBLISHED,
+        "forced": Event.PUBLISHED,
+        "discarded": Event.DISCARDED,
+        "refused": Event.REFUSED,
+    }.get(entry.outcome)
     if event is None:
         return
     status = str(entry.details.get("code") or "refused") if event is Event.REFUSED else entry.outcome
-    how = " (recorded by reconciliation: the acting process stopped before it could)" if entry.reconciled else ""
-    summary = f"{entry.action} of {entry.table} {entry.branch}: {entry.outcome}{how}" + (f"; {entry.reason}" if entry.reason else "")
-    emit(lh, event, table=entry.table, branch=entry.branch, user=entry.user, status=status, summary=summary,
-         snapshot_id=entry.snapshot_after)
+    how = (
+        " (recorded by reconciliation: the acting process stopped before it could)"
+        if entry.reconciled
+        else ""
+    )
+    summary = f"{entry.action} of {entry.table} {entry.branch}: {entry.outcome}{how}" + (
+        f"; {entry.reason}" if entry.reason else ""
+    )
+    emit(
+        lh,
+        event,
+        table=entry.table,
+        branch=entry.branch,
+        user=entry.user,
+        status=status,
+        summary=summary,
+        snapshot_id=entry.snapshot_after,
+    )
 
 
-def _journal_unqueued(lh: Lakehouse, event: str, table: str | None, branch: str | None, user: str, error: str) -> None:
+def _journal_unqueued(
+    lh: Lakehouse, event: str, table: str | None, branch: str | None, user: str, error: str
+) -> None:
     try:
-        lh.journal.record(user=user, action="notify", outcome="failed", table=table or None, branch=branch,
-                          reason=f"{event} notification not queued: {error}", details={"event": event, "error": error})
-    except Exception:  # noqa: BLE001 - the journal itself is unavailable: the log line above is what is left
+        lh.journal.record(
+            user=user,
+            action="notify",
+            outcome="failed",
+            table=table or None,
+            branch=branch,
+            reason=f"{event} notification not queued: {error}",
+            details={"event": event, "error": error},
+        )
+    except Exception:
         log.exception("could not journal the unqueued %s notification", event)
 
 
@@ -542,9 +660,24 @@ def enqueue(journal: Journal, note: Notification, targets: Sequence[Webhook]) ->
     """One INSERT (one row per target) in one transaction."""
     now = utcnow()
     origin = process_owner()
-    rows = [dict(created_at=now, event=note.event.value, table_name=note.table, branch=note.branch, user_name=note.user,
-                 target=t.key, target_label=t.masked_url, format=t.format.value, body=note.body(t.format).decode("utf-8"),
-                 status=DeliveryState.PENDING.value, attempts=0, next_attempt_at=now, origin=origin) for t in targets]
+    rows = [
+        {
+            "created_at": now,
+            "event": note.event.value,
+            "table_name": note.table,
+            "branch": note.branch,
+            "user_name": note.user,
+            "target": t.key,
+            "target_label": t.masked_url,
+            "format": t.format.value,
+            "body": note.body(t.format).decode("utf-8"),
+            "status": DeliveryState.PENDING.value,
+            "attempts": 0,
+            "next_attempt_at": now,
+            "origin": origin,
+        }
+        for t in targets
+    ]
     with journal.engine.begin() as conn:
         conn.execute(insert(outbox_table), rows)
 
@@ -569,7 +702,9 @@ class Answer:
 
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:  # a 3xx is an answer: never re-sent elsewhere
+    def redirect_request(
+        self, *args: Any, **kwargs: Any
+    ) -> None:  # a 3xx is an answer: never re-sent elsewhere
         return None
 
 
@@ -579,8 +714,12 @@ _READ_LIMIT = 64 * 1024
 
 def post(url: str, body: bytes, timeout: float) -> Answer:
     """POST ``body`` as JSON to ``url``; never raises for network or HTTP errors."""
-    req = urllib.request.Request(url, data=body, method="POST",
-                                 headers={"Content-Type": "application/json; charset=utf-8", "User-Agent": "wap-console-notify/1"})
+    req = urllib.request.Request(
+        url,
+        data=body,
+        method="POST",
+        headers={"Content-Type": "application/json; charset=utf-8", "User-Agent": "wap-console-notify/1"},
+    )
     try:
         with _opener.open(req, timeout=timeout) as resp:
             resp.read(_READ_LIMIT)
@@ -591,7 +730,12 @@ def post(url: str, body: bytes, timeout: float) -> Answer:
         return Answer(exc.code, mask_secrets(f"HTTP {exc.code} {exc.reason}"), retry_after)
     except urllib.error.URLError as exc:
         reason = exc.reason
-        return Answer(None, mask_secrets(f"{type(reason).__name__}: {reason}" if isinstance(reason, BaseException) else str(reason)))
+        return Answer(
+            None,
+            mask_secrets(
+                f"{type(reason).__name__}: {reason}" if isinstance(reason, BaseException) else str(reason)
+            ),
+        )
     except (OSError, http.client.HTTPException, ValueError) as exc:  # timeouts, resets, a malformed answer
         return Answer(None, mask_secrets(f"{type(exc).__name__}: {exc}"))
 
@@ -603,7 +747,7 @@ def _retry_after(value: str | None) -> float | None:
 
 
 def _next_delay(policy: DeliveryPolicy, attempts: int, answer: Answer) -> float:
-    jitter = 1.0 + random.random() * 0.1  # noqa: S311 - spreads retries, not security
+    jitter = 1.0 + random.random() * 0.1
     return max(policy.delay(attempts) * jitter, answer.retry_after or 0.0)
 
 
@@ -629,15 +773,31 @@ class OutboxRow:
 
 
 def _row(r: Any) -> OutboxRow:
-    return OutboxRow(id=r["id"], event=r["event"], table=r["table_name"], branch=r["branch"], user=r["user_name"], target=r["target"],
-                     target_label=r["target_label"], format=r["format"], body=r["body"], status=r["status"], attempts=r["attempts"],
-                     last_status=r["last_status"], last_error=r["last_error"])
+    return OutboxRow(
+        id=r["id"],
+        event=r["event"],
+        table=r["table_name"],
+        branch=r["branch"],
+        user=r["user_name"],
+        target=r["target"],
+        target_label=r["target_label"],
+        format=r["format"],
+        body=r["body"],
+        status=r["status"],
+        attempts=r["attempts"],
+        last_status=r["last_status"],
+        last_error=r["last_error"],
+    )
 
 
 def outbox(journal: Journal, *, limit: int = 500) -> list[OutboxRow]:
     """The outbox, newest first (for tests and the console)."""
     with journal.engine.connect() as conn:
-        rows = conn.execute(select(outbox_table).order_by(outbox_table.c.id.desc()).limit(limit)).mappings().all()
+        rows = (
+            conn.execute(select(outbox_table).order_by(outbox_table.c.id.desc()).limit(limit))
+            .mappings()
+            .all()
+        )
     return [_row(r) for r in rows]
 
 
@@ -647,8 +807,10 @@ def _aware(dt: datetime) -> datetime:
 
 def _due(now: datetime) -> Any:
     c = outbox_table.c
-    return or_(and_(c.status == DeliveryState.PENDING.value, c.next_attempt_at <= now),
-               and_(c.status == DeliveryState.DELIVERING.value, c.claimed_until < now))
+    return or_(
+        and_(c.status == DeliveryState.PENDING.value, c.next_attempt_at <= now),
+        and_(c.status == DeliveryState.DELIVERING.value, c.claimed_until < now),
+    )
 
 
 class Deliverer:
@@ -709,7 +871,7 @@ class Deliverer:
                 errors += 1
                 log.warning("notification outbox unavailable (%d): %s", errors, exc)
                 wait = None if errors >= _MAX_ERRORS and not self.persistent else 5.0
-            except Exception:  # noqa: BLE001 - the thread must survive anything; logged with its traceback
+            except Exception:
                 errors += 1
                 log.exception("notification deliverer failed (%d)", errors)
                 wait = None if errors >= _MAX_ERRORS and not self.persistent else 5.0
@@ -719,7 +881,9 @@ class Deliverer:
                         self._thread = None
                         return
                 continue
-            self._wake.wait(_POLL_SECONDS if wait is None else (min(wait, _POLL_SECONDS) if self.persistent else wait))
+            self._wake.wait(
+                _POLL_SECONDS if wait is None else (min(wait, _POLL_SECONDS) if self.persistent else wait)
+            )
         with self._lock:
             self._thread = None
 
@@ -727,8 +891,12 @@ class Deliverer:
         """Seconds until the next row is due (a pending retry or an expiring lease); None when nothing is open."""
         c = outbox_table.c
         with self.journal.engine.connect() as conn:
-            nxt = conn.execute(select(func.min(c.next_attempt_at)).where(c.status == DeliveryState.PENDING.value)).scalar()
-            lease = conn.execute(select(func.min(c.claimed_until)).where(c.status == DeliveryState.DELIVERING.value)).scalar()
+            nxt = conn.execute(
+                select(func.min(c.next_attempt_at)).where(c.status == DeliveryState.PENDING.value)
+            ).scalar()
+            lease = conn.execute(
+                select(func.min(c.claimed_until)).where(c.status == DeliveryState.DELIVERING.value)
+            ).scalar()
         times = [_aware(t) for t in (nxt, lease) if t is not None]
         if not times:
             return None
@@ -740,8 +908,12 @@ class Deliverer:
         if len(rows) == 1:
             self._deliver(row=rows[0], cfg=cfg)
         elif rows:  # in parallel: a target that never answers does not hold up the others (daemon threads: never delay exit)
-            workers = [threading.Thread(target=self._deliver_logged, args=(row, cfg), name=f"wap-notify-{row.id}", daemon=True)
-                       for row in rows]
+            workers = [
+                threading.Thread(
+                    target=self._deliver_logged, args=(row, cfg), name=f"wap-notify-{row.id}", daemon=True
+                )
+                for row in rows
+            ]
             for w in workers:
                 w.start()
             for w in workers:
@@ -751,7 +923,7 @@ class Deliverer:
     def _deliver_logged(self, row: OutboxRow, cfg: NotifyConfig) -> None:
         try:
             self._deliver(row, cfg)
-        except Exception:  # noqa: BLE001 - one row's failure never stops the batch; its lease lets it be retried
+        except Exception:
             log.exception("notification %d: delivery failed", row.id)
 
     def _claim(self, policy: DeliveryPolicy) -> list[OutboxRow]:
@@ -759,14 +931,23 @@ class Deliverer:
         now = utcnow()
         engine = self.journal.engine
         with engine.connect() as conn:
-            ids = [r[0] for r in conn.execute(select(c.id).where(_due(now)).order_by(c.id).limit(_CLAIM_BATCH))]
+            ids = [
+                r[0] for r in conn.execute(select(c.id).where(_due(now)).order_by(c.id).limit(_CLAIM_BATCH))
+            ]
         claimed: list[int] = []
         for row_id in ids:
             # the conditional UPDATE is the claim: of two deliverers exactly one sees rowcount 1
             with engine.begin() as conn:
-                res = conn.execute(update(outbox_table).where(and_(c.id == row_id, _due(now))).values(
-                    status=DeliveryState.DELIVERING.value, claimed_by=self.claimer,
-                    claimed_until=now + timedelta(seconds=policy.lease_seconds), attempts=c.attempts + 1))
+                res = conn.execute(
+                    update(outbox_table)
+                    .where(and_(c.id == row_id, _due(now)))
+                    .values(
+                        status=DeliveryState.DELIVERING.value,
+                        claimed_by=self.claimer,
+                        claimed_until=now + timedelta(seconds=policy.lease_seconds),
+                        attempts=c.attempts + 1,
+                    )
+                )
             if res.rowcount == 1:
                 claimed.append(row_id)
         if not claimed:
@@ -779,47 +960,96 @@ class Deliverer:
         policy = cfg.delivery
         target = cfg.target(row.target)
         if row.attempts > policy.attempts:  # reclaimed after a deliverer died during the last allowed attempt
-            self._finish(row, DeliveryState.FAILED, Answer(row.last_status, row.last_error or "the deliverer stopped during the last attempt"))
+            self._finish(
+                row,
+                DeliveryState.FAILED,
+                Answer(row.last_status, row.last_error or "the deliverer stopped during the last attempt"),
+            )
             return
         if target is None:
-            self._finish(row, DeliveryState.FAILED, Answer(None, "the target is no longer in the notify file"))
+            self._finish(
+                row, DeliveryState.FAILED, Answer(None, "the target is no longer in the notify file")
+            )
             return
         answer = post(target.url, row.body.encode("utf-8"), policy.timeout_seconds)
         if answer.delivered:
             self._finish(row, DeliveryState.DELIVERED, answer)
         elif answer.retryable and row.attempts < policy.attempts:
-            self._finish(row, DeliveryState.PENDING, answer, retry_in=_next_delay(policy, row.attempts, answer))
+            self._finish(
+                row, DeliveryState.PENDING, answer, retry_in=_next_delay(policy, row.attempts, answer)
+            )
         else:
             self._finish(row, DeliveryState.FAILED, answer)
 
     def _finish(self, row: OutboxRow, state: DeliveryState, answer: Answer, retry_in: float = 0.0) -> None:
         c = outbox_table.c
         now = utcnow()
-        values: dict[str, Any] = dict(status=state.value, claimed_by=None, claimed_until=None, last_status=answer.status,
-                                      last_error=answer.error)
+        values: dict[str, Any] = {
+            "status": state.value,
+            "claimed_by": None,
+            "claimed_until": None,
+            "last_status": answer.status,
+            "last_error": answer.error,
+        }
         if state is DeliveryState.DELIVERED:
             values["delivered_at"] = now
         if state is DeliveryState.PENDING:
             values["next_attempt_at"] = now + timedelta(seconds=retry_in)
-            log.info("notification %d to %s: %s; attempt %d of the allowed, retrying in %.1f s", row.id, row.target_label,
-                     answer.error or answer.status, row.attempts, retry_in)
+            log.info(
+                "notification %d to %s: %s; attempt %d of the allowed, retrying in %.1f s",
+                row.id,
+                row.target_label,
+                answer.error or answer.status,
+                row.attempts,
+                retry_in,
+            )
         with self.journal.engine.begin() as conn:
-            res = conn.execute(update(outbox_table).where(and_(
-                c.id == row.id, c.claimed_by == self.claimer, c.status == DeliveryState.DELIVERING.value)).values(**values))
+            res = conn.execute(
+                update(outbox_table)
+                .where(
+                    and_(
+                        c.id == row.id,
+                        c.claimed_by == self.claimer,
+                        c.status == DeliveryState.DELIVERING.value,
+                    )
+                )
+                .values(**values)
+            )
             if res.rowcount != 1:
                 log.warning("notification %d: the claim expired before its answer was recorded", row.id)
                 return
             if state is DeliveryState.FAILED:  # journaled with the row's end, once
                 what = f"HTTP {answer.status}" if answer.status is not None else (answer.error or "no answer")
                 reason = f"{row.event} notification to {row.target_label} failed after {row.attempts} attempt(s): {what}"
-                details = {"event": row.event, "target": row.target_label, "format": row.format, "status_code": answer.status,
-                           "attempts": row.attempts, "error": answer.error, "outbox_id": row.id}
-                conn.execute(insert(journal_table).values(
-                    at=now, user_name=row.user, action="notify", table_name=row.table, branch=row.branch, outcome="failed",
-                    reason=mask_secrets(reason), details=json.dumps(mask_values(details), default=str)))
+                details = {
+                    "event": row.event,
+                    "target": row.target_label,
+                    "format": row.format,
+                    "status_code": answer.status,
+                    "attempts": row.attempts,
+                    "error": answer.error,
+                    "outbox_id": row.id,
+                }
+                conn.execute(
+                    insert(journal_table).values(
+                        at=now,
+                        user_name=row.user,
+                        action="notify",
+                        table_name=row.table,
+                        branch=row.branch,
+                        outcome="failed",
+                        reason=mask_secrets(reason),
+                        details=json.dumps(mask_values(details), default=str),
+                    )
+                )
         if state is DeliveryState.FAILED:
-            log.warning("notification %d to %s failed after %d attempt(s): %s", row.id, row.target_label, row.attempts,
-                        answer.error or answer.status)
+            log.warning(
+                "notification %d to %s failed after %d attempt(s): %s",
+                row.id,
+                row.target_label,
+                row.attempts,
+                answer.error or answer.status,
+            )
 
     def wait_own(self, deadline: float) -> int:
         """Wait until this process's rows are delivered or given up, or ``deadline`` (monotonic); returns those left."""
@@ -828,16 +1058,28 @@ class Deliverer:
         open_states = (DeliveryState.PENDING.value, DeliveryState.DELIVERING.value)
         while True:
             with self.journal.engine.connect() as conn:
-                counts = conn.execute(select(func.count(), func.min(c.next_attempt_at)).where(
-                    and_(c.origin == origin, c.status.in_(open_states)))).one()
-                claimed = int(conn.execute(select(func.count()).where(and_(
-                    c.origin == origin, c.status == DeliveryState.DELIVERING.value))).scalar_one())
+                counts = conn.execute(
+                    select(func.count(), func.min(c.next_attempt_at)).where(
+                        and_(c.origin == origin, c.status.in_(open_states))
+                    )
+                ).one()
+                claimed = int(
+                    conn.execute(
+                        select(func.count()).where(
+                            and_(c.origin == origin, c.status == DeliveryState.DELIVERING.value)
+                        )
+                    ).scalar_one()
+                )
             left: int = int(counts[0] or 0)
             first_due: datetime | None = counts[1]
             remaining = deadline - time.monotonic()
             if not left or remaining <= 0:
                 return left
-            if not claimed and first_due is not None and (_aware(first_due) - utcnow()).total_seconds() > remaining:
+            if (
+                not claimed
+                and first_due is not None
+                and (_aware(first_due) - utcnow()).total_seconds() > remaining
+            ):
                 return left  # every retry is due after the grace period: no point in waiting
             self.wake()
             time.sleep(min(0.05, remaining))
@@ -874,7 +1116,7 @@ def start_deliverer(lh: Lakehouse) -> Deliverer | None:
         return d
     except NotifyFileError as exc:
         log.error("notifications disabled until the file is fixed: %s", exc)
-    except Exception:  # noqa: BLE001 - the console starts without notifications rather than not at all
+    except Exception:
         log.exception("could not start the notification deliverer")
     return None
 
@@ -931,8 +1173,15 @@ class TestOutcome:
     attempts: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {"target": self.target, "format": self.format, "source": self.source, "delivered": self.delivered,
-                "status": self.status, "error": self.error, "attempts": self.attempts}
+        return {
+            "target": self.target,
+            "format": self.format,
+            "source": self.source,
+            "delivered": self.delivered,
+            "status": self.status,
+            "error": self.error,
+            "attempts": self.attempts,
+        }
 
 
 def send_now(target: Webhook, body: bytes, policy: DeliveryPolicy) -> TestOutcome:
@@ -942,8 +1191,15 @@ def send_now(target: Webhook, body: bytes, policy: DeliveryPolicy) -> TestOutcom
         attempts += 1
         answer = post(target.url, body, policy.timeout_seconds)
         if answer.delivered or not answer.retryable or attempts >= policy.attempts:
-            return TestOutcome(target.masked_url, target.format.value, target.source, answer.delivered, answer.status,
-                               answer.error, attempts)
+            return TestOutcome(
+                target.masked_url,
+                target.format.value,
+                target.source,
+                answer.delivered,
+                answer.status,
+                answer.error,
+                attempts,
+            )
         time.sleep(_next_delay(policy, attempts, answer))
 
 
@@ -951,10 +1207,19 @@ def notify_test(lh: Lakehouse, *, user: str | None = None) -> tuple[NotifyConfig
     """Send one ``test`` event to every target (filters do not apply), in parallel; raises NotifyFileError."""
     cfg = config_for(lh.settings)
     who = user or lh.user
-    note = build(cfg, Event.TEST, table=None, branch=None, user=who, status="test",
-                 summary=f"Test notification sent by {who} with notify-test: this webhook receives WAP Console events.")
+    note = build(
+        cfg,
+        Event.TEST,
+        table=None,
+        branch=None,
+        user=who,
+        status="test",
+        summary=f"Test notification sent by {who} with notify-test: this webhook receives WAP Console events.",
+    )
     if not cfg.webhooks:
         return cfg, []
-    with ThreadPoolExecutor(max_workers=min(8, len(cfg.webhooks)), thread_name_prefix="wap-notify-test") as pool:
+    with ThreadPoolExecutor(
+        max_workers=min(8, len(cfg.webhooks)), thread_name_prefix="wap-notify-test"
+    ) as pool:
         outcomes = list(pool.map(lambda w: send_now(w, note.body(w.format), cfg.delivery), cfg.webhooks))
     return cfg, outcomes

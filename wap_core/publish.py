@@ -26,8 +26,8 @@ from wap_core.faults import fault_point
 from wap_core.identifiers import MAIN, TableId, validate_branch
 from wap_core.ingest import remove_branch_quietly, with_commit_retry
 from wap_core.journal import Intent
-from wap_core.review import ReviewStatus, review_state, second_admin_approval
 from wap_core.reconcile import INTENT_PROPERTY, acting, remove_branches, temp_branch_name, temp_branches_of
+from wap_core.review import ReviewStatus, review_state, second_admin_approval
 from wap_core.samples import load_sample, sample_json
 
 if TYPE_CHECKING:
@@ -89,7 +89,9 @@ class PublishCheck:
     code: str  # ok | not_audited | stale | audit_failed | main_moved | empty | changes_requested | approvals_missing
     message: str
     forceable: bool
-    review: ReviewStatus | None = None  # the head's review status against the table's policy (None: not reached)
+    review: ReviewStatus | None = (
+        None  # the head's review status against the table's policy (None: not reached)
+    )
 
 
 def publish_readiness(lh: Lakehouse, table: TableId, branch: str, tbl: Table | None = None) -> PublishCheck:
@@ -99,32 +101,74 @@ def publish_readiness(lh: Lakehouse, table: TableId, branch: str, tbl: Table | N
     if lin.published:
         return PublishCheck(False, "empty", "the branch has no commits since main: nothing to publish", False)
     if lin.main_moved:
-        return PublishCheck(False, "main_moved", "main moved since this branch forked: rebase the branch, audit it again, then publish", False)
+        return PublishCheck(
+            False,
+            "main_moved",
+            "main moved since this branch forked: rebase the branch, audit it again, then publish",
+            False,
+        )
     audit = latest_audit(lh, table, branch)
     if audit is None:
         return PublishCheck(False, "not_audited", "the branch has not been audited", True)
     if audit.snapshot_id != lin.head:
-        return PublishCheck(False, "stale", f"the branch moved since its last audit (audited snapshot {audit.snapshot_id}, head {lin.head}): audit it again", True)
+        return PublishCheck(
+            False,
+            "stale",
+            f"the branch moved since its last audit (audited snapshot {audit.snapshot_id}, head {lin.head}): audit it again",
+            True,
+        )
     rs = review_state(lh, table, branch, tbl)
     if not audit.passed:
         bad = [c.name for c in audit.checks if c.status in ("failed", "error")]
         also = f"; {rs.message}" if rs.message else ""
-        return PublishCheck(False, "audit_failed", f"the latest audit failed: {', '.join(bad) or 'see the audit'}{also}", True, rs)
+        return PublishCheck(
+            False,
+            "audit_failed",
+            f"the latest audit failed: {', '.join(bad) or 'see the audit'}{also}",
+            True,
+            rs,
+        )
     # the audit passed on the head: the table's review policy must be satisfied on the same head
     if rs.changes_requested:
         return PublishCheck(False, "changes_requested", rs.message, True, rs)
     if rs.missing:
         return PublishCheck(False, "approvals_missing", rs.message, True, rs)
     approved = f"; approved by {', '.join(r.user for r in rs.approvals)}" if rs.approvals else ""
-    return PublishCheck(True, "ok", f"audit {audit.status} at snapshot {audit.snapshot_id}{approved}", False, rs)
+    return PublishCheck(
+        True, "ok", f"audit {audit.status} at snapshot {audit.snapshot_id}{approved}", False, rs
+    )
 
 
-def _refuse(lh: Lakehouse, user: str, table: TableId, branch: str, action: str, exc: RefusedError, before: int | None = None) -> RefusedError:
-    lh.journal.record(user=user, action=action, table=str(table), branch=branch, snapshot_before=before, outcome="refused",
-                      reason=str(exc), details={"code": exc.reason_code})
+def _refuse(
+    lh: Lakehouse,
+    user: str,
+    table: TableId,
+    branch: str,
+    action: str,
+    exc: RefusedError,
+    before: int | None = None,
+) -> RefusedError:
+    lh.journal.record(
+        user=user,
+        action=action,
+        table=str(table),
+        branch=branch,
+        snapshot_before=before,
+        outcome="refused",
+        reason=str(exc),
+        details={"code": exc.reason_code},
+    )
     # (authorization refusals are journaled and notified by access.authorize)
-    notify.emit(lh, notify.Event.REFUSED, table=str(table), branch=branch, user=user, status=exc.reason_code, summary=str(exc),
-                snapshot_id=before)
+    notify.emit(
+        lh,
+        notify.Event.REFUSED,
+        table=str(table),
+        branch=branch,
+        user=user,
+        status=exc.reason_code,
+        summary=str(exc),
+        snapshot_id=before,
+    )
     return exc
 
 
@@ -156,15 +200,26 @@ def _record_untracked_publish(lh: Lakehouse, table: TableId, branch: str, snapsh
     """
     if lh.journal.pending_intent_on(str(table), branch) is not None:
         return
-    lh.journal.record(user="unknown", action="publish", table=str(table), branch=branch, snapshot_after=snapshot_id,
-                      outcome="published", reason="found in main's history without a journaled publish: who and why are unknown",
-                      details={"untracked": True})
+    lh.journal.record(
+        user="unknown",
+        action="publish",
+        table=str(table),
+        branch=branch,
+        snapshot_after=snapshot_id,
+        outcome="published",
+        reason="found in main's history without a journaled publish: who and why are unknown",
+        details={"untracked": True},
+    )
 
 
-def _begin(lh: Lakehouse, user: str, table: TableId, branch: str, action: str, before: int | None, **kw: Any) -> Intent:
+def _begin(
+    lh: Lakehouse, user: str, table: TableId, branch: str, action: str, before: int | None, **kw: Any
+) -> Intent:
     """Announce a ref move (its intent row is committed before any Iceberg commit); a busy branch is a journaled refusal."""
     try:
-        return lh.journal.begin_intent(user=user, action=action, table=str(table), branch=branch, expected_before=before, **kw)
+        return lh.journal.begin_intent(
+            user=user, action=action, table=str(table), branch=branch, expected_before=before, **kw
+        )
     except BranchBusyError as exc:
         raise _refuse(lh, user, table, branch, action, exc, before) from exc
 
@@ -193,17 +248,44 @@ def publish(
     ready = publish_readiness(lh, table, branch, tbl)
     head = tbl.metadata.refs[branch].snapshot_id
     if not ready.allowed and not (force and ready.forceable):
-        raise _refuse(lh, user, table, branch, "publish", RefusedError(f"publish of {table} {branch} refused: {ready.message}", ready.code), main_before)
+        raise _refuse(
+            lh,
+            user,
+            table,
+            branch,
+            "publish",
+            RefusedError(f"publish of {table} {branch} refused: {ready.message}", ready.code),
+            main_before,
+        )
     forced = not ready.allowed
     if forced:  # publishing over the audit (or the review policy) is the admins' call
         authorize(lh, user, Permission.FORCE_PUBLISH, table=table, branch=branch)
         rs = ready.review if ready.review is not None else review_state(lh, table, branch, tbl)
         if rs.policy.force_needs_second_admin and second_admin_approval(lh, rs, user) is None:
-            raise _refuse(lh, user, table, branch, "publish", RefusedError(
-                f"forced publish of {table} {branch} refused: the policy ({rs.policy.source}) needs an approval of the head "
-                f"from an admin other than {user}", "second_admin_missing"), main_before)
-    intent = _begin(lh, user, table, branch, "publish", main_before, expected_after=head, reason=reason,
-                    details={"forced": forced, "refusal_overridden": ready.code if forced else None})
+            raise _refuse(
+                lh,
+                user,
+                table,
+                branch,
+                "publish",
+                RefusedError(
+                    f"forced publish of {table} {branch} refused: the policy ({rs.policy.source}) needs an approval of the head "
+                    f"from an admin other than {user}",
+                    "second_admin_missing",
+                ),
+                main_before,
+            )
+    intent = _begin(
+        lh,
+        user,
+        table,
+        branch,
+        "publish",
+        main_before,
+        expected_after=head,
+        reason=reason,
+        details={"forced": forced, "refusal_overridden": ready.code if forced else None},
+    )
     with acting(lh, intent):
         fault_point("after_publish_intent")
         for attempt in range(_RETRIES):
@@ -225,23 +307,45 @@ def publish(
             except CommitFailedException as exc:
                 tbl = lh.table(table)
                 if cat.ref_snapshot_id(tbl, MAIN) == head:
-                    lh.journal.resolve_intent(intent, outcome="abandoned", done=False,
-                                              details={"why": "main already reached the branch head by another commit"})
+                    lh.journal.resolve_intent(
+                        intent,
+                        outcome="abandoned",
+                        done=False,
+                        details={"why": "main already reached the branch head by another commit"},
+                    )
                     return PublishResult(str(table), branch, "already_published", main_before, head)
-                unrelated = cat.ref_snapshot_id(tbl, MAIN) == main_before and cat.ref_snapshot_id(tbl, branch) == head
+                unrelated = (
+                    cat.ref_snapshot_id(tbl, MAIN) == main_before and cat.ref_snapshot_id(tbl, branch) == head
+                )
                 if not unrelated or attempt == _RETRIES - 1:
                     # main or the branch changed under us: nothing was published, nothing is lost (journaled as refused)
-                    raise ConflictError(f"publish of {table} {branch} lost a race: main or the branch changed during publish; nothing was published ({exc})") from exc
-                time.sleep(0.05 * (attempt + 1))  # another branch of the table committed: retry on fresh metadata
+                    raise ConflictError(
+                        f"publish of {table} {branch} lost a race: main or the branch changed during publish; nothing was published ({exc})"
+                    ) from exc
+                time.sleep(
+                    0.05 * (attempt + 1)
+                )  # another branch of the table committed: retry on fresh metadata
         fault_point("after_publish_commit")
-        lh.journal.resolve_intent(intent, outcome="forced" if forced else "published", done=True, snapshot_after=head)
-    notify.emit(lh, notify.Event.PUBLISHED, table=str(table), branch=branch, user=user, status="forced" if forced else "published",
-                summary=f"main of {table} moved from snapshot {main_before} to {head}"
-                        + (f"; forced over '{ready.message}': {reason}" if forced else f" ({ready.message})"), snapshot_id=head)
+        lh.journal.resolve_intent(
+            intent, outcome="forced" if forced else "published", done=True, snapshot_after=head
+        )
+    notify.emit(
+        lh,
+        notify.Event.PUBLISHED,
+        table=str(table),
+        branch=branch,
+        user=user,
+        status="forced" if forced else "published",
+        summary=f"main of {table} moved from snapshot {main_before} to {head}"
+        + (f"; forced over '{ready.message}': {reason}" if forced else f" ({ready.message})"),
+        snapshot_id=head,
+    )
     return PublishResult(str(table), branch, "published", main_before, head, forced, reason)
 
 
-def discard(lh: Lakehouse, table: TableId, branch: str, *, reason: str | None = None, user: str | None = None) -> DiscardResult:
+def discard(
+    lh: Lakehouse, table: TableId, branch: str, *, reason: str | None = None, user: str | None = None
+) -> DiscardResult:
     user = user or lh.user
     validate_branch(branch)
     authorize(lh, user, Permission.DISCARD, table=table, branch=branch)
@@ -257,13 +361,23 @@ def discard(lh: Lakehouse, table: TableId, branch: str, *, reason: str | None = 
             except CommitFailedException as exc:
                 tbl = lh.table(table)
                 if cat.ref_snapshot_id(tbl, branch) != head or attempt == _RETRIES - 1:
-                    raise ConflictError(f"discard of {table} {branch} lost a race with another change; nothing was discarded ({exc})") from exc
+                    raise ConflictError(
+                        f"discard of {table} {branch} lost a race with another change; nothing was discarded ({exc})"
+                    ) from exc
                 time.sleep(0.05 * (attempt + 1))
         fault_point("after_discard_commit")
         lh.journal.resolve_intent(intent, outcome="discarded", done=True)
-    notify.emit(lh, notify.Event.DISCARDED, table=str(table), branch=branch, user=user, status="discarded",
-                summary=f"branch {branch} of {table} discarded (head {head}); main untouched" + (f": {reason}" if reason else ""),
-                snapshot_id=head)
+    notify.emit(
+        lh,
+        notify.Event.DISCARDED,
+        table=str(table),
+        branch=branch,
+        user=user,
+        status="discarded",
+        summary=f"branch {branch} of {table} discarded (head {head}); main untouched"
+        + (f": {reason}" if reason else ""),
+        snapshot_id=head,
+    )
     return DiscardResult(str(table), branch, head, reason)
 
 
@@ -279,9 +393,18 @@ def rebase(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = Non
         return RebaseResult(str(table), branch, "up_to_date", lin.head, lin.head, lin.fork, lin.fork, 0)
     ops = [cat.snapshot_operation(s) for s in lin.new_snapshots]
     if any(op != "append" for op in ops):
-        raise _refuse(lh, user, table, branch, "rebase", RefusedError(
-            f"rebase of {table} {branch} refused: the branch holds non-append commits ({', '.join(sorted(set(ops)))}); only appended batches can be replayed",
-            "not_append"), lin.head)
+        raise _refuse(
+            lh,
+            user,
+            table,
+            branch,
+            "rebase",
+            RefusedError(
+                f"rebase of {table} {branch} refused: the branch holds non-append commits ({', '.join(sorted(set(ops)))}); only appended batches can be replayed",
+                "not_append",
+            ),
+            lin.head,
+        )
     main_head = lin.main_head
     assert main_head is not None
     tmp = temp_branch_name(branch, uuid.uuid4().hex[:8])
@@ -296,8 +419,15 @@ def rebase(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = Non
     props["wap.malformed-rows"] = str(malformed)
     props["wap.malformed-sample"] = sample_json(samples)
     rows = sum(int(cat.summary_get(s, "added-records") or 0) for s in lin.new_snapshots)
-    intent = _begin(lh, user, table, branch, "rebase", lin.head,
-                    details={"tmp": tmp, "old_fork": lin.fork, "new_fork": main_head, "rows": rows})
+    intent = _begin(
+        lh,
+        user,
+        table,
+        branch,
+        "rebase",
+        lin.head,
+        details={"tmp": tmp, "old_fork": lin.fork, "new_fork": main_head, "rows": rows},
+    )
     props[INTENT_PROPERTY] = str(intent.id)
     with acting(lh, intent):
         fault_point("after_rebase_intent")
@@ -318,12 +448,16 @@ def rebase(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = Non
             fault_point("after_rebase_write")
             now = lh.table(table)
             if cat.ref_snapshot_id(now, branch) != lin.head:
-                raise ConflictError(f"branch {branch} of {table} changed during the rebase; nothing was changed")
+                raise ConflictError(
+                    f"branch {branch} of {table} changed during the rebase; nothing was changed"
+                )
             new_head = now.metadata.refs[tmp].snapshot_id
             now.manage_snapshots().create_branch(new_head, branch).remove_branch(tmp).commit()
         except CommitFailedException as exc:
             remove_branch_quietly(lh, table, tmp)
-            raise ConflictError(f"rebase of {table} {branch} lost a race with another change; the branch is unchanged ({exc})") from exc
+            raise ConflictError(
+                f"rebase of {table} {branch} lost a race with another change; the branch is unchanged ({exc})"
+            ) from exc
         except Exception:
             remove_branch_quietly(lh, table, tmp)
             raise

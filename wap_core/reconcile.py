@@ -126,7 +126,13 @@ def judge(tbl: Table | None, intent: Intent) -> Verdict:
     if a == "publish":
         outcome = "forced" if intent.details.get("forced") else "published"
         if ref is None and _in_main(tbl, intent.expected_after):
-            return Verdict(True, outcome, intent.expected_after, False, "main holds the branch head and the branch is gone")
+            return Verdict(
+                True,
+                outcome,
+                intent.expected_after,
+                False,
+                "main holds the branch head and the branch is gone",
+            )
         main_now = cat.ref_snapshot_id(tbl, MAIN)
         never = ref is None or head != intent.expected_after or main_now != intent.expected_before
         return Verdict(False, "abandoned", None, never, "main was not moved to the branch head")
@@ -137,9 +143,14 @@ def judge(tbl: Table | None, intent: Intent) -> Verdict:
     if a == "rollback":
         main_now = cat.ref_snapshot_id(tbl, MAIN)
         if main_now == intent.expected_after or (
-                _in_main(tbl, intent.expected_after) and not _in_main(tbl, intent.expected_before)):
-            return Verdict(True, "rolled_back", intent.expected_after, False, "main is back at the rollback's target")
-        return Verdict(False, "abandoned", None, main_now != intent.expected_before, "main was not moved back")
+            _in_main(tbl, intent.expected_after) and not _in_main(tbl, intent.expected_before)
+        ):
+            return Verdict(
+                True, "rolled_back", intent.expected_after, False, "main is back at the rollback's target"
+            )
+        return Verdict(
+            False, "abandoned", None, main_now != intent.expected_before, "main was not moved back"
+        )
     if a == "reopen":
         if ref is not None:
             return Verdict(True, "reopened", head, False, "the reopened branch exists")
@@ -150,9 +161,18 @@ def judge(tbl: Table | None, intent: Intent) -> Verdict:
         if ref is not None and head != intent.expected_before:
             done = _marked(tbl, head, intent)
             if done is not None:
-                return Verdict(True, "rebased", head, False, "the branch holds the replayed batch", cleanup=cleanup)
+                return Verdict(
+                    True, "rebased", head, False, "the branch holds the replayed batch", cleanup=cleanup
+                )
         never = ref is None or head != intent.expected_before
-        return Verdict(False, "abandoned", None, never, "the branch was not swapped to the replayed batch", cleanup=cleanup)
+        return Verdict(
+            False,
+            "abandoned",
+            None,
+            never,
+            "the branch was not swapped to the replayed batch",
+            cleanup=cleanup,
+        )
     if a == "ingest":
         if ref is None:
             return Verdict(False, "abandoned", None, False, "the branch was not created")
@@ -160,8 +180,12 @@ def judge(tbl: Table | None, intent: Intent) -> Verdict:
         if done is not None:
             snap = tbl.metadata.snapshot_by_id(done)
             rows = int(cat.summary_get(snap, "added-records") or 0) if snap is not None else None
-            return Verdict(True, "written", done, False, "the branch holds the batch", details={"rows_committed": rows})
-        return Verdict(False, "incomplete", None, False, "the branch was created but its batch was never committed")
+            return Verdict(
+                True, "written", done, False, "the branch holds the batch", details={"rows_committed": rows}
+            )
+        return Verdict(
+            False, "incomplete", None, False, "the branch was created but its batch was never committed"
+        )
     raise ValueError(f"not a ref-moving action: {a!r}")
 
 
@@ -205,15 +229,28 @@ def _decide(lh: Lakehouse, tbl: Table | None, intent: Intent) -> JournalEntry | 
     if v.landed:
         if v.cleanup:
             remove_branches(lh, intent.table, v.cleanup)
-        return lh.journal.resolve_intent(intent, outcome=v.outcome, done=True, snapshot_after=v.snapshot_after,
-                                         details={**v.details, "reconciled_because": v.why}, reconciled=True, at=intent.at)
+        return lh.journal.resolve_intent(
+            intent,
+            outcome=v.outcome,
+            done=True,
+            snapshot_after=v.snapshot_after,
+            details={**v.details, "reconciled_because": v.why},
+            reconciled=True,
+            at=intent.at,
+        )
     if not (v.never or _gone(intent)):
         return None  # still in flight elsewhere: leave it pending
     if v.cleanup:
         remove_branches(lh, intent.table, v.cleanup)
     why = v.why + ("; it can no longer happen" if v.never else "; the process that announced it is gone")
-    return lh.journal.resolve_intent(intent, outcome=v.outcome, done=False, details={**v.details, "reconciled_because": why},
-                                     reconciled=True, at=intent.at)
+    return lh.journal.resolve_intent(
+        intent,
+        outcome=v.outcome,
+        done=False,
+        details={**v.details, "reconciled_because": why},
+        reconciled=True,
+        at=intent.at,
+    )
 
 
 def reconcile(lh: Lakehouse, table: TableId | str | None = None) -> list[JournalEntry]:
@@ -228,12 +265,28 @@ def reconcile(lh: Lakehouse, table: TableId | str | None = None) -> list[Journal
             loaded[intent.table] = _load(lh, intent.table)
         try:
             entry = _decide(lh, loaded[intent.table], intent)
-        except SQLAlchemyError as exc:  # e.g. the journal DB stayed locked: the intent stays pending, next read retries
-            log.warning("could not reconcile intent %d (%s of %s %s): %s", intent.id, intent.action, intent.table, intent.branch, exc)
+        except (
+            SQLAlchemyError
+        ) as exc:  # e.g. the journal DB stayed locked: the intent stays pending, next read retries
+            log.warning(
+                "could not reconcile intent %d (%s of %s %s): %s",
+                intent.id,
+                intent.action,
+                intent.table,
+                intent.branch,
+                exc,
+            )
             continue
         if entry is not None:
-            log.warning("reconciled %s of %s %s by %s (intent %d): %s", intent.action, intent.table, intent.branch,
-                        intent.user, intent.id, entry.outcome)
+            log.warning(
+                "reconciled %s of %s %s by %s (intent %d): %s",
+                intent.action,
+                intent.table,
+                intent.branch,
+                intent.user,
+                intent.id,
+                entry.outcome,
+            )
             notify.emit_outcome(lh, entry)  # a publish or discard that landed is notified, late but once
             out.append(entry)
             loaded.pop(intent.table, None)  # cleanup may have changed it
@@ -245,8 +298,13 @@ def settle(lh: Lakehouse, intent: Intent, exc: BaseException | None) -> JournalE
     tbl = _load(lh, intent.table)
     v = judge(tbl, intent)
     if v.landed:
-        entry = lh.journal.resolve_intent(intent, outcome=v.outcome, done=True, snapshot_after=v.snapshot_after,
-                                          details={**v.details, "after_error": _one_line(exc)})
+        entry = lh.journal.resolve_intent(
+            intent,
+            outcome=v.outcome,
+            done=True,
+            snapshot_after=v.snapshot_after,
+            details={**v.details, "after_error": _one_line(exc)},
+        )
     else:
         if v.cleanup:
             remove_branches(lh, intent.table, v.cleanup)
@@ -255,11 +313,18 @@ def settle(lh: Lakehouse, intent: Intent, exc: BaseException | None) -> JournalE
             details["intent_reason"] = intent.reason
         if isinstance(exc, RefusedError):
             details["code"] = exc.reason_code
-        entry = lh.journal.resolve_intent(intent, outcome="refused" if isinstance(exc, RefusedError) else "error",
-                                          done=False, reason=_one_line(exc), details=details)
+        entry = lh.journal.resolve_intent(
+            intent,
+            outcome="refused" if isinstance(exc, RefusedError) else "error",
+            done=False,
+            reason=_one_line(exc),
+            details=details,
+        )
     if isinstance(exc, WapError):
         exc.journaled = True
-    notify.emit_outcome(lh, entry)  # refused (a lost race) or, when the commit landed after all, published/discarded
+    notify.emit_outcome(
+        lh, entry
+    )  # refused (a lost race) or, when the commit landed after all, published/discarded
     return entry
 
 

@@ -74,8 +74,12 @@ class ReviewPolicy:
     source: str = "default"  # the policies key it came from ("*", a table, a pattern) or "default"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"approvals": self.approvals, "author_cannot_approve": self.author_cannot_approve,
-                "force_needs_second_admin": self.force_needs_second_admin, "source": self.source}
+        return {
+            "approvals": self.approvals,
+            "author_cannot_approve": self.author_cannot_approve,
+            "force_needs_second_admin": self.force_needs_second_admin,
+            "source": self.source,
+        }
 
 
 _parsed: dict[int, tuple[AccessPolicy, dict[str, ReviewPolicy]]] = {}
@@ -93,7 +97,9 @@ def parse_policies(policy: AccessPolicy) -> dict[str, ReviewPolicy]:
             line = int(key_node.start_mark.line) + 1
             key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
             if not isinstance(key, str) or not key:
-                raise AccessFileError(policy.path, line, "a policy key must be a table name (namespace.table) or \"*\"")
+                raise AccessFileError(
+                    policy.path, line, 'a policy key must be a table name (namespace.table) or "*"'
+                )
             if key != "*" and "*" not in key:
                 try:
                     TableId.parse(key)
@@ -102,18 +108,25 @@ def parse_policies(policy: AccessPolicy) -> dict[str, ReviewPolicy]:
             if key in out:
                 raise AccessFileError(policy.path, line, f"policy {key!r} is given twice")
             if not isinstance(val_node, yaml.MappingNode):
-                raise AccessFileError(policy.path, int(val_node.start_mark.line) + 1,
-                                      f"policy {key!r} must be a mapping, e.g. {{approvals: 1, author_cannot_approve: true}}")
+                raise AccessFileError(
+                    policy.path,
+                    int(val_node.start_mark.line) + 1,
+                    f"policy {key!r} must be a mapping, e.g. {{approvals: 1, author_cannot_approve: true}}",
+                )
             values: dict[str, Any] = {}
             for k_node, v_node in val_node.value:
                 k_line = int(k_node.start_mark.line) + 1
                 k = k_node.value if isinstance(k_node, yaml.ScalarNode) else None
                 if k not in POLICY_KEYS:
-                    raise AccessFileError(policy.path, k_line, f"unknown policy key {k!r}: use {', '.join(POLICY_KEYS)}")
+                    raise AccessFileError(
+                        policy.path, k_line, f"unknown policy key {k!r}: use {', '.join(POLICY_KEYS)}"
+                    )
                 v = yaml.safe_load(yaml.serialize(v_node))
                 if k == "approvals":
                     if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 10:
-                        raise AccessFileError(policy.path, k_line, f"'approvals' must be a whole number from 0 to 10, got {v!r}")
+                        raise AccessFileError(
+                            policy.path, k_line, f"'approvals' must be a whole number from 0 to 10, got {v!r}"
+                        )
                 elif not isinstance(v, bool):
                     raise AccessFileError(policy.path, k_line, f"{k!r} must be true or false, got {v!r}")
                 values[str(k)] = v
@@ -153,8 +166,17 @@ class Review:
     comment: str | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "at": self.at.isoformat(), "user": self.user, "table": self.table, "branch": self.branch,
-                "snapshot_id": self.snapshot_id, "verdict": self.verdict, "role": self.role, "comment": self.comment}
+        return {
+            "id": self.id,
+            "at": self.at.isoformat(),
+            "user": self.user,
+            "table": self.table,
+            "branch": self.branch,
+            "snapshot_id": self.snapshot_id,
+            "verdict": self.verdict,
+            "role": self.role,
+            "comment": self.comment,
+        }
 
 
 @dataclass(frozen=True)
@@ -170,8 +192,17 @@ class Comment:
     text: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "at": self.at.isoformat(), "user": self.user, "table": self.table, "branch": self.branch,
-                "snapshot_id": self.snapshot_id, "check": self.check, "kind": self.kind, "text": self.text}
+        return {
+            "id": self.id,
+            "at": self.at.isoformat(),
+            "user": self.user,
+            "table": self.table,
+            "branch": self.branch,
+            "snapshot_id": self.snapshot_id,
+            "check": self.check,
+            "kind": self.kind,
+            "text": self.text,
+        }
 
 
 @dataclass(frozen=True)
@@ -186,8 +217,12 @@ class ReviewStatus:
     state: ReviewState
     approvals: tuple[Review, ...]  # counting approvals on the head (each reviewer's latest)
     changes_requested: tuple[Review, ...]  # open requests for changes on the head
-    dismissed: tuple[Review, ...]  # latest reviews of earlier heads (a later commit or a rebase dismissed them)
-    ignored: tuple[Review, ...] = field(default=())  # the author's own approvals where the policy forbids them
+    dismissed: tuple[
+        Review, ...
+    ]  # latest reviews of earlier heads (a later commit or a rebase dismissed them)
+    ignored: tuple[Review, ...] = field(
+        default=()
+    )  # the author's own approvals where the policy forbids them
 
     @property
     def missing(self) -> int:
@@ -204,31 +239,64 @@ class ReviewStatus:
         if self.changes_requested:
             parts.append("changes requested by " + ", ".join(r.user for r in self.changes_requested))
         if self.missing:
-            parts.append(f"{self.missing} approval{'s' if self.missing != 1 else ''} of {self.policy.approvals} required "
-                         f"{'is' if self.missing == 1 else 'are'} missing")
+            parts.append(
+                f"{self.missing} approval{'s' if self.missing != 1 else ''} of {self.policy.approvals} required "
+                f"{'is' if self.missing == 1 else 'are'} missing"
+            )
         return "; ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"table": self.table, "branch": self.branch, "head": self.head, "policy": self.policy.to_dict(),
-                "author": self.author, "review": self.state.value, "approvals": len(self.approvals),
-                "required": self.policy.approvals, "approved_by": [r.user for r in self.approvals],
-                "changes_requested_by": [r.user for r in self.changes_requested],
-                "dismissed": [r.to_dict() for r in self.dismissed], "message": self.message}
+        return {
+            "table": self.table,
+            "branch": self.branch,
+            "head": self.head,
+            "policy": self.policy.to_dict(),
+            "author": self.author,
+            "review": self.state.value,
+            "approvals": len(self.approvals),
+            "required": self.policy.approvals,
+            "approved_by": [r.user for r in self.approvals],
+            "changes_requested_by": [r.user for r in self.changes_requested],
+            "dismissed": [r.to_dict() for r in self.dismissed],
+            "message": self.message,
+        }
 
 
 def _review(r: Any) -> Review:
-    return Review(id=r["id"], at=_aware(r["at"]), user=r["user_name"], table=r["table_name"], branch=r["branch"],
-                  snapshot_id=int(r["snapshot_id"]), verdict=r["verdict"], role=r["role"], comment=r["comment"])
+    return Review(
+        id=r["id"],
+        at=_aware(r["at"]),
+        user=r["user_name"],
+        table=r["table_name"],
+        branch=r["branch"],
+        snapshot_id=int(r["snapshot_id"]),
+        verdict=r["verdict"],
+        role=r["role"],
+        comment=r["comment"],
+    )
 
 
 def _comment(r: Any) -> Comment:
-    return Comment(id=r["id"], at=_aware(r["at"]), user=r["user_name"], table=r["table_name"], branch=r["branch"],
-                   snapshot_id=r["snapshot_id"], check=r["check_name"], kind=r["kind"], text=r["text"])
+    return Comment(
+        id=r["id"],
+        at=_aware(r["at"]),
+        user=r["user_name"],
+        table=r["table_name"],
+        branch=r["branch"],
+        snapshot_id=r["snapshot_id"],
+        check=r["check_name"],
+        kind=r["kind"],
+        text=r["text"],
+    )
 
 
 def reviews(lh: Lakehouse, table: TableId | str, branch: str) -> list[Review]:
     """Every review of the branch (all heads), oldest first."""
-    q = select(reviews_table).where(and_(reviews_table.c.table_name == str(table), reviews_table.c.branch == branch)).order_by(reviews_table.c.id)
+    q = (
+        select(reviews_table)
+        .where(and_(reviews_table.c.table_name == str(table), reviews_table.c.branch == branch))
+        .order_by(reviews_table.c.id)
+    )
     with lh.journal.engine.connect() as conn:
         return [_review(r) for r in conn.execute(q).mappings().all()]
 
@@ -250,8 +318,14 @@ _AUTHOR_OUTCOMES = (("ingest", "written"), ("rebase", "rebased"), ("reopen", "re
 
 def authors(lh: Lakehouse, table: str | None = None) -> dict[tuple[str, str], str]:
     """{(table, branch): author}: whoever last ingested, rebased or reopened each branch (from the journal)."""
-    cond = or_(*[and_(journal_table.c.action == a, journal_table.c.outcome == o) for a, o in _AUTHOR_OUTCOMES])
-    q = select(journal_table.c.table_name, journal_table.c.branch, journal_table.c.user_name).where(cond).order_by(journal_table.c.id)
+    cond = or_(
+        *[and_(journal_table.c.action == a, journal_table.c.outcome == o) for a, o in _AUTHOR_OUTCOMES]
+    )
+    q = (
+        select(journal_table.c.table_name, journal_table.c.branch, journal_table.c.user_name)
+        .where(cond)
+        .order_by(journal_table.c.id)
+    )
     if table is not None:
         q = q.where(journal_table.c.table_name == table)
     out: dict[tuple[str, str], str] = {}
@@ -271,7 +345,9 @@ def _same(a: str | None, b: str | None) -> bool:
     return a.casefold() == b.casefold() if "@" in a else a == b
 
 
-def evaluate(table: str, branch: str, head: int, policy: ReviewPolicy, author: str | None, all_reviews: list[Review]) -> ReviewStatus:
+def evaluate(
+    table: str, branch: str, head: int, policy: ReviewPolicy, author: str | None, all_reviews: list[Review]
+) -> ReviewStatus:
     """Pure: the review status of ``head`` from the branch's reviews (oldest first)."""
     latest: dict[str, Review] = {}
     for r in all_reviews:
@@ -297,23 +373,38 @@ def review_state(lh: Lakehouse, table: TableId, branch: str, tbl: Table | None =
     """The review status of the branch's current head (no authorization: a read like ``branches``)."""
     tbl = tbl if tbl is not None else lh.table(table)
     head = cat.require_branch(tbl, table, branch)
-    return evaluate(str(table), branch, head, policy_for(lh, table), author_of(lh, table, branch), reviews(lh, table, branch))
+    return evaluate(
+        str(table),
+        branch,
+        head,
+        policy_for(lh, table),
+        author_of(lh, table, branch),
+        reviews(lh, table, branch),
+    )
 
 
-def review_states(lh: Lakehouse, table: str | None, heads: Mapping[tuple[str, str], int]) -> dict[tuple[str, str], ReviewStatus]:
+def review_states(
+    lh: Lakehouse, table: str | None, heads: Mapping[tuple[str, str], int]
+) -> dict[tuple[str, str], ReviewStatus]:
     """Review status of many branch heads in two queries (``branches``)."""
     all_reviews = _all_reviews(lh, table)
     who = authors(lh, table)
     policy = access_policy(lh)
-    return {(t, b): evaluate(t, b, head, policy_for(policy, t), who.get((t, b)), all_reviews.get((t, b), []))
-            for (t, b), head in heads.items()}
+    return {
+        (t, b): evaluate(t, b, head, policy_for(policy, t), who.get((t, b)), all_reviews.get((t, b), []))
+        for (t, b), head in heads.items()
+    }
 
 
 def second_admin_approval(lh: Lakehouse, status: ReviewStatus, forcing_user: str) -> Review | None:
     """An approval on the head by an admin other than ``forcing_user`` (for ``force_needs_second_admin``)."""
     policy = access_policy(lh)
     for r in status.approvals:
-        if not _same(r.user, forcing_user) and r.user != forcing_user and policy.role_of(r.user) == Role.ADMIN:
+        if (
+            not _same(r.user, forcing_user)
+            and r.user != forcing_user
+            and policy.role_of(r.user) == Role.ADMIN
+        ):
             return r
     return None
 
@@ -333,26 +424,62 @@ def _clean_text(text: str | None, what: str, required: bool) -> str | None:
     return text.strip()
 
 
-def _record_review(lh: Lakehouse, user: str, table: TableId, branch: str, verdict: Verdict, comment: str | None,
-                   role: Role | None) -> tuple[Review, int]:
+def _record_review(
+    lh: Lakehouse,
+    user: str,
+    table: TableId,
+    branch: str,
+    verdict: Verdict,
+    comment: str | None,
+    role: Role | None,
+) -> tuple[Review, int]:
     tbl = lh.table(table)
     head = cat.require_branch(tbl, table, branch)
     now = utcnow()
     with lh.journal.engine.begin() as conn:
-        pk = conn.execute(insert(reviews_table).values(
-            at=now, user_name=user, table_name=str(table), branch=branch, snapshot_id=head, verdict=verdict.value,
-            role=role.label if role is not None else None, comment=comment)).inserted_primary_key
+        pk = conn.execute(
+            insert(reviews_table).values(
+                at=now,
+                user_name=user,
+                table_name=str(table),
+                branch=branch,
+                snapshot_id=head,
+                verdict=verdict.value,
+                role=role.label if role is not None else None,
+                comment=comment,
+            )
+        ).inserted_primary_key
         assert pk is not None
-        conn.execute(insert(comments_table).values(
-            at=now, user_name=user, table_name=str(table), branch=branch, snapshot_id=head, check_name=None,
-            kind=verdict.value, text=comment or ""))
-    lh.journal.record(user=user, action="approve" if verdict is Verdict.APPROVED else "request_changes", table=str(table),
-                      branch=branch, snapshot_after=head, outcome=verdict.value, reason=comment)
-    rv = Review(int(pk[0]), now, user, str(table), branch, head, verdict.value, role.label if role else None, comment)
+        conn.execute(
+            insert(comments_table).values(
+                at=now,
+                user_name=user,
+                table_name=str(table),
+                branch=branch,
+                snapshot_id=head,
+                check_name=None,
+                kind=verdict.value,
+                text=comment or "",
+            )
+        )
+    lh.journal.record(
+        user=user,
+        action="approve" if verdict is Verdict.APPROVED else "request_changes",
+        table=str(table),
+        branch=branch,
+        snapshot_after=head,
+        outcome=verdict.value,
+        reason=comment,
+    )
+    rv = Review(
+        int(pk[0]), now, user, str(table), branch, head, verdict.value, role.label if role else None, comment
+    )
     return rv, head
 
 
-def approve(lh: Lakehouse, table: TableId, branch: str, *, comment: str | None = None, user: str | None = None) -> ReviewStatus:
+def approve(
+    lh: Lakehouse, table: TableId, branch: str, *, comment: str | None = None, user: str | None = None
+) -> ReviewStatus:
     """Approve the branch's current head (approver role). Self-approval is refused where the policy says so."""
     user = user or lh.user
     validate_branch(branch)
@@ -362,28 +489,55 @@ def approve(lh: Lakehouse, table: TableId, branch: str, *, comment: str | None =
     author = author_of(lh, table, branch)
     if policy.author_cannot_approve and _same(author, user):
         msg = f"{user} may not approve {table} {branch}: the author of a branch cannot approve it (policy {policy.source})"
-        lh.journal.record(user=user, action="approve", table=str(table), branch=branch, outcome="refused", reason=msg,
-                          details={"code": "self_approval"})
+        lh.journal.record(
+            user=user,
+            action="approve",
+            table=str(table),
+            branch=branch,
+            outcome="refused",
+            reason=msg,
+            details={"code": "self_approval"},
+        )
         raise RefusedError(msg, "self_approval")
     _record_review(lh, user, table, branch, Verdict.APPROVED, text, access_policy(lh).role_of(user))
     return review_state(lh, table, branch)
 
 
-def request_changes(lh: Lakehouse, table: TableId, branch: str, *, comment: str, user: str | None = None) -> ReviewStatus:
+def request_changes(
+    lh: Lakehouse, table: TableId, branch: str, *, comment: str, user: str | None = None
+) -> ReviewStatus:
     """Request changes on the branch's current head (approver role); blocks publish until that reviewer approves."""
     user = user or lh.user
     validate_branch(branch)
     authorize(lh, user, Permission.APPROVE, table=table, branch=branch, action="request_changes")
     text = _clean_text(comment, "the comment (--comment)", required=True)
-    _, head = _record_review(lh, user, table, branch, Verdict.CHANGES_REQUESTED, text, access_policy(lh).role_of(user))
+    _, head = _record_review(
+        lh, user, table, branch, Verdict.CHANGES_REQUESTED, text, access_policy(lh).role_of(user)
+    )
     from wap_core.notify import Event, emit
 
-    emit(lh, Event.CHANGES_REQUESTED, table=str(table), branch=branch, user=user, status=ReviewState.CHANGES_REQUESTED.value,
-         summary=f"changes requested by {user}: {text}"[:500], snapshot_id=head)
+    emit(
+        lh,
+        Event.CHANGES_REQUESTED,
+        table=str(table),
+        branch=branch,
+        user=user,
+        status=ReviewState.CHANGES_REQUESTED.value,
+        summary=f"changes requested by {user}: {text}"[:500],
+        snapshot_id=head,
+    )
     return review_state(lh, table, branch)
 
 
-def add_comment(lh: Lakehouse, table: TableId, branch: str, text: str, *, check: str | None = None, user: str | None = None) -> Comment:
+def add_comment(
+    lh: Lakehouse,
+    table: TableId,
+    branch: str,
+    text: str,
+    *,
+    check: str | None = None,
+    user: str | None = None,
+) -> Comment:
     """Add a comment to the branch's thread (steward role); optionally about one check."""
     user = user or lh.user
     validate_branch(branch)
@@ -397,9 +551,18 @@ def add_comment(lh: Lakehouse, table: TableId, branch: str, text: str, *, check:
     head = cat.require_branch(tbl, table, branch)
     now = utcnow()
     with lh.journal.engine.begin() as conn:
-        pk = conn.execute(insert(comments_table).values(
-            at=now, user_name=user, table_name=str(table), branch=branch, snapshot_id=head, check_name=check_name,
-            kind="comment", text=body)).inserted_primary_key
+        pk = conn.execute(
+            insert(comments_table).values(
+                at=now,
+                user_name=user,
+                table_name=str(table),
+                branch=branch,
+                snapshot_id=head,
+                check_name=check_name,
+                kind="comment",
+                text=body,
+            )
+        ).inserted_primary_key
         assert pk is not None
     return Comment(int(pk[0]), now, user, str(table), branch, head, check_name, "comment", body)
 
@@ -409,8 +572,11 @@ def comments(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = N
     user = user or lh.user
     validate_branch(branch)
     authorize(lh, user, Permission.READ, table=table, branch=branch)
-    q = (select(comments_table).where(and_(comments_table.c.table_name == str(table), comments_table.c.branch == branch))
-         .order_by(comments_table.c.id))
+    q = (
+        select(comments_table)
+        .where(and_(comments_table.c.table_name == str(table), comments_table.c.branch == branch))
+        .order_by(comments_table.c.id)
+    )
     with lh.journal.engine.connect() as conn:
         return [_comment(r) for r in conn.execute(q).mappings().all()]
 

@@ -71,21 +71,42 @@ class ReopenResult:
         return asdict(self)
 
 
-def _refuse(lh: Lakehouse, user: str, table: TableId, branch: str, action: str, exc: RefusedError, before: int | None) -> RefusedError:
-    lh.journal.record(user=user, action=action, table=str(table), branch=branch, snapshot_before=before, outcome="refused",
-                      reason=str(exc), details={"code": exc.reason_code})
+def _refuse(
+    lh: Lakehouse, user: str, table: TableId, branch: str, action: str, exc: RefusedError, before: int | None
+) -> RefusedError:
+    lh.journal.record(
+        user=user,
+        action=action,
+        table=str(table),
+        branch=branch,
+        snapshot_before=before,
+        outcome="refused",
+        reason=str(exc),
+        details={"code": exc.reason_code},
+    )
     return exc
 
 
-def _begin(lh: Lakehouse, user: str, table: TableId, branch: str, action: str, before: int | None, **kw: Any) -> Intent:
+def _begin(
+    lh: Lakehouse, user: str, table: TableId, branch: str, action: str, before: int | None, **kw: Any
+) -> Intent:
     try:
-        return lh.journal.begin_intent(user=user, action=action, table=str(table), branch=branch, expected_before=before, **kw)
+        return lh.journal.begin_intent(
+            user=user, action=action, table=str(table), branch=branch, expected_before=before, **kw
+        )
     except BranchBusyError as exc:
         raise _refuse(lh, user, table, branch, action, exc, before) from exc
 
 
-def rollback(lh: Lakehouse, table: TableId, to_snapshot: int, *, reason: str, user: str | None = None,
-             expected_main: int | None = None) -> RollbackResult:
+def rollback(
+    lh: Lakehouse,
+    table: TableId,
+    to_snapshot: int,
+    *,
+    reason: str,
+    user: str | None = None,
+    expected_main: int | None = None,
+) -> RollbackResult:
     """Move main back to ``to_snapshot`` (an ancestor of main), metadata only. Admin role.
 
     ``expected_main``: the main head the caller saw (the console's timeline); refused when main moved since.
@@ -99,11 +120,29 @@ def rollback(lh: Lakehouse, table: TableId, to_snapshot: int, *, reason: str, us
     if main_before is None:
         raise NotFoundError(f"table {table} has no main snapshot to roll back")
     if expected_main is not None and expected_main != main_before:
-        raise _refuse(lh, user, table, MAIN, "rollback", ConflictError(
-            f"rollback of {table} refused: main moved since it was read (expected {expected_main}, now {main_before}); look again"), main_before)
+        raise _refuse(
+            lh,
+            user,
+            table,
+            MAIN,
+            "rollback",
+            ConflictError(
+                f"rollback of {table} refused: main moved since it was read (expected {expected_main}, now {main_before}); look again"
+            ),
+            main_before,
+        )
     if to_snapshot == main_before:
-        raise _refuse(lh, user, table, MAIN, "rollback", RefusedError(
-            f"rollback of {table} refused: main is already at snapshot {to_snapshot}", "already_there"), main_before)
+        raise _refuse(
+            lh,
+            user,
+            table,
+            MAIN,
+            "rollback",
+            RefusedError(
+                f"rollback of {table} refused: main is already at snapshot {to_snapshot}", "already_there"
+            ),
+            main_before,
+        )
     dropped: list[RolledBackBatch] = []
     found = False
     for n, snap in enumerate(cat.ancestors(tbl, main_before)):
@@ -112,32 +151,74 @@ def rollback(lh: Lakehouse, table: TableId, to_snapshot: int, *, reason: str, us
         if snap.snapshot_id == to_snapshot:
             found = True
             break
-        dropped.append(RolledBackBatch(snap.snapshot_id, cat.summary_get(snap, "wap.branch"), cat.summary_get(snap, "wap.user"),
-                                       int(cat.summary_get(snap, "added-records") or 0)))
+        dropped.append(
+            RolledBackBatch(
+                snap.snapshot_id,
+                cat.summary_get(snap, "wap.branch"),
+                cat.summary_get(snap, "wap.user"),
+                int(cat.summary_get(snap, "added-records") or 0),
+            )
+        )
     if not found:
-        raise _refuse(lh, user, table, MAIN, "rollback", RefusedError(
-            f"rollback of {table} refused: snapshot {to_snapshot} is not an ancestor of main (main is at {main_before}); "
-            "only a snapshot in main's own history can be rolled back to", "not_ancestor"), main_before)
-    intent = _begin(lh, user, table, MAIN, "rollback", main_before, expected_after=to_snapshot, reason=reason,
-                    details={"rolled_back": [b.snapshot_id for b in dropped]})
+        raise _refuse(
+            lh,
+            user,
+            table,
+            MAIN,
+            "rollback",
+            RefusedError(
+                f"rollback of {table} refused: snapshot {to_snapshot} is not an ancestor of main (main is at {main_before}); "
+                "only a snapshot in main's own history can be rolled back to",
+                "not_ancestor",
+            ),
+            main_before,
+        )
+    intent = _begin(
+        lh,
+        user,
+        table,
+        MAIN,
+        "rollback",
+        main_before,
+        expected_after=to_snapshot,
+        reason=reason,
+        details={"rolled_back": [b.snapshot_id for b in dropped]},
+    )
     with acting(lh, intent):
         fault_point("after_rollback_intent")
         main_ref = tbl.metadata.refs[MAIN]
         try:
-            (tbl.manage_snapshots()
-             .create_branch(to_snapshot, MAIN, max_ref_age_ms=main_ref.max_ref_age_ms,
-                            max_snapshot_age_ms=main_ref.max_snapshot_age_ms, min_snapshots_to_keep=main_ref.min_snapshots_to_keep)
-             .commit())
+            (
+                tbl.manage_snapshots()
+                .create_branch(
+                    to_snapshot,
+                    MAIN,
+                    max_ref_age_ms=main_ref.max_ref_age_ms,
+                    max_snapshot_age_ms=main_ref.max_snapshot_age_ms,
+                    min_snapshots_to_keep=main_ref.min_snapshots_to_keep,
+                )
+                .commit()
+            )
         except CommitFailedException as exc:
             # main moved since the read (a publish or another rollback landed): nothing was rolled back
-            raise ConflictError(f"rollback of {table} lost a race: main changed during the rollback; nothing was rolled back ({exc})") from exc
+            raise ConflictError(
+                f"rollback of {table} lost a race: main changed during the rollback; nothing was rolled back ({exc})"
+            ) from exc
         fault_point("after_rollback_commit")
         lh.journal.resolve_intent(intent, outcome="rolled_back", done=True, snapshot_after=to_snapshot)
     result = RollbackResult(str(table), main_before, to_snapshot, reason.strip(), tuple(dropped))
     from wap_core.notify import Event, emit
 
-    emit(lh, Event.ROLLED_BACK, table=str(table), branch=None, user=user, status="rolled_back",
-         summary=f"main rolled back from {main_before} to {to_snapshot}: {reason.strip()}"[:500], snapshot_id=to_snapshot)
+    emit(
+        lh,
+        Event.ROLLED_BACK,
+        table=str(table),
+        branch=None,
+        user=user,
+        status="rolled_back",
+        summary=f"main rolled back from {main_before} to {to_snapshot}: {reason.strip()}"[:500],
+        snapshot_id=to_snapshot,
+    )
     return result
 
 
@@ -155,9 +236,17 @@ def rolled_back_snapshots(lh: Lakehouse, table: TableId) -> list[dict[str, Any]]
             if snap is None or sid in main_ids or sid in seen:
                 continue
             seen.add(sid)
-            out.append({"snapshot_id": sid, "branch": cat.summary_get(snap, "wap.branch"), "user": cat.summary_get(snap, "wap.user"),
-                        "rows": int(cat.summary_get(snap, "added-records") or 0), "rolled_back_at": e.at.isoformat(),
-                        "rolled_back_by": e.user, "reason": e.reason})
+            out.append(
+                {
+                    "snapshot_id": sid,
+                    "branch": cat.summary_get(snap, "wap.branch"),
+                    "user": cat.summary_get(snap, "wap.user"),
+                    "rows": int(cat.summary_get(snap, "added-records") or 0),
+                    "rolled_back_at": e.at.isoformat(),
+                    "rolled_back_by": e.user,
+                    "reason": e.reason,
+                }
+            )
     return out
 
 
@@ -171,7 +260,9 @@ def default_reopen_name(tbl: Any, snapshot_id: int) -> str:
     return name
 
 
-def reopen(lh: Lakehouse, table: TableId, snapshot_id: int, *, branch: str | None = None, user: str | None = None) -> ReopenResult:
+def reopen(
+    lh: Lakehouse, table: TableId, snapshot_id: int, *, branch: str | None = None, user: str | None = None
+) -> ReopenResult:
     """Create a branch whose head is ``snapshot_id``, a snapshot main no longer holds (a rolled-back batch). Steward role."""
     user = user or lh.user
     if branch is not None:
@@ -183,17 +274,46 @@ def reopen(lh: Lakehouse, table: TableId, snapshot_id: int, *, branch: str | Non
     name = branch or default_reopen_name(tbl, snapshot_id)
     validate_branch(name)
     if name in tbl.metadata.refs:
-        raise _refuse(lh, user, table, name, "reopen", RefusedError(f"reopen refused: {table} already has a ref named {name!r}", "exists"), None)
+        raise _refuse(
+            lh,
+            user,
+            table,
+            name,
+            "reopen",
+            RefusedError(f"reopen refused: {table} already has a ref named {name!r}", "exists"),
+            None,
+        )
     main_ids = {s.snapshot_id for s in cat.ancestors(tbl, cat.ref_snapshot_id(tbl, MAIN))}
     if snapshot_id in main_ids:
-        raise _refuse(lh, user, table, name, "reopen", RefusedError(
-            f"reopen refused: snapshot {snapshot_id} is still in main's history; only a rolled-back batch can be reopened", "in_main"), None)
-    intent = _begin(lh, user, table, name, "reopen", None, expected_after=snapshot_id, details={"snapshot_id": snapshot_id})
+        raise _refuse(
+            lh,
+            user,
+            table,
+            name,
+            "reopen",
+            RefusedError(
+                f"reopen refused: snapshot {snapshot_id} is still in main's history; only a rolled-back batch can be reopened",
+                "in_main",
+            ),
+            None,
+        )
+    intent = _begin(
+        lh,
+        user,
+        table,
+        name,
+        "reopen",
+        None,
+        expected_after=snapshot_id,
+        details={"snapshot_id": snapshot_id},
+    )
     with acting(lh, intent):
         try:
             tbl.manage_snapshots().create_branch(snapshot_id, name).commit()
         except CommitFailedException as exc:
-            raise ConflictError(f"reopen of {snapshot_id} as {table} {name} lost a race with another change ({exc})") from exc
+            raise ConflictError(
+                f"reopen of {snapshot_id} as {table} {name} lost a race with another change ({exc})"
+            ) from exc
         lh.journal.resolve_intent(intent, outcome="reopened", done=True, snapshot_after=snapshot_id)
     lin = cat.lineage(lh.table(table), name)
     return ReopenResult(str(table), name, snapshot_id, lin.fork)

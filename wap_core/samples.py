@@ -29,14 +29,22 @@ def trim_value(value: Any, max_chars: int = MAX_VALUE_CHARS) -> Any:
     return text if len(text) <= max_chars else text[:max_chars] + ELLIPSIS
 
 
-def trim_rows(rows: Sequence[Mapping[str, Any]], max_rows: int = MAX_ROWS,
-              max_chars: int = MAX_VALUE_CHARS) -> list[dict[str, Any]]:
+def trim_rows(
+    rows: Sequence[Mapping[str, Any]], max_rows: int = MAX_ROWS, max_chars: int = MAX_VALUE_CHARS
+) -> list[dict[str, Any]]:
     """At most ``max_rows`` rows, each value at most ``max_chars`` characters (column names too)."""
-    return [{str(trim_value(k, max_chars)): trim_value(v, max_chars) for k, v in r.items()} for r in list(rows)[:max_rows]]
+    return [
+        {str(trim_value(k, max_chars)): trim_value(v, max_chars) for k, v in r.items()}
+        for r in list(rows)[:max_rows]
+    ]
 
 
-def sample_json(rows: Sequence[Mapping[str, Any]], budget: int = BUDGET_CHARS, max_rows: int = MAX_ROWS,
-                max_chars: int = MAX_VALUE_CHARS) -> str:
+def sample_json(
+    rows: Sequence[Mapping[str, Any]],
+    budget: int = BUDGET_CHARS,
+    max_rows: int = MAX_ROWS,
+    max_chars: int = MAX_VALUE_CHARS,
+) -> str:
     """Valid JSON of the trimmed sample, at most ``budget`` characters (whole rows dropped to fit)."""
     trimmed = trim_rows(rows, max_rows, max_chars)
     text = json.dumps(trimmed, ensure_ascii=False)

@@ -76,7 +76,10 @@ def catalog_conf(settings: Settings) -> dict[str, str]:
     if settings.is_sqlite:
         conf[f"{p}.jdbc.busy_timeout"] = "30000"
         conf[f"{p}.jdbc.journal_mode"] = "WAL"
-    for k, v in settings.catalog_properties:  # e.g. io-impl / s3.* for an object store (WAP_CATALOG_PROPERTIES)
+    for (
+        k,
+        v,
+    ) in settings.catalog_properties:  # e.g. io-impl / s3.* for an object store (WAP_CATALOG_PROPERTIES)
         conf[f"{p}.{k}"] = v
     return conf
 
@@ -134,7 +137,9 @@ def _build(settings: Settings) -> SparkSession:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     extra = dict(settings.spark_conf)
     # jars named in WAP_SPARK_CONF (e.g. iceberg-aws-bundle for S3) come on top of the Iceberg runtime and JDBC drivers
-    jars = ",".join([iceberg_jar(), *jdbc_jars(settings), *(j for j in extra.pop("spark.jars", "").split(",") if j)])
+    jars = ",".join(
+        [iceberg_jar(), *jdbc_jars(settings), *(j for j in extra.pop("spark.jars", "").split(",") if j)]
+    )
     builder = (
         SparkSession.builder.master(settings.spark_master)
         .appName("wap-console")

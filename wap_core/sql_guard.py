@@ -69,154 +69,538 @@ _V2_RELATION = "org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relati
 #: ScriptTransformation, UnresolvedTableValuedFunction, UnresolvedInlineTable (VALUES), OneRowRelation
 #: (SELECT without FROM), UnresolvedHint, RelationTimeTravel, PlanWithUnresolvedIdentifier, LateralJoin,
 #: WithWindowDefinition and RepartitionByExpression, is refused before analysis.
-PARSED_OPERATORS: frozenset[str] = frozenset({
-    _LOGICAL + "Project",
-    _LOGICAL + "Filter",
-    _LOGICAL + "Aggregate",
-    _LOGICAL + "Sort",
-    _LOGICAL + "GlobalLimit",
-    _LOGICAL + "LocalLimit",
-    _LOGICAL + "Offset",
-    _LOGICAL + "Join",
-    _LOGICAL + "Union",
-    _LOGICAL + "Intersect",
-    _LOGICAL + "Except",
-    _LOGICAL + "Distinct",
-    _LOGICAL + "SubqueryAlias",
-    _LOGICAL + "UnresolvedWith",
-    _LOGICAL + "Generate",
-    _LOGICAL + "Pivot",
-    _LOGICAL + "Sample",
-    _ANALYSIS + "UnresolvedRelation",
-    _ANALYSIS + "UnresolvedHaving",
-    _ANALYSIS + "UnresolvedSubqueryColumnAliases",
-})
+PARSED_OPERATORS: frozenset[str] = frozenset(
+    {
+        _LOGICAL + "Project",
+        _LOGICAL + "Filter",
+        _LOGICAL + "Aggregate",
+        _LOGICAL + "Sort",
+        _LOGICAL + "GlobalLimit",
+        _LOGICAL + "LocalLimit",
+        _LOGICAL + "Offset",
+        _LOGICAL + "Join",
+        _LOGICAL + "Union",
+        _LOGICAL + "Intersect",
+        _LOGICAL + "Except",
+        _LOGICAL + "Distinct",
+        _LOGICAL + "SubqueryAlias",
+        _LOGICAL + "UnresolvedWith",
+        _LOGICAL + "Generate",
+        _LOGICAL + "Pivot",
+        _LOGICAL + "Sample",
+        _ANALYSIS + "UnresolvedRelation",
+        _ANALYSIS + "UnresolvedHaving",
+        _ANALYSIS + "UnresolvedSubqueryColumnAliases",
+    }
+)
 
 #: Operators of the analyzed plan (JVM classes). ``View`` and ``DataSourceV2Relation`` are further
 #: restricted to the temp view ``ref_view`` and the relation bound to it.
-PLAN_OPERATORS: frozenset[str] = frozenset({
-    _LOGICAL + "Project",
-    _LOGICAL + "Filter",
-    _LOGICAL + "Aggregate",
-    _LOGICAL + "Sort",
-    _LOGICAL + "GlobalLimit",
-    _LOGICAL + "LocalLimit",
-    _LOGICAL + "Offset",
-    _LOGICAL + "Join",
-    _LOGICAL + "Union",
-    _LOGICAL + "Intersect",
-    _LOGICAL + "Except",
-    _LOGICAL + "Distinct",
-    _LOGICAL + "Deduplicate",
-    _LOGICAL + "Window",
-    _LOGICAL + "SubqueryAlias",
-    _LOGICAL + "WithCTE",
-    _LOGICAL + "CTERelationDef",
-    _LOGICAL + "CTERelationRef",
-    _LOGICAL + "Generate",
-    _LOGICAL + "Expand",
-    _LOGICAL + "Sample",
-    _LOGICAL + "View",
-    _V2_RELATION,
-})
+PLAN_OPERATORS: frozenset[str] = frozenset(
+    {
+        _LOGICAL + "Project",
+        _LOGICAL + "Filter",
+        _LOGICAL + "Aggregate",
+        _LOGICAL + "Sort",
+        _LOGICAL + "GlobalLimit",
+        _LOGICAL + "LocalLimit",
+        _LOGICAL + "Offset",
+        _LOGICAL + "Join",
+        _LOGICAL + "Union",
+        _LOGICAL + "Intersect",
+        _LOGICAL + "Except",
+        _LOGICAL + "Distinct",
+        _LOGICAL + "Deduplicate",
+        _LOGICAL + "Window",
+        _LOGICAL + "SubqueryAlias",
+        _LOGICAL + "WithCTE",
+        _LOGICAL + "CTERelationDef",
+        _LOGICAL + "CTERelationRef",
+        _LOGICAL + "Generate",
+        _LOGICAL + "Expand",
+        _LOGICAL + "Sample",
+        _LOGICAL + "View",
+        _V2_RELATION,
+    }
+)
 
 #: Built-in SQL functions the box accepts, by their SQL name (lower case). The analyzed plan may hold
 #: only the expression classes Spark's built-in registry binds to these names (plus SYNTAX_EXPRESSIONS).
-ALLOWED_FUNCTIONS: frozenset[str] = frozenset({
-    # operators and predicates
-    "!", "%", "&", "*", "+", "-", "/", "<", "<=", "<=>", "=", "==", ">", ">=", "^", "|", "~",
-    "and", "or", "not", "in", "isnull", "isnotnull", "isnan", "equal_null",
-    "like", "ilike", "rlike", "regexp", "regexp_like",
-    "div", "mod", "pmod", "negative", "positive",
-    # math
-    "abs", "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "bround", "cbrt", "ceil", "ceiling",
-    "cos", "cosh", "cot", "csc", "sec", "degrees", "radians", "e", "pi", "exp", "expm1", "floor",
-    "greatest", "least", "hypot", "ln", "log", "log10", "log1p", "log2", "pow", "power", "rint", "round",
-    "sign", "signum", "sin", "sinh", "sqrt", "tan", "tanh", "width_bucket", "bin", "hex", "unhex", "conv",
-    "factorial", "shiftleft", "shiftright", "shiftrightunsigned", "bit_count", "bit_get", "getbit",
-    "try_add", "try_subtract", "try_multiply", "try_divide",
-    # conditional
-    "coalesce", "if", "ifnull", "nullif", "nvl", "nvl2", "nanvl", "when",
-    # casts
-    "cast", "bigint", "binary", "boolean", "date", "decimal", "double", "float", "int", "smallint",
-    "string", "timestamp", "tinyint", "typeof",
-    # strings
-    "ascii", "base64", "unbase64", "bit_length", "btrim", "char", "chr", "char_length", "character_length",
-    "concat", "concat_ws", "contains", "startswith", "endswith", "decode", "encode", "elt", "find_in_set",
-    "format_number", "format_string", "printf", "initcap", "instr", "lcase", "ucase", "lower", "upper",
-    "left", "right", "len", "length", "levenshtein", "locate", "position", "lpad", "rpad", "ltrim", "rtrim",
-    "trim", "octet_length", "overlay", "regexp_count", "regexp_extract", "regexp_extract_all",
-    "regexp_instr", "regexp_replace", "regexp_substr", "replace", "reverse", "soundex", "split",
-    "split_part", "substr", "substring", "substring_index", "translate", "to_char", "to_varchar",
-    "to_number", "try_to_number", "to_binary", "try_to_binary", "mask", "url_decode", "url_encode",
-    "parse_url", "sentences",
-    # dates and times
-    "add_months", "current_date", "current_timestamp", "now", "curdate", "localtimestamp",
-    "date_add", "dateadd", "date_sub", "date_diff", "datediff", "date_format", "date_from_unix_date",
-    "date_part", "datepart", "date_trunc", "day", "dayofmonth", "dayofweek", "dayofyear", "extract",
-    "from_unixtime", "from_utc_timestamp", "to_utc_timestamp", "convert_timezone", "hour", "minute",
-    "second", "last_day", "make_date", "make_timestamp", "make_interval", "make_dt_interval",
-    "make_ym_interval", "month", "months_between", "next_day", "quarter", "timestamp_micros",
-    "timestamp_millis", "timestamp_seconds", "to_date", "to_timestamp", "to_unix_timestamp", "trunc",
-    "unix_date", "unix_micros", "unix_millis", "unix_seconds", "unix_timestamp", "weekday", "weekofyear",
-    "year",
-    # hashes
-    "crc32", "hash", "md5", "sha", "sha1", "sha2", "xxhash64",
-    # arrays, maps, structs, higher-order functions
-    "array", "array_append", "array_compact", "array_contains", "array_distinct", "array_except",
-    "array_insert", "array_intersect", "array_join", "array_max", "array_min", "array_position",
-    "array_prepend", "array_remove", "array_size", "array_sort", "array_union", "arrays_overlap",
-    "arrays_zip", "cardinality", "element_at", "try_element_at", "flatten", "get", "map", "map_concat",
-    "map_contains_key", "map_entries", "map_from_arrays", "map_from_entries", "map_keys", "map_values",
-    "named_struct", "struct", "size", "slice", "sort_array", "str_to_map",
-    "transform", "filter", "exists", "forall", "aggregate", "reduce", "zip_with", "map_filter",
-    "transform_keys", "transform_values", "map_zip_with",
-    # JSON and CSV text
-    "from_json", "to_json", "get_json_object", "json_tuple", "json_array_length", "json_object_keys",
-    "schema_of_json", "from_csv", "to_csv", "schema_of_csv",
-    # aggregates
-    "any", "some", "every", "bool_and", "bool_or", "any_value", "approx_count_distinct",
-    "approx_percentile", "percentile_approx", "percentile", "median", "mode", "array_agg", "collect_list",
-    "collect_set", "avg", "mean", "count", "count_if", "corr", "covar_pop", "covar_samp", "first",
-    "first_value", "last", "last_value", "max", "max_by", "min", "min_by", "stddev", "stddev_pop",
-    "stddev_samp", "std", "sum", "var_pop", "var_samp", "variance", "kurtosis", "skewness",
-    "histogram_numeric", "regr_avgx", "regr_avgy", "regr_count", "regr_intercept", "regr_r2",
-    "regr_slope", "regr_sxx", "regr_sxy", "regr_syy", "bit_and", "bit_or", "bit_xor", "try_avg",
-    "try_sum", "grouping", "grouping_id",
-    # window functions
-    "row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile", "lag", "lead", "nth_value",
-    # generators (they turn one row of ref_view into several; they read nothing else)
-    "explode", "explode_outer", "posexplode", "posexplode_outer", "inline", "inline_outer", "stack",
-})
+ALLOWED_FUNCTIONS: frozenset[str] = frozenset(
+    {
+        # operators and predicates
+        "!",
+        "%",
+        "&",
+        "*",
+        "+",
+        "-",
+        "/",
+        "<",
+        "<=",
+        "<=>",
+        "=",
+        "==",
+        ">",
+        ">=",
+        "^",
+        "|",
+        "~",
+        "and",
+        "or",
+        "not",
+        "in",
+        "isnull",
+        "isnotnull",
+        "isnan",
+        "equal_null",
+        "like",
+        "ilike",
+        "rlike",
+        "regexp",
+        "regexp_like",
+        "div",
+        "mod",
+        "pmod",
+        "negative",
+        "positive",
+        # math
+        "abs",
+        "acos",
+        "acosh",
+        "asin",
+        "asinh",
+        "atan",
+        "atan2",
+        "atanh",
+        "bround",
+        "cbrt",
+        "ceil",
+        "ceiling",
+        "cos",
+        "cosh",
+        "cot",
+        "csc",
+        "sec",
+        "degrees",
+        "radians",
+        "e",
+        "pi",
+        "exp",
+        "expm1",
+        "floor",
+        "greatest",
+        "least",
+        "hypot",
+        "ln",
+        "log",
+        "log10",
+        "log1p",
+        "log2",
+        "pow",
+        "power",
+        "rint",
+        "round",
+        "sign",
+        "signum",
+        "sin",
+        "sinh",
+        "sqrt",
+        "tan",
+        "tanh",
+        "width_bucket",
+        "bin",
+        "hex",
+        "unhex",
+        "conv",
+        "factorial",
+        "shiftleft",
+        "shiftright",
+        "shiftrightunsigned",
+        "bit_count",
+        "bit_get",
+        "getbit",
+        "try_add",
+        "try_subtract",
+        "try_multiply",
+        "try_divide",
+        # conditional
+        "coalesce",
+        "if",
+        "ifnull",
+        "nullif",
+        "nvl",
+        "nvl2",
+        "nanvl",
+        "when",
+        # casts
+        "cast",
+        "bigint",
+        "binary",
+        "boolean",
+        "date",
+        "decimal",
+        "double",
+        "float",
+        "int",
+        "smallint",
+        "string",
+        "timestamp",
+        "tinyint",
+        "typeof",
+        # strings
+        "ascii",
+        "base64",
+        "unbase64",
+        "bit_length",
+        "btrim",
+        "char",
+        "chr",
+        "char_length",
+        "character_length",
+        "concat",
+        "concat_ws",
+        "contains",
+        "startswith",
+        "endswith",
+        "decode",
+        "encode",
+        "elt",
+        "find_in_set",
+        "format_number",
+        "format_string",
+        "printf",
+        "initcap",
+        "instr",
+        "lcase",
+        "ucase",
+        "lower",
+        "upper",
+        "left",
+        "right",
+        "len",
+        "length",
+        "levenshtein",
+        "locate",
+        "position",
+        "lpad",
+        "rpad",
+        "ltrim",
+        "rtrim",
+        "trim",
+        "octet_length",
+        "overlay",
+        "regexp_count",
+        "regexp_extract",
+        "regexp_extract_all",
+        "regexp_instr",
+        "regexp_replace",
+        "regexp_substr",
+        "replace",
+        "reverse",
+        "soundex",
+        "split",
+        "split_part",
+        "substr",
+        "substring",
+        "substring_index",
+        "translate",
+        "to_char",
+        "to_varchar",
+        "to_number",
+        "try_to_number",
+        "to_binary",
+        "try_to_binary",
+        "mask",
+        "url_decode",
+        "url_encode",
+        "parse_url",
+        "sentences",
+        # dates and times
+        "add_months",
+        "current_date",
+        "current_timestamp",
+        "now",
+        "curdate",
+        "localtimestamp",
+        "date_add",
+        "dateadd",
+        "date_sub",
+        "date_diff",
+        "datediff",
+        "date_format",
+        "date_from_unix_date",
+        "date_part",
+        "datepart",
+        "date_trunc",
+        "day",
+        "dayofmonth",
+        "dayofweek",
+        "dayofyear",
+        "extract",
+        "from_unixtime",
+        "from_utc_timestamp",
+        "to_utc_timestamp",
+        "convert_timezone",
+        "hour",
+        "minute",
+        "second",
+        "last_day",
+        "make_date",
+        "make_timestamp",
+        "make_interval",
+        "make_dt_interval",
+        "make_ym_interval",
+        "month",
+        "months_between",
+        "next_day",
+        "quarter",
+        "timestamp_micros",
+        "timestamp_millis",
+        "timestamp_seconds",
+        "to_date",
+        "to_timestamp",
+        "to_unix_timestamp",
+        "trunc",
+        "unix_date",
+        "unix_micros",
+        "unix_millis",
+        "unix_seconds",
+        "unix_timestamp",
+        "weekday",
+        "weekofyear",
+        "year",
+        # hashes
+        "crc32",
+        "hash",
+        "md5",
+        "sha",
+        "sha1",
+        "sha2",
+        "xxhash64",
+        # arrays, maps, structs, higher-order functions
+        "array",
+        "array_append",
+        "array_compact",
+        "array_contains",
+        "array_distinct",
+        "array_except",
+        "array_insert",
+        "array_intersect",
+        "array_join",
+        "array_max",
+        "array_min",
+        "array_position",
+        "array_prepend",
+        "array_remove",
+        "array_size",
+        "array_sort",
+        "array_union",
+        "arrays_overlap",
+        "arrays_zip",
+        "cardinality",
+        "element_at",
+        "try_element_at",
+        "flatten",
+        "get",
+        "map",
+        "map_concat",
+        "map_contains_key",
+        "map_entries",
+        "map_from_arrays",
+        "map_from_entries",
+        "map_keys",
+        "map_values",
+        "named_struct",
+        "struct",
+        "size",
+        "slice",
+        "sort_array",
+        "str_to_map",
+        "transform",
+        "filter",
+        "exists",
+        "forall",
+        "aggregate",
+        "reduce",
+        "zip_with",
+        "map_filter",
+        "transform_keys",
+        "transform_values",
+        "map_zip_with",
+        # JSON and CSV text
+        "from_json",
+        "to_json",
+        "get_json_object",
+        "json_tuple",
+        "json_array_length",
+        "json_object_keys",
+        "schema_of_json",
+        "from_csv",
+        "to_csv",
+        "schema_of_csv",
+        # aggregates
+        "any",
+        "some",
+        "every",
+        "bool_and",
+        "bool_or",
+        "any_value",
+        "approx_count_distinct",
+        "approx_percentile",
+        "percentile_approx",
+        "percentile",
+        "median",
+        "mode",
+        "array_agg",
+        "collect_list",
+        "collect_set",
+        "avg",
+        "mean",
+        "count",
+        "count_if",
+        "corr",
+        "covar_pop",
+        "covar_samp",
+        "first",
+        "first_value",
+        "last",
+        "last_value",
+        "max",
+        "max_by",
+        "min",
+        "min_by",
+        "stddev",
+        "stddev_pop",
+        "stddev_samp",
+        "std",
+        "sum",
+        "var_pop",
+        "var_samp",
+        "variance",
+        "kurtosis",
+        "skewness",
+        "histogram_numeric",
+        "regr_avgx",
+        "regr_avgy",
+        "regr_count",
+        "regr_intercept",
+        "regr_r2",
+        "regr_slope",
+        "regr_sxx",
+        "regr_sxy",
+        "regr_syy",
+        "bit_and",
+        "bit_or",
+        "bit_xor",
+        "try_avg",
+        "try_sum",
+        "grouping",
+        "grouping_id",
+        # window functions
+        "row_number",
+        "rank",
+        "dense_rank",
+        "percent_rank",
+        "cume_dist",
+        "ntile",
+        "lag",
+        "lead",
+        "nth_value",
+        # generators (they turn one row of ref_view into several; they read nothing else)
+        "explode",
+        "explode_outer",
+        "posexplode",
+        "posexplode_outer",
+        "inline",
+        "inline_outer",
+        "stack",
+    }
+)
 
 #: Expression classes (relative to org.apache.spark.sql.catalyst.expressions) that are not bound to a
 #: function name: what the parser builds for SQL syntax (CASE, IN, LIKE ANY, subqueries, lambdas,
 #: field access, interval arithmetic, window specs) and what the analyzer wraps around it.
-SYNTAX_EXPRESSIONS: frozenset[str] = frozenset({
-    "Alias", "AttributeReference", "Literal", "SortOrder", "Cast", "OuterReference",
-    "aggregate.AggregateExpression", "aggregate.PivotFirst",
-    "WindowExpression", "WindowSpecDefinition", "SpecifiedWindowFrame", "UnspecifiedFrame$",
-    "UnboundedPreceding$", "UnboundedFollowing$", "CurrentRow$",
-    "ScalarSubquery", "Exists", "ListQuery", "InSubquery", "InSet",
-    "LambdaFunction", "NamedLambdaVariable",
-    "GetStructField", "GetArrayItem", "GetMapValue", "GetArrayStructFields",
-    "LikeAny", "NotLikeAny", "LikeAll", "NotLikeAll",
-    "DateAddInterval", "TimeAdd", "DatetimeSub", "SubtractDates", "SubtractTimestamps",
-    "TimestampAddYMInterval", "DateAddYMInterval", "ExtractANSIIntervalDays", "ExtractANSIIntervalMonths",
-    "ExtractANSIIntervalYears", "ExtractANSIIntervalHours", "ExtractANSIIntervalMinutes",
-    "ExtractANSIIntervalSeconds", "MultiplyYMInterval", "MultiplyDTInterval", "DivideYMInterval",
-    "DivideDTInterval", "TimestampAdd", "TimestampDiff",
-    # classes the builder-style functions of ALLOWED_FUNCTIONS produce (their registry entry is a builder)
-    "Ceil", "Floor", "RoundCeil", "RoundFloor", "Contains", "StartsWith", "EndsWith", "Explode",
-    "StringLPad", "StringRPad", "BinaryPad", "DatePart", "Mask", "TryEval", "ParseToTimestamp",
-    "aggregate.Sum", "aggregate.Average",
-})
+SYNTAX_EXPRESSIONS: frozenset[str] = frozenset(
+    {
+        "Alias",
+        "AttributeReference",
+        "Literal",
+        "SortOrder",
+        "Cast",
+        "OuterReference",
+        "aggregate.AggregateExpression",
+        "aggregate.PivotFirst",
+        "WindowExpression",
+        "WindowSpecDefinition",
+        "SpecifiedWindowFrame",
+        "UnspecifiedFrame$",
+        "UnboundedPreceding$",
+        "UnboundedFollowing$",
+        "CurrentRow$",
+        "ScalarSubquery",
+        "Exists",
+        "ListQuery",
+        "InSubquery",
+        "InSet",
+        "LambdaFunction",
+        "NamedLambdaVariable",
+        "GetStructField",
+        "GetArrayItem",
+        "GetMapValue",
+        "GetArrayStructFields",
+        "LikeAny",
+        "NotLikeAny",
+        "LikeAll",
+        "NotLikeAll",
+        "DateAddInterval",
+        "TimeAdd",
+        "DatetimeSub",
+        "SubtractDates",
+        "SubtractTimestamps",
+        "TimestampAddYMInterval",
+        "DateAddYMInterval",
+        "ExtractANSIIntervalDays",
+        "ExtractANSIIntervalMonths",
+        "ExtractANSIIntervalYears",
+        "ExtractANSIIntervalHours",
+        "ExtractANSIIntervalMinutes",
+        "ExtractANSIIntervalSeconds",
+        "MultiplyYMInterval",
+        "MultiplyDTInterval",
+        "DivideYMInterval",
+        "DivideDTInterval",
+        "TimestampAdd",
+        "TimestampDiff",
+        # classes the builder-style functions of ALLOWED_FUNCTIONS produce (their registry entry is a builder)
+        "Ceil",
+        "Floor",
+        "RoundCeil",
+        "RoundFloor",
+        "Contains",
+        "StartsWith",
+        "EndsWith",
+        "Explode",
+        "StringLPad",
+        "StringRPad",
+        "BinaryPad",
+        "DatePart",
+        "Mask",
+        "TryEval",
+        "ParseToTimestamp",
+        "aggregate.Sum",
+        "aggregate.Average",
+    }
+)
 
 #: Spark-internal invocation nodes: accepted only inside the replacement of an allowed built-in
 #: (RuntimeReplaceable) function, where Spark itself put them; never elsewhere.
-INTERNAL_EXPRESSIONS: frozenset[str] = frozenset({
-    "objects.StaticInvoke", "objects.Invoke",
-})
+INTERNAL_EXPRESSIONS: frozenset[str] = frozenset(
+    {
+        "objects.StaticInvoke",
+        "objects.Invoke",
+    }
+)
 
 _RUNTIME_REPLACEABLE = _EXPR + "RuntimeReplaceable"
 _INHERIT_ANALYSIS_RULES = _EXPR + "InheritAnalysisRules"
@@ -251,7 +635,7 @@ class _Classes:
     """JVM class objects for instance checks, loaded once per walk."""
 
     def __init__(self, session: SparkSession) -> None:
-        self._jvm: Any = session._jvm  # type: ignore[attr-defined]
+        self._jvm: Any = session._jvm
         self._cache: dict[str, Any] = {}
 
     def isinstance(self, obj: Any, class_name: str) -> bool:
@@ -279,7 +663,7 @@ def parse_query(session: SparkSession, sql: str) -> Any:
         raise ValidationError(f"the SQL box is empty: write one SELECT over {VIEW}")
     if len(text) > MAX_SQL_CHARS:
         raise ValidationError(f"the statement is longer than {MAX_SQL_CHARS} characters")
-    jsession: Any = session._jsparkSession  # type: ignore[attr-defined]
+    jsession: Any = session._jsparkSession
     try:
         plan = jsession.sessionState().sqlParser().parsePlan(text)
     except Exception as exc:  # Spark's ParseException arrives as a Py4J/PySpark error
@@ -362,7 +746,7 @@ def _registry_classes(jvm_id: int, jvm: Any) -> frozenset[str]:
 
 def allowed_expression_classes(session: SparkSession) -> frozenset[str]:
     """Every expression class (full JVM name) an analyzed plan may contain outside internal replacements."""
-    jvm: Any = session._jvm  # type: ignore[attr-defined]
+    jvm: Any = session._jvm
     return _registry_classes(id(jvm), jvm) | frozenset(_EXPR + c for c in SYNTAX_EXPRESSIONS)
 
 
@@ -372,7 +756,7 @@ def check_analyzed(session: SparkSession, plan: Any, relation: Any) -> None:
     ``relation`` is the DataSourceV2Relation (JVM) bound to the temp view ``ref_view``. Raises
     ValidationError naming the first thing outside the allowlists.
     """
-    jvm: Any = session._jvm  # type: ignore[attr-defined]
+    jvm: Any = session._jvm
     expressions = allowed_expression_classes(session)
     internal = frozenset(_EXPR + c for c in INTERNAL_EXPRESSIONS)
     classes = _Classes(session)
@@ -414,14 +798,20 @@ def check_analyzed(session: SparkSession, plan: Any, relation: Any) -> None:
 
 
 def _check_expression(
-    expr: Any, allowed: frozenset[str], internal: frozenset[str], classes: _Classes, plans: list[tuple[Any, bool]]
+    expr: Any,
+    allowed: frozenset[str],
+    internal: frozenset[str],
+    classes: _Classes,
+    plans: list[tuple[Any, bool]],
 ) -> None:
     stack: list[tuple[Any, bool]] = [(expr, False)]  # (expression, inside an allowed function's replacement)
     while stack:
         e, in_replacement = stack.pop()
         name = _class(e)
         if not (name in allowed or (name in internal and in_replacement)):
-            raise _refuse(f"function or expression {e.prettyName()} ({name.rsplit('.', 1)[-1]}) is not allowed")
+            raise _refuse(
+                f"function or expression {e.prettyName()} ({name.rsplit('.', 1)[-1]}) is not allowed"
+            )
         if classes.isinstance(e, _SUBQUERY_EXPRESSION):
             plans.append((e.plan(), False))
         if classes.isinstance(e, _INHERIT_ANALYSIS_RULES):
@@ -436,7 +826,7 @@ def _check_expression(
 # --------------------------------------------------------------------------- both stages
 def bound_relation(frame: DataFrame) -> Any:
     """The DataSourceV2Relation (JVM) of the frame bound to ``ref_view``."""
-    plan = frame._jdf.queryExecution().analyzed()  # type: ignore[operator]
+    plan = frame._jdf.queryExecution().analyzed()
     if _class(plan) != _V2_RELATION:  # pragma: no cover - explore binds a plain Iceberg read
         raise ValidationError(f"{VIEW} must be bound to a plain Iceberg read, not {plan.nodeName()}")
     return plan
@@ -445,8 +835,8 @@ def bound_relation(frame: DataFrame) -> Any:
 def check_query(session: SparkSession, sql: str, relation: Any) -> CheckedQuery:
     """Both stages: parse and gate ``sql``, analyse it (nothing runs) and judge the analyzed plan."""
     parsed = parse_query(session, sql)
-    jvm: Any = session._jvm  # type: ignore[attr-defined]
-    jsession: Any = session._jsparkSession  # type: ignore[attr-defined]
+    jvm: Any = session._jvm
+    jsession: Any = session._jsparkSession
     skip = getattr(jvm.org.apache.spark.sql.execution, "CommandExecutionMode$").__getattr__("MODULE$").SKIP()
     qe = jsession.sessionState().executePlan(parsed, skip)
     try:
@@ -465,8 +855,8 @@ def read_only_query(session: SparkSession, sql: str, relation: Any) -> DataFrame
     from pyspark.sql import DataFrame
 
     checked = check_query(session, sql, relation)
-    jvm: Any = session._jvm  # type: ignore[attr-defined]
-    jdf = jvm.org.apache.spark.sql.Dataset.ofRows(session._jsparkSession, checked.analyzed)  # type: ignore[attr-defined]
+    jvm: Any = session._jvm
+    jdf = jvm.org.apache.spark.sql.Dataset.ofRows(session._jsparkSession, checked.analyzed)
     runs = jdf.queryExecution().analyzed()
     identity = jvm.java.lang.System.identityHashCode
     if identity(runs) != identity(checked.analyzed):  # pragma: no cover - Spark keeps an analyzed plan as is

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from wap_core import catalog as cat
@@ -11,6 +11,8 @@ from wap_core.identifiers import MAIN, TableId
 from wap_core.review import review_states
 
 if TYPE_CHECKING:
+    from pyiceberg.table.snapshots import Snapshot
+
     from wap_core.lakehouse import Lakehouse
 
 # incomplete: an ingest created the branch but never finished writing its batch (crashed or still
@@ -31,7 +33,9 @@ class BranchInfo:
     last_audit_at: str | None
     audited_snapshot_id: int | None
     failed_checks: tuple[str, ...]
-    review: str = "none"  # none | awaiting | approved | changes_requested (the head against the table's policy)
+    review: str = (
+        "none"  # none | awaiting | approved | changes_requested (the head against the table's policy)
+    )
     approvals: int = 0  # counting approvals on the head
 
     def to_dict(self) -> dict[str, Any]:
@@ -61,7 +65,7 @@ class TableInfo:
 
 
 def _ms_iso(ms: int | None) -> str | None:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat() if ms else None
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat() if ms else None
 
 
 def table_infos(lh: Lakehouse) -> list[TableInfo]:
@@ -70,15 +74,24 @@ def table_infos(lh: Lakehouse) -> list[TableInfo]:
         main_id = cat.ref_snapshot_id(tbl, MAIN)
         main = tbl.metadata.snapshot_by_id(main_id) if main_id is not None else None
 
-        def total(key: str) -> int:
+        def total(key: str, main: Snapshot | None = main) -> int:
             return int(cat.summary_get(main, key) or 0) if main is not None else 0
 
-        out.append(TableInfo(
-            table=str(tid), rows=total("total-records"), data_files=total("total-data-files"), size_bytes=total("total-files-size"),
-            snapshots=len(tbl.metadata.snapshots), main_snapshot_id=main.snapshot_id if main else None,
-            last_updated=_ms_iso(main.timestamp_ms) if main else None, open_branches=len(cat.branch_names(tbl)),
-            tags=tuple(cat.tag_names(tbl)), format_version=tbl.metadata.format_version, location=tbl.metadata.location,
-        ))
+        out.append(
+            TableInfo(
+                table=str(tid),
+                rows=total("total-records"),
+                data_files=total("total-data-files"),
+                size_bytes=total("total-files-size"),
+                snapshots=len(tbl.metadata.snapshots),
+                main_snapshot_id=main.snapshot_id if main else None,
+                last_updated=_ms_iso(main.timestamp_ms) if main else None,
+                open_branches=len(cat.branch_names(tbl)),
+                tags=tuple(cat.tag_names(tbl)),
+                format_version=tbl.metadata.format_version,
+                location=tbl.metadata.location,
+            )
+        )
     return out
 
 
@@ -92,7 +105,11 @@ def list_branches(lh: Lakehouse, table: TableId | None = None) -> list[BranchInf
     audits = lh.journal.latest_audits(str(table) if table is not None else None)
     created = lh.journal.created_times(str(table) if table is not None else None)
     incomplete = lh.journal.incomplete_branches(str(table) if table is not None else None)
-    heads = {(str(tid), name): cat.require_branch(tbl, tid, name) for tid, tbl in tables for name in cat.branch_names(tbl)}
+    heads = {
+        (str(tid), name): cat.require_branch(tbl, tid, name)
+        for tid, tbl in tables
+        for name in cat.branch_names(tbl)
+    }
     reviews = review_states(lh, str(table) if table is not None else None, heads)
     out: list[BranchInfo] = []
     for tid, tbl in tables:
@@ -110,15 +127,28 @@ def list_branches(lh: Lakehouse, table: TableId | None = None) -> list[BranchInf
             rows = sum(int(cat.summary_get(s, "added-records") or 0) for s in lin.new_snapshots)
             made = created.get((str(tid), name))
             first = lin.new_snapshots[0].timestamp_ms if lin.new_snapshots else None
-            failed = tuple(c["name"] for c in (audit.result.get("checks", []) if audit else []) if c.get("status") in ("failed", "error"))
-            out.append(BranchInfo(
-                table=str(tid), branch=name, status=status,
-                created=made.isoformat() if made else _ms_iso(first),
-                rows_added=rows, main_moved=lin.main_moved, head_snapshot_id=lin.head, fork_snapshot_id=lin.fork,
-                last_audit_at=audit.at.isoformat() if audit else None,
-                audited_snapshot_id=audit.snapshot_id if audit else None, failed_checks=failed,
-                review=reviews[(str(tid), name)].state.value, approvals=len(reviews[(str(tid), name)].approvals),
-            ))
+            failed = tuple(
+                c["name"]
+                for c in (audit.result.get("checks", []) if audit else [])
+                if c.get("status") in ("failed", "error")
+            )
+            out.append(
+                BranchInfo(
+                    table=str(tid),
+                    branch=name,
+                    status=status,
+                    created=made.isoformat() if made else _ms_iso(first),
+                    rows_added=rows,
+                    main_moved=lin.main_moved,
+                    head_snapshot_id=lin.head,
+                    fork_snapshot_id=lin.fork,
+                    last_audit_at=audit.at.isoformat() if audit else None,
+                    audited_snapshot_id=audit.snapshot_id if audit else None,
+                    failed_checks=failed,
+                    review=reviews[(str(tid), name)].state.value,
+                    approvals=len(reviews[(str(tid), name)].approvals),
+                )
+            )
     return out
 
 
@@ -127,14 +157,16 @@ def snapshot_timeline(lh: Lakehouse, table: TableId, ref: str = MAIN) -> list[di
     tbl = lh.table(table)
     rows = []
     for s in cat.ancestors(tbl, cat.ref_snapshot_id(tbl, ref)):
-        rows.append({
-            "snapshot_id": s.snapshot_id,
-            "parent_id": s.parent_snapshot_id,
-            "at": _ms_iso(s.timestamp_ms),
-            "operation": cat.snapshot_operation(s),
-            "added_records": int(cat.summary_get(s, "added-records") or 0),
-            "total_records": int(cat.summary_get(s, "total-records") or 0),
-            "source": cat.summary_get(s, "wap.source"),
-            "user": cat.summary_get(s, "wap.user"),
-        })
+        rows.append(
+            {
+                "snapshot_id": s.snapshot_id,
+                "parent_id": s.parent_snapshot_id,
+                "at": _ms_iso(s.timestamp_ms),
+                "operation": cat.snapshot_operation(s),
+                "added_records": int(cat.summary_get(s, "added-records") or 0),
+                "total_records": int(cat.summary_get(s, "total-records") or 0),
+                "source": cat.summary_get(s, "wap.source"),
+                "user": cat.summary_get(s, "wap.user"),
+            }
+        )
     return rows

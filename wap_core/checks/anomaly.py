@@ -62,8 +62,18 @@ class Anomaly(CheckSpec):
             raise args.fail(f"anomaly: window ({window}) is smaller than min_history ({min_history})")
         min_scale = args.number("min_scale", 0.0, minimum=0)
         key = metric_key(metric, cols[0] if cols else None)
-        return [args.spec(cls, f"anomaly({key})", cols, metric=metric, max_z=float(threshold),
-                          min_history=int(min_history), window=int(window), min_scale=float(min_scale))]
+        return [
+            args.spec(
+                cls,
+                f"anomaly({key})",
+                cols,
+                metric=metric,
+                max_z=float(threshold),
+                min_history=int(min_history),
+                window=int(window),
+                min_scale=float(min_scale),
+            )
+        ]
 
     @property
     def key(self) -> str:
@@ -71,8 +81,10 @@ class Anomaly(CheckSpec):
 
     @property
     def threshold(self) -> str:
-        return (f"|robust z| <= {self.max_z:g} vs the last {self.window} published batches "
-                f"(at least {self.min_history})")
+        return (
+            f"|robust z| <= {self.max_z:g} vs the last {self.window} published batches "
+            f"(at least {self.min_history})"
+        )
 
     def aggregates(self, ctx: MainContext | None) -> dict[str, str]:
         if self.metric == "row_count":
@@ -97,20 +109,36 @@ class Anomaly(CheckSpec):
     def judge(self, m: Measurement, ctx: MainContext) -> CheckResult:
         value = self.value(m)
         if value is None:
-            return self.result(True, None, None, f"{self.key}: no value in this batch (no non-null rows); not judged")
+            return self.result(
+                True, None, None, f"{self.key}: no value in this batch (no non-null rows); not judged"
+            )
         history = ctx.stored.metric_history(self.key, self.window) if ctx.stored is not None else []
         observed: dict[str, Any] = {"value": round(value, 6), "history": len(history)}
         if len(history) < self.min_history:
-            return self.result(True, observed, None,
-                               f"{self.key} = {value:g}; only {len(history)} published batches with this metric "
-                               f"(needs {self.min_history}): not judged yet")
+            return self.result(
+                True,
+                observed,
+                None,
+                f"{self.key} = {value:g}; only {len(history)} published batches with this metric "
+                f"(needs {self.min_history}): not judged yet",
+            )
         z, median, scale = robust_z(value, history, self.min_scale)
-        observed.update({"median": round(median, 6), "scale": round(scale, 6), "z": round(z, 3) if math.isfinite(z) else str(z)})
+        observed.update(
+            {
+                "median": round(median, 6),
+                "scale": round(scale, 6),
+                "z": round(z, 3) if math.isfinite(z) else str(z),
+            }
+        )
         ok = abs(z) <= self.max_z
         verdict = "anomalous" if not ok else "within the usual range"
-        return self.result(ok, observed, None,
-                           f"{self.key} = {value:g} vs median {median:g} of the last {len(history)} published batches "
-                           f"(scale {scale:g}): robust z {z:+.1f}, {verdict}")
+        return self.result(
+            ok,
+            observed,
+            None,
+            f"{self.key} = {value:g} vs median {median:g} of the last {len(history)} published batches "
+            f"(scale {scale:g}): robust z {z:+.1f}, {verdict}",
+        )
 
 
 def metric_key(metric: str, column: str | None) -> str:

@@ -20,6 +20,7 @@ import datetime as _dt
 import decimal
 import hashlib
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
@@ -112,7 +113,7 @@ def jsonable(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float):
-        return value if value == value and value not in (float("inf"), float("-inf")) else str(value)
+        return value if not math.isnan(value) and value not in (float("inf"), float("-inf")) else str(value)
     if isinstance(value, decimal.Decimal):
         return float(value)
     if isinstance(value, (_dt.date, _dt.datetime)):
@@ -133,7 +134,7 @@ def sql_literal(value: Any) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
+        if math.isnan(value) or value in (float("inf"), float("-inf")):
             raise ValueError(f"cannot use {value!r} in a check")
         return repr(value)
     if isinstance(value, _dt.datetime):
@@ -216,7 +217,14 @@ class CheckSpec:
     def fingerprint(self, ctx: MainContext) -> str:
         """Identifies the measurement: type, measured arguments and what it reads (not thresholds)."""
         measured = {k: v for k, v in self.args.items() if k not in self.judge_fields}
-        key = [self.type, list(self.columns), measured, self.aggregates(ctx), self.key_columns(), list(self.reads(ctx))]
+        key = [
+            self.type,
+            list(self.columns),
+            measured,
+            self.aggregates(ctx),
+            self.key_columns(),
+            list(self.reads(ctx)),
+        ]
         return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
     # ----- judging ---------------------------------------------------------------------
@@ -283,4 +291,6 @@ class RowCheck(CheckSpec):
         rows = int(m.get("_rows") or 0)
         pct = f" ({100.0 * failing / rows:.2f}% of {rows})" if rows else ""
         msg = f"{failing} of {rows} rows fail{pct}" if failing else f"all {rows} rows pass"
-        return self.result(failing <= self.max_failing_rows, self.observed(m, failing), failing, msg, m.get("sample"))
+        return self.result(
+            failing <= self.max_failing_rows, self.observed(m, failing), failing, msg, m.get("sample")
+        )

@@ -55,8 +55,10 @@ class Drift(CheckSpec):
 
     @property
     def threshold(self) -> str:
-        parts = [f"warn > {self.warn_at:g}" if self.warn_at is not None else "",
-                 f"fail > {self.fail_at:g}" if self.fail_at is not None else ""]
+        parts = [
+            f"warn > {self.warn_at:g}" if self.warn_at is not None else "",
+            f"fail > {self.fail_at:g}" if self.fail_at is not None else "",
+        ]
         return "PSI vs main: " + ", ".join(p for p in parts if p)
 
     # ----- what main looks like ------------------------------------------------------------
@@ -103,41 +105,77 @@ class Drift(CheckSpec):
             lows: list[str | None] = [None, *[repr(float(e)) for e in defs]]
             highs: list[str | None] = [*[repr(float(e)) for e in defs], None]
             out = {}
-            for i, (lo, hi) in enumerate(zip(lows, highs)):
-                conds = [f"{x} >= {lo}" if lo is not None else f"{x} IS NOT NULL", f"{x} < {hi}" if hi is not None else ""]
+            for i, (lo, hi) in enumerate(zip(lows, highs, strict=False)):
+                conds = [
+                    f"{x} >= {lo}" if lo is not None else f"{x} IS NOT NULL",
+                    f"{x} < {hi}" if hi is not None else "",
+                ]
                 out[f"bin{i}"] = f"count_if({' AND '.join(p for p in conds if p)})"
             return out
         s = f"CAST({c} AS STRING)"
-        return {f"bin{i}": (f"count_if({s} IS NULL)" if v is None else f"count_if({s} = {sql_literal(str(v))})")
-                for i, v in enumerate(defs)}
+        return {
+            f"bin{i}": (f"count_if({s} IS NULL)" if v is None else f"count_if({s} = {sql_literal(str(v))})")
+            for i, v in enumerate(defs)
+        }
 
     def judge(self, m: Measurement, ctx: MainContext) -> CheckResult:
         main = self._main(ctx)
         if main is None:
-            where = f"at snapshot {ctx.fork_snapshot_id}" if ctx.fork_snapshot_id is not None else "(the table has no main yet)"
-            return self.result(True, None, None, f"no stored profile of main {where} with column {self.columns[0]}: "
-                               "drift not judged (a review of a branch of this table stores main's profile)")
+            where = (
+                f"at snapshot {ctx.fork_snapshot_id}"
+                if ctx.fork_snapshot_id is not None
+                else "(the table has no main yet)"
+            )
+            return self.result(
+                True,
+                None,
+                None,
+                f"no stored profile of main {where} with column {self.columns[0]}: "
+                "drift not judged (a review of a branch of this table stores main's profile)",
+            )
         kind, defs, expected = main
-        counts = [int(m.get(f"bin{i}") or 0) for i in range(len(expected) - (1 if kind == "categorical" else 0))]
+        counts = [
+            int(m.get(f"bin{i}") or 0) for i in range(len(expected) - (1 if kind == "categorical" else 0))
+        ]
         rows = int(m.get("_rows") or 0)
         if kind == "categorical":
             counts.append(max(rows - sum(counts), 0))
         total = sum(counts)
         if total == 0:
-            return self.result(True, None, None, f"no non-null {self.columns[0]} in the batch: drift not judged")
+            return self.result(
+                True, None, None, f"no non-null {self.columns[0]} in the batch: drift not judged"
+            )
         actual = [n / total for n in counts]
-        psi = sum((max(b, EPS) - max(a, EPS)) * math.log(max(b, EPS) / max(a, EPS)) for a, b in zip(expected, actual))
-        tvd = 0.5 * sum(abs(b - a) for a, b in zip(expected, actual))
-        labels = ([f"< {defs[0]:g}" if defs else "all"] + [f"[{a:g}, {b:g})" for a, b in pairwise(defs)]
-                  + ([f">= {defs[-1]:g}"] if defs else [])) if kind == "numeric" else [*map(str, defs), "other"]
-        observed = {"psi": round(psi, 4), "tvd": round(tvd, 4), "bins": [
-            {"bin": lbl, "main": round(a, 4), "batch": round(b, 4)} for lbl, a, b in zip(labels, expected, actual)]}
+        psi = sum(
+            (max(b, EPS) - max(a, EPS)) * math.log(max(b, EPS) / max(a, EPS))
+            for a, b in zip(expected, actual, strict=False)
+        )
+        tvd = 0.5 * sum(abs(b - a) for a, b in zip(expected, actual, strict=False))
+        labels = (
+            (
+                [f"< {defs[0]:g}" if defs else "all"]
+                + [f"[{a:g}, {b:g})" for a, b in pairwise(defs)]
+                + ([f">= {defs[-1]:g}"] if defs else [])
+            )
+            if kind == "numeric"
+            else [*map(str, defs), "other"]
+        )
+        observed = {
+            "psi": round(psi, 4),
+            "tvd": round(tvd, 4),
+            "bins": [
+                {"bin": lbl, "main": round(a, 4), "batch": round(b, 4)}
+                for lbl, a, b in zip(labels, expected, actual, strict=False)
+            ],
+        }
         failed = self.fail_at is not None and psi > self.fail_at
         warned = self.warn_at is not None and psi > self.warn_at
         msg = f"PSI {psi:.3f} (TVD {tvd:.3f}) of {self.columns[0]} vs main at snapshot {ctx.fork_snapshot_id}"
         if failed:
             return self.result(False, observed, None, msg + f": drifted (> {self.fail_at:g})")
-        res = self.result(True, observed, None, msg + (f": shifting (> {self.warn_at:g})" if warned else ": stable"))
+        res = self.result(
+            True, observed, None, msg + (f": shifting (> {self.warn_at:g})" if warned else ": stable")
+        )
         if warned:
             res.status = Outcome.WARNED.value
         return res

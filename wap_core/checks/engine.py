@@ -80,7 +80,7 @@ def suite_aggregates(checks: Sequence[CheckSpec], ctx: MainContext | None) -> di
     """The plain aggregates of ``checks`` keyed by check name, plus the row count."""
     out = {ROWS: "count(1)"}
     for spec in checks:
-        out.update({metric_name(spec.name, k): v for k, v in spec.aggregates(ctx).items()})  # type: ignore[arg-type]
+        out.update({metric_name(spec.name, k): v for k, v in spec.aggregates(ctx).items()})
     return out
 
 
@@ -118,9 +118,13 @@ def _run(batch: DataFrame, plain: Mapping[str, str], keys: Mapping[str, tuple[st
         types = {c: batch.schema[c].dataType for cols in groups for c in cols}
         slots = [(g, j, c) for g, cols in enumerate(groups) for j, c in enumerate(cols)]
         structs = [
-            F.struct(F.lit(g).alias("__g"), *[
-                (F.col(quote_column(c)) if sg == g else F.lit(None).cast(types[c])).alias(f"__k{sg}_{j}") for sg, j, c in slots
-            ])
+            F.struct(
+                F.lit(g).alias("__g"),
+                *[
+                    (F.col(quote_column(c)) if sg == g else F.lit(None).cast(types[c])).alias(f"__k{sg}_{j}")
+                    for sg, j, c in slots
+                ],
+            )
             for g in range(len(groups))
         ]
         exploded = src.select(F.explode(F.array(*structs)).alias("__s")).select("__s.*")
@@ -140,8 +144,13 @@ def _run(batch: DataFrame, plain: Mapping[str, str], keys: Mapping[str, tuple[st
         row = counted.agg(*stats).collect()[0]
         totals = {g: (int(row[f"r{g}"] or 0), int(row[f"k{g}"] or 0)) for g in range(len(groups))}
     else:
-        totals = {g: (sum(d["__n"] for d in dups if d.get("__g", 0) == g), sum(1 for d in dups if d.get("__g", 0) == g))
-                  for g in range(len(groups))}
+        totals = {
+            g: (
+                sum(d["__n"] for d in dups if d.get("__g", 0) == g),
+                sum(1 for d in dups if d.get("__g", 0) == g),
+            )
+            for g in range(len(groups))
+        }
     for g, names in enumerate(groups.values()):
         mine = [d for d in dups if d.get("__g", 0) == g][:DUP_EXAMPLES]
         examples = [{**{c: d[f] for f, c in fields[g]}, "count": d["__n"]} for d in mine]
@@ -171,7 +180,10 @@ def _measure_pass(
         values.update(_run(batch, plain, keys))
         return values
     except Exception as exc:  # noqa: BLE001 - isolate the broken check(s) below
-        log.info("the one pass failed (%s); measuring the checks one by one to find the broken one", short_error(exc))
+        log.info(
+            "the one pass failed (%s); measuring the checks one by one to find the broken one",
+            short_error(exc),
+        )
     if ROWS in plain:
         values.update(_run(batch, {ROWS: plain[ROWS]}, {}))
     for name in dict.fromkeys([*aggs, *keys]):
@@ -243,7 +255,7 @@ def evaluate(
     fresh: dict[str, Measurement] = {}
     for spec in todo:
         prefix = spec.name + SEP
-        m: Measurement = {k[len(prefix):]: v for k, v in values.items() if k.startswith(prefix)}
+        m: Measurement = {k[len(prefix) :]: v for k, v in values.items() if k.startswith(prefix)}
         m[ROWS] = rows
         try:
             fresh[spec.name] = spec.measure_more(m, batch, ctx)
@@ -251,8 +263,14 @@ def evaluate(
             errors[spec.name] = exc
 
     # 4. samples of failing rows: one job for every failing row-level check
-    failing = [s for s in todo if s.name in fresh and s.row_level and int(fresh[s.name].get("fail") or 0) > 0
-               and "sample" not in fresh[s.name]]
+    failing = [
+        s
+        for s in todo
+        if s.name in fresh
+        and s.row_level
+        and int(fresh[s.name].get("fail") or 0) > 0
+        and "sample" not in fresh[s.name]
+    ]
     if failing and sample_rows > 0:
         _sample(batch, failing, fresh, sample_rows)
     for name, m in fresh.items():
@@ -301,7 +319,9 @@ def _sample(batch: DataFrame, checks: list[CheckSpec], fresh: dict[str, Measurem
         for c in conds.values():
             any_fail = any_fail | c
         cap = 10 * SAMPLE_OVERSAMPLING * n * len(checks)
-        rows = batch.where(any_fail).select(*cols, *[c.alias(f) for f, c in conds.items()]).limit(cap).collect()
+        rows = (
+            batch.where(any_fail).select(*cols, *[c.alias(f) for f, c in conds.items()]).limit(cap).collect()
+        )
         flags = {f"__fail{i}": spec for i, spec in enumerate(checks)}
         for row in rows:
             d = row_dict(row)

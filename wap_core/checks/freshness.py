@@ -36,7 +36,10 @@ class Freshness(CheckSpec):
         # The newest value is measured; its age is judged against the clock at judging time, so a
         # cached measurement stays right as time passes.
         c = quote_column(self.columns[0])
-        return {"newest": f"CAST(max({c}) AS STRING)", "newest_epoch": f"unix_timestamp(CAST(max({c}) AS TIMESTAMP))"}
+        return {
+            "newest": f"CAST(max({c}) AS STRING)",
+            "newest_epoch": f"unix_timestamp(CAST(max({c}) AS TIMESTAMP))",
+        }
 
     def judge(self, m: Measurement, ctx: MainContext) -> CheckResult:
         newest, epoch = m.get("newest"), m.get("newest_epoch")
@@ -45,5 +48,9 @@ class Freshness(CheckSpec):
         age = time.time() - float(epoch)
         ok = age <= float(self.max_age_seconds)
         hours = float(age) / 3600.0
-        return self.result(ok, {"newest": newest, "age_hours": round(hours, 2)}, None,
-                           f"newest value {newest} is {hours:.1f} h old (max {self.max_age})")
+        return self.result(
+            ok,
+            {"newest": newest, "age_hours": round(hours, 2)},
+            None,
+            f"newest value {newest} is {hours:.1f} h old (max {self.max_age})",
+        )

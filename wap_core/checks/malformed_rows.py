@@ -49,6 +49,9 @@ class MalformedRows(CheckSpec):
 
     def judge(self, m: Measurement, ctx: MainContext) -> CheckResult:
         malformed = int(m.get("malformed") or 0)
-        msg = (f"{malformed} source rows could not be parsed and were kept out of the branch" if malformed
-               else "every source row parsed")
+        msg = (
+            f"{malformed} source rows could not be parsed and were kept out of the branch"
+            if malformed
+            else "every source row parsed"
+        )
         return self.result(malformed == 0, malformed, malformed, msg, m.get("sample"))

@@ -25,8 +25,16 @@ class NotNull(RowCheck):
                 return f"{name}[{c}]"
             return name or f"not_null({c})"
 
-        return [cls(name=named(c), columns=(c,), level=args.level, line=args.line, max_failing_rows=args.max_failing_rows)
-                for c in cols]
+        return [
+            cls(
+                name=named(c),
+                columns=(c,),
+                level=args.level,
+                line=args.line,
+                max_failing_rows=args.max_failing_rows,
+            )
+            for c in cols
+        ]
 
     def fail_sql(self) -> str:
         return f"{quote_column(self.columns[0])} IS NULL"

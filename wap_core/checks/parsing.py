@@ -37,8 +37,16 @@ def parse_duration(text: str) -> float:
 class Args:
     """The arguments of one check in the file, consumed by its type's ``parse``; errors carry file and line."""
 
-    def __init__(self, ctype: str, opts: dict[str, Any], source: str, line: int, name: str | None, level: Level,
-                 max_failing_rows: int) -> None:
+    def __init__(
+        self,
+        ctype: str,
+        opts: dict[str, Any],
+        source: str,
+        line: int,
+        name: str | None,
+        level: Level,
+        max_failing_rows: int,
+    ) -> None:
         self.ctype = ctype
         self.opts = opts
         self.source = source
@@ -74,7 +82,9 @@ class Args:
             raise self.fail(f"{self.ctype}: give exactly one {what}")
         return cols[0]
 
-    def number(self, key: str, default: float | None = None, *, integer: bool = False, minimum: float | None = None) -> Any:
+    def number(
+        self, key: str, default: float | None = None, *, integer: bool = False, minimum: float | None = None
+    ) -> Any:
         v = self.opts.pop(key, default)
         if v is None:
             return None
@@ -92,8 +102,14 @@ class Args:
     def spec(self, cls: type[S], default_name: str, columns: tuple[str, ...] = (), **type_fields: Any) -> S:
         """The spec, once every argument was consumed (leftovers are an error)."""
         self.no_leftovers()
-        return cls(name=self.name or default_name, columns=columns, level=self.level, line=self.line,
-                   max_failing_rows=self.max_failing_rows, **type_fields)
+        return cls(
+            name=self.name or default_name,
+            columns=columns,
+            level=self.level,
+            line=self.line,
+            max_failing_rows=self.max_failing_rows,
+            **type_fields,
+        )
 
 
 def load_checks(path: str | Path) -> dict[str, Suite]:
@@ -122,7 +138,9 @@ def parse_checks(text: str, source: str = "<checks>") -> dict[str, Suite]:
     if root is None:
         return {}
     if not isinstance(root, yaml.MappingNode):
-        raise ChecksFileError(source, _line(root), "the file must be a mapping from namespace.table to its suite")
+        raise ChecksFileError(
+            source, _line(root), "the file must be a mapping from namespace.table to its suite"
+        )
     suites: dict[str, Suite] = {}
     for key_node, val_node in root.value:
         tname = _scalar(key_node, source)
@@ -137,7 +155,9 @@ def parse_checks(text: str, source: str = "<checks>") -> dict[str, Suite]:
         body = {(_scalar(k, source)): v for k, v in val_node.value}
         unknown = set(body) - {"checks"}
         if unknown:
-            raise ChecksFileError(source, _line(val_node), f"{tid}: unknown key(s) {sorted(unknown)}; expected 'checks'")
+            raise ChecksFileError(
+                source, _line(val_node), f"{tid}: unknown key(s) {sorted(unknown)}; expected 'checks'"
+            )
         checks_node = body.get("checks")
         if checks_node is None or not isinstance(checks_node, yaml.SequenceNode):
             raise ChecksFileError(source, _line(val_node), f"{tid}: 'checks' must be a list")
@@ -147,7 +167,9 @@ def parse_checks(text: str, source: str = "<checks>") -> dict[str, Suite]:
         names = [s.name for s in specs]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
-            raise ChecksFileError(source, _line(checks_node), f"{tid}: duplicate check name(s) {dup}; give each a 'name'")
+            raise ChecksFileError(
+                source, _line(checks_node), f"{tid}: duplicate check name(s) {dup}; give each a 'name'"
+            )
         suites[str(tid)] = Suite(str(tid), tuple(specs), source)
     return suites
 
@@ -172,12 +194,16 @@ def parse_check(node: yaml.Node, source: str) -> list[CheckSpec]:
 
     line = _line(node)
     if not isinstance(node, yaml.MappingNode) or len(node.value) != 1:
-        raise ChecksFileError(source, line, "each check must be a one-key mapping {type: args}, e.g. '- not_null: [id]'")
+        raise ChecksFileError(
+            source, line, "each check must be a one-key mapping {type: args}, e.g. '- not_null: [id]'"
+        )
     type_node, args_node = node.value[0]
     ctype = _scalar(type_node, source)
     cls = AVAILABLE_CHECKS.get(ctype) if isinstance(ctype, str) else None
     if cls is None or cls.builtin:
-        raise ChecksFileError(source, line, f"unknown check type {ctype!r}; allowed: {', '.join(yaml_types())}")
+        raise ChecksFileError(
+            source, line, f"unknown check type {ctype!r}; allowed: {', '.join(yaml_types())}"
+        )
     raw = _plain(args_node)
     opts: dict[str, Any]
     if isinstance(raw, Mapping):
@@ -187,13 +213,17 @@ def parse_check(node: yaml.Node, source: str) -> list[CheckSpec]:
     elif raw is None:
         opts = {}
     else:
-        raise ChecksFileError(source, line, f"{ctype}: arguments must be a column, a list of columns or a mapping")
+        raise ChecksFileError(
+            source, line, f"{ctype}: arguments must be a column, a list of columns or a mapping"
+        )
     name = opts.pop("name", None)
     level_raw = opts.pop("level", "fail")
     try:
         level = Level(level_raw)
     except ValueError:
-        raise ChecksFileError(source, line, f"{ctype}: level must be 'fail' or 'warn', not {level_raw!r}") from None
+        raise ChecksFileError(
+            source, line, f"{ctype}: level must be 'fail' or 'warn', not {level_raw!r}"
+        ) from None
     max_failing = opts.pop("max_failing_rows", 0)
     if not isinstance(max_failing, int) or isinstance(max_failing, bool) or max_failing < 0:
         raise ChecksFileError(source, line, f"{ctype}: max_failing_rows must be a non-negative integer")

@@ -45,8 +45,10 @@ class Range(RowCheck):
 
     def fail_sql(self) -> str:
         c = quote_column(self.columns[0])
-        parts = [f"{c} < {sql_literal(self.min)}" if self.min is not None else "",
-                 f"{c} > {sql_literal(self.max)}" if self.max is not None else ""]
+        parts = [
+            f"{c} < {sql_literal(self.min)}" if self.min is not None else "",
+            f"{c} > {sql_literal(self.max)}" if self.max is not None else "",
+        ]
         return f"{c} IS NOT NULL AND ({' OR '.join(p for p in parts if p)})"
 
     def aggregates(self, ctx: MainContext | None) -> dict[str, str]:

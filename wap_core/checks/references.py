@@ -41,7 +41,11 @@ class References(CheckSpec):
         ref_col = args.pop("ref_column", col)
         if not isinstance(ref_col, str) or not ref_col:
             raise args.fail("references: ref_column must be a column name")
-        return [args.spec(cls, f"references({col} -> {tid}.{ref_col})", (col,), table=str(tid), ref_column=ref_col)]
+        return [
+            args.spec(
+                cls, f"references({col} -> {tid}.{ref_col})", (col,), table=str(tid), ref_column=ref_col
+            )
+        ]
 
     def aggregates(self, ctx: MainContext | None) -> dict[str, str]:
         c = quote_column(self.columns[0])
@@ -57,8 +61,9 @@ class References(CheckSpec):
         ref = ctx.read_main(ref_tid)
         if ref is None:
             return {**m, "no_main": True}
-        ref_keys = key_range_filter(ref.select(F.col(quote_column(self.ref_column)).alias("__ref")), "__ref",
-                                    m.get("lo"), m.get("hi")).distinct()
+        ref_keys = key_range_filter(
+            ref.select(F.col(quote_column(self.ref_column)).alias("__ref")), "__ref", m.get("lo"), m.get("hi")
+        ).distinct()
         c = F.col(quote_column(self.columns[0]))
         missing = batch.where(c.isNotNull()).join(ref_keys, c == F.col("__ref"), "left_anti")
         stats = missing.agg(F.count(F.lit(1)).alias("rows"), F.countDistinct(c).alias("values")).collect()[0]
@@ -74,7 +79,15 @@ class References(CheckSpec):
         if m.get("no_main"):
             return self.result(False, None, None, f"referenced table {self.table} has no data on main")
         failing, values = int(m.get("missing_rows") or 0), int(m.get("missing_values") or 0)
-        msg = (f"{failing} rows ({values} distinct values) of {col} are missing from {target}"
-               if failing else f"every {col} exists in {target}")
-        return self.result(failing <= self.max_failing_rows, {"missing_rows": failing, "missing_values": values},
-                           failing, msg, m.get("sample"))
+        msg = (
+            f"{failing} rows ({values} distinct values) of {col} are missing from {target}"
+            if failing
+            else f"every {col} exists in {target}"
+        )
+        return self.result(
+            failing <= self.max_failing_rows,
+            {"missing_rows": failing, "missing_values": values},
+            failing,
+            msg,
+            m.get("sample"),
+        )

@@ -30,7 +30,10 @@ class RowCount(CheckSpec):
 
     @property
     def threshold(self) -> str:
-        parts = [f"min {self.min}" if self.min is not None else "", f"max {self.max}" if self.max is not None else ""]
+        parts = [
+            f"min {self.min}" if self.min is not None else "",
+            f"max {self.max}" if self.max is not None else "",
+        ]
         return ", ".join(p for p in parts if p)
 
     def judge(self, m: Measurement, ctx: MainContext) -> CheckResult:

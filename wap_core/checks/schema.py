@@ -12,8 +12,17 @@ from wap_core.checks.parsing import Args
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-_ALIASES = {"integer": "int", "long": "bigint", "short": "smallint", "byte": "tinyint", "str": "string", "text": "string",
-            "bool": "boolean", "float64": "double", "real": "float"}
+_ALIASES = {
+    "integer": "int",
+    "long": "bigint",
+    "short": "smallint",
+    "byte": "tinyint",
+    "str": "string",
+    "text": "string",
+    "bool": "boolean",
+    "float64": "double",
+    "real": "float",
+}
 
 
 def _norm_type(t: str) -> str:
@@ -32,11 +41,15 @@ class Schema(CheckSpec):
         spec = args.pop("columns")
         allow_extra = args.pop("allow_extra", False)
         if isinstance(spec, list) and all(isinstance(c, str) for c in spec):
-            spec = {c: None for c in spec}
+            spec = dict.fromkeys(spec)
         if not isinstance(spec, Mapping) or not spec:
             raise args.fail("schema: 'columns' must map column names to types (or list names)")
         expected = tuple((str(k), str(v).lower() if v is not None else None) for k, v in spec.items())
-        return [args.spec(cls, "schema", tuple(k for k, _ in expected), expected=expected, allow_extra=bool(allow_extra))]
+        return [
+            args.spec(
+                cls, "schema", tuple(k for k, _ in expected), expected=expected, allow_extra=bool(allow_extra)
+            )
+        ]
 
     @property
     def args(self) -> dict[str, Any]:
@@ -50,7 +63,10 @@ class Schema(CheckSpec):
         return ("schema-of-batch",)
 
     def measure_more(self, m: Measurement, batch: DataFrame, ctx: MainContext) -> Measurement:
-        return {**m, "actual": {f.name.lower(): f.dataType.simpleString().lower() for f in batch.schema.fields}}
+        return {
+            **m,
+            "actual": {f.name.lower(): f.dataType.simpleString().lower() for f in batch.schema.fields},
+        }
 
     def judge(self, m: Measurement, ctx: MainContext) -> CheckResult:
         actual: Mapping[str, str] = m.get("actual") or {}

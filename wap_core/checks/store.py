@@ -45,7 +45,12 @@ class ResultCache:
     def load(self, fingerprints: Sequence[str]) -> dict[str, Measurement]:
         t = check_results_table.c
         q = select(t.fingerprint, t.measurement).where(
-            and_(t.table_name == self.table, t.head_snapshot_id == self.head, t.fingerprint.in_(list(fingerprints))))
+            and_(
+                t.table_name == self.table,
+                t.head_snapshot_id == self.head,
+                t.fingerprint.in_(list(fingerprints)),
+            )
+        )
         with self.engine.connect() as conn:
             rows = conn.execute(q).all()
         return {r[0]: json.loads(r[1]) for r in rows}
@@ -54,28 +59,50 @@ class ResultCache:
         for fp, m in measurements.items():
             try:
                 with self.engine.begin() as conn:
-                    conn.execute(insert(check_results_table).values(
-                        table_name=self.table, head_snapshot_id=self.head, fingerprint=fp, at=utcnow(),
-                        measurement=json.dumps(m, default=str)))
+                    conn.execute(
+                        insert(check_results_table).values(
+                            table_name=self.table,
+                            head_snapshot_id=self.head,
+                            fingerprint=fp,
+                            at=utcnow(),
+                            measurement=json.dumps(m, default=str),
+                        )
+                    )
             except IntegrityError:
                 log.debug("measurement %s of %s@%s already stored", fp, self.table, self.head)
 
 
-def save_batch_metrics(engine: Engine, table: str, head: int, fork: int | None, metrics: Mapping[str, float]) -> None:
+def save_batch_metrics(
+    engine: Engine, table: str, head: int, fork: int | None, metrics: Mapping[str, float]
+) -> None:
     """Record (or complete) the metrics of the batch whose head is ``head``."""
     t = batch_metrics_table.c
     with engine.begin() as conn:
-        row = conn.execute(select(t.metrics).where(and_(t.table_name == table, t.head_snapshot_id == head))).first()
+        row = conn.execute(
+            select(t.metrics).where(and_(t.table_name == table, t.head_snapshot_id == head))
+        ).first()
         if row is None:
             try:
-                conn.execute(insert(batch_metrics_table).values(
-                    table_name=table, head_snapshot_id=head, fork_snapshot_id=fork, at=utcnow(), metrics=json.dumps(dict(metrics))))
+                conn.execute(
+                    insert(batch_metrics_table).values(
+                        table_name=table,
+                        head_snapshot_id=head,
+                        fork_snapshot_id=fork,
+                        at=utcnow(),
+                        metrics=json.dumps(dict(metrics)),
+                    )
+                )
                 return
             except IntegrityError:
-                row = conn.execute(select(t.metrics).where(and_(t.table_name == table, t.head_snapshot_id == head))).first()
+                row = conn.execute(
+                    select(t.metrics).where(and_(t.table_name == table, t.head_snapshot_id == head))
+                ).first()
         merged = {**json.loads(row[0] if row is not None else "{}"), **metrics}
-        conn.execute(update(batch_metrics_table).where(and_(t.table_name == table, t.head_snapshot_id == head))
-                     .values(metrics=json.dumps(merged), at=utcnow()))
+        conn.execute(
+            update(batch_metrics_table)
+            .where(and_(t.table_name == table, t.head_snapshot_id == head))
+            .values(metrics=json.dumps(merged), at=utcnow())
+        )
 
 
 def load_batch_metrics(engine: Engine, table: str, heads: Sequence[int]) -> dict[int, dict[str, Any]]:
@@ -83,9 +110,12 @@ def load_batch_metrics(engine: Engine, table: str, heads: Sequence[int]) -> dict
     out: dict[int, dict[str, Any]] = {}
     with engine.connect() as conn:
         for i in range(0, len(heads), _CHUNK):
-            chunk = list(heads[i:i + _CHUNK])
-            for head, metrics in conn.execute(select(t.head_snapshot_id, t.metrics).where(
-                    and_(t.table_name == table, t.head_snapshot_id.in_(chunk)))).all():
+            chunk = list(heads[i : i + _CHUNK])
+            for head, metrics in conn.execute(
+                select(t.head_snapshot_id, t.metrics).where(
+                    and_(t.table_name == table, t.head_snapshot_id.in_(chunk))
+                )
+            ).all():
                 out[int(str(head))] = json.loads(str(metrics))
     return out
 
@@ -96,9 +126,12 @@ def _profile_metrics(engine: Engine, table: str, heads: Sequence[int]) -> dict[i
     out: dict[int, dict[str, Any]] = {}
     with engine.connect() as conn:
         for i in range(0, len(heads), _CHUNK):
-            chunk = list(heads[i:i + _CHUNK])
-            for head, text in conn.execute(select(t.head_snapshot_id, t.profile).where(
-                    and_(t.table_name == table, t.head_snapshot_id.in_(chunk)))).all():
+            chunk = list(heads[i : i + _CHUNK])
+            for head, text in conn.execute(
+                select(t.head_snapshot_id, t.profile).where(
+                    and_(t.table_name == table, t.head_snapshot_id.in_(chunk))
+                )
+            ).all():
                 prof = json.loads(str(text))
                 m: dict[str, Any] = {"row_count": prof.get("rows")}
                 for col, c in (prof.get("columns") or {}).items():
@@ -124,8 +157,14 @@ class StoredHistory:
     """What the history-aware checks of one batch compare with: the published batches before its fork
     (each batch's head is an ancestor of main at the fork) and main's stored profile at the fork."""
 
-    def __init__(self, engine: Engine, table: str, tbl: Table, fork: int | None,
-                 main_profile: Callable[[], dict[str, Any] | None]) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        table: str,
+        tbl: Table,
+        fork: int | None,
+        main_profile: Callable[[], dict[str, Any] | None],
+    ) -> None:
         self.engine = engine
         self.table = table
         self.fork = fork
@@ -139,7 +178,9 @@ class StoredHistory:
             ids = list(_ancestor_ids(self._tbl, self.fork, ANCESTORS_SEARCHED))
             stored = load_batch_metrics(self.engine, self.table, ids)
             profiled = _profile_metrics(self.engine, self.table, [i for i in ids if i not in stored])
-            self._published = [(i, {**profiled.get(i, {}), **stored.get(i, {})}) for i in ids if i in stored or i in profiled]
+            self._published = [
+                (i, {**profiled.get(i, {}), **stored.get(i, {})}) for i in ids if i in stored or i in profiled
+            ]
         return self._published
 
     def metric_history(self, key: str, window: int) -> list[float]:

@@ -71,17 +71,25 @@ class Unique(CheckSpec):
                 clash = batch.select(*keys).join(main_keys.distinct(), on=list(self.columns), how="left_semi")
                 in_main = clash.count()
                 if in_main:
-                    sample += [dict(row_dict(r), __problem="already in main") for r in clash.limit(3).collect()]
+                    sample += [
+                        dict(row_dict(r), __problem="already in main") for r in clash.limit(3).collect()
+                    ]
         return {**m, "in_main": in_main, "sample": sample}
 
     def judge(self, m: Measurement, ctx: MainContext) -> CheckResult:
         dup_rows, in_main = int(m.get("dup_rows") or 0), int(m.get("in_main") or 0)
         failing = dup_rows + in_main
-        observed = {"duplicate_rows_in_batch": dup_rows, "duplicate_keys_in_batch": int(m.get("dup_keys") or 0),
-                    "rows_already_in_main": in_main}
+        observed = {
+            "duplicate_rows_in_batch": dup_rows,
+            "duplicate_keys_in_batch": int(m.get("dup_keys") or 0),
+            "rows_already_in_main": in_main,
+        }
         scope = "within the batch and against main" if self.against_main else "within the batch"
-        msg = (f"{dup_rows} rows share a key within the batch; {in_main} rows have a key already in main"
-               if failing else f"keys unique {scope}")
+        msg = (
+            f"{dup_rows} rows share a key within the batch; {in_main} rows have a key already in main"
+            if failing
+            else f"keys unique {scope}"
+        )
         return self.result(failing <= self.max_failing_rows, observed, failing, msg, m.get("sample"))
 
 

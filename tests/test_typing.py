@@ -9,10 +9,12 @@ import inspect
 import os
 import subprocess
 import sys
-from importlib.metadata import entry_points
+from importlib.metadata import entry_points, version
 from pathlib import Path
 
 import yaml
+
+import wap_core
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -56,10 +58,10 @@ def test_pre_commit_config_is_valid_and_local() -> None:
 
 
 def test_wap_script_is_the_cli(tmp_path: Path) -> None:
-    (ep,) = entry_points(group="console_scripts", name="wap")
-    assert ep.value == "wap_core.cli:main"
     wap = Path(sys.executable).parent / "wap"
     assert wap.is_file(), f"{wap} is missing: `make setup` installs the project (pip install --no-deps -e .)"
+    assert [ep.value for ep in entry_points(group="console_scripts", name="wap")] == ["wap_core.cli:main"]
+    assert version("wap-console") == wap_core.__version__  # pyproject.toml reads it from wap_core
     # This checkout's wap_core for both (the editable install may point at another checkout of the repo).
     env = {**os.environ, "PYTHONPATH": str(ROOT), "WAP_HOME": str(tmp_path / "home"), "WAP_USER": "ada"}
     for args in (["--help"], ["whoami", "--json"]):

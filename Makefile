@@ -15,11 +15,12 @@ ADDRESS ?= 127.0.0.1
 
 setup: system-deps $(STAMP)
 
+# The pins, then the project itself, editable and without dependencies (the pins are them): this puts
+# the `wap` console script (= python -m wap_core) in the venv.
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt
-	# the project itself, editable (dependencies are the pins above): the `wap` script = python -m wap_core
 	$(PY) -m pip install -q --no-deps -e .
 	touch $(STAMP)
 

@@ -1,4 +1,5 @@
 # WAP Console: `make run` (console on the embedded demo lakehouse) and `make test` do all set-up.
+# `make test` = set-up + lint (ruff) + typecheck (strict mypy) + the test suite.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -10,14 +11,17 @@ PORT ?= 8501
 # Share the console over the network only with sign-in configured: make run ADDRESS=0.0.0.0
 ADDRESS ?= 127.0.0.1
 
-.PHONY: setup system-deps test-deps run demo test bench bench-peers clean-lakehouse
+.PHONY: setup system-deps test-deps run demo lint typecheck test bench bench-peers clean-lakehouse
 
 setup: system-deps $(STAMP)
 
-$(STAMP): requirements.txt
+# The pins, then the project itself, editable and without dependencies (the pins are them): this puts
+# the `wap` console script (= python -m wap_core) in the venv.
+$(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps -e .
 	touch $(STAMP)
 
 # Java 17 and the SQLite/PostgreSQL JDBC drivers (Debian packages); clear message without apt.
@@ -38,7 +42,14 @@ run: demo
 	@echo "WAP Console: http://localhost:$(PORT)"
 	$(PY) -m streamlit run app.py --server.port $(PORT) --server.address $(ADDRESS) --server.headless true
 
-test: setup test-deps
+# Configuration of both in pyproject.toml (ruff: lint rules and format; mypy: strict on wap_core, pages, app.py).
+lint: setup
+	$(PY) -m ruff check . && $(PY) -m ruff format --check .
+
+typecheck: setup
+	$(PY) -m mypy
+
+test: setup test-deps lint typecheck
 	$(PY) -m pytest -q -ra
 
 # The check engine's peers (Great Expectations, Soda Core) pin conflicting dependencies: each gets its

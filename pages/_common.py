@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -394,7 +395,7 @@ def local_time(value: object) -> str:
         return ""
     if ts.tzinfo is None:
         ts = ts.tz_localize("UTC")
-    local = ts.to_pydatetime().astimezone()
+    local: datetime = ts.to_pydatetime().astimezone()
     return local.strftime("%Y-%m-%d %H:%M:%S ") + (local.tzname() or local.strftime("%z"))
 
 

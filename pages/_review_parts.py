@@ -282,7 +282,7 @@ PROFILE_CONFIG = {
 }
 
 
-def null_rate_chart(col: dict[str, Any]) -> alt.Chart:
+def null_rate_chart(col: dict[str, Any]) -> alt.LayerChart:
     m, b = col.get("main") or {}, col["batch"]
     data = pd.DataFrame(
         [
@@ -301,7 +301,8 @@ def null_rate_chart(col: dict[str, Any]) -> alt.Chart:
     text = base.mark_text(align="left", dx=4).encode(
         y=alt.Y("side:N", sort=["main", "batch"]), x="null %:Q", text="label:N"
     )
-    return (bars + text).properties(height=120)
+    layered: alt.LayerChart = (bars + text).properties(height=120)  # altair's builders return Any
+    return layered
 
 
 def numeric_chart(col: dict[str, Any]) -> alt.Chart | None:
@@ -313,7 +314,7 @@ def numeric_chart(col: dict[str, Any]) -> alt.Chart | None:
                 rows.append({"side": side, "quantile": float(q), "value": float(v)})
     if not rows:
         return None
-    return (
+    chart: alt.Chart = (  # altair's builders return Any
         alt.Chart(pd.DataFrame(rows), title=f"{col['name']}: quantiles 5%–95%")
         .mark_line(point=True)
         .encode(
@@ -324,6 +325,7 @@ def numeric_chart(col: dict[str, Any]) -> alt.Chart | None:
         )
         .properties(height=220)
     )
+    return chart
 
 
 def categorical_chart(col: dict[str, Any]) -> alt.Chart | None:
@@ -339,7 +341,7 @@ def categorical_chart(col: dict[str, Any]) -> alt.Chart | None:
             )
     if not rows:
         return None
-    return (
+    chart: alt.Chart = (  # altair's builders return Any
         alt.Chart(pd.DataFrame(rows), title=f"{col['name']}: top values (% of rows)")
         .mark_bar()
         .encode(
@@ -351,6 +353,7 @@ def categorical_chart(col: dict[str, Any]) -> alt.Chart | None:
         )
         .properties(height=220)
     )
+    return chart
 
 
 def diff_details(diff: dict[str, Any], max_charts: int = 6, lead: list[str] | None = None) -> None:
@@ -365,7 +368,7 @@ def diff_details(diff: dict[str, Any], max_charts: int = 6, lead: list[str] | No
     order = ranked(diff, lead)
     # One chart per column that moved, suited to what moved: null-rate bars, quantile lines only where the
     # distribution moved, top-value shares for categories.
-    charts = []
+    charts: list[tuple[str, alt.Chart | alt.LayerChart]] = []
     for col, ch in order:
         if ch.score < 0.1 or len(charts) >= max_charts:
             continue

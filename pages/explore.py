@@ -44,13 +44,14 @@ if kind in ("branch", "tag"):
 elif kind == "snapshot":
     snaps = sorted(tbl.metadata.snapshots, key=lambda s: -s.timestamp_ms)
     ids = [s.snapshot_id for s in snaps]
+    taken_ms = {s.snapshot_id: s.timestamp_ms for s in snaps}
     q_snap = st.query_params.get("ref")
     value = c3.selectbox(
         "Snapshot",
         ids,
         index=next((i for i, x in enumerate(ids) if str(x) == q_snap), 0),
         format_func=lambda i: (
-            f"{ui.id_text(i)} · {ui.local_time(datetime.fromtimestamp(tbl.metadata.snapshot_by_id(i).timestamp_ms / 1000, tz=UTC))}"
+            f"{ui.id_text(i)} · {ui.local_time(datetime.fromtimestamp(taken_ms[i] / 1000, tz=UTC))}"
         ),
     )
 else:

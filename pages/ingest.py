@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import streamlit as st
 
@@ -58,7 +59,7 @@ STEPS = {
 }
 
 
-def _run(job: dict[str, object]) -> None:
+def _run(job: dict[str, Any]) -> None:
     """Ingest with live steps (reading → writing → auditing, with row counts as they become known)."""
     tid = TableId.parse(str(job["table"]))
     if not ui.wait_for_spark(lh):
@@ -79,7 +80,7 @@ def _run(job: dict[str, object]) -> None:
                 [str(job["source"])],
                 branch=job["branch"],
                 fmt=job["fmt"],
-                create=bool(job["create"]),  # type: ignore[arg-type]
+                create=bool(job["create"]),
                 user=user,
                 source_policy=SourcePolicy.CONFINED,
                 progress=progress,

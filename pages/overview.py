@@ -6,6 +6,7 @@ Metadata only (PyIceberg + journal): this page never starts Spark.
 from __future__ import annotations
 
 import altair as alt
+import pandas as pd
 import streamlit as st
 
 from pages import _common as ui
@@ -16,7 +17,7 @@ _RECENT_CONFIG = {
 }
 
 
-def _recent(rows: list[dict[str, object]], columns: list[str]) -> ui.pd.DataFrame:
+def _recent(rows: list[dict[str, object]], columns: list[str]) -> pd.DataFrame:
     """Outcome and reason first (a forced publish must not look like any other); blanks for none; local times."""
     df = ui.frame(rows, columns)
     df["reason"] = df["reason"].map(ui.blank)

@@ -7,4 +7,4 @@ from wap_core.lakehouse import Lakehouse
 install_log_masking()  # catalog passwords never reach a log line of this process
 
 __all__ = ["Lakehouse", "Settings", "TableId"]
-__version__ = "0.1.0"
+__version__ = "0.9.0"  # the package version (pyproject.toml reads it from here)

@@ -55,10 +55,12 @@ class Role(IntEnum):
 
     @property
     def label(self) -> str:
+        """The role's name in lower case, as written in the access file."""
         return self.name.lower()
 
     @classmethod
     def parse(cls, name: str) -> Role:
+        """The role named ``name`` (any case); ValueError for an unknown name."""
         try:
             return cls[name.strip().upper()]
         except KeyError as exc:
@@ -82,6 +84,8 @@ class Permission(str, Enum):
 
 @dataclass(frozen=True)
 class Rule:
+    """What one permission needs: the lowest role holding it, its verb and the action journaled on refusal."""
+
     needed: Role  # the lowest role that holds the permission
     verb: str  # as in "... may not <verb>: ..."
     action: str  # the journal's action of a refusal
@@ -111,6 +115,8 @@ def _key(user: str) -> str:
 
 @dataclass(frozen=True)
 class Grant:
+    """One line of the access file: a user (or ``*``) granted a role."""
+
     user: str  # as written in the file ("*" = everyone signed in)
     role: Role
     line: int
@@ -131,6 +137,7 @@ class AccessPolicy:
 
     @classmethod
     def off(cls, path: str) -> AccessPolicy:
+        """The policy when there is no access file: access control off, everyone is admin."""
         return cls(path=path, enabled=False)
 
     def role_of(self, user: str) -> Role | None:
@@ -170,6 +177,7 @@ class Decision:
 
     @property
     def role_label(self) -> str:
+        """The user's role as text, or "no role"."""
         return self.role.label if self.role is not None else "no role"
 
 
@@ -353,6 +361,7 @@ def _policy(src: PolicySource) -> AccessPolicy:
 
 
 def role_of(src: PolicySource, user: str) -> Role | None:
+    """The user's highest role under the policy (None for no role; admin when access control is off)."""
     return _policy(src).role_of(user)
 
 

@@ -42,6 +42,8 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class AuditResult:
+    """The outcome of one audit of a branch head: the overall status and every check's result."""
+
     table: str
     branch: str
     snapshot_id: int
@@ -57,9 +59,11 @@ class AuditResult:
 
     @property
     def passed(self) -> bool:
+        """True when the audit passed or only warned (it does not block a publish)."""
         return self.status in ("passed", "warned")
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form (the CLI's ``audit --json`` and the stored audit)."""
         return {
             "table": self.table,
             "branch": self.branch,
@@ -76,6 +80,7 @@ class AuditResult:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AuditResult:
+        """The result back from its JSON form (missing optional keys take defaults)."""
         return cls(
             table=d["table"],
             branch=d["branch"],
@@ -92,6 +97,7 @@ class AuditResult:
 
     @classmethod
     def from_stored(cls, stored: StoredAudit) -> AuditResult:
+        """The result of an audit stored in the journal."""
         return cls.from_dict(stored.result)
 
 
@@ -295,5 +301,6 @@ def _announce_awaiting(lh: Lakehouse, table: TableId, branch: str, user: str, he
 
 
 def latest_audit(lh: Lakehouse, table: TableId, branch: str) -> AuditResult | None:
+    """The latest stored audit of ``table``'s ``branch`` (any head), or None."""
     stored = lh.journal.latest_audit(str(table), branch)
     return AuditResult.from_stored(stored) if stored is not None else None

@@ -86,6 +86,7 @@ def _sqlite_pragmas(catalog: SqlCatalog) -> None:
 
 
 def load_table(catalog: SqlCatalog, table: TableId) -> Table:
+    """The table's metadata from the catalog; NotFoundError if it does not exist."""
     try:
         return catalog.load_table(table.tuple)
     except (NoSuchTableError, NoSuchNamespaceError) as exc:
@@ -93,6 +94,7 @@ def load_table(catalog: SqlCatalog, table: TableId) -> Table:
 
 
 def table_exists(catalog: SqlCatalog, table: TableId) -> bool:
+    """True if the catalog has the table."""
     return catalog.table_exists(table.tuple)
 
 
@@ -159,6 +161,7 @@ def _table_at(catalog: SqlCatalog, table: TableId, location: str) -> Table | Non
 
 
 def list_table_ids(catalog: SqlCatalog) -> list[TableId]:
+    """Every table of every namespace, sorted."""
     out: list[TableId] = []
     for ns in catalog.list_namespaces():
         for ident in catalog.list_tables(ns):
@@ -167,6 +170,7 @@ def list_table_ids(catalog: SqlCatalog) -> list[TableId]:
 
 
 def ref_snapshot_id(tbl: Table, ref: str) -> int | None:
+    """The snapshot id a branch or tag points at, or None if there is no such ref."""
     r = tbl.metadata.refs.get(ref)
     return r.snapshot_id if r is not None else None
 
@@ -190,6 +194,7 @@ def branch_names(tbl: Table) -> list[str]:
 
 
 def tag_names(tbl: Table) -> list[str]:
+    """The table's tag names, sorted."""
     return sorted(n for n, r in tbl.metadata.refs.items() if r.snapshot_ref_type == "tag")
 
 
@@ -229,10 +234,12 @@ class Lineage:
 
     @property
     def published(self) -> bool:
+        """True when main's head is the branch's head (nothing left to publish)."""
         return self.main_head == self.head
 
 
 def lineage(tbl: Table, branch: str) -> Lineage:
+    """The branch's lineage against main: its head, main's head, the fork and the snapshots since."""
     head = tbl.metadata.refs[branch].snapshot_id
     main_head = ref_snapshot_id(tbl, MAIN)
     main_ids = {s.snapshot_id for s in ancestors(tbl, main_head)}
@@ -257,12 +264,14 @@ def _summary_int(snap: Snapshot, key: str) -> int:
 
 
 def summary_get(snap: Snapshot, key: str) -> str | None:
+    """A property of the snapshot's summary (e.g. ``wap.branch``), or None."""
     if snap.summary is None:
         return None
     return snap.summary.additional_properties.get(key)
 
 
 def snapshot_operation(snap: Snapshot) -> str:
+    """The snapshot's operation (append, overwrite, ...), "unknown" without a summary."""
     return snap.summary.operation.value if snap.summary is not None else "unknown"
 
 
@@ -288,6 +297,7 @@ class MetadataDiff:
 
 
 def metadata_diff(tbl: Table, table: TableId, branch: str) -> MetadataDiff:
+    """What the branch changed since its fork, from snapshot summaries only (no data is read)."""
     lin = lineage(tbl, branch)
     snaps = [s for s in lin.new_snapshots if s.summary is not None]
     ops = tuple(snapshot_operation(s) for s in snaps)

@@ -34,6 +34,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``python -m wap_core`` (and the ``wap`` script)."""
     p = _Parser(prog="python -m wap_core", description="Write-Audit-Publish on Apache Iceberg branches.")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     p.add_argument("--home", help="lakehouse directory (default $WAP_HOME or ./lakehouse)")
@@ -215,6 +216,7 @@ def _print_audit(res: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI: exit code 0 success, 1 refused or audit failed, 2 bad input or error."""
     args = build_parser().parse_args(argv)
     from wap_core.spark import set_spark_log_level
 

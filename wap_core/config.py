@@ -97,36 +97,43 @@ class Settings:
     # ----- derived values -------------------------------------------------
     @property
     def checks_file(self) -> Path:
+        """The checks file: ``checks_path`` or ``<home>/checks.yml``."""
         return self.checks_path if self.checks_path is not None else self.home / "checks.yml"
 
     @property
     def notify_file(self) -> Path:
+        """The notifications file: ``notify_path`` or ``<home>/notify.yml``."""
         return self.notify_path if self.notify_path is not None else self.home / "notify.yml"
 
     @property
     def access_file(self) -> Path:
+        """The access file: ``access_path`` or ``<home>/access.yml``."""
         return self.access_path if self.access_path is not None else self.home / "access.yml"
 
     @property
     def sqlalchemy_uri(self) -> str:
+        """The catalog database for PyIceberg: ``catalog_uri`` or SQLite at ``<home>/catalog.db``."""
         if self.catalog_uri:
             return self.catalog_uri
         return f"sqlite:///{(self.home / 'catalog.db').resolve()}"
 
     @property
     def jdbc_uri(self) -> str:
+        """The same catalog database as a JDBC URI for Spark."""
         if self.catalog_jdbc_uri:
             return self.catalog_jdbc_uri
         return sqlalchemy_to_jdbc(self.sqlalchemy_uri)
 
     @property
     def warehouse_uri(self) -> str:
+        """Where table data lives: ``warehouse`` or ``<home>/warehouse`` as a file URI."""
         if self.warehouse:
             return self.warehouse
         return (self.home / "warehouse").resolve().as_uri()
 
     @property
     def is_sqlite(self) -> bool:
+        """True when the catalog is in SQLite."""
         return self.sqlalchemy_uri.startswith("sqlite")
 
     @property
@@ -136,6 +143,7 @@ class Settings:
 
     @property
     def masked_jdbc_uri(self) -> str:
+        """The JDBC URI with its secrets masked."""
         return mask_secrets(self.jdbc_uri)
 
     @property
@@ -146,6 +154,7 @@ class Settings:
     # ----- construction ----------------------------------------------------
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Settings from ``wap.toml`` in the home (or ``$WAP_CONFIG``), then ``WAP_*`` variables, then ``overrides``."""
         env = os.environ if env is None else env
         home = Path(overrides.get("home") or env.get("WAP_HOME") or "lakehouse")
         values: dict[str, Any] = {}
@@ -166,6 +175,7 @@ class Settings:
         return cls(**_coerce(values))
 
     def with_(self, **changes: Any) -> Settings:
+        """A copy with some settings changed."""
         return replace(self, **_coerce(changes))
 
 
@@ -336,6 +346,7 @@ class SecretMaskingFilter(logging.Filter):
     """A logging filter that masks secrets in a record's message, arguments and exception text."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        """Mask secrets in the record (its formatted message and exception text); never drops it."""
         mask_record(record)
         return True
 

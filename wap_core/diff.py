@@ -334,6 +334,8 @@ def _merge_quantiles(qa: dict[str, float], na: int, qb: dict[str, float], nb: in
 
 @dataclass
 class DiffResult:
+    """What a branch changes against main: rows, schema and per-column profiles (main vs batch)."""
+
     table: str
     branch: str
     fork_snapshot_id: int | None
@@ -350,6 +352,7 @@ class DiffResult:
     main_profile: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form (the CLI's ``diff --json``)."""
         return asdict(self)
 
 
@@ -392,6 +395,7 @@ def compare_columns(left: dict[str, str], right: dict[str, str]) -> tuple[dict[s
 
 
 def compute_diff(lh: Lakehouse, table: TableId, branch: str) -> DiffResult:
+    """Diff the branch against main at its fork: counted rows, schema changes and column profiles (Spark)."""
     tbl = lh.table(table)
     cat.require_branch(tbl, table, branch)
     meta = cat.metadata_diff(tbl, table, branch)

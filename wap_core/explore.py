@@ -48,6 +48,7 @@ class ResolvedRef:
 
     @property
     def label(self) -> str:
+        """The ref as shown: kind, value, snapshot id and time."""
         return f"{self.kind} {self.value} (snapshot {self.snapshot_id}, {self.at})"
 
 

@@ -84,6 +84,8 @@ class BranchGc:
 
 @dataclass(frozen=True)
 class TableGc:
+    """What garbage collection did (or would do) to one table."""
+
     table: str
     branch_ttl: str
     branch_ttl_source: str  # wap.branch-ttl | settings
@@ -105,6 +107,7 @@ class TableGc:
     skipped: str | None = None  # why snapshots were not expired on this table
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form (tuples as lists)."""
         d = asdict(self)
         for key in (
             "expired_branches",
@@ -119,11 +122,14 @@ class TableGc:
 
 @dataclass(frozen=True)
 class GcResult:
+    """What garbage collection did (or, in a dry run, would do) to every table."""
+
     dry_run: bool
     older_than_override: str | None
     tables: tuple[TableGc, ...] = field(default_factory=tuple)
 
     def totals(self) -> dict[str, int]:
+        """The sums over all tables: snapshots and files expired, bytes reclaimed, branches expired and removed."""
         keys = (
             "snapshots_expired",
             "data_files_deleted",
@@ -138,6 +144,7 @@ class GcResult:
         return out
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form (the CLI's ``gc --json``), with the totals."""
         return {
             "dry_run": self.dry_run,
             "older_than_override": self.older_than_override,
@@ -224,6 +231,7 @@ def branch_ttl(lh: Lakehouse, table: TableId, props: Mapping[str, str]) -> tuple
 def snapshot_retention(
     lh: Lakehouse, table: TableId, props: Mapping[str, str], override: timedelta | None
 ) -> tuple[timedelta, str]:
+    """How long the table's snapshots are kept and where that came from (option, table property or settings)."""
     if override is not None:
         return override, "--older-than"
     ms = _int_property(props, MAX_SNAPSHOT_AGE_PROPERTY, table)

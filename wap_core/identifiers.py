@@ -45,6 +45,7 @@ class TableId:
 
     @classmethod
     def parse(cls, text: str) -> TableId:
+        """Validate ``namespace.table`` (each part by full match) into a TableId."""
         if not isinstance(text, str) or not text.strip():
             raise ValidationError("table name must not be empty; use namespace.table")
         parts = text.split(".")
@@ -60,6 +61,7 @@ class TableId:
 
     @property
     def tuple(self) -> tuple[str, str]:
+        """The identifier as PyIceberg takes it: ``(namespace, name)``."""
         return (self.namespace, self.name)
 
     def parts(self, catalog: str, branch: str | None = None) -> list[str]:

@@ -70,6 +70,8 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class IngestResult:
+    """What one ingest wrote and how its audit went."""
+
     table: str
     branch: str
     created_table: bool
@@ -82,6 +84,7 @@ class IngestResult:
     seconds: float
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form (the CLI's ``ingest --json``)."""
         return {
             "table": self.table,
             "branch": self.branch,
@@ -514,6 +517,7 @@ def read_source(
 
 
 def default_branch_name(existing: set[str]) -> str:
+    """A new branch name ``audit_<UTC time>`` (with a suffix if taken)."""
     base = "audit_" + datetime.now(UTC).strftime("%Y%m%d_%H%M%S")
     name, n = base, 1
     while name in existing:
@@ -523,6 +527,7 @@ def default_branch_name(existing: set[str]) -> str:
 
 
 def remove_branch_quietly(lh: Lakehouse, table: TableId, branch: str) -> None:
+    """Remove a branch if it exists, ignoring any error (best-effort cleanup after another error)."""
     try:
         tbl = lh.table(table)
         if branch in tbl.metadata.refs:
@@ -608,6 +613,7 @@ class Duplicate:
     at: str
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form."""
         return {
             "table": self.table,
             "branch": self.branch,

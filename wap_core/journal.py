@@ -278,12 +278,15 @@ STALE_AFTER_SECONDS = 120.0  # a pending intent whose heartbeat is older belongs
 
 
 class IntentStatus(str, Enum):
+    """The state of a ref move announced in the journal."""
+
     PENDING = "pending"  # announced; the Iceberg commit may or may not have happened yet
     DONE = "done"  # the ref moved; the outcome row holds the success outcome
     ABANDONED = "abandoned"  # the ref did not move (refused, error, crash before the commit)
 
 
 def utcnow() -> datetime:
+    """The current time in UTC."""
     return datetime.now(UTC)
 
 
@@ -293,6 +296,8 @@ def _aware(dt: datetime) -> datetime:
 
 @dataclass(frozen=True)
 class JournalEntry:
+    """One row of the journal: an action, the refs before and after, its outcome and reason."""
+
     id: int
     at: datetime
     user: str
@@ -308,6 +313,7 @@ class JournalEntry:
     reconciled: bool = False
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form (the CLI's ``history --json``)."""
         return {
             "id": self.id,
             "at": self.at.isoformat(),
@@ -344,6 +350,7 @@ class Intent:
     heartbeat_at: datetime | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form."""
         return {
             "id": self.id,
             "at": self.at.isoformat(),
@@ -363,6 +370,8 @@ class Intent:
 
 @dataclass(frozen=True)
 class StoredAudit:
+    """An audit as stored in the journal database, its result as JSON."""
+
     at: datetime
     user: str
     table: str
@@ -427,6 +436,7 @@ class Journal:
         action: str | None = None,
         limit: int = 500,
     ) -> list[JournalEntry]:
+        """Journal entries, newest first (at most ``limit``), optionally of one table, branch or action."""
         if self.on_read is not None:
             self.on_read(table)
         q = select(journal_table).order_by(desc(journal_table.c.id)).limit(limit)
@@ -452,6 +462,7 @@ class Journal:
         result: dict[str, Any],
         at: datetime,
     ) -> None:
+        """Store an audit result."""
         with self.engine.begin() as conn:
             conn.execute(
                 insert(audits_table).values(
@@ -479,6 +490,7 @@ class Journal:
         return {(r["table_name"], r["branch"]): _stored(r) for r in rows}
 
     def latest_audit(self, table: str, branch: str) -> StoredAudit | None:
+        """The latest stored audit of ``table``'s ``branch``, or None."""
         q = (
             select(audits_table)
             .where(and_(audits_table.c.table_name == table, audits_table.c.branch == branch))
@@ -505,6 +517,7 @@ class Journal:
         return {(r[0], r[1]): _aware(r[2]) for r in rows if r[2] is not None}
 
     def load_profile(self, table: str, snapshot_id: int) -> dict[str, Any] | None:
+        """The stored profile of ``table`` at a main snapshot, or None."""
         q = select(profiles_table.c.profile).where(
             and_(profiles_table.c.table_name == table, profiles_table.c.snapshot_id == snapshot_id)
         )
@@ -544,6 +557,7 @@ class Journal:
             pass
 
     def load_batch_profile(self, table: str, head: int) -> tuple[int, dict[str, Any]] | None:
+        """The stored batch profile of a branch head and its fork snapshot, or None."""
         q = select(batch_profiles_table.c.fork_snapshot_id, batch_profiles_table.c.profile).where(
             and_(batch_profiles_table.c.table_name == table, batch_profiles_table.c.head_snapshot_id == head)
         )
@@ -716,12 +730,14 @@ class Journal:
         return [_intent(r) for r in rows]
 
     def pending_intent_on(self, table: str, branch: str) -> Intent | None:
+        """The intent pending on ``table``'s ``branch`` (it holds the branch's lock), or None."""
         q = select(intents_table).where(intents_table.c.lock_key == _lock_key(table, branch))
         with self.engine.connect() as conn:
             row = conn.execute(q).mappings().first()
         return _intent(row) if row is not None else None
 
     def intent(self, intent_id: int) -> Intent | None:
+        """The intent with this id, or None."""
         with self.engine.connect() as conn:
             row = (
                 conn.execute(select(intents_table).where(intents_table.c.id == intent_id)).mappings().first()
@@ -871,6 +887,7 @@ def owner_alive(owner: str) -> bool | None:
 
 
 def heartbeat_stale(intent: Intent, now: datetime | None = None) -> bool:
+    """True when the intent's last heartbeat (or start) is older than ``STALE_AFTER_SECONDS``."""
     beat = intent.heartbeat_at or intent.at
     return (now or utcnow()) - beat > timedelta(seconds=STALE_AFTER_SECONDS)
 

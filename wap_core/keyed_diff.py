@@ -97,6 +97,7 @@ class KeyedDiff:
 
     @property
     def pure_append(self) -> bool:
+        """True when the diff took the incremental append path (not the full outer join of both snapshots)."""
         return self.method == "append"
 
     def summary(self) -> dict[str, int]:
@@ -110,6 +111,7 @@ class KeyedDiff:
         }
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form, with the summary."""
         d = asdict(self)
         d["key_ranges"] = [{**asdict(r), "lo": _plain(r.lo), "hi": _plain(r.hi)} for r in self.key_ranges]
         d["changed_by_column"] = [{"column": c, "count": n} for c, n in self.changed_by_column]
@@ -533,6 +535,7 @@ class KeyedSamples:
     changed: tuple[dict[str, Any], ...]
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form."""
         return {
             "key": list(self.key),
             "added": list(self.added),

@@ -32,21 +32,25 @@ class Lakehouse:
 
     @classmethod
     def from_env(cls, **overrides: object) -> Lakehouse:
+        """The lakehouse of :meth:`Settings.from_env` with ``overrides``."""
         return cls(Settings.from_env(**overrides))  # type: ignore[arg-type]
 
     # ----- resources -------------------------------------------------------
     @cached_property
     def catalog(self) -> SqlCatalog:
+        """The PyIceberg SQL catalog (opened once)."""
         return cat.open_catalog(self.settings)
 
     @cached_property
     def journal(self) -> Journal:
+        """The journal in the catalog's database; its history reads reconcile first."""
         journal = Journal(self.catalog.engine)
         journal.on_read = self.reconcile  # every history read sees crashed actions resolved
         return journal
 
     @property
     def spark(self) -> SparkSession:
+        """The Spark session (started on first use)."""
         from wap_core.spark import get_spark
 
         _ = self.catalog  # creates the home directory and the V1 catalog tables before Spark connects
@@ -54,6 +58,7 @@ class Lakehouse:
 
     @property
     def user(self) -> str:
+        """The acting user of the settings."""
         return self.settings.user
 
     # ----- metadata --------------------------------------------------------
@@ -80,16 +85,20 @@ class Lakehouse:
         return cat.load_table(self.catalog, table)
 
     def tables(self) -> list[TableId]:
+        """Every table of the catalog, sorted."""
         return cat.list_table_ids(self.catalog)
 
     # ----- data (Spark) ----------------------------------------------------
     def spark_name(self, table: TableId, branch: str | None = None) -> str:
+        """The table's unquoted name for Spark's DataFrame APIs (at a branch if given)."""
         return table.spark_name(self.settings.catalog_name, branch)
 
     def sql_name(self, table: TableId, branch: str | None = None) -> str:
+        """The table's backtick-quoted name for Spark SQL (at a branch if given)."""
         return table.sql(self.settings.catalog_name, branch)
 
     def read_snapshot(self, table: TableId, snapshot_id: int) -> DataFrame:
+        """The table's data at a snapshot (Spark)."""
         return (
             self.spark.read.format("iceberg")
             .option("snapshot-id", str(snapshot_id))

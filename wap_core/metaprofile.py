@@ -69,10 +69,12 @@ class MetricsMode:
 
     @property
     def has_counts(self) -> bool:
+        """True when the mode keeps value and null counts."""
         return self.kind != "none"
 
     @property
     def has_bounds(self) -> bool:
+        """True when the mode keeps lower and upper bounds."""
         return self.kind in ("truncate", "full")
 
 

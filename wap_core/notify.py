@@ -82,6 +82,8 @@ log = logging.getLogger(__name__)
 
 
 class Event(str, Enum):
+    """What happened: the events a webhook can subscribe to."""
+
     AUDIT_FAILED = "audit_failed"
     AWAITING_APPROVAL = "awaiting_approval"
     CHANGES_REQUESTED = "changes_requested"
@@ -99,11 +101,15 @@ NOTIFIABLE: tuple[Event, ...] = tuple(
 
 
 class WebhookFormat(str, Enum):
+    """The body a webhook gets: the JSON payload or a Slack message."""
+
     JSON = "json"
     SLACK = "slack"
 
 
 class DeliveryState(str, Enum):
+    """The state of one notification in the outbox."""
+
     PENDING = "pending"  # waiting for its (next) attempt
     DELIVERING = "delivering"  # claimed by a deliverer until claimed_until
     DELIVERED = "delivered"  # a 2xx answer
@@ -127,6 +133,8 @@ _MIN_SECRET_PATH = 16
 # --------------------------------------------------------------------------- the targets file
 @dataclass(frozen=True)
 class DeliveryPolicy:
+    """How deliveries are retried: attempts, backoff, timeout and the grace at process exit."""
+
     attempts: int = 5
     backoff_seconds: float = 1.0
     timeout_seconds: float = 5.0
@@ -138,6 +146,7 @@ class DeliveryPolicy:
 
     @property
     def lease_seconds(self) -> float:
+        """How long a deliverer holds a claimed row: the timeout plus a margin."""
         return self.timeout_seconds + _LEASE_EXTRA_SECONDS
 
 
@@ -158,9 +167,11 @@ class Webhook:
 
     @property
     def masked_url(self) -> str:
+        """The URL with its secrets masked."""
         return mask_url(self.url)
 
     def matches(self, event: Event, table: str | None) -> bool:
+        """True if this webhook wants ``event`` on ``table`` (every webhook gets the test event)."""
         if event is Event.TEST:
             return True
         return event in self.events and any(fnmatchcase(table or "", p) for p in self.tables)
@@ -168,6 +179,8 @@ class Webhook:
 
 @dataclass(frozen=True)
 class NotifyConfig:
+    """The parsed notifications file."""
+
     path: Path
     exists: bool
     console_url: str = DEFAULT_CONSOLE_URL
@@ -185,6 +198,7 @@ class NotifyConfig:
         return out
 
     def target(self, key: str) -> Webhook | None:
+        """The webhook with this key, or None."""
         return next((w for w in self.webhooks if w.key == key), None)
 
 
@@ -226,6 +240,7 @@ def load_config(path: Path) -> NotifyConfig:
 
 
 def config_for(settings: Settings) -> NotifyConfig:
+    """The notifications configuration of these settings (``settings.notify_file``)."""
     return load_config(settings.notify_file)
 
 
@@ -438,6 +453,7 @@ def review_link(console_url: str, table: str, branch: str) -> str:
 
 
 def history_link(console_url: str, table: str | None) -> str:
+    """The console's History page, of ``table`` if given."""
     return f"{console_url}/history" + (f"?{urlencode({'table': table}, quote_via=quote)}" if table else "")
 
 
@@ -529,6 +545,7 @@ class Notification:
         }
 
     def body(self, fmt: WebhookFormat) -> bytes:
+        """The HTTP body for this format (UTF-8 JSON)."""
         return json.dumps(
             self.slack() if fmt is WebhookFormat.SLACK else self.payload(), ensure_ascii=False
         ).encode("utf-8")
@@ -547,6 +564,7 @@ def build(
     snapshot_id: int | None = None,
     at: datetime | None = None,
 ) -> Notification:
+    """The notification of ``event``, its link into the console at ``cfg.console_url``."""
     table, branch = (
         table or None,
         branch or None,
@@ -693,6 +711,7 @@ class Answer:
 
     @property
     def delivered(self) -> bool:
+        """True for a 2xx answer."""
         return self.status is not None and 200 <= self.status < 300
 
     @property
@@ -754,6 +773,8 @@ def _next_delay(policy: DeliveryPolicy, attempts: int, answer: Answer) -> float:
 # --------------------------------------------------------------------------- the deliverer
 @dataclass(frozen=True)
 class OutboxRow:
+    """One notification for one target in the outbox, with its delivery state."""
+
     id: int
     event: str
     table: str | None
@@ -769,6 +790,7 @@ class OutboxRow:
     last_error: str | None
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form."""
         return asdict(self)
 
 
@@ -832,6 +854,7 @@ class Deliverer:
 
     @property
     def claimer(self) -> str:
+        """This deliverer's identity in the outbox: the process owner and a token."""
         return f"{process_owner()}#{self._token}"
 
     def wake(self) -> None:
@@ -1173,6 +1196,7 @@ class TestOutcome:
     attempts: int
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form (the CLI's ``notify-test --json``)."""
         return {
             "target": self.target,
             "format": self.format,

@@ -39,6 +39,8 @@ _LINEAGE_SCAN = 1000  # newest main snapshots searched for a published branch
 
 @dataclass(frozen=True)
 class PublishResult:
+    """The outcome of a publish: main before and after, and whether it was forced."""
+
     table: str
     branch: str
     outcome: str  # published | already_published
@@ -49,14 +51,18 @@ class PublishResult:
 
     @property
     def moved_main(self) -> bool:
+        """True when the publish moved main (not already published)."""
         return self.outcome == "published"
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form (the CLI's ``publish --json``)."""
         return asdict(self)
 
 
 @dataclass(frozen=True)
 class RebaseResult:
+    """The outcome of a rebase: the branch's old and new head and fork."""
+
     table: str
     branch: str
     outcome: str  # rebased | up_to_date
@@ -67,17 +73,21 @@ class RebaseResult:
     rows: int
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form (the CLI's ``rebase --json``)."""
         return asdict(self)
 
 
 @dataclass(frozen=True)
 class DiscardResult:
+    """The outcome of a discard: the removed branch and its last head."""
+
     table: str
     branch: str
     head: int
     reason: str | None
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form (the CLI's ``discard --json``)."""
         return asdict(self)
 
 
@@ -95,6 +105,7 @@ class PublishCheck:
 
 
 def publish_readiness(lh: Lakehouse, table: TableId, branch: str, tbl: Table | None = None) -> PublishCheck:
+    """Whether the branch can be published now and, if not, why (metadata and journal only)."""
     tbl = tbl if tbl is not None else lh.table(table)
     cat.require_branch(tbl, table, branch)
     lin = cat.lineage(tbl, branch)
@@ -233,6 +244,7 @@ def publish(
     reason: str | None = None,
     user: str | None = None,
 ) -> PublishResult:
+    """Publish the audited branch head to main (journaled); ``force`` overrides a forceable refusal and needs a reason."""
     user = user or lh.user
     validate_branch(branch)
     if force and not (reason and reason.strip()):
@@ -346,6 +358,7 @@ def publish(
 def discard(
     lh: Lakehouse, table: TableId, branch: str, *, reason: str | None = None, user: str | None = None
 ) -> DiscardResult:
+    """Remove the branch without publishing it (journaled)."""
     user = user or lh.user
     validate_branch(branch)
     authorize(lh, user, Permission.DISCARD, table=table, branch=branch)
@@ -467,5 +480,6 @@ def rebase(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = Non
 
 
 def require_known_table(lh: Lakehouse, table: TableId) -> None:
+    """NotFoundError if the catalog has no such table."""
     if not cat.table_exists(lh.catalog, table):
         raise NotFoundError(f"table {table} does not exist")

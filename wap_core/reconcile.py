@@ -70,10 +70,12 @@ _ANCESTRY_LIMIT = 10_000  # snapshots walked back when looking for a landed comm
 
 
 def temp_branch_name(branch: str, token: str) -> str:
+    """A temporary branch next to ``branch``, unique by ``token`` (an action's random token)."""
     return f"{branch[:100]}{TEMP_MARK}{token}"
 
 
 def temp_branches_of(tbl: Table, branch: str) -> list[str]:
+    """The table's temporary branches of ``branch``, sorted."""
     prefix = f"{branch[:100]}{TEMP_MARK}"
     return sorted(n for n in tbl.metadata.refs if n.startswith(prefix) and is_temp_branch(n))
 

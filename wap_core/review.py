@@ -57,6 +57,8 @@ class ReviewState(str, Enum):
 
 
 class Verdict(str, Enum):
+    """A reviewer's verdict on a branch head."""
+
     APPROVED = "approved"
     CHANGES_REQUESTED = "changes_requested"
 
@@ -68,12 +70,15 @@ POLICY_KEYS = ("approvals", "author_cannot_approve", "force_needs_second_admin")
 
 @dataclass(frozen=True)
 class ReviewPolicy:
+    """The review rules of a table: approvals needed, author approval, second admin for a force."""
+
     approvals: int = 0
     author_cannot_approve: bool = False
     force_needs_second_admin: bool = False
     source: str = "default"  # the policies key it came from ("*", a table, a pattern) or "default"
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form."""
         return {
             "approvals": self.approvals,
             "author_cannot_approve": self.author_cannot_approve,
@@ -155,6 +160,8 @@ def policy_for(src: Lakehouse | AccessPolicy, table: TableId | str) -> ReviewPol
 
 @dataclass(frozen=True)
 class Review:
+    """One reviewer's verdict on a branch head."""
+
     id: int
     at: datetime
     user: str
@@ -166,6 +173,7 @@ class Review:
     comment: str | None
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form."""
         return {
             "id": self.id,
             "at": self.at.isoformat(),
@@ -181,6 +189,8 @@ class Review:
 
 @dataclass(frozen=True)
 class Comment:
+    """A comment (or a verdict's note) on a branch, optionally on one check."""
+
     id: int
     at: datetime
     user: str
@@ -192,6 +202,7 @@ class Comment:
     text: str
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form."""
         return {
             "id": self.id,
             "at": self.at.isoformat(),
@@ -226,10 +237,12 @@ class ReviewStatus:
 
     @property
     def missing(self) -> int:
+        """How many more approvals the policy needs."""
         return max(0, self.policy.approvals - len(self.approvals))
 
     @property
     def satisfied(self) -> bool:
+        """True when the policy's approvals are in and no changes are requested."""
         return not self.changes_requested and self.missing == 0
 
     @property
@@ -246,6 +259,7 @@ class ReviewStatus:
         return "; ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form."""
         return {
             "table": self.table,
             "branch": self.branch,
@@ -336,6 +350,7 @@ def authors(lh: Lakehouse, table: str | None = None) -> dict[tuple[str, str], st
 
 
 def author_of(lh: Lakehouse, table: TableId | str, branch: str) -> str | None:
+    """Who authored the branch: whoever last ingested, rebased or reopened it (from the journal); None if unknown."""
     return authors(lh, str(table)).get((str(table), branch))
 
 

@@ -37,17 +37,22 @@ _SCAN = 10_000  # snapshots walked back in main's history
 
 @dataclass(frozen=True)
 class RolledBackBatch:
+    """A published batch taken off main by a rollback."""
+
     snapshot_id: int
     branch: str | None  # wap.branch of the snapshot (the published audit branch)
     user: str | None
     rows: int
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form."""
         return asdict(self)
 
 
 @dataclass(frozen=True)
 class RollbackResult:
+    """The outcome of a rollback: main before and after, and the batches taken off."""
+
     table: str
     main_before: int
     main_after: int
@@ -55,6 +60,7 @@ class RollbackResult:
     rolled_back: tuple[RolledBackBatch, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form (the CLI's ``rollback --json``)."""
         d = asdict(self)
         d["rolled_back"] = [b.to_dict() for b in self.rolled_back]
         return d
@@ -62,12 +68,15 @@ class RollbackResult:
 
 @dataclass(frozen=True)
 class ReopenResult:
+    """The outcome of a reopen: the new branch at a rolled-back batch."""
+
     table: str
     branch: str
     head: int
     fork: int | None
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form (the CLI's ``reopen --json``)."""
         return asdict(self)
 
 
@@ -251,6 +260,7 @@ def rolled_back_snapshots(lh: Lakehouse, table: TableId) -> list[dict[str, Any]]
 
 
 def default_reopen_name(tbl: Any, snapshot_id: int) -> str:
+    """A free branch name for reopening a snapshot: ``<its branch>_reopened`` or ``reopen_<id>``."""
     snap = tbl.metadata.snapshot_by_id(snapshot_id)
     base = cat.summary_get(snap, "wap.branch") if snap is not None else None
     stem = f"{base[:100]}_reopened" if base else f"reopen_{snapshot_id}"

@@ -30,6 +30,7 @@ _registered: dict[str, str] = {}
 
 
 def iceberg_jar() -> str:
+    """The path of the Iceberg Spark runtime jar (from snowpark-connect-deps-iceberg)."""
     try:
         import snowpark_connect_deps_iceberg as deps
     except ImportError as exc:  # pragma: no cover - requirements install it
@@ -168,6 +169,7 @@ def _build(settings: Settings) -> SparkSession:
 
 
 def spark_running() -> bool:
+    """True when this process has a Spark session."""
     return _session is not None
 
 
@@ -177,6 +179,7 @@ def current_spark() -> SparkSession | None:
 
 
 def stop_spark() -> None:
+    """Stop this process's Spark session, if any."""
     global _session
     with _lock:
         if _session is not None:

@@ -22,6 +22,8 @@ BRANCH_STATUSES = ("passed", "warned", "failed", "not_audited", "stale", "incomp
 
 @dataclass(frozen=True)
 class BranchInfo:
+    """An open branch and where it stands: audit status, rows added, review."""
+
     table: str
     branch: str
     status: str  # passed | warned | failed | not_audited | stale | incomplete
@@ -39,6 +41,7 @@ class BranchInfo:
     approvals: int = 0  # counting approvals on the head
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form (the CLI's ``branches --json``)."""
         d = asdict(self)
         d["failed_checks"] = list(self.failed_checks)
         return d
@@ -46,6 +49,8 @@ class BranchInfo:
 
 @dataclass(frozen=True)
 class TableInfo:
+    """A table's overview from its metadata: rows, files, size, snapshots, branches, tags."""
+
     table: str
     rows: int
     data_files: int
@@ -59,6 +64,7 @@ class TableInfo:
     location: str
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form (the CLI's ``tables --json``)."""
         d = asdict(self)
         d["tags"] = list(self.tags)
         return d
@@ -69,6 +75,7 @@ def _ms_iso(ms: int | None) -> str | None:
 
 
 def table_infos(lh: Lakehouse) -> list[TableInfo]:
+    """Every table's overview, from metadata only (no Spark)."""
     out: list[TableInfo] = []
     for tid, tbl in cat.load_tables(lh.catalog):
         main_id = cat.ref_snapshot_id(tbl, MAIN)

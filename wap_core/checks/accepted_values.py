@@ -12,6 +12,8 @@ from wap_core.identifiers import quote_column
 
 @dataclass(frozen=True, kw_only=True)
 class AcceptedValues(RowCheck):
+    """Every non-null value of the column is one of ``values``."""
+
     type: ClassVar[str] = "accepted_values"
     values: tuple[Any, ...]
 

@@ -33,6 +33,8 @@ RELATIVE_FLOOR = 0.1
 
 @dataclass(frozen=True, kw_only=True)
 class Anomaly(CheckSpec):
+    """A batch metric stays within ``max_z`` robust z-scores of the recent published batches."""
+
     type: ClassVar[str] = "anomaly"
     judge_fields: ClassVar[tuple[str, ...]] = ("max_z", "min_history", "window", "min_scale")
     metric: str
@@ -77,6 +79,7 @@ class Anomaly(CheckSpec):
 
     @property
     def key(self) -> str:
+        """The key of the metric in the stored batch metrics (metric, and column if any)."""
         return metric_key(self.metric, self.columns[0] if self.columns else None)
 
     @property

@@ -37,11 +37,15 @@ Measurement = dict[str, Any]  # a check's measured values (JSON-able), from the 
 
 
 class Level(str, Enum):
+    """How a failing check counts: ``fail`` blocks the publish, ``warn`` does not."""
+
     FAIL = "fail"
     WARN = "warn"
 
 
 class Outcome(str, Enum):
+    """The status of one check result."""
+
     PASSED = "passed"
     WARNED = "warned"
     FAILED = "failed"
@@ -64,10 +68,12 @@ class CheckResult:
     message: str = ""
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form of the result."""
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> CheckResult:
+        """The result back from its JSON form (missing keys are None)."""
         return cls(**{k: d.get(k) for k in cls.__dataclass_fields__})  # type: ignore[arg-type]
 
 
@@ -100,6 +106,7 @@ class MainContext:
     stored: Any = None  # wap_core.checks.history.StoredHistory (Any: keeps this module free of the journal)
 
     def main_snapshot(self, table: TableId) -> int | None:
+        """The snapshot of ``table``'s main the check would read (this table: the batch's fork)."""
         if table == self.table:
             return self.fork_snapshot_id
         return self.snapshot_of(table) if self.snapshot_of is not None else None
@@ -146,6 +153,7 @@ def sql_literal(value: Any) -> str:
 
 
 def short_error(exc: BaseException | str) -> str:
+    """The first line of an error (at most 500 characters) for a check's message."""
     text = str(exc)
     # Spark analysis errors carry a long plan; keep the first informative line.
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
@@ -153,6 +161,7 @@ def short_error(exc: BaseException | str) -> str:
 
 
 def row_dict(row: Any) -> dict[str, Any]:
+    """A Spark row as a JSON-able dict."""
     return {k: jsonable(v) for k, v in row.asDict().items()}
 
 
@@ -191,6 +200,7 @@ class CheckSpec:
 
     @property
     def threshold(self) -> str:
+        """The threshold as shown with the result, e.g. ``<= 0 failing rows``."""
         return f"<= {self.max_failing_rows} failing rows"
 
     # ----- measuring ------------------------------------------------------------------
@@ -233,6 +243,7 @@ class CheckSpec:
         raise NotImplementedError
 
     def status(self, ok: bool) -> str:
+        """The status for a verdict: passed, else warned or failed by the check's level."""
         if ok:
             return Outcome.PASSED.value
         return Outcome.WARNED.value if self.level is Level.WARN else Outcome.FAILED.value
@@ -245,6 +256,7 @@ class CheckSpec:
         message: str = "",
         sample: list[dict[str, Any]] | None = None,
     ) -> CheckResult:
+        """A result of this check with its status from ``ok`` and its threshold."""
         return CheckResult(
             name=self.name,
             type=self.type,
@@ -259,6 +271,7 @@ class CheckSpec:
         )
 
     def error(self, exc: BaseException | str) -> CheckResult:
+        """An ``error`` result: the check could not be measured or judged."""
         return CheckResult(
             name=self.name,
             type=self.type,
@@ -284,6 +297,7 @@ class RowCheck(CheckSpec):
         return {"fail": f"count_if({self.fail_sql()})"}
 
     def observed(self, m: Measurement, failing: int) -> Any:
+        """The observed value shown with the result (by default the failing-row count)."""
         return failing
 
     def judge(self, m: Measurement, ctx: MainContext) -> CheckResult:

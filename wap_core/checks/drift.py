@@ -39,6 +39,8 @@ _CUTS = ("0.05", "0.25", "0.5", "0.75", "0.95")
 
 @dataclass(frozen=True, kw_only=True)
 class Drift(CheckSpec):
+    """The column's distribution stays close to main's: population stability index (PSI) below warn/fail."""
+
     type: ClassVar[str] = "drift"
     judge_fields: ClassVar[tuple[str, ...]] = ("warn_at", "fail_at")
     warn_at: float | None = 0.1

@@ -51,13 +51,19 @@ SAMPLE_OVERSAMPLING = 4  # a failing row is kept for the sample with probability
 class MeasurementCache(Protocol):
     """Where measurements of one batch head are kept (see :class:`wap_core.checks.store.ResultCache`)."""
 
-    def load(self, fingerprints: Sequence[str]) -> dict[str, Measurement]: ...
+    def load(self, fingerprints: Sequence[str]) -> dict[str, Measurement]:
+        """The stored measurements among ``fingerprints``, by fingerprint."""
+        ...
 
-    def save(self, measurements: Mapping[str, Measurement]) -> None: ...
+    def save(self, measurements: Mapping[str, Measurement]) -> None:
+        """Store measurements by fingerprint."""
+        ...
 
 
 @dataclass
 class Evaluation:
+    """The results of a suite on one batch, with the measurements they were judged on."""
+
     results: list[CheckResult]
     rows: int
     measurements: dict[str, Measurement] = field(default_factory=dict)  # by check name
@@ -65,6 +71,7 @@ class Evaluation:
 
 
 def metric_name(check: str, local: str) -> str:
+    """The name of a check's aggregate in the pass: the check's name, ``::``, the local name."""
     return f"{check}{SEP}{local}"
 
 

@@ -11,6 +11,8 @@ from wap_core.checks.parsing import Args
 
 @dataclass(frozen=True, kw_only=True)
 class Expression(RowCheck):
+    """Every row satisfies a SQL predicate (NULL counts as failing)."""
+
     type: ClassVar[str] = "expression"
     sql: str
 

@@ -13,6 +13,8 @@ from wap_core.identifiers import quote_column
 
 @dataclass(frozen=True, kw_only=True)
 class Freshness(CheckSpec):
+    """The newest value of a timestamp column is at most ``max_age`` old."""
+
     type: ClassVar[str] = "freshness"
     judge_fields: ClassVar[tuple[str, ...]] = ("max_age", "max_age_seconds")
     max_age: str

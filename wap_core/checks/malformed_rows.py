@@ -22,6 +22,8 @@ SAMPLE_ROWS = 10
 
 @dataclass(frozen=True, kw_only=True)
 class MalformedRows(CheckSpec):
+    """Built in: the source rows ingest could not parse, recorded on the batch's snapshots."""
+
     type: ClassVar[str] = "malformed_rows"
     builtin: ClassVar[bool] = True
 

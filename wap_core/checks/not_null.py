@@ -12,6 +12,8 @@ from wap_core.identifiers import quote_column
 
 @dataclass(frozen=True, kw_only=True)
 class NotNull(RowCheck):
+    """The column(s) have no nulls (one check per column)."""
+
     type: ClassVar[str] = "not_null"
 
     @classmethod

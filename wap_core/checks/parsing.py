@@ -21,6 +21,8 @@ S = TypeVar("S", bound=CheckSpec)
 
 @dataclass(frozen=True)
 class Suite:
+    """The checks of one table, from the checks file ``source``."""
+
     table: str
     checks: tuple[CheckSpec, ...]
     source: str | None = None
@@ -56,12 +58,15 @@ class Args:
         self.max_failing_rows = max_failing_rows
 
     def fail(self, msg: str) -> ChecksFileError:
+        """A ChecksFileError at this check's file and line."""
         return ChecksFileError(self.source, self.line, msg)
 
     def pop(self, key: str, default: Any = None) -> Any:
+        """Take an argument out (leftovers are errors, see :meth:`no_leftovers`)."""
         return self.opts.pop(key, default)
 
     def columns(self, required: bool = True, key_single: str = "column") -> tuple[str, ...]:
+        """The ``columns`` (or ``column``) argument as a tuple of names; () when optional and absent."""
         val = self.opts.pop("columns", None)
         single = self.opts.pop(key_single, None)
         if val is None and single is not None:
@@ -77,6 +82,7 @@ class Args:
         return tuple(val)
 
     def one_column(self, what: str = "column") -> str:
+        """The single column of a check that takes exactly one."""
         cols = self.columns()
         if len(cols) != 1:
             raise self.fail(f"{self.ctype}: give exactly one {what}")
@@ -85,6 +91,7 @@ class Args:
     def number(
         self, key: str, default: float | None = None, *, integer: bool = False, minimum: float | None = None
     ) -> Any:
+        """A numeric argument (an integer if ``integer``), at least ``minimum``; ``default`` when absent."""
         v = self.opts.pop(key, default)
         if v is None:
             return None
@@ -96,6 +103,7 @@ class Args:
         return v
 
     def no_leftovers(self) -> None:
+        """Fail on arguments the check type does not know."""
         if self.opts:
             raise self.fail(f"{self.ctype}: unknown argument(s) {sorted(self.opts)}")
 
@@ -125,10 +133,12 @@ def load_checks(path: str | Path) -> dict[str, Suite]:
 
 
 def suite_for(checks_file: Path, table: TableId) -> Suite:
+    """The suite of ``table`` in the checks file (empty when the file has none for it)."""
     return load_checks(checks_file).get(str(table), Suite(str(table), (), str(checks_file)))
 
 
 def parse_checks(text: str, source: str = "<checks>") -> dict[str, Suite]:
+    """Parse a checks file's text into suites by table; ChecksFileError with the line on bad input."""
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:

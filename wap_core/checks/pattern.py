@@ -13,6 +13,8 @@ from wap_core.identifiers import quote_column
 
 @dataclass(frozen=True, kw_only=True)
 class Pattern(RowCheck):
+    """Every non-null value of the column matches a regular expression."""
+
     type: ClassVar[str] = "pattern"
     regex: str
 

@@ -22,6 +22,8 @@ from wap_core.identifiers import quote_column
 
 @dataclass(frozen=True, kw_only=True)
 class Range(RowCheck):
+    """Every non-null value of the column lies in [min, max]."""
+
     type: ClassVar[str] = "range"
     min: float | None = None
     max: float | None = None

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, kw_only=True)
 class References(CheckSpec):
+    """Every non-NULL value of the column exists in a column of another table's main (a foreign key)."""
+
     type: ClassVar[str] = "references"
     table: str
     ref_column: str

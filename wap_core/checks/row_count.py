@@ -11,6 +11,8 @@ from wap_core.checks.parsing import Args
 
 @dataclass(frozen=True, kw_only=True)
 class RowCount(CheckSpec):
+    """The batch's row count is within [min, max]."""
+
     type: ClassVar[str] = "row_count"
     judge_fields: ClassVar[tuple[str, ...]] = ("min", "max")
     min: int | None = None

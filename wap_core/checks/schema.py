@@ -32,6 +32,8 @@ def _norm_type(t: str) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class Schema(CheckSpec):
+    """The batch's columns (and types) are as expected; extra columns only if ``allow_extra``."""
+
     type: ClassVar[str] = "schema"
     expected: tuple[tuple[str, str | None], ...]
     allow_extra: bool = False

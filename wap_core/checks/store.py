@@ -43,6 +43,7 @@ class ResultCache:
         self.head = head_snapshot_id
 
     def load(self, fingerprints: Sequence[str]) -> dict[str, Measurement]:
+        """The stored measurements of this head among ``fingerprints``, by fingerprint."""
         t = check_results_table.c
         q = select(t.fingerprint, t.measurement).where(
             and_(
@@ -56,6 +57,7 @@ class ResultCache:
         return {r[0]: json.loads(r[1]) for r in rows}
 
     def save(self, measurements: Mapping[str, Measurement]) -> None:
+        """Store measurements of this head; one already stored (a concurrent audit) is kept."""
         for fp, m in measurements.items():
             try:
                 with self.engine.begin() as conn:
@@ -106,6 +108,7 @@ def save_batch_metrics(
 
 
 def load_batch_metrics(engine: Engine, table: str, heads: Sequence[int]) -> dict[int, dict[str, Any]]:
+    """The stored batch metrics of ``table`` by head snapshot id, for the given heads."""
     t = batch_metrics_table.c
     out: dict[int, dict[str, Any]] = {}
     with engine.connect() as conn:

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, kw_only=True)
 class Unique(CheckSpec):
+    """No two rows of the batch share the key, nor a row of main (if ``against_main``)."""
+
     type: ClassVar[str] = "unique"
     against_main: bool = True
 

@@ -16,8 +16,8 @@ from wap_core.catalog import MetadataDiff
 from wap_core.checks import CheckResult
 from wap_core.diff import ColumnChange, rank_changes
 from wap_core.publish import PublishCheck
+from wap_core.states import BranchStatus, CheckStatus, branch_status
 
-_ORDER = {"error": 0, "failed": 1, "warned": 2, "passed": 3}
 SIDE_COLORS = alt.Scale(domain=["main", "batch"], range=["#8c959f", "#1f6feb"])
 
 
@@ -40,37 +40,37 @@ def cached_preview(table: str, branch: str, head: int | None, limit: int = 100) 
 # --------------------------------------------------------------------------- verdict + metadata
 def verdict(audit: AuditResult | None, head: int | None, ready: PublishCheck, meta: MetadataDiff) -> None:
     """The one-glance answer: status, and for a failed audit, which checks failed and how badly."""
+    status = branch_status(head, audit)
     if audit is None:
         st.warning(
             "**Not audited yet.** Run the audit before this branch can be published.",
-            icon=ui.STATUS_MATERIAL["not_audited"],
+            icon=ui.STATUS_MATERIAL[BranchStatus.NOT_AUDITED],
         )
         return
-    stale = audit.snapshot_id != head
-    bad = [c for c in audit.checks if c.status in ("failed", "error")]
-    warned = [c for c in audit.checks if c.status == "warned"]
+    bad = [c for c in audit.checks if c.status.blocks_publish]
+    warned = [c for c in audit.checks if c.status is CheckStatus.WARNED]
     line = (
         f"{len(audit.checks)} checks on {audit.rows_checked:,} new rows · audited {ui.short_time(audit.at)} "
         f"by {ui.md(audit.user)} at snapshot {audit.snapshot_id}"
     )
-    if stale:
+    if status is BranchStatus.STALE:
         st.warning(
             f"**Audit is stale:** the branch moved since it was audited (head {head}).  \n{line}",
-            icon=ui.STATUS_MATERIAL["stale"],
+            icon=ui.STATUS_MATERIAL[status],
         )
-    elif bad:
+    elif status is BranchStatus.FAILED:
         names = ", ".join(f"**{ui.md(c.name)}**" for c in bad)
         st.error(
             f"**Audit failed — {len(bad)} of {len(audit.checks)} checks failed:** {names}  \n{line}",
-            icon=ui.STATUS_MATERIAL["failed"],
+            icon=ui.STATUS_MATERIAL[status],
         )
-    elif warned:
+    elif status is BranchStatus.WARNED:
         st.warning(
             f"**Audit passed with warnings:** {ui.md(', '.join(c.name for c in warned))}  \n{line}",
-            icon=ui.STATUS_MATERIAL["warned"],
+            icon=ui.STATUS_MATERIAL[status],
         )
     else:
-        st.success(f"**Audit passed.**  \n{line}", icon=ui.STATUS_MATERIAL["passed"])
+        st.success(f"**Audit passed.**  \n{line}", icon=ui.STATUS_MATERIAL[status])
     if meta.main_moved:
         st.info(
             "**Main moved since this branch forked:** rebase it onto current main, audit it again, then publish.",
@@ -171,10 +171,10 @@ def audit_details(audit: AuditResult | None, head: int | None) -> None:
     if audit is None:
         st.caption("No audit recorded for this branch.")
         return
-    checks = sorted(audit.checks, key=lambda c: (_ORDER.get(c.status, 9), c.name))
-    problems = [c for c in checks if c.status != "passed"]
+    checks = sorted(audit.checks, key=lambda c: (c.status.rank, c.name))
+    problems = [c for c in checks if c.status is not CheckStatus.PASSED]
     for c in problems:
-        box = st.error if c.status in ("failed", "error") else st.warning
+        box = st.error if c.status.blocks_publish else st.warning
         failing = f"{c.failing_rows:,} failing rows" if c.failing_rows is not None else "no row count"
         box(
             f"**{ui.md(c.name)}** ({ui.md(c.type)}{' on ' + ui.md(', '.join(c.columns)) if c.columns else ''}) — **{ui.md(c.status)}**: "
@@ -184,7 +184,7 @@ def audit_details(audit: AuditResult | None, head: int | None) -> None:
         if c.sample:
             with st.expander(
                 f"Failing-row sample of {ui.md(c.name)} ({len(c.sample)} rows)",
-                expanded=c.status in ("failed", "error"),
+                expanded=c.status.blocks_publish,
             ):
                 sample, config = sample_frame(c, key_columns(audit))
                 st.dataframe(sample, hide_index=True, width="stretch", column_config=config)

@@ -9,6 +9,7 @@ import altair as alt
 import streamlit as st
 
 from pages import _common as ui
+from wap_core.states import BranchStatus
 
 _RECENT_CONFIG = {
     "outcome": st.column_config.TextColumn("outcome", pinned=True),
@@ -35,7 +36,14 @@ with ui.wap_errors():
 
     counts = {
         s: sum(1 for b in open_branches if b["status"] == s)
-        for s in ("passed", "warned", "failed", "stale", "not_audited", "incomplete")
+        for s in (
+            BranchStatus.PASSED,
+            BranchStatus.WARNED,
+            BranchStatus.FAILED,
+            BranchStatus.STALE,
+            BranchStatus.NOT_AUDITED,
+            BranchStatus.INCOMPLETE,
+        )
     }
     cols = st.columns(7)
     cols[0].metric("Tables", len(tables))

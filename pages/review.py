@@ -301,10 +301,7 @@ if diff is not None:
     rv.diff_details(
         diff,
         lead=[
-            col
-            for c in (audit.checks if audit else [])
-            if c.status in ("failed", "error")
-            for col in c.columns or []
+            col for c in (audit.checks if audit else []) if c.status.blocks_publish for col in c.columns or []
         ],
     )
 

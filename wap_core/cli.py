@@ -21,6 +21,7 @@ from typing import Any
 from wap_core.config import mask_secrets
 from wap_core.exceptions import WapError
 from wap_core.identifiers import TableId
+from wap_core.states import CheckStatus
 from wap_core.status import BRANCH_STATUSES
 
 EXIT_OK, EXIT_REFUSED, EXIT_ERROR = 0, 1, 2
@@ -205,12 +206,20 @@ def _table(rows: list[dict[str, Any]], cols: Sequence[str]) -> None:
         print(mask_secrets("  ".join(_cell(r.get(c)).ljust(widths[c]) for c in cols).rstrip()))
 
 
+_MARKS = {
+    CheckStatus.PASSED: "ok  ",
+    CheckStatus.WARNED: "WARN",
+    CheckStatus.FAILED: "FAIL",
+    CheckStatus.ERROR: "ERR ",
+}
+
+
 def _print_audit(res: Any) -> None:
     print(
         f"audit of {res.table} {res.branch} at snapshot {res.snapshot_id}: {res.status.upper()} ({res.rows_checked} rows)"
     )
     for c in res.checks:
-        mark = {"passed": "ok  ", "warned": "WARN", "failed": "FAIL", "error": "ERR "}.get(c.status, c.status)
+        mark = _MARKS.get(c.status, str(c.status))
         print(f"  [{mark}] {c.name}: {c.message}")
 
 

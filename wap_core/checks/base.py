@@ -27,6 +27,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from wap_core.identifiers import TableId
+from wap_core.states import CheckStatus, overall_status
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -41,13 +42,6 @@ class Level(str, Enum):
     WARN = "warn"
 
 
-class Outcome(str, Enum):
-    PASSED = "passed"
-    WARNED = "warned"
-    FAILED = "failed"
-    ERROR = "error"
-
-
 @dataclass
 class CheckResult:
     """The outcome of one check, with diagnostics."""
@@ -56,7 +50,7 @@ class CheckResult:
     type: str
     columns: list[str]
     level: str
-    status: str
+    status: CheckStatus
     observed: Any
     threshold: str
     failing_rows: int | None
@@ -64,21 +58,20 @@ class CheckResult:
     message: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        d["status"] = self.status.value
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> CheckResult:
-        return cls(**{k: d.get(k) for k in cls.__dataclass_fields__})  # type: ignore[arg-type]
+        values = {k: d.get(k) for k in cls.__dataclass_fields__}
+        values["status"] = CheckStatus(d["status"])
+        return cls(**values)  # type: ignore[arg-type]
 
 
-def summarize(results: Sequence[CheckResult]) -> str:
+def summarize(results: Sequence[CheckResult]) -> CheckStatus:
     """Overall status: failed if any fail-level check failed or any check errored, else warned/passed."""
-    statuses = {r.status for r in results}
-    if Outcome.FAILED.value in statuses or Outcome.ERROR.value in statuses:
-        return Outcome.FAILED.value
-    if Outcome.WARNED.value in statuses:
-        return Outcome.WARNED.value
-    return Outcome.PASSED.value
+    return overall_status(r.status for r in results)
 
 
 @dataclass(frozen=True)
@@ -232,10 +225,10 @@ class CheckSpec:
         """The verdict on a measurement. Pure Python: never runs Spark."""
         raise NotImplementedError
 
-    def status(self, ok: bool) -> str:
+    def status(self, ok: bool) -> CheckStatus:
         if ok:
-            return Outcome.PASSED.value
-        return Outcome.WARNED.value if self.level is Level.WARN else Outcome.FAILED.value
+            return CheckStatus.PASSED
+        return CheckStatus.WARNED if self.level is Level.WARN else CheckStatus.FAILED
 
     def result(
         self,
@@ -264,7 +257,7 @@ class CheckSpec:
             type=self.type,
             columns=list(self.columns),
             level=self.level.value,
-            status=Outcome.ERROR.value,
+            status=CheckStatus.ERROR,
             observed=None,
             threshold=self.threshold,
             failing_rows=None,

@@ -403,24 +403,23 @@ def _run(args: argparse.Namespace) -> int:
                 print(f"  schema: {s}")
             rows = []
             for c in d.columns:
-                m, b = c.get("main") or {}, c["batch"]
+                m, b = c.main, c.batch
                 rows.append(
                     {
-                        "column": c["name"],
-                        "type": c["type"],
-                        "null%_main": m.get("null_pct", ""),
-                        "null%_batch": b["null_pct"],
-                        "distinct_main": m.get("distinct", ""),
-                        "distinct_batch": b["distinct"],
-                        "min_batch": b.get("min"),
-                        "max_batch": b.get("max"),
+                        "column": c.name,
+                        "type": c.type,
+                        "null%_main": m.null_pct if m is not None else "",
+                        "null%_batch": b.null_pct,
+                        "distinct_main": m.distinct if m is not None else "",
+                        "distinct_batch": b.distinct,
+                        "min_batch": b.min,
+                        "max_batch": b.max,
                     }
                 )
             _table(rows, list(rows[0].keys()) if rows else [])
-            if d.main_profile.get("basis"):
-                print(
-                    f"main's profile ({str(d.main_profile.get('source')).split(':')[0]}): {d.main_profile['basis']}"
-                )
+            basis = d.main_profile
+            if basis is not None and basis.basis:
+                print(f"main's profile ({str(basis.source).split(':')[0]}): {basis.basis}")
             if keyed is not None:
                 counts = keyed.summary()
                 print(

@@ -115,14 +115,15 @@ def scenario_xl(b: Bench) -> None:
         meta_only.append(time.perf_counter() - t0)
     first, second, meta_t = (statistics.median(x) for x in (firsts, seconds, meta_only))
     src = d.main_profile
-    main_cols = {c["name"]: c["main"] for c in d.columns}
+    main_cols = {c.name: c.main for c in d.columns}
     exact = sorted(
         n
         for n, c in main_cols.items()
-        if c and all(c["accuracy"][f] == "exact" for f in ("rows", "nulls", "min", "max"))
+        if c and all(c.accuracy[f] == "exact" for f in ("rows", "nulls", "min", "max"))
     )
     notes = [
-        f"10a: main profile source = {src.get('source')}; {src.get('basis')}; sample {src.get('sample')}",
+        f"10a: main profile source = {src.source if src else None}; {src.basis if src else None}; "
+        f"sample {src.sample if src else None}",
         f"10a: rows, nulls, min and max exact for {len(exact)} of {len(main_cols)} columns ({', '.join(exact)}); "
         "the others have truncated string bounds (min/max approximate)",
         f"10a: main's metadata profile alone {fmt_s(meta_t)}; the rest of the first diff is the batch's profile "

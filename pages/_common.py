@@ -28,6 +28,7 @@ from wap_core.config import mask_secrets
 from wap_core.exceptions import WapError
 from wap_core.paths import sanitize_filename as _sanitize_filename
 from wap_core.spark import spark_running
+from wap_core.states import CheckStatus
 
 T = TypeVar("T")
 
@@ -332,7 +333,7 @@ def audit_record(table: str | None = None, limit: int = 500) -> list[dict[str, A
                 "status": a.status,
                 "rows_checked": a.result.get("rows_checked"),
                 "checks": {c["name"]: c["status"] for c in checks},
-                "failed_checks": [c["name"] for c in checks if c.get("status") in ("failed", "error")],
+                "failed_checks": [c["name"] for c in checks if CheckStatus(c["status"]).blocks_publish],
             }
         )
     return out

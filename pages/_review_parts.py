@@ -14,20 +14,20 @@ from wap_core import TableId
 from wap_core.audit import AuditResult
 from wap_core.catalog import MetadataDiff
 from wap_core.checks import CheckResult
-from wap_core.diff import ColumnChange, rank_changes
+from wap_core.diff import ColumnChange, ColumnDiff, ColumnProfile, DiffResult, rank_changes
 from wap_core.publish import PublishCheck
+from wap_core.states import BranchStatus, CheckStatus, branch_status
 
-_ORDER = {"error": 0, "failed": 1, "warned": 2, "passed": 3}
 SIDE_COLORS = alt.Scale(domain=["main", "batch"], range=["#8c959f", "#1f6feb"])
 
 
 # --------------------------------------------------------------------------- cached Spark work
 @st.cache_data(ttl=600, show_spinner=False)
-def cached_diff(table: str, branch: str, head: int | None) -> dict[str, Any]:
+def cached_diff(table: str, branch: str, head: int | None) -> DiffResult:
     """The Spark diff of ``branch`` at ``head`` (the head is part of the key: a new commit misses the cache)."""
     from wap_core.diff import compute_diff
 
-    return compute_diff(ui.lakehouse(), TableId.parse(table), branch).to_dict()
+    return compute_diff(ui.lakehouse(), TableId.parse(table), branch)
 
 
 @st.cache_data(ttl=600, show_spinner=False)
@@ -40,37 +40,37 @@ def cached_preview(table: str, branch: str, head: int | None, limit: int = 100) 
 # --------------------------------------------------------------------------- verdict + metadata
 def verdict(audit: AuditResult | None, head: int | None, ready: PublishCheck, meta: MetadataDiff) -> None:
     """The one-glance answer: status, and for a failed audit, which checks failed and how badly."""
+    status = branch_status(head, audit)
     if audit is None:
         st.warning(
             "**Not audited yet.** Run the audit before this branch can be published.",
-            icon=ui.STATUS_MATERIAL["not_audited"],
+            icon=ui.STATUS_MATERIAL[BranchStatus.NOT_AUDITED],
         )
         return
-    stale = audit.snapshot_id != head
-    bad = [c for c in audit.checks if c.status in ("failed", "error")]
-    warned = [c for c in audit.checks if c.status == "warned"]
+    bad = [c for c in audit.checks if c.status.blocks_publish]
+    warned = [c for c in audit.checks if c.status is CheckStatus.WARNED]
     line = (
         f"{len(audit.checks)} checks on {audit.rows_checked:,} new rows · audited {ui.short_time(audit.at)} "
         f"by {ui.md(audit.user)} at snapshot {audit.snapshot_id}"
     )
-    if stale:
+    if status is BranchStatus.STALE:
         st.warning(
             f"**Audit is stale:** the branch moved since it was audited (head {head}).  \n{line}",
-            icon=ui.STATUS_MATERIAL["stale"],
+            icon=ui.STATUS_MATERIAL[status],
         )
-    elif bad:
+    elif status is BranchStatus.FAILED:
         names = ", ".join(f"**{ui.md(c.name)}**" for c in bad)
         st.error(
             f"**Audit failed — {len(bad)} of {len(audit.checks)} checks failed:** {names}  \n{line}",
-            icon=ui.STATUS_MATERIAL["failed"],
+            icon=ui.STATUS_MATERIAL[status],
         )
-    elif warned:
+    elif status is BranchStatus.WARNED:
         st.warning(
             f"**Audit passed with warnings:** {ui.md(', '.join(c.name for c in warned))}  \n{line}",
-            icon=ui.STATUS_MATERIAL["warned"],
+            icon=ui.STATUS_MATERIAL[status],
         )
     else:
-        st.success(f"**Audit passed.**  \n{line}", icon=ui.STATUS_MATERIAL["passed"])
+        st.success(f"**Audit passed.**  \n{line}", icon=ui.STATUS_MATERIAL[status])
     if meta.main_moved:
         st.info(
             "**Main moved since this branch forked:** rebase it onto current main, audit it again, then publish.",
@@ -171,10 +171,10 @@ def audit_details(audit: AuditResult | None, head: int | None) -> None:
     if audit is None:
         st.caption("No audit recorded for this branch.")
         return
-    checks = sorted(audit.checks, key=lambda c: (_ORDER.get(c.status, 9), c.name))
-    problems = [c for c in checks if c.status != "passed"]
+    checks = sorted(audit.checks, key=lambda c: (c.status.rank, c.name))
+    problems = [c for c in checks if c.status is not CheckStatus.PASSED]
     for c in problems:
-        box = st.error if c.status in ("failed", "error") else st.warning
+        box = st.error if c.status.blocks_publish else st.warning
         failing = f"{c.failing_rows:,} failing rows" if c.failing_rows is not None else "no row count"
         box(
             f"**{ui.md(c.name)}** ({ui.md(c.type)}{' on ' + ui.md(', '.join(c.columns)) if c.columns else ''}) — **{ui.md(c.status)}**: "
@@ -184,7 +184,7 @@ def audit_details(audit: AuditResult | None, head: int | None) -> None:
         if c.sample:
             with st.expander(
                 f"Failing-row sample of {ui.md(c.name)} ({len(c.sample)} rows)",
-                expanded=c.status in ("failed", "error"),
+                expanded=c.status.blocks_publish,
             ):
                 sample, config = sample_frame(c, key_columns(audit))
                 st.dataframe(sample, hide_index=True, width="stretch", column_config=config)
@@ -209,40 +209,38 @@ def _text(v: Any) -> str | None:
     return None if v is None else str(v)
 
 
-def ranked(diff: dict[str, Any], lead: list[str] | None = None) -> list[tuple[dict[str, Any], ColumnChange]]:
+def ranked(diff: DiffResult, lead: list[str] | None = None) -> list[tuple[ColumnDiff, ColumnChange]]:
     """Columns by what changed most (standardized score); the columns of failed checks lead, largest first."""
-    by_name = {c["name"]: c for c in diff["columns"]}
-    changes = rank_changes(diff["columns"])
+    by_name = {c.name: c for c in diff.columns}
+    changes = rank_changes(diff.columns)
     lead_set = set(lead or [])
     changes.sort(key=lambda ch: (ch.column not in lead_set or ch.score < 0.1, -ch.score, ch.column))
     return [(by_name[ch.column], ch) for ch in changes]
 
 
-def profile_table(
-    columns: list[dict[str, Any]], changes: dict[str, ColumnChange] | None = None
-) -> pd.DataFrame:
+def profile_table(columns: list[ColumnDiff], changes: dict[str, ColumnChange] | None = None) -> pd.DataFrame:
     rows = []
     for col in columns:
-        m, b = col.get("main") or {}, col["batch"]
-        ch = (changes or {}).get(col["name"])
+        m, b = col.main, col.batch
+        ch = (changes or {}).get(col.name)
         rows.append(
             {
-                "column": col["name"],
+                "column": col.name,
                 "change": ch.score if ch else None,
                 "moved": ch.aspect.replace("_", " ") if ch and ch.score >= 0.1 else "",
-                "null % main": _fmt(m.get("null_pct")),
-                "null % batch": _fmt(b.get("null_pct")),
-                "distinct main": m.get("distinct"),
-                "distinct batch": b.get("distinct"),
-                "mean main": _fmt(m.get("mean")),
-                "mean batch": _fmt(b.get("mean")),
-                "min main": _text(m.get("min")),
-                "min batch": _text(b.get("min")),
-                "max main": _text(m.get("max")),
-                "max batch": _text(b.get("max")),
-                "type": col["type"],
+                "null % main": _fmt(m.null_pct) if m else None,
+                "null % batch": _fmt(b.null_pct),
+                "distinct main": m.distinct if m else None,
+                "distinct batch": b.distinct,
+                "mean main": _fmt(m.mean) if m else None,
+                "mean batch": _fmt(b.mean),
+                "min main": _text(m.min) if m else None,
+                "min batch": _text(b.min),
+                "max main": _text(m.max) if m else None,
+                "max batch": _text(b.max),
+                "type": col.type,
                 # which of main's figures are estimates (a sample, a sketch, a merge) rather than exact
-                "approximate in main": ", ".join(f.replace("_", " ") for f in m.get("approximate") or [])
+                "approximate in main": ", ".join(f.replace("_", " ") for f in (m.approximate if m else ()))
                 or None,
             }
         )
@@ -282,16 +280,16 @@ PROFILE_CONFIG = {
 }
 
 
-def null_rate_chart(col: dict[str, Any]) -> alt.LayerChart:
-    m, b = col.get("main") or {}, col["batch"]
+def _sides(col: ColumnDiff) -> list[tuple[str, ColumnProfile | None]]:
+    return [("main", col.main), ("batch", col.batch)]
+
+
+def null_rate_chart(col: ColumnDiff) -> alt.LayerChart:
     data = pd.DataFrame(
-        [
-            {"side": "main", "null %": m.get("null_pct") or 0.0},
-            {"side": "batch", "null %": b.get("null_pct") or 0.0},
-        ]
+        [{"side": side, "null %": (p.null_pct if p else 0.0) or 0.0} for side, p in _sides(col)]
     )
     data["label"] = data["null %"].map(lambda v: f"{v:.1f} %")
-    base = alt.Chart(data, title=f"{col['name']}: null rate, main vs batch")
+    base = alt.Chart(data, title=f"{col.name}: null rate, main vs batch")
     bars = base.mark_bar().encode(
         y=alt.Y("side:N", sort=["main", "batch"], title=None),
         x=alt.X("null %:Q", title="null rows (%)"),
@@ -305,21 +303,20 @@ def null_rate_chart(col: dict[str, Any]) -> alt.LayerChart:
     return layered
 
 
-def numeric_chart(col: dict[str, Any]) -> alt.Chart | None:
+def numeric_chart(col: ColumnDiff) -> alt.Chart | None:
     rows = []
-    for side in ("main", "batch"):
-        prof = col.get(side) or {}
-        for q, v in (prof.get("quantiles") or {}).items():
+    for side, prof in _sides(col):
+        for q, v in ((prof.quantiles if prof else None) or {}).items():
             if v is not None and q not in ("0.0", "1.0"):  # 5%..95%: the extremes flatten the chart
                 rows.append({"side": side, "quantile": float(q), "value": float(v)})
     if not rows:
         return None
     chart: alt.Chart = (  # altair's builders return Any
-        alt.Chart(pd.DataFrame(rows), title=f"{col['name']}: quantiles 5%–95%")
+        alt.Chart(pd.DataFrame(rows), title=f"{col.name}: quantiles 5%–95%")
         .mark_line(point=True)
         .encode(
             x=alt.X("quantile:Q", axis=alt.Axis(format="%")),
-            y=alt.Y("value:Q", title=col["name"]),
+            y=alt.Y("value:Q", title=col.name),
             color=alt.Color("side:N", scale=SIDE_COLORS),
             tooltip=["side", "quantile", "value"],
         )
@@ -328,21 +325,21 @@ def numeric_chart(col: dict[str, Any]) -> alt.Chart | None:
     return chart
 
 
-def categorical_chart(col: dict[str, Any]) -> alt.Chart | None:
+def categorical_chart(col: ColumnDiff) -> alt.Chart | None:
     rows = []
-    for side in ("main", "batch"):
-        for tv in (col.get(side) or {}).get("top_values") or []:
+    for side, prof in _sides(col):
+        for tv in (prof.top_values if prof else None) or ():
             rows.append(
                 {
                     "side": side,
-                    "value": "∅ null" if tv["value"] is None else str(tv["value"]),
-                    "pct": tv["pct"],
+                    "value": "∅ null" if tv.value is None else str(tv.value),
+                    "pct": tv.pct,
                 }
             )
     if not rows:
         return None
     chart: alt.Chart = (  # altair's builders return Any
-        alt.Chart(pd.DataFrame(rows), title=f"{col['name']}: top values (% of rows)")
+        alt.Chart(pd.DataFrame(rows), title=f"{col.name}: top values (% of rows)")
         .mark_bar()
         .encode(
             y=alt.Y("value:N", sort="-x", title=None),
@@ -356,15 +353,15 @@ def categorical_chart(col: dict[str, Any]) -> alt.Chart | None:
     return chart
 
 
-def diff_details(diff: dict[str, Any], max_charts: int = 6, lead: list[str] | None = None) -> None:
+def diff_details(diff: DiffResult, max_charts: int = 6, lead: list[str] | None = None) -> None:
     c = st.columns(4)
-    c[0].metric("Rows added (counted)", f"{diff['rows_added']:,}")
-    c[1].metric("Rows deleted (counted)", f"{diff['rows_deleted']:,}")
-    c[2].metric("Schema changes", len(diff["schema_changes"]))
-    c[3].metric("Columns profiled", len(diff["columns"]))
-    if diff["schema_changes"]:
+    c[0].metric("Rows added (counted)", f"{diff.rows_added:,}")
+    c[1].metric("Rows deleted (counted)", f"{diff.rows_deleted:,}")
+    c[2].metric("Schema changes", len(diff.schema_changes))
+    c[3].metric("Columns profiled", len(diff.columns))
+    if diff.schema_changes:
         st.warning("Schema changes against main:")
-        st.dataframe(pd.DataFrame(diff["schema_changes"]), hide_index=True, width="stretch")
+        st.dataframe(pd.DataFrame(diff.schema_changes), hide_index=True, width="stretch")
     order = ranked(diff, lead)
     # One chart per column that moved, suited to what moved: null-rate bars, quantile lines only where the
     # distribution moved, top-value shares for categories.
@@ -388,7 +385,7 @@ def diff_details(diff: dict[str, Any], max_charts: int = 6, lead: list[str] | No
             }
             charts.append(
                 (
-                    f"Chart {len(charts) + 1} · {ui.md(col['name'])} — {what.get(ch.aspect, ch.aspect)} (change {ch.score:.2f})",
+                    f"Chart {len(charts) + 1} · {ui.md(col.name)} — {what.get(ch.aspect, ch.aspect)} (change {ch.score:.2f})",
                     chart,
                 )
             )
@@ -406,10 +403,10 @@ def diff_details(diff: dict[str, Any], max_charts: int = 6, lead: list[str] | No
     )
     prof = profile_table([col for col, _ in order], {ch.column: ch for _, ch in order})
     st.dataframe(style_profile(prof), hide_index=True, width="stretch", column_config=PROFILE_CONFIG)
-    source = diff.get("main_profile") or {}
-    if source.get("basis"):
+    source = diff.main_profile
+    if source is not None and source.basis:
         st.caption(
-            f"Main's profile ({ui.md(str(source.get('source', '')).split(':')[0])}): {ui.md(source['basis'])}. "
+            f"Main's profile ({ui.md(str(source.source or '').split(':')[0])}): {ui.md(source.basis)}. "
             "Figures listed under *approximate in main* are estimates; the others are exact."
         )
 

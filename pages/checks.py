@@ -8,6 +8,7 @@ import streamlit as st
 
 from pages import _common as ui
 from wap_core.checks import load_checks
+from wap_core.states import CheckStatus
 
 ui.page_header(
     "Checks", "The data-quality suite each table's batches must pass, and how they fared recently."
@@ -38,9 +39,9 @@ with ui.wap_errors():
                     "level": spec.level.value,
                     "threshold": spec.threshold,
                     "runs": len(statuses),
-                    "passed": sum(s == "passed" for s in statuses),
-                    "warned": sum(s == "warned" for s in statuses),
-                    "failed": sum(s in ("failed", "error") for s in statuses),
+                    "passed": sum(s == CheckStatus.PASSED for s in statuses),
+                    "warned": sum(s == CheckStatus.WARNED for s in statuses),
+                    "failed": sum(CheckStatus(s).blocks_publish for s in statuses),
                     "last": ui.status_badge(statuses[0]) if statuses else "–",
                 }
             )

@@ -93,7 +93,7 @@ def _run(job: dict[str, Any]) -> None:
         ui.show_error(exc)
         return
     ui.writes_done()
-    failed = [c.name for c in result.audit.checks if c.status in ("failed", "error")]
+    failed = result.audit.failed_checks
     (st.success if result.audit.passed else st.warning)(
         f"Branch **{ui.md(result.branch)}** of **{ui.md(tid)}**: {result.rows_written:,} rows written, {result.malformed_rows:,} malformed, "
         f"audit **{ui.md(result.audit.status)}**."

@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from pages import _common as ui
+from wap_core.states import BranchStatus
 
 _RECENT_CONFIG = {
     "outcome": st.column_config.TextColumn("outcome", pinned=True),
@@ -36,7 +37,14 @@ with ui.wap_errors():
 
     counts = {
         s: sum(1 for b in open_branches if b["status"] == s)
-        for s in ("passed", "warned", "failed", "stale", "not_audited", "incomplete")
+        for s in (
+            BranchStatus.PASSED,
+            BranchStatus.WARNED,
+            BranchStatus.FAILED,
+            BranchStatus.STALE,
+            BranchStatus.NOT_AUDITED,
+            BranchStatus.INCOMPLETE,
+        )
     }
     cols = st.columns(7)
     cols[0].metric("Tables", len(tables))

@@ -18,6 +18,7 @@ from wap_core import TableId
 from wap_core import catalog as cat
 from wap_core.access import Permission
 from wap_core.audit import latest_audit, run_audit
+from wap_core.diff import DiffResult
 from wap_core.exceptions import ValidationError, WapError
 from wap_core.identifiers import validate_branch
 from wap_core.publish import discard, publish, publish_readiness, rebase
@@ -288,23 +289,20 @@ rv.audit_details(audit, head)
 
 # ----------------------------------------------------------------------------- Spark diff + preview
 st.markdown("#### Diff against main (Spark)")
-diff: dict[str, Any] | None = None
+diff: DiffResult | None = None
 try:
     if not ui.wait_for_spark(lh):
         st.stop()
     with st.status("Computing the diff with Spark…", expanded=False) as s:
         diff = rv.cached_diff(str(tid), branch, head)
-        s.update(label=f"Diff computed on {diff['rows_added']:,} new rows", state="complete")
+        s.update(label=f"Diff computed on {diff.rows_added:,} new rows", state="complete")
 except (WapError, ValidationError) as exc:
     ui.show_error(exc)
 if diff is not None:
     rv.diff_details(
         diff,
         lead=[
-            col
-            for c in (audit.checks if audit else [])
-            if c.status in ("failed", "error")
-            for col in c.columns or []
+            col for c in (audit.checks if audit else []) if c.status.blocks_publish for col in c.columns or []
         ],
     )
 

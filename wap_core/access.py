@@ -34,6 +34,7 @@ import yaml
 
 from wap_core import notify
 from wap_core.exceptions import AccessDeniedError, AccessFileError
+from wap_core.states import Action, Outcome
 
 if TYPE_CHECKING:
     from wap_core.identifiers import TableId
@@ -410,8 +411,8 @@ def authorize(
     log.info("refused: %s", d.message)
     lh.journal.record(
         user=user,
-        action=d.action,
-        outcome="refused",
+        action=Action(d.action),
+        outcome=Outcome.REFUSED,
         table=str(table) if table is not None else None,
         branch=branch,
         reason=d.message,

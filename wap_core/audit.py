@@ -30,6 +30,7 @@ from wap_core.checks.malformed_rows import MalformedRows
 from wap_core.checks.store import ResultCache, StoredHistory, save_batch_metrics
 from wap_core.identifiers import MAIN, TableId
 from wap_core.journal import StoredAudit, utcnow
+from wap_core.states import Action, CheckStatus, Outcome
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -48,7 +49,7 @@ class AuditResult:
     branch: str
     snapshot_id: int
     fork_snapshot_id: int | None
-    status: str
+    status: CheckStatus
     rows_checked: int
     checks: list[CheckResult]
     user: str
@@ -60,7 +61,12 @@ class AuditResult:
     @property
     def passed(self) -> bool:
         """True when the audit passed or only warned (it does not block a publish)."""
-        return self.status in ("passed", "warned")
+        return self.status.ok
+
+    @property
+    def failed_checks(self) -> list[str]:
+        """The checks that failed or errored (they fail the audit)."""
+        return [c.name for c in self.checks if c.status.blocks_publish]
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (the CLI's ``audit --json`` and the stored audit)."""
@@ -69,7 +75,7 @@ class AuditResult:
             "branch": self.branch,
             "snapshot_id": self.snapshot_id,
             "fork_snapshot_id": self.fork_snapshot_id,
-            "status": self.status,
+            "status": self.status.value,
             "rows_checked": self.rows_checked,
             "checks": [c.to_dict() for c in self.checks],
             "user": self.user,
@@ -86,7 +92,7 @@ class AuditResult:
             branch=d["branch"],
             snapshot_id=d["snapshot_id"],
             fork_snapshot_id=d.get("fork_snapshot_id"),
-            status=d["status"],
+            status=CheckStatus(d["status"]),
             rows_checked=d.get("rows_checked", 0),
             checks=[CheckResult.from_dict(c) for c in d.get("checks", [])],
             user=d.get("user", ""),
@@ -252,25 +258,25 @@ def audit_branch(
         result=result.to_dict(),
         at=at,
     )
-    failed = [c.name for c in results if c.status in ("failed", "error")]
+    failed = result.failed_checks
     lh.journal.record(
         user=user,
-        action="audit",
+        action=Action.AUDIT,
         table=str(table),
         branch=branch,
         snapshot_before=fork,
         snapshot_after=lin.head,
-        outcome=status,
+        outcome=Outcome(status.value),
         details={"failed_checks": failed, "checks": len(results), "rows": rows},
     )
-    if status == "failed":
+    if status is CheckStatus.FAILED:
         notify.emit(
             lh,
             notify.Event.AUDIT_FAILED,
             table=str(table),
             branch=branch,
             user=user,
-            status=status,
+            status=status.value,
             failed_checks=failed,
             summary=f"audit of {table} {branch} failed: {len(failed)} of {len(results)} checks failed on {rows} new rows "
             f"({', '.join(failed)})",

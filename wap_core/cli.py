@@ -21,6 +21,7 @@ from typing import Any
 from wap_core.config import mask_secrets
 from wap_core.exceptions import WapError
 from wap_core.identifiers import TableId
+from wap_core.states import CheckStatus
 from wap_core.status import BRANCH_STATUSES
 
 EXIT_OK, EXIT_REFUSED, EXIT_ERROR = 0, 1, 2
@@ -206,12 +207,20 @@ def _table(rows: list[dict[str, Any]], cols: Sequence[str]) -> None:
         print(mask_secrets("  ".join(_cell(r.get(c)).ljust(widths[c]) for c in cols).rstrip()))
 
 
+_MARKS = {
+    CheckStatus.PASSED: "ok  ",
+    CheckStatus.WARNED: "WARN",
+    CheckStatus.FAILED: "FAIL",
+    CheckStatus.ERROR: "ERR ",
+}
+
+
 def _print_audit(res: Any) -> None:
     print(
         f"audit of {res.table} {res.branch} at snapshot {res.snapshot_id}: {res.status.upper()} ({res.rows_checked} rows)"
     )
     for c in res.checks:
-        mark = {"passed": "ok  ", "warned": "WARN", "failed": "FAIL", "error": "ERR "}.get(c.status, c.status)
+        mark = _MARKS.get(c.status, str(c.status))
         print(f"  [{mark}] {c.name}: {c.message}")
 
 
@@ -396,24 +405,23 @@ def _run(args: argparse.Namespace) -> int:
                 print(f"  schema: {s}")
             rows = []
             for c in d.columns:
-                m, b = c.get("main") or {}, c["batch"]
+                m, b = c.main, c.batch
                 rows.append(
                     {
-                        "column": c["name"],
-                        "type": c["type"],
-                        "null%_main": m.get("null_pct", ""),
-                        "null%_batch": b["null_pct"],
-                        "distinct_main": m.get("distinct", ""),
-                        "distinct_batch": b["distinct"],
-                        "min_batch": b.get("min"),
-                        "max_batch": b.get("max"),
+                        "column": c.name,
+                        "type": c.type,
+                        "null%_main": m.null_pct if m is not None else "",
+                        "null%_batch": b.null_pct,
+                        "distinct_main": m.distinct if m is not None else "",
+                        "distinct_batch": b.distinct,
+                        "min_batch": b.min,
+                        "max_batch": b.max,
                     }
                 )
             _table(rows, list(rows[0].keys()) if rows else [])
-            if d.main_profile.get("basis"):
-                print(
-                    f"main's profile ({str(d.main_profile.get('source')).split(':')[0]}): {d.main_profile['basis']}"
-                )
+            basis = d.main_profile
+            if basis is not None and basis.basis:
+                print(f"main's profile ({str(basis.source).split(':')[0]}): {basis.basis}")
             if keyed is not None:
                 counts = keyed.summary()
                 print(

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from wap_core.exceptions import ValidationError
 from wap_core.identifiers import TableId
+from wap_core.states import CheckStatus
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -151,6 +152,6 @@ def seed_demo(lh: Lakehouse, force: bool = False) -> list[str]:
     bad = ingest(
         lh, flights_id, [str(src / "flights_2013_02_w2.csv")], branch=FAILING_BRANCH, source_policy=trusted
     )
-    failed = ", ".join(c.name for c in bad.audit.checks if c.status == "failed")
+    failed = ", ".join(c.name for c in bad.audit.checks if c.status is CheckStatus.FAILED)
     log.append(f"open branch {FAILING_BRANCH}: {bad.rows_written} rows, audit {bad.audit.status} ({failed})")
     return log

@@ -14,11 +14,13 @@ import base64
 import itertools
 import math
 import re
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from wap_core import catalog as cat
 from wap_core.audit import batch_frame
+from wap_core.catalog import MetadataDiff
 from wap_core.checks import jsonable
 from wap_core.identifiers import MAIN, TableId, quote_column
 from wap_core.metaprofile import APPROXIMATE, EXACT, FIELDS
@@ -276,14 +278,6 @@ def _disjoint(ca: dict[str, Any], acc_a: dict[str, str], cb: dict[str, Any], acc
         return False
 
 
-def _public(profile: dict[str, Any]) -> dict[str, Any]:
-    """A profile without its sketches (internal merge state, not for display or JSON)."""
-    return {
-        **profile,
-        "columns": {n: {k: v for k, v in c.items() if k != "hll"} for n, c in profile["columns"].items()},
-    }
-
-
 def _pick(x: Any, y: Any, fn: Any) -> Any:
     if x is None:
         return y
@@ -332,28 +326,278 @@ def _merge_quantiles(qa: dict[str, float], na: int, qb: dict[str, float], nb: in
     return out
 
 
-@dataclass
-class DiffResult:
-    """What a branch changes against main: rows, schema and per-column profiles (main vs batch)."""
+class _ByKey:
+    """Read access by JSON key (``col["batch"]["nulls"]``) for code written against the JSON form.
 
-    table: str
-    branch: str
-    fork_snapshot_id: int | None
-    head_snapshot_id: int
-    main_snapshot_id: int | None
-    main_moved: bool
-    pure_append: bool
+    The attributes are the interface; this view answers exactly the keys :meth:`to_dict` writes.
+    """
+
+    def to_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _keys(self) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(self))  # type: ignore[arg-type]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys()
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return getattr(self, key) if key in self else default
+
+
+@dataclass(frozen=True)
+class TopValue(_ByKey):
+    """One of a column's most frequent values: its count and its share of all rows (percent)."""
+
+    value: Any
+    count: int
+    pct: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form of the value."""
+        return {"value": self.value, "count": self.count, "pct": self.pct}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TopValue:
+        """A top value back from its JSON form."""
+        return cls(d.get("value"), d.get("count", 0), d.get("pct", 0.0))
+
+
+@dataclass(frozen=True)
+class ColumnProfile(_ByKey):
+    """One column's profile (of main or of a batch), as shown and as ``diff --json`` writes it.
+
+    The stored profiles (``wap_profiles``, ``wap_batch_profiles``) keep the JSON form, which also
+    holds the column's HLL sketch (merge state, never shown); :meth:`from_dict` reads them.
+    ``accuracy`` marks each field of :data:`~wap_core.metaprofile.FIELDS` ``exact`` or ``approximate``.
+    """
+
+    type: str
+    kind: str
+    rows: int
+    nulls: int
+    null_pct: float
+    distinct: int | None
+    min: Any
+    max: Any
+    mean: float | None
+    quantiles: Mapping[str, float] | None
+    top_values: tuple[TopValue, ...] | None
+    accuracy: Mapping[str, str]
+    approximate: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (the ``diff --json`` column profile, without the sketch)."""
+        return {
+            "type": self.type,
+            "kind": self.kind,
+            "rows": self.rows,
+            "nulls": self.nulls,
+            "null_pct": self.null_pct,
+            "distinct": self.distinct,
+            "min": self.min,
+            "max": self.max,
+            "mean": self.mean,
+            "quantiles": dict(self.quantiles) if self.quantiles is not None else None,
+            "top_values": [t.to_dict() for t in self.top_values] if self.top_values is not None else None,
+            "accuracy": dict(self.accuracy),
+            "approximate": list(self.approximate),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ColumnProfile:
+        """A column of a profile's JSON form (stored, or ``diff --json``); its sketch is left behind."""
+        acc = accuracy(dict(d))
+        top = d.get("top_values")
+        return cls(
+            type=d.get("type", ""),
+            kind=d.get("kind", ""),
+            rows=d.get("rows", 0),
+            nulls=d.get("nulls", 0),
+            null_pct=d.get("null_pct", 0.0),
+            distinct=d.get("distinct"),
+            min=d.get("min"),
+            max=d.get("max"),
+            mean=d.get("mean"),
+            quantiles=d.get("quantiles"),
+            top_values=tuple(TopValue.from_dict(t) for t in top) if top is not None else None,
+            accuracy=acc,
+            approximate=tuple(
+                d["approximate"]
+                if d.get("approximate") is not None
+                else (f for f in FIELDS if acc[f] == APPROXIMATE)
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class ColumnDiff(_ByKey):
+    """One column of the batch next to the same column of main (``main`` None: main has no such column)."""
+
+    name: str
+    type: str
+    kind: str
+    main: ColumnProfile | None
+    batch: ColumnProfile
+    null_pct_change: float | None = None  # batch minus main, percentage points
+    mean_change: float | None = None  # batch minus main
+
+    def _keys(self) -> tuple[str, ...]:
+        return tuple(self.to_dict())
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (one entry of ``diff --json`` ``columns``)."""
+        d: dict[str, Any] = {
+            "name": self.name,
+            "type": self.type,
+            "kind": self.kind,
+            "main": self.main.to_dict() if self.main is not None else None,
+            "batch": self.batch.to_dict(),
+        }
+        if self.null_pct_change is not None:
+            d["null_pct_change"] = self.null_pct_change
+        if self.mean_change is not None:
+            d["mean_change"] = self.mean_change
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ColumnDiff:
+        """A column diff back from its JSON form."""
+        main = d.get("main")
+        return cls(
+            name=str(d.get("name")),
+            type=d.get("type", ""),
+            kind=d.get("kind", ""),
+            main=ColumnProfile.from_dict(main) if main else None,
+            batch=ColumnProfile.from_dict(d.get("batch") or {}),
+            null_pct_change=d.get("null_pct_change"),
+            mean_change=d.get("mean_change"),
+        )
+
+    @classmethod
+    def of(cls, name: str, main: ColumnProfile | None, batch: ColumnProfile) -> ColumnDiff:
+        """The batch's column next to main's, with the changes of the null share and the mean."""
+        null_change = mean_change = None
+        if main is not None:
+            null_change = round(batch.null_pct - main.null_pct, 4)
+            if batch.mean is not None and main.mean is not None:
+                mean_change = batch.mean - main.mean
+        return cls(name, batch.type, batch.kind, main, batch, null_change, mean_change)
+
+
+@dataclass(frozen=True)
+class ProfileBasis(_ByKey):
+    """How main's profile was made: ``source`` (scan | metadata | merged: ...), ``basis`` in words,
+    and for a metadata-first profile the ``sample`` it read (rows, files, files_total)."""
+
+    source: str | None
+    basis: str | None
+    sample: Mapping[str, int] | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (``diff --json`` ``main_profile``)."""
+        return {
+            "source": self.source,
+            "basis": self.basis,
+            "sample": dict(self.sample) if self.sample is not None else None,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ProfileBasis:
+        """The basis back from its JSON form."""
+        return cls(d.get("source"), d.get("basis"), d.get("sample"))
+
+
+@dataclass(frozen=True)
+class DiffResult:
+    """Branch vs main: the metadata diff, the counted rows, the schema changes and every column's profiles.
+
+    The refs and whether the branch is a pure append are the :class:`MetadataDiff`'s (read from
+    the same table metadata); ``rows_added`` and ``rows_deleted`` are counted by Spark.
+    """
+
+    metadata: MetadataDiff
     rows_added: int
     rows_deleted: int
     schema_changes: list[dict[str, Any]]
-    columns: list[dict[str, Any]]
-    metadata: dict[str, Any] = field(default_factory=dict)
-    # how main's profile was made: source (scan | metadata | merged: ...), basis (in words), sample (rows, files)
-    main_profile: dict[str, Any] = field(default_factory=dict)
+    columns: tuple[ColumnDiff, ...]
+    main_profile: ProfileBasis | None = None  # None: main has no snapshot at the fork
+
+    @property
+    def table(self) -> str:
+        """The table, ``namespace.name``."""
+        return self.metadata.table
+
+    @property
+    def branch(self) -> str:
+        """The branch compared with main."""
+        return self.metadata.branch
+
+    @property
+    def fork_snapshot_id(self) -> int | None:
+        """Main's snapshot the branch forked from (None: main was empty)."""
+        return self.metadata.fork_snapshot_id
+
+    @property
+    def head_snapshot_id(self) -> int:
+        """The branch's head snapshot."""
+        return self.metadata.head_snapshot_id
+
+    @property
+    def main_snapshot_id(self) -> int | None:
+        """Main's current snapshot."""
+        return self.metadata.main_snapshot_id
+
+    @property
+    def main_moved(self) -> bool:
+        """True when main moved since the branch forked (a publish needs a rebase)."""
+        return self.metadata.main_moved
+
+    @property
+    def pure_append(self) -> bool:
+        """True when the branch only appended rows."""
+        return self.metadata.pure_append
+
+    def column(self, name: str) -> ColumnDiff | None:
+        """The diff of one column by name (None: no such column)."""
+        return next((c for c in self.columns if c.name == name), None)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form (the CLI's ``diff --json``)."""
-        return asdict(self)
+        """The JSON of ``wap diff --json``."""
+        return {
+            "table": self.table,
+            "branch": self.branch,
+            "fork_snapshot_id": self.fork_snapshot_id,
+            "head_snapshot_id": self.head_snapshot_id,
+            "main_snapshot_id": self.main_snapshot_id,
+            "main_moved": self.main_moved,
+            "pure_append": self.pure_append,
+            "rows_added": self.rows_added,
+            "rows_deleted": self.rows_deleted,
+            "schema_changes": [dict(c) for c in self.schema_changes],
+            "columns": [c.to_dict() for c in self.columns],
+            "metadata": asdict(self.metadata),
+            "main_profile": self.main_profile.to_dict() if self.main_profile is not None else {},
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> DiffResult:
+        """A diff back from its JSON form (``diff --json``)."""
+        meta = dict(d["metadata"])
+        meta["operations"] = tuple(meta.get("operations") or ())
+        return cls(
+            metadata=MetadataDiff(**meta),
+            rows_added=d["rows_added"],
+            rows_deleted=d["rows_deleted"],
+            schema_changes=list(d.get("schema_changes") or ()),
+            columns=tuple(ColumnDiff.from_dict(c) for c in d.get("columns") or ()),
+            main_profile=ProfileBasis.from_dict(d["main_profile"]) if d.get("main_profile") else None,
+        )
 
 
 def schema_changes(tbl: Table, branch: str) -> list[dict[str, Any]]:
@@ -411,32 +655,22 @@ def compute_diff(lh: Lakehouse, table: TableId, branch: str) -> DiffResult:
     else:
         fork_df = lh.read_snapshot(table, lin.fork) if lin.fork is not None else None
         deleted = fork_df.exceptAll(lh.read_snapshot(table, lin.head)).count() if fork_df is not None else 0
-    columns = []
-    main_cols = _public(main_prof)["columns"] if main_prof is not None else {}
-    for name, b in _public(batch_prof)["columns"].items():
-        m = main_cols.get(name)
-        entry: dict[str, Any] = {"name": name, "type": b["type"], "kind": b["kind"], "main": m, "batch": b}
-        if m is not None:
-            entry["null_pct_change"] = round(b["null_pct"] - m["null_pct"], 4)
-            if b.get("mean") is not None and m.get("mean") is not None:
-                entry["mean_change"] = b["mean"] - m["mean"]
-        columns.append(entry)
+    main_cols = main_prof["columns"] if main_prof is not None else {}
+    columns = tuple(
+        ColumnDiff.of(
+            name,
+            ColumnProfile.from_dict(main_cols[name]) if name in main_cols else None,
+            ColumnProfile.from_dict(b),
+        )
+        for name, b in batch_prof["columns"].items()
+    )
     return DiffResult(
-        table=str(table),
-        branch=branch,
-        fork_snapshot_id=lin.fork,
-        head_snapshot_id=lin.head,
-        main_snapshot_id=lin.main_head,
-        main_moved=lin.main_moved,
-        pure_append=meta.pure_append,
+        metadata=meta,
         rows_added=batch_prof["rows"],
         rows_deleted=deleted,
         schema_changes=schema_changes(tbl, branch),
         columns=columns,
-        metadata=asdict(meta),
-        main_profile={k: main_prof.get(k) for k in ("source", "basis", "sample")}
-        if main_prof is not None
-        else {},
+        main_profile=ProfileBasis.from_dict(main_prof) if main_prof is not None else None,
     )
 
 
@@ -480,25 +714,22 @@ def _num(v: Any) -> float | None:
     )
 
 
-def column_change(col: dict[str, Any]) -> ColumnChange:
-    """The standardized change of one profiled column (``DiffResult.columns`` item: name, kind, main, batch)."""
-    m, b = col.get("main") or {}, col.get("batch") or {}
+def column_change(col: ColumnDiff | Mapping[str, Any]) -> ColumnChange:
+    """The standardized change of one profiled column (a :class:`ColumnDiff`, or its JSON form)."""
+    if not isinstance(col, ColumnDiff):
+        col = ColumnDiff.from_dict(col)
+    m, b = col.main, col.batch
     scores: dict[str, float] = {}
-    if m:
-        scores["null_rate"] = _h((m.get("null_pct") or 0.0) / 100, (b.get("null_pct") or 0.0) / 100)
-        mq, bq = m.get("quantiles") or {}, b.get("quantiles") or {}
+    if m is not None:
+        scores["null_rate"] = _h((m.null_pct or 0.0) / 100, (b.null_pct or 0.0) / 100)
+        mq, bq = m.quantiles or {}, b.quantiles or {}
         lo, hi = _num(mq.get("0.05")), _num(mq.get("0.95"))
         spread = (hi - lo) / 3.29 if lo is not None and hi is not None and hi > lo else None
-        mm, bm = _num(m.get("mean")), _num(b.get("mean"))
+        mm, bm = _num(m.mean), _num(b.mean)
         dist = 0.0
         if spread and mm is not None and bm is not None:
             dist = abs(bm - mm) / spread
-            bmin, bmax, mmin, mmax = (
-                _num(b.get("min")),
-                _num(b.get("max")),
-                _num(m.get("min")),
-                _num(m.get("max")),
-            )
+            bmin, bmax, mmin, mmax = _num(b.min), _num(b.max), _num(m.min), _num(m.max)
             if None not in (bmin, bmax, mmin, mmax) and mmax > mmin:  # type: ignore[operator]
                 outside = max(0.0, mmin - bmin) + max(0.0, bmax - mmax)  # type: ignore[operator]
                 dist = max(dist, min(outside / (mmax - mmin), 1.0))  # type: ignore[operator]
@@ -507,23 +738,23 @@ def column_change(col: dict[str, Any]) -> ColumnChange:
                 dist = max(dist, (abs(b_lo - lo) + abs(b_hi - hi)) / 2 / spread)  # type: ignore[operator]
         if dist:
             scores["distribution"] = dist
-        mt, bt = m.get("top_values") or [], b.get("top_values") or []
+        mt, bt = m.top_values or (), b.top_values or ()
         if mt and bt:
-            shares_m = {str(t["value"]): float(t["pct"]) for t in mt}
-            shares_b = {str(t["value"]): float(t["pct"]) for t in bt}
+            shares_m = {str(t.value): float(t.pct) for t in mt}
+            shares_b = {str(t.value): float(t.pct) for t in bt}
             keys = set(shares_m) | set(shares_b)
             scores["top_values"] = sum(abs(shares_b.get(k, 0.0) - shares_m.get(k, 0.0)) for k in keys) / 100.0
-        dm, db = m.get("distinct") or 0, b.get("distinct") or 0
+        dm, db = m.distinct or 0, b.distinct or 0
         if dm and db > dm:
             scores["distinct"] = min((db - dm) / dm, 1.0)
     if not scores:
-        return ColumnChange(str(col.get("name")), 0.0, "none", {})
+        return ColumnChange(col.name, 0.0, "none", {})
     aspect = max(scores, key=lambda k: scores[k])
     return ColumnChange(
-        str(col.get("name")), round(scores[aspect], 4), aspect, {k: round(v, 4) for k, v in scores.items()}
+        col.name, round(scores[aspect], 4), aspect, {k: round(v, 4) for k, v in scores.items()}
     )
 
 
-def rank_changes(columns: list[dict[str, Any]]) -> list[ColumnChange]:
+def rank_changes(columns: Sequence[ColumnDiff | Mapping[str, Any]]) -> list[ColumnChange]:
     """Every column's change, largest first (ties by column name)."""
     return sorted((column_change(c) for c in columns), key=lambda c: (-c.score, c.column))

@@ -53,6 +53,7 @@ from wap_core.exceptions import BranchBusyError, ValidationError
 from wap_core.identifiers import MAIN, TableId
 from wap_core.notify import Event, emit
 from wap_core.reconcile import acting
+from wap_core.states import Action, BranchStatus, Outcome
 
 if TYPE_CHECKING:
     from wap_core.lakehouse import Lakehouse
@@ -404,7 +405,7 @@ def collect_garbage(
 ) -> GcResult:
     """Apply the retention rules (module docstring) to ``tables`` (default: every table)."""
     user = user or lh.user
-    authorize(lh, user, Permission.ADMIN, action="gc")
+    authorize(lh, user, Permission.ADMIN, action=Action.GC)
     override = parse_duration(older_than, "--older-than") if isinstance(older_than, str) else older_than
     if override is not None and override < timedelta(0):
         raise ValidationError("--older-than must not be negative")
@@ -451,7 +452,7 @@ def _gc_table(
                 )
             else:
                 reason = f"temporary rebase branch younger than {format_duration(grace)}: a rebase may still be running"
-        elif info is not None and info.status == "incomplete":
+        elif info is not None and info.status is BranchStatus.INCOMPLETE:
             if age >= grace:
                 kind, reason = (
                     "incomplete",
@@ -479,7 +480,7 @@ def _gc_table(
             try:  # a branch removal is a ref move: intent before, outcome after (reconciled after a crash)
                 intent = lh.journal.begin_intent(
                     user=user,
-                    action="discard",
+                    action=Action.DISCARD,
                     table=str(table),
                     branch=name,
                     expected_before=head,
@@ -493,7 +494,9 @@ def _gc_table(
                     done = _remove_branch(lh, table, name, head)
                     if done:
                         lh.journal.resolve_intent(
-                            intent, outcome="expired" if kind == "expired" else "removed", done=True
+                            intent,
+                            outcome=Outcome.EXPIRED if kind == "expired" else Outcome.REMOVED,
+                            done=True,
                         )
                         if kind == "expired":
                             emit(
@@ -508,7 +511,7 @@ def _gc_table(
                     else:
                         lh.journal.resolve_intent(
                             intent,
-                            outcome="abandoned",
+                            outcome=Outcome.ABANDONED,
                             done=False,
                             details={"why": "the branch changed while gc looked at it"},
                         )
@@ -611,11 +614,11 @@ def _expire(
     main_head = cat.ref_snapshot_id(tbl, MAIN)
     lh.journal.record(
         user=user,
-        action="expire",
+        action=Action.EXPIRE,
         table=str(table),
         snapshot_before=main_head,
         snapshot_after=main_head,
-        outcome="expired",
+        outcome=Outcome.EXPIRED,
         reason=why,
         details={"gc": True, "snapshot_ids": list(expire), "protected_forks": dict(plan.forks), **counts},
     )

@@ -42,6 +42,7 @@ from wap_core.journal import Intent
 from wap_core.paths import SourcePolicy, allowed_roots, confine, expand_confined
 from wap_core.reconcile import INTENT_PROPERTY, acting
 from wap_core.samples import sample_json
+from wap_core.states import Action, Outcome
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -94,7 +95,7 @@ class IngestResult:
             "snapshot_id": self.snapshot_id,
             "fork_snapshot_id": self.fork_snapshot_id,
             "sources": self.sources,
-            "status": self.audit.status,
+            "status": self.audit.status.value,
             "audit": self.audit.to_dict(),
             "seconds": round(self.seconds, 3),
         }
@@ -685,10 +686,10 @@ def ingest(
         if not exc.journaled:  # an error after the intent is already its outcome row
             lh.journal.record(
                 user=user,
-                action="ingest",
+                action=Action.INGEST,
                 table=str(table),
                 branch=branch,
-                outcome="error",
+                outcome=Outcome.ERROR,
                 reason=str(exc).splitlines()[0][:1000],
                 details={"sources": list(sources)},
             )
@@ -743,9 +744,9 @@ def _ingest(
             created = True
             lh.journal.record(
                 user=user,
-                action="create",
+                action=Action.CREATE,
                 table=str(table),
-                outcome="created",
+                outcome=Outcome.CREATED,
                 details={"columns": [f.name for f in target.fields]},
             )
 
@@ -777,7 +778,7 @@ def _ingest(
         fault_point("after_ingest_commit")
         tbl = lh.table(table)
         lin = cat.lineage(tbl, branch)
-        lh.journal.resolve_intent(intent, outcome="written", done=True, snapshot_after=lin.head)
+        lh.journal.resolve_intent(intent, outcome=Outcome.WRITTEN, done=True, snapshot_after=lin.head)
     # the audit is part of the ingest (authorized above as INGEST), not a separate re-run
     progress("auditing", prepared.rows)
     audit = audit_branch(
@@ -826,7 +827,7 @@ def _announce(
             raise ValidationError(f"branch name {branch!r} is reserved for rebase's temporary branches")
         return lh.journal.begin_intent(
             user=user,
-            action="ingest",
+            action=Action.INGEST,
             table=str(table),
             branch=branch,
             expected_before=main_before,
@@ -837,7 +838,7 @@ def _announce(
         try:
             return lh.journal.begin_intent(
                 user=user,
-                action="ingest",
+                action=Action.INGEST,
                 table=str(table),
                 branch=name,
                 expected_before=main_before,

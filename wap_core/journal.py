@@ -68,6 +68,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from wap_core.config import MASK, SECRET_KEY, mask_secrets
 from wap_core.exceptions import BranchBusyError
+from wap_core.states import Action, CheckStatus, Outcome
 
 log = logging.getLogger(__name__)
 
@@ -233,14 +234,6 @@ outbox_table = Table(
     Index("ix_wap_outbox_due", "status", "next_attempt_at"),
 )
 
-INTENT_ACTIONS = (
-    "ingest",
-    "publish",
-    "rebase",
-    "discard",
-    "rollback",
-    "reopen",
-)  # the actions that move a ref
 # The review workflow (migration 0005): each reviewer's verdict on a branch head, and the thread.
 reviews_table = Table(
     "wap_reviews",
@@ -301,12 +294,12 @@ class JournalEntry:
     id: int
     at: datetime
     user: str
-    action: str
+    action: Action
     table: str | None
     branch: str | None
     snapshot_before: int | None
     snapshot_after: int | None
-    outcome: str
+    outcome: Outcome
     reason: str | None
     details: dict[str, Any]
     intent_id: int | None = None
@@ -318,12 +311,12 @@ class JournalEntry:
             "id": self.id,
             "at": self.at.isoformat(),
             "user": self.user,
-            "action": self.action,
+            "action": self.action.value,
             "table": self.table,
             "branch": self.branch,
             "snapshot_before": self.snapshot_before,
             "snapshot_after": self.snapshot_after,
-            "outcome": self.outcome,
+            "outcome": self.outcome.value,
             "reason": self.reason,
             "details": self.details,
             "intent_id": self.intent_id,
@@ -338,7 +331,7 @@ class Intent:
     id: int
     at: datetime
     user: str
-    action: str
+    action: Action
     table: str
     branch: str
     expected_before: int | None
@@ -355,7 +348,7 @@ class Intent:
             "id": self.id,
             "at": self.at.isoformat(),
             "user": self.user,
-            "action": self.action,
+            "action": self.action.value,
             "table": self.table,
             "branch": self.branch,
             "expected_before": self.expected_before,
@@ -378,7 +371,7 @@ class StoredAudit:
     branch: str
     snapshot_id: int | None
     fork_snapshot_id: int | None
-    status: str
+    status: CheckStatus  # the audit's overall status
     result: dict[str, Any]
 
 
@@ -401,8 +394,8 @@ class Journal:
         self,
         *,
         user: str,
-        action: str,
-        outcome: str,
+        action: Action,
+        outcome: Outcome,
         table: str | None = None,
         branch: str | None = None,
         snapshot_before: int | None = None,
@@ -417,12 +410,12 @@ class Journal:
                 insert(journal_table).values(
                     at=utcnow(),
                     user_name=user,
-                    action=action,
+                    action=Action(action).value,
                     table_name=table,
                     branch=branch,
                     snapshot_before=snapshot_before,
                     snapshot_after=snapshot_after,
-                    outcome=outcome,
+                    outcome=Outcome(outcome).value,
                     reason=reason,
                     details=json.dumps(mask_values(details or {}), default=str),
                 )
@@ -433,7 +426,7 @@ class Journal:
         table: str | None = None,
         *,
         branch: str | None = None,
-        action: str | None = None,
+        action: Action | str | None = None,
         limit: int = 500,
     ) -> list[JournalEntry]:
         """Journal entries, newest first (at most ``limit``), optionally of one table, branch or action."""
@@ -445,7 +438,7 @@ class Journal:
         if branch is not None:
             q = q.where(journal_table.c.branch == branch)
         if action is not None:
-            q = q.where(journal_table.c.action == action)
+            q = q.where(journal_table.c.action == Action(action).value)
         with self.engine.connect() as conn:
             rows = conn.execute(q).mappings().all()
         return [_entry(r) for r in rows]
@@ -458,7 +451,7 @@ class Journal:
         branch: str,
         snapshot_id: int | None,
         fork_snapshot_id: int | None,
-        status: str,
+        status: CheckStatus,
         result: dict[str, Any],
         at: datetime,
     ) -> None:
@@ -472,7 +465,7 @@ class Journal:
                     branch=branch,
                     snapshot_id=snapshot_id,
                     fork_snapshot_id=fork_snapshot_id,
-                    status=status,
+                    status=CheckStatus(status).value,
                     result=json.dumps(result, default=str),
                 )
             )
@@ -507,7 +500,12 @@ class Journal:
             select(
                 journal_table.c.table_name, journal_table.c.branch, func.min(journal_table.c.at).label("at")
             )
-            .where(and_(journal_table.c.action == "ingest", journal_table.c.outcome == "written"))
+            .where(
+                and_(
+                    journal_table.c.action == Action.INGEST.value,
+                    journal_table.c.outcome == Outcome.WRITTEN.value,
+                )
+            )
             .group_by(journal_table.c.table_name, journal_table.c.branch)
         )
         if table is not None:
@@ -579,7 +577,7 @@ class Journal:
         self,
         *,
         user: str,
-        action: str,
+        action: Action,
         table: str,
         branch: str,
         expected_before: int | None = None,
@@ -591,14 +589,15 @@ class Journal:
 
         Raises BranchBusyError when another action on the same branch is still pending.
         """
-        if action not in INTENT_ACTIONS:
-            raise ValueError(f"not a ref-moving action: {action!r}")
+        action = Action(action)
+        if not action.moves_ref:
+            raise ValueError(f"not a ref-moving action: {action.value!r}")
         now = utcnow()
         owner = process_owner()
         values = {
             "at": now,
             "user_name": user,
-            "action": action,
+            "action": action.value,
             "table_name": table,
             "branch": branch,
             "expected_before": expected_before,
@@ -645,7 +644,7 @@ class Journal:
         self,
         intent: Intent,
         *,
-        outcome: str,
+        outcome: Outcome,
         done: bool,
         snapshot_after: int | None = None,
         reason: str | None = None,
@@ -659,6 +658,7 @@ class Journal:
         or by another reconciler): then nothing is written. ``reason`` defaults to the intent's.
         """
         now = utcnow()
+        outcome = Outcome(outcome)
         entry_at = at or now
         merged = {**intent.details, **(details or {})}
         why = intent.reason if reason is None else (mask_secrets(reason) if reason else reason)
@@ -679,12 +679,12 @@ class Journal:
                 insert(journal_table).values(
                     at=entry_at,
                     user_name=intent.user,
-                    action=intent.action,
+                    action=intent.action.value,
                     table_name=intent.table,
                     branch=intent.branch,
                     snapshot_before=intent.expected_before,
                     snapshot_after=snapshot_after,
-                    outcome=outcome,
+                    outcome=outcome.value,
                     reason=why,
                     details=json.dumps(mask_values(merged), default=str),
                     intent_id=intent.id,
@@ -757,7 +757,7 @@ class Journal:
         """(table, branch) whose latest ingest did not finish writing its batch (pending or abandoned)."""
         newest = (
             select(func.max(intents_table.c.id))
-            .where(intents_table.c.action == "ingest")
+            .where(intents_table.c.action == Action.INGEST.value)
             .group_by(intents_table.c.table_name, intents_table.c.branch)
         )
         if table is not None:
@@ -794,12 +794,12 @@ def _entry(r: Any) -> JournalEntry:
         id=r["id"],
         at=_aware(r["at"]),
         user=r["user_name"],
-        action=r["action"],
+        action=Action(r["action"]),
         table=r["table_name"],
         branch=r["branch"],
         snapshot_before=r["snapshot_before"],
         snapshot_after=r["snapshot_after"],
-        outcome=r["outcome"],
+        outcome=Outcome(r["outcome"]),
         reason=r["reason"],
         details=json.loads(r["details"] or "{}"),
         intent_id=r["intent_id"],
@@ -812,7 +812,7 @@ def _intent(r: Any) -> Intent:
         id=r["id"],
         at=_aware(r["at"]),
         user=r["user_name"],
-        action=r["action"],
+        action=Action(r["action"]),
         table=r["table_name"],
         branch=r["branch"],
         expected_before=r["expected_before"],
@@ -951,6 +951,6 @@ def _stored(r: Any) -> StoredAudit:
         branch=r["branch"],
         snapshot_id=r["snapshot_id"],
         fork_snapshot_id=r["fork_snapshot_id"],
-        status=r["status"],
+        status=CheckStatus(r["status"]),
         result=json.loads(r["result"]),
     )

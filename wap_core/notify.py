@@ -73,6 +73,7 @@ from wap_core.journal import (
     process_owner,
     utcnow,
 )
+from wap_core.states import Action, Outcome
 
 if TYPE_CHECKING:
     from wap_core.config import Settings
@@ -663,8 +664,8 @@ def _journal_unqueued(
     try:
         lh.journal.record(
             user=user,
-            action="notify",
-            outcome="failed",
+            action=Action.NOTIFY,
+            outcome=Outcome.FAILED,
             table=table or None,
             branch=branch,
             reason=f"{event} notification not queued: {error}",
@@ -1057,10 +1058,10 @@ class Deliverer:
                     insert(journal_table).values(
                         at=now,
                         user_name=row.user,
-                        action="notify",
+                        action=Action.NOTIFY.value,
                         table_name=row.table,
                         branch=row.branch,
-                        outcome="failed",
+                        outcome=Outcome.FAILED.value,
                         reason=mask_secrets(reason),
                         details=json.dumps(mask_values(details), default=str),
                     )

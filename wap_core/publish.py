@@ -29,6 +29,7 @@ from wap_core.journal import Intent
 from wap_core.reconcile import INTENT_PROPERTY, acting, remove_branches, temp_branch_name, temp_branches_of
 from wap_core.review import ReviewStatus, review_state, second_admin_approval
 from wap_core.samples import load_sample, sample_json
+from wap_core.states import Action, BranchStatus, Outcome, branch_status
 
 if TYPE_CHECKING:
     from wap_core.lakehouse import Lakehouse
@@ -119,9 +120,10 @@ def publish_readiness(lh: Lakehouse, table: TableId, branch: str, tbl: Table | N
             False,
         )
     audit = latest_audit(lh, table, branch)
-    if audit is None:
+    status = branch_status(lin.head, audit)
+    if audit is None or status is BranchStatus.NOT_AUDITED:
         return PublishCheck(False, "not_audited", "the branch has not been audited", True)
-    if audit.snapshot_id != lin.head:
+    if status is BranchStatus.STALE:
         return PublishCheck(
             False,
             "stale",
@@ -129,8 +131,8 @@ def publish_readiness(lh: Lakehouse, table: TableId, branch: str, tbl: Table | N
             True,
         )
     rs = review_state(lh, table, branch, tbl)
-    if not audit.passed:
-        bad = [c.name for c in audit.checks if c.status in ("failed", "error")]
+    if status.blocks_publish:
+        bad = audit.failed_checks
         also = f"; {rs.message}" if rs.message else ""
         return PublishCheck(
             False,
@@ -155,7 +157,7 @@ def _refuse(
     user: str,
     table: TableId,
     branch: str,
-    action: str,
+    action: Action,
     exc: RefusedError,
     before: int | None = None,
 ) -> RefusedError:
@@ -165,7 +167,7 @@ def _refuse(
         table=str(table),
         branch=branch,
         snapshot_before=before,
-        outcome="refused",
+        outcome=Outcome.REFUSED,
         reason=str(exc),
         details={"code": exc.reason_code},
     )
@@ -190,7 +192,7 @@ def _already_published(lh: Lakehouse, table: TableId, branch: str, tbl: Table) -
     (this also covers a concurrent publisher that committed but has not journaled yet).
     """
     main_ids = {s.snapshot_id for s in cat.ancestors(tbl, cat.ref_snapshot_id(tbl, MAIN))}
-    for e in lh.journal.history(str(table), branch=branch, action="publish", limit=50):
+    for e in lh.journal.history(str(table), branch=branch, action=Action.PUBLISH, limit=50):
         if e.outcome in ("published", "forced") and e.snapshot_after in main_ids:
             return e.snapshot_after
     for n, snap in enumerate(cat.ancestors(tbl, cat.ref_snapshot_id(tbl, MAIN))):
@@ -213,18 +215,18 @@ def _record_untracked_publish(lh: Lakehouse, table: TableId, branch: str, snapsh
         return
     lh.journal.record(
         user="unknown",
-        action="publish",
+        action=Action.PUBLISH,
         table=str(table),
         branch=branch,
         snapshot_after=snapshot_id,
-        outcome="published",
+        outcome=Outcome.PUBLISHED,
         reason="found in main's history without a journaled publish: who and why are unknown",
         details={"untracked": True},
     )
 
 
 def _begin(
-    lh: Lakehouse, user: str, table: TableId, branch: str, action: str, before: int | None, **kw: Any
+    lh: Lakehouse, user: str, table: TableId, branch: str, action: Action, before: int | None, **kw: Any
 ) -> Intent:
     """Announce a ref move (its intent row is committed before any Iceberg commit); a busy branch is a journaled refusal."""
     try:
@@ -265,7 +267,7 @@ def publish(
             user,
             table,
             branch,
-            "publish",
+            Action.PUBLISH,
             RefusedError(f"publish of {table} {branch} refused: {ready.message}", ready.code),
             main_before,
         )
@@ -279,7 +281,7 @@ def publish(
                 user,
                 table,
                 branch,
-                "publish",
+                Action.PUBLISH,
                 RefusedError(
                     f"forced publish of {table} {branch} refused: the policy ({rs.policy.source}) needs an approval of the head "
                     f"from an admin other than {user}",
@@ -292,7 +294,7 @@ def publish(
         user,
         table,
         branch,
-        "publish",
+        Action.PUBLISH,
         main_before,
         expected_after=head,
         reason=reason,
@@ -321,7 +323,7 @@ def publish(
                 if cat.ref_snapshot_id(tbl, MAIN) == head:
                     lh.journal.resolve_intent(
                         intent,
-                        outcome="abandoned",
+                        outcome=Outcome.ABANDONED,
                         done=False,
                         details={"why": "main already reached the branch head by another commit"},
                     )
@@ -339,7 +341,7 @@ def publish(
                 )  # another branch of the table committed: retry on fresh metadata
         fault_point("after_publish_commit")
         lh.journal.resolve_intent(
-            intent, outcome="forced" if forced else "published", done=True, snapshot_after=head
+            intent, outcome=Outcome.FORCED if forced else Outcome.PUBLISHED, done=True, snapshot_after=head
         )
     notify.emit(
         lh,
@@ -364,7 +366,7 @@ def discard(
     authorize(lh, user, Permission.DISCARD, table=table, branch=branch)
     tbl = lh.table(table)
     head = cat.require_branch(tbl, table, branch)
-    intent = _begin(lh, user, table, branch, "discard", head, reason=reason)
+    intent = _begin(lh, user, table, branch, Action.DISCARD, head, reason=reason)
     with acting(lh, intent):
         fault_point("after_discard_intent")
         for attempt in range(_RETRIES):
@@ -379,7 +381,7 @@ def discard(
                     ) from exc
                 time.sleep(0.05 * (attempt + 1))
         fault_point("after_discard_commit")
-        lh.journal.resolve_intent(intent, outcome="discarded", done=True)
+        lh.journal.resolve_intent(intent, outcome=Outcome.DISCARDED, done=True)
     notify.emit(
         lh,
         notify.Event.DISCARDED,
@@ -411,7 +413,7 @@ def rebase(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = Non
             user,
             table,
             branch,
-            "rebase",
+            Action.REBASE,
             RefusedError(
                 f"rebase of {table} {branch} refused: the branch holds non-append commits ({', '.join(sorted(set(ops)))}); only appended batches can be replayed",
                 "not_append",
@@ -437,7 +439,7 @@ def rebase(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = Non
         user,
         table,
         branch,
-        "rebase",
+        Action.REBASE,
         lin.head,
         details={"tmp": tmp, "old_fork": lin.fork, "new_fork": main_head, "rows": rows},
     )
@@ -475,7 +477,7 @@ def rebase(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = Non
             remove_branch_quietly(lh, table, tmp)
             raise
         fault_point("after_rebase_swap")
-        lh.journal.resolve_intent(intent, outcome="rebased", done=True, snapshot_after=new_head)
+        lh.journal.resolve_intent(intent, outcome=Outcome.REBASED, done=True, snapshot_after=new_head)
     return RebaseResult(str(table), branch, "rebased", lin.head, new_head, lin.fork, main_head, rows)
 
 

@@ -59,6 +59,7 @@ from wap_core.journal import (
     owner_alive,
     process_owner,
 )
+from wap_core.states import Action, Outcome
 
 if TYPE_CHECKING:
     from wap_core.lakehouse import Lakehouse
@@ -85,7 +86,7 @@ class Verdict:
     """What the table metadata says about one intent."""
 
     landed: bool
-    outcome: str  # the success outcome when landed, else abandoned | incomplete
+    outcome: Outcome  # the success outcome when landed, else abandoned | incomplete
     snapshot_after: int | None
     never: bool  # not landed and can no longer land (its precondition broke)
     why: str
@@ -102,7 +103,7 @@ def _marked(tbl: Table, start: int | None, intent: Intent) -> int | None:
             return None
         if cat.summary_get(snap, INTENT_PROPERTY) == str(intent.id):
             return snap.snapshot_id
-        if batch and intent.action == "ingest" and cat.summary_get(snap, "wap.batch-id") == batch:
+        if batch and intent.action is Action.INGEST and cat.summary_get(snap, "wap.batch-id") == batch:
             return snap.snapshot_id
     return None
 
@@ -122,11 +123,11 @@ def judge(tbl: Table | None, intent: Intent) -> Verdict:
     """Decide from metadata whether ``intent``'s ref move happened (pure: changes nothing)."""
     a, branch = intent.action, intent.branch
     if tbl is None:
-        return Verdict(False, "abandoned", None, True, f"table {intent.table} does not exist")
+        return Verdict(False, Outcome.ABANDONED, None, True, f"table {intent.table} does not exist")
     ref = tbl.metadata.refs.get(branch)
     head = ref.snapshot_id if ref is not None else None
-    if a == "publish":
-        outcome = "forced" if intent.details.get("forced") else "published"
+    if a is Action.PUBLISH:
+        outcome = Outcome.FORCED if intent.details.get("forced") else Outcome.PUBLISHED
         if ref is None and _in_main(tbl, intent.expected_after):
             return Verdict(
                 True,
@@ -137,56 +138,67 @@ def judge(tbl: Table | None, intent: Intent) -> Verdict:
             )
         main_now = cat.ref_snapshot_id(tbl, MAIN)
         never = ref is None or head != intent.expected_after or main_now != intent.expected_before
-        return Verdict(False, "abandoned", None, never, "main was not moved to the branch head")
-    if a == "discard":
+        return Verdict(False, Outcome.ABANDONED, None, never, "main was not moved to the branch head")
+    if a is Action.DISCARD:
         if ref is None:
-            return Verdict(True, "discarded", None, False, "the branch is gone")
-        return Verdict(False, "abandoned", None, head != intent.expected_before, "the branch is still there")
-    if a == "rollback":
+            return Verdict(True, Outcome.DISCARDED, None, False, "the branch is gone")
+        return Verdict(
+            False, Outcome.ABANDONED, None, head != intent.expected_before, "the branch is still there"
+        )
+    if a is Action.ROLLBACK:
         main_now = cat.ref_snapshot_id(tbl, MAIN)
         if main_now == intent.expected_after or (
             _in_main(tbl, intent.expected_after) and not _in_main(tbl, intent.expected_before)
         ):
             return Verdict(
-                True, "rolled_back", intent.expected_after, False, "main is back at the rollback's target"
+                True,
+                Outcome.ROLLED_BACK,
+                intent.expected_after,
+                False,
+                "main is back at the rollback's target",
             )
         return Verdict(
-            False, "abandoned", None, main_now != intent.expected_before, "main was not moved back"
+            False, Outcome.ABANDONED, None, main_now != intent.expected_before, "main was not moved back"
         )
-    if a == "reopen":
+    if a is Action.REOPEN:
         if ref is not None:
-            return Verdict(True, "reopened", head, False, "the reopened branch exists")
-        return Verdict(False, "abandoned", None, False, "the branch was not created")
+            return Verdict(True, Outcome.REOPENED, head, False, "the reopened branch exists")
+        return Verdict(False, Outcome.ABANDONED, None, False, "the branch was not created")
     tmp = intent.details.get("tmp")
-    cleanup = (tmp,) if a == "rebase" and isinstance(tmp, str) and tmp in tbl.metadata.refs else ()
-    if a == "rebase":
+    cleanup = (tmp,) if a is Action.REBASE and isinstance(tmp, str) and tmp in tbl.metadata.refs else ()
+    if a is Action.REBASE:
         if ref is not None and head != intent.expected_before:
             done = _marked(tbl, head, intent)
             if done is not None:
                 return Verdict(
-                    True, "rebased", head, False, "the branch holds the replayed batch", cleanup=cleanup
+                    True, Outcome.REBASED, head, False, "the branch holds the replayed batch", cleanup=cleanup
                 )
         never = ref is None or head != intent.expected_before
         return Verdict(
             False,
-            "abandoned",
+            Outcome.ABANDONED,
             None,
             never,
             "the branch was not swapped to the replayed batch",
             cleanup=cleanup,
         )
-    if a == "ingest":
+    if a is Action.INGEST:
         if ref is None:
-            return Verdict(False, "abandoned", None, False, "the branch was not created")
+            return Verdict(False, Outcome.ABANDONED, None, False, "the branch was not created")
         done = _marked(tbl, head, intent)
         if done is not None:
             snap = tbl.metadata.snapshot_by_id(done)
             rows = int(cat.summary_get(snap, "added-records") or 0) if snap is not None else None
             return Verdict(
-                True, "written", done, False, "the branch holds the batch", details={"rows_committed": rows}
+                True,
+                Outcome.WRITTEN,
+                done,
+                False,
+                "the branch holds the batch",
+                details={"rows_committed": rows},
             )
         return Verdict(
-            False, "incomplete", None, False, "the branch was created but its batch was never committed"
+            False, Outcome.INCOMPLETE, None, False, "the branch was created but its batch was never committed"
         )
     raise ValueError(f"not a ref-moving action: {a!r}")
 
@@ -317,7 +329,7 @@ def settle(lh: Lakehouse, intent: Intent, exc: BaseException | None) -> JournalE
             details["code"] = exc.reason_code
         entry = lh.journal.resolve_intent(
             intent,
-            outcome="refused" if isinstance(exc, RefusedError) else "error",
+            outcome=Outcome.REFUSED if isinstance(exc, RefusedError) else Outcome.ERROR,
             done=False,
             reason=_one_line(exc),
             details=details,

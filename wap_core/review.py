@@ -35,6 +35,7 @@ from wap_core.access import AccessPolicy, Permission, Role, access_policy, autho
 from wap_core.exceptions import AccessFileError, RefusedError, ValidationError
 from wap_core.identifiers import TableId, validate_branch
 from wap_core.journal import _aware, comments_table, journal_table, reviews_table, utcnow
+from wap_core.states import Action, Outcome
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -479,11 +480,11 @@ def _record_review(
         )
     lh.journal.record(
         user=user,
-        action="approve" if verdict is Verdict.APPROVED else "request_changes",
+        action=Action.APPROVE if verdict is Verdict.APPROVED else Action.REQUEST_CHANGES,
         table=str(table),
         branch=branch,
         snapshot_after=head,
-        outcome=verdict.value,
+        outcome=Outcome(verdict.value),
         reason=comment,
     )
     rv = Review(
@@ -506,10 +507,10 @@ def approve(
         msg = f"{user} may not approve {table} {branch}: the author of a branch cannot approve it (policy {policy.source})"
         lh.journal.record(
             user=user,
-            action="approve",
+            action=Action.APPROVE,
             table=str(table),
             branch=branch,
-            outcome="refused",
+            outcome=Outcome.REFUSED,
             reason=msg,
             details={"code": "self_approval"},
         )
@@ -524,7 +525,7 @@ def request_changes(
     """Request changes on the branch's current head (approver role); blocks publish until that reviewer approves."""
     user = user or lh.user
     validate_branch(branch)
-    authorize(lh, user, Permission.APPROVE, table=table, branch=branch, action="request_changes")
+    authorize(lh, user, Permission.APPROVE, table=table, branch=branch, action=Action.REQUEST_CHANGES)
     text = _clean_text(comment, "the comment (--comment)", required=True)
     _, head = _record_review(
         lh, user, table, branch, Verdict.CHANGES_REQUESTED, text, access_policy(lh).role_of(user)

@@ -26,6 +26,7 @@ from wap_core.faults import fault_point
 from wap_core.identifiers import MAIN, TableId, validate_branch
 from wap_core.journal import Intent
 from wap_core.reconcile import acting
+from wap_core.states import Action, Outcome
 
 if TYPE_CHECKING:
     from wap_core.lakehouse import Lakehouse
@@ -81,7 +82,13 @@ class ReopenResult:
 
 
 def _refuse(
-    lh: Lakehouse, user: str, table: TableId, branch: str, action: str, exc: RefusedError, before: int | None
+    lh: Lakehouse,
+    user: str,
+    table: TableId,
+    branch: str,
+    action: Action,
+    exc: RefusedError,
+    before: int | None,
 ) -> RefusedError:
     lh.journal.record(
         user=user,
@@ -89,7 +96,7 @@ def _refuse(
         table=str(table),
         branch=branch,
         snapshot_before=before,
-        outcome="refused",
+        outcome=Outcome.REFUSED,
         reason=str(exc),
         details={"code": exc.reason_code},
     )
@@ -97,7 +104,7 @@ def _refuse(
 
 
 def _begin(
-    lh: Lakehouse, user: str, table: TableId, branch: str, action: str, before: int | None, **kw: Any
+    lh: Lakehouse, user: str, table: TableId, branch: str, action: Action, before: int | None, **kw: Any
 ) -> Intent:
     try:
         return lh.journal.begin_intent(
@@ -123,7 +130,7 @@ def rollback(
     user = user or lh.user
     if not (reason and reason.strip()):
         raise ValidationError("a rollback needs a --reason: it is journaled with its reason")
-    authorize(lh, user, Permission.ADMIN, table=table, branch=MAIN, action="rollback")
+    authorize(lh, user, Permission.ADMIN, table=table, branch=MAIN, action=Action.ROLLBACK)
     tbl = lh.table(table)  # the read: main's head now; the commit below requires main still there
     main_before = cat.ref_snapshot_id(tbl, MAIN)
     if main_before is None:
@@ -134,7 +141,7 @@ def rollback(
             user,
             table,
             MAIN,
-            "rollback",
+            Action.ROLLBACK,
             ConflictError(
                 f"rollback of {table} refused: main moved since it was read (expected {expected_main}, now {main_before}); look again"
             ),
@@ -146,7 +153,7 @@ def rollback(
             user,
             table,
             MAIN,
-            "rollback",
+            Action.ROLLBACK,
             RefusedError(
                 f"rollback of {table} refused: main is already at snapshot {to_snapshot}", "already_there"
             ),
@@ -174,7 +181,7 @@ def rollback(
             user,
             table,
             MAIN,
-            "rollback",
+            Action.ROLLBACK,
             RefusedError(
                 f"rollback of {table} refused: snapshot {to_snapshot} is not an ancestor of main (main is at {main_before}); "
                 "only a snapshot in main's own history can be rolled back to",
@@ -187,7 +194,7 @@ def rollback(
         user,
         table,
         MAIN,
-        "rollback",
+        Action.ROLLBACK,
         main_before,
         expected_after=to_snapshot,
         reason=reason,
@@ -214,7 +221,7 @@ def rollback(
                 f"rollback of {table} lost a race: main changed during the rollback; nothing was rolled back ({exc})"
             ) from exc
         fault_point("after_rollback_commit")
-        lh.journal.resolve_intent(intent, outcome="rolled_back", done=True, snapshot_after=to_snapshot)
+        lh.journal.resolve_intent(intent, outcome=Outcome.ROLLED_BACK, done=True, snapshot_after=to_snapshot)
     result = RollbackResult(str(table), main_before, to_snapshot, reason.strip(), tuple(dropped))
     from wap_core.notify import Event, emit
 
@@ -237,7 +244,7 @@ def rolled_back_snapshots(lh: Lakehouse, table: TableId) -> list[dict[str, Any]]
     main_ids = {s.snapshot_id for s in cat.ancestors(tbl, cat.ref_snapshot_id(tbl, MAIN))}
     out: list[dict[str, Any]] = []
     seen: set[int] = set()
-    for e in lh.journal.history(str(table), action="rollback", limit=100):
+    for e in lh.journal.history(str(table), action=Action.ROLLBACK, limit=100):
         if e.outcome != "rolled_back":
             continue
         for sid in e.details.get("rolled_back", []):
@@ -277,7 +284,7 @@ def reopen(
     user = user or lh.user
     if branch is not None:
         validate_branch(branch)
-    authorize(lh, user, Permission.INGEST, table=table, branch=branch, action="reopen")
+    authorize(lh, user, Permission.INGEST, table=table, branch=branch, action=Action.REOPEN)
     tbl = lh.table(table)
     if tbl.metadata.snapshot_by_id(snapshot_id) is None:
         raise NotFoundError(f"snapshot {snapshot_id} does not exist in {table} (expired, or never there)")
@@ -289,7 +296,7 @@ def reopen(
             user,
             table,
             name,
-            "reopen",
+            Action.REOPEN,
             RefusedError(f"reopen refused: {table} already has a ref named {name!r}", "exists"),
             None,
         )
@@ -300,7 +307,7 @@ def reopen(
             user,
             table,
             name,
-            "reopen",
+            Action.REOPEN,
             RefusedError(
                 f"reopen refused: snapshot {snapshot_id} is still in main's history; only a rolled-back batch can be reopened",
                 "in_main",
@@ -312,7 +319,7 @@ def reopen(
         user,
         table,
         name,
-        "reopen",
+        Action.REOPEN,
         None,
         expected_after=snapshot_id,
         details={"snapshot_id": snapshot_id},
@@ -324,6 +331,6 @@ def reopen(
             raise ConflictError(
                 f"reopen of {snapshot_id} as {table} {name} lost a race with another change ({exc})"
             ) from exc
-        lh.journal.resolve_intent(intent, outcome="reopened", done=True, snapshot_after=snapshot_id)
+        lh.journal.resolve_intent(intent, outcome=Outcome.REOPENED, done=True, snapshot_after=snapshot_id)
     lin = cat.lineage(lh.table(table), name)
     return ReopenResult(str(table), name, snapshot_id, lin.fork)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from wap_core import catalog as cat
 from wap_core.identifiers import MAIN, TableId
 from wap_core.review import review_states
+from wap_core.states import BranchStatus, CheckStatus, branch_status
 
 if TYPE_CHECKING:
     from pyiceberg.table.snapshots import Snapshot
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 
 # incomplete: an ingest created the branch but never finished writing its batch (crashed or still
 # running); discard cleans it. Rebase temp branches are never listed.
-BRANCH_STATUSES = ("passed", "warned", "failed", "not_audited", "stale", "incomplete")
+BRANCH_STATUSES = tuple(s.value for s in BranchStatus)
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ class BranchInfo:
 
     table: str
     branch: str
-    status: str  # passed | warned | failed | not_audited | stale | incomplete
+    status: BranchStatus
     created: str | None
     rows_added: int
     main_moved: bool
@@ -43,6 +44,7 @@ class BranchInfo:
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (the CLI's ``branches --json``)."""
         d = asdict(self)
+        d["status"] = self.status.value
         d["failed_checks"] = list(self.failed_checks)
         return d
 
@@ -123,21 +125,14 @@ def list_branches(lh: Lakehouse, table: TableId | None = None) -> list[BranchInf
         for name in cat.branch_names(tbl):
             lin = cat.lineage(tbl, name)
             audit = audits.get((str(tid), name))
-            if (str(tid), name) in incomplete and (audit is None or audit.snapshot_id != lin.head):
-                status = "incomplete"
-            elif audit is None:
-                status = "not_audited"
-            elif audit.snapshot_id != lin.head:
-                status = "stale"
-            else:
-                status = audit.status
+            status = branch_status(lin.head, audit, incomplete=(str(tid), name) in incomplete)
             rows = sum(int(cat.summary_get(s, "added-records") or 0) for s in lin.new_snapshots)
             made = created.get((str(tid), name))
             first = lin.new_snapshots[0].timestamp_ms if lin.new_snapshots else None
             failed = tuple(
                 c["name"]
                 for c in (audit.result.get("checks", []) if audit else [])
-                if c.get("status") in ("failed", "error")
+                if CheckStatus(c.get("status")).blocks_publish
             )
             out.append(
                 BranchInfo(

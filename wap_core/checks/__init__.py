@@ -15,7 +15,6 @@ from wap_core.checks.base import (
     Level,
     MainContext,
     Measurement,
-    Outcome,
     RowCheck,
     jsonable,
     sql_literal,
@@ -37,6 +36,7 @@ from wap_core.checks.registry import (
     check_type,
     yaml_types,
 )
+from wap_core.states import CheckStatus
 
 __all__ = [
     "AVAILABLE_CHECKS",
@@ -45,11 +45,11 @@ __all__ = [
     "Args",
     "CheckResult",
     "CheckSpec",
+    "CheckStatus",
     "Evaluation",
     "Level",
     "MainContext",
     "Measurement",
-    "Outcome",
     "RowCheck",
     "Suite",
     "check_type",

@@ -27,6 +27,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from wap_core.identifiers import TableId
+from wap_core.states import CheckStatus, overall_status
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -43,15 +44,6 @@ class Level(str, Enum):
     WARN = "warn"
 
 
-class Outcome(str, Enum):
-    """The status of one check result."""
-
-    PASSED = "passed"
-    WARNED = "warned"
-    FAILED = "failed"
-    ERROR = "error"
-
-
 @dataclass
 class CheckResult:
     """The outcome of one check, with diagnostics."""
@@ -60,7 +52,7 @@ class CheckResult:
     type: str
     columns: list[str]
     level: str
-    status: str
+    status: CheckStatus
     observed: Any
     threshold: str
     failing_rows: int | None
@@ -69,22 +61,21 @@ class CheckResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form of the result."""
-        return asdict(self)
+        d = asdict(self)
+        d["status"] = self.status.value
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> CheckResult:
         """The result back from its JSON form (missing keys are None)."""
-        return cls(**{k: d.get(k) for k in cls.__dataclass_fields__})  # type: ignore[arg-type]
+        values = {k: d.get(k) for k in cls.__dataclass_fields__}
+        values["status"] = CheckStatus(d["status"])
+        return cls(**values)  # type: ignore[arg-type]
 
 
-def summarize(results: Sequence[CheckResult]) -> str:
+def summarize(results: Sequence[CheckResult]) -> CheckStatus:
     """Overall status: failed if any fail-level check failed or any check errored, else warned/passed."""
-    statuses = {r.status for r in results}
-    if Outcome.FAILED.value in statuses or Outcome.ERROR.value in statuses:
-        return Outcome.FAILED.value
-    if Outcome.WARNED.value in statuses:
-        return Outcome.WARNED.value
-    return Outcome.PASSED.value
+    return overall_status(r.status for r in results)
 
 
 @dataclass(frozen=True)
@@ -242,11 +233,11 @@ class CheckSpec:
         """The verdict on a measurement. Pure Python: never runs Spark."""
         raise NotImplementedError
 
-    def status(self, ok: bool) -> str:
+    def status(self, ok: bool) -> CheckStatus:
         """The status for a verdict: passed, else warned or failed by the check's level."""
         if ok:
-            return Outcome.PASSED.value
-        return Outcome.WARNED.value if self.level is Level.WARN else Outcome.FAILED.value
+            return CheckStatus.PASSED
+        return CheckStatus.WARNED if self.level is Level.WARN else CheckStatus.FAILED
 
     def result(
         self,
@@ -277,7 +268,7 @@ class CheckSpec:
             type=self.type,
             columns=list(self.columns),
             level=self.level.value,
-            status=Outcome.ERROR.value,
+            status=CheckStatus.ERROR,
             observed=None,
             threshold=self.threshold,
             failing_rows=None,

@@ -27,11 +27,11 @@ from wap_core.checks.base import (
     CheckSpec,
     MainContext,
     Measurement,
-    Outcome,
     sql_literal,
 )
 from wap_core.checks.parsing import Args
 from wap_core.identifiers import quote_column
+from wap_core.states import CheckStatus
 
 EPS = 1e-4
 _CUTS = ("0.05", "0.25", "0.5", "0.75", "0.95")
@@ -179,5 +179,5 @@ class Drift(CheckSpec):
             True, observed, None, msg + (f": shifting (> {self.warn_at:g})" if warned else ": stable")
         )
         if warned:
-            res.status = Outcome.WARNED.value
+            res.status = CheckStatus.WARNED
         return res

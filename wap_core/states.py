@@ -1,0 +1,188 @@
+"""The states the core decides, as enums: a check's status, a branch's status, the journal's words.
+
+Every enum is a ``(str, Enum)`` whose values are the strings the CLI prints, the JSON carries and
+the journal stores, so ``status == "failed"`` and ``json.dumps`` keep working; ``str()`` and
+f-strings give the value. The decisions themselves live here, once:
+
+- which check statuses block a publish (:attr:`CheckStatus.blocks_publish`),
+- the overall status of an audit (:func:`overall_status`),
+- the status of a branch from its head, its latest audit and whether its ingest finished
+  (:func:`branch_status`), used by ``status``, ``publish`` and the console pages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from enum import Enum
+from typing import Any, Protocol
+
+
+class _Word(str, Enum):
+    """A state whose value is the string written everywhere (``str()`` and f-strings give the value)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class CheckStatus(_Word):
+    """The status of one check, and of an audit as a whole (``passed``, ``warned`` or ``failed``)."""
+
+    PASSED = "passed"
+    WARNED = "warned"
+    FAILED = "failed"
+    ERROR = "error"  # the check could not be evaluated (counts as a failure)
+
+    @property
+    def blocks_publish(self) -> bool:
+        """A failed or errored check fails the audit: the branch may not be published without force."""
+        return self in (CheckStatus.FAILED, CheckStatus.ERROR)
+
+    @property
+    def ok(self) -> bool:
+        """Passed, possibly with warnings."""
+        return not self.blocks_publish
+
+    @property
+    def rank(self) -> int:
+        """Worst first: error, failed, warned, passed (the console's sort order)."""
+        return _CHECK_RANK[self]
+
+
+_CHECK_RANK = {CheckStatus.ERROR: 0, CheckStatus.FAILED: 1, CheckStatus.WARNED: 2, CheckStatus.PASSED: 3}
+
+
+def overall_status(statuses: Iterable[CheckStatus | str]) -> CheckStatus:
+    """An audit's status: failed if any check failed or errored, else warned if any warned, else passed."""
+    seen = {CheckStatus(s) for s in statuses}
+    if any(s.blocks_publish for s in seen):
+        return CheckStatus.FAILED
+    if CheckStatus.WARNED in seen:
+        return CheckStatus.WARNED
+    return CheckStatus.PASSED
+
+
+class BranchStatus(_Word):
+    """Where an open branch stands (``wap branches``, the console's badges)."""
+
+    PASSED = "passed"  # audited at its head, every check passed
+    WARNED = "warned"  # audited at its head, passed with warnings
+    FAILED = "failed"  # audited at its head, a check failed or errored
+    NOT_AUDITED = "not_audited"  # never audited
+    STALE = "stale"  # audited, but the branch moved since
+    INCOMPLETE = "incomplete"  # an ingest created it but never finished writing its batch
+
+    @property
+    def publishable(self) -> bool:
+        """The audit allows a publish (the review policy and main's position are judged separately)."""
+        return self in (BranchStatus.PASSED, BranchStatus.WARNED)
+
+    @property
+    def blocks_publish(self) -> bool:
+        """True when this status refuses a publish (failed, not audited, stale, incomplete)."""
+        return not self.publishable
+
+    @property
+    def needs_audit(self) -> bool:
+        """No audit speaks for the branch's head."""
+        return self in (BranchStatus.NOT_AUDITED, BranchStatus.STALE)
+
+
+class AuditOfHead(Protocol):
+    """What :func:`branch_status` reads of an audit (a stored audit or an :class:`AuditResult`)."""
+
+    @property
+    def snapshot_id(self) -> int | None:
+        """The snapshot the audit judged."""
+        ...
+
+    @property
+    def status(self) -> CheckStatus:
+        """The audit's overall status."""
+        ...
+
+
+def branch_status(head: int | None, audit: AuditOfHead | None, *, incomplete: bool = False) -> BranchStatus:
+    """THE status of a branch at ``head`` given its latest ``audit`` (None: never audited).
+
+    ``incomplete``: an ingest created the branch and never finished its batch (from the journal);
+    an audit of the head itself outranks it.
+    """
+    if incomplete and (audit is None or audit.snapshot_id != head):
+        return BranchStatus.INCOMPLETE
+    if audit is None:
+        return BranchStatus.NOT_AUDITED
+    if audit.snapshot_id != head:
+        return BranchStatus.STALE
+    return BranchStatus(CheckStatus(audit.status).value)
+
+
+class _JournalWord(_Word):
+    """A word the journal stores: values written by other versions are read back, never refused."""
+
+    @classmethod
+    def _missing_(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return None
+        member = str.__new__(cls, value)
+        member._name_ = value.upper()
+        member._value_ = value
+        return member
+
+
+class Action(_JournalWord):
+    """The ``action`` of a journal entry (and of a ref-moving intent)."""
+
+    READ = "read"
+    INGEST = "ingest"
+    CREATE = "create"
+    AUDIT = "audit"
+    PUBLISH = "publish"
+    REBASE = "rebase"
+    DISCARD = "discard"
+    COMMENT = "comment"
+    APPROVE = "approve"
+    REQUEST_CHANGES = "request_changes"
+    ROLLBACK = "rollback"
+    REOPEN = "reopen"
+    GC = "gc"
+    EXPIRE = "expire"
+    NOTIFY = "notify"
+    ADMIN = "admin"
+
+    @property
+    def moves_ref(self) -> bool:
+        """Announced as an intent before its Iceberg commit (see :mod:`wap_core.journal`)."""
+        return self in INTENT_ACTIONS
+
+
+INTENT_ACTIONS = frozenset(
+    {Action.INGEST, Action.PUBLISH, Action.REBASE, Action.DISCARD, Action.ROLLBACK, Action.REOPEN}
+)
+
+
+class Outcome(_JournalWord):
+    """The ``outcome`` of a journal entry."""
+
+    # audits (an audit's overall status)
+    PASSED = "passed"
+    WARNED = "warned"
+    FAILED = "failed"  # also: a notification given up
+    # ref moves that landed
+    WRITTEN = "written"
+    CREATED = "created"
+    PUBLISHED = "published"
+    FORCED = "forced"
+    REBASED = "rebased"
+    DISCARDED = "discarded"
+    ROLLED_BACK = "rolled_back"
+    REOPENED = "reopened"
+    EXPIRED = "expired"
+    REMOVED = "removed"
+    # reviews
+    APPROVED = "approved"
+    CHANGES_REQUESTED = "changes_requested"
+    # nothing moved
+    REFUSED = "refused"
+    ERROR = "error"
+    ABANDONED = "abandoned"
+    INCOMPLETE = "incomplete"

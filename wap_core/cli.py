@@ -26,6 +26,8 @@ from wap_core.status import BRANCH_STATUSES
 if TYPE_CHECKING:
     from wap_core.lakehouse import Lakehouse
 
+log = logging.getLogger(__name__)
+
 EXIT_OK, EXIT_REFUSED, EXIT_ERROR = 0, 1, 2
 
 
@@ -260,7 +262,7 @@ def _drain_notifications() -> None:
     try:
         notify.drain()
     except Exception:
-        logging.getLogger(__name__).exception("could not wait for queued notifications")
+        log.exception("could not wait for queued notifications")
 
 
 def _print_traceback() -> None:

@@ -18,7 +18,8 @@ from pyiceberg.table import Table
 from wap_core import catalog as cat
 from wap_core import notify
 from wap_core.access import Permission, authorize
-from wap_core.audit import batch_frame, latest_audit
+from wap_core.audit import latest_audit
+from wap_core.batch import batch_frame
 from wap_core.exceptions import (
     BranchBusyError,
     CommitConflictError,

@@ -251,7 +251,7 @@ class Bench:
             t0 = time.perf_counter()
             compute_diff(self.lh, tid, "p6a")
             firsts.append(time.perf_counter() - t0)
-            cached_before_second.append(self.lh.journal.load_profile(str(tid), fork) is not None)
+            cached_before_second.append(self.lh.profiles.load_profile(str(tid), fork) is not None)
             t0 = time.perf_counter()
             compute_diff(self.lh, tid, "p6b")
             seconds.append(time.perf_counter() - t0)
@@ -293,7 +293,7 @@ class Bench:
             t0 = time.perf_counter()
             d = compute_diff(self.lh, tid, b)
             merged_t.append(time.perf_counter() - t0)
-            prof = self.lh.journal.load_profile(str(tid), d.fork_snapshot_id) if d.fork_snapshot_id else None
+            prof = self.lh.profiles.load_profile(str(tid), d.fork_snapshot_id) if d.fork_snapshot_id else None
             sources.append(str((prof or {}).get("source")))
             discard(self.lh, tid, b, reason="benchmark")
         after = statistics.median(merged_t)

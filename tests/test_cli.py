@@ -224,3 +224,14 @@ def test_subprocess_cli_errors_are_one_line_and_debug_adds_the_traceback(tmp_pat
         timeout=120,
     )
     assert p.returncode == 0 and json.loads(p.stdout) == []
+
+
+def test_every_subcommand_has_one_handler() -> None:
+    """The parser's subcommands and the handler table name the same commands, one handler each."""
+    import argparse
+
+    from wap_core.cli import COMMANDS, build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(sub.choices) == set(COMMANDS)
+    assert len(set(COMMANDS.values())) == len(COMMANDS)

@@ -68,7 +68,7 @@ def test_main_profile_after_a_publish_is_merged_not_rescanned(
         < 0.1 * truth["columns"]["val"]["quantiles"]["0.5"]
     )
     assert "quantiles" in merged["columns"]["val"]["approximate"]
-    cached = lh.journal.load_profile(str(T), new_main)
+    cached = lh.profiles.load_profile(str(T), new_main)
     assert cached is not None and cached["source"] == merged["source"]
 
 

@@ -196,7 +196,7 @@ def test_first_diff_profiles_main_from_metadata_and_merges_after_publish(
     )
     d = compute_diff(lh, t, "b")
     assert d.main_profile["source"] == "metadata" and d.main_profile["sample"]["rows"] <= 50
-    cached = lh.journal.load_profile(str(t), fork)
+    cached = lh.profiles.load_profile(str(t), fork)
     assert cached is not None and cached["source"] == "metadata"
     m = {c["name"]: c["main"] for c in d.columns}
     assert (m["id"]["min"], m["id"]["max"], m["val"]["nulls"]) == (1, 300, 30)

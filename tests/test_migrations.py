@@ -34,6 +34,7 @@ from sqlalchemy import (
 from wap_core import Lakehouse, Settings
 from wap_core.journal import Journal, _meta
 from wap_core.migrate import HEAD, VERSION_TABLE, current_revision, script_head
+from wap_core.profiles_store import ProfileStore
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -169,8 +170,9 @@ def assert_v1_rows_intact(journal: Journal) -> None:
     assert hist[0].details == {"forced": True}
     audit = journal.latest_audit("demo.people", "b1")
     assert audit is not None and (audit.status, audit.snapshot_id, audit.user) == ("failed", BIG, "ann")
-    assert journal.load_profile("demo.people", BIG) == {"rows": 5}
-    assert journal.load_batch_profile("demo.people", BIG) == (1, {"rows": 2})
+    profiles = ProfileStore(journal.engine)
+    assert profiles.load_profile("demo.people", BIG) == {"rows": 5}
+    assert profiles.load_batch_profile("demo.people", BIG) == (1, {"rows": 2})
     assert journal.created_times("demo.people") == {("demo.people", "b1"): AT}
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from wap_core import catalog as cat
 from wap_core import notify
 from wap_core.access import Permission, authorize
+from wap_core.batch import batch_frame
 from wap_core.checks import (
     CheckResult,
     CheckSpec,
@@ -105,26 +106,6 @@ class AuditResult:
     def from_stored(cls, stored: StoredAudit) -> AuditResult:
         """The result of an audit stored in the journal."""
         return cls.from_dict(stored.result)
-
-
-def batch_frame(lh: Lakehouse, table: TableId, lin: cat.Lineage) -> DataFrame:
-    """The rows the branch added since its fork, read from the new data files only."""
-    name = lh.spark_name(table)
-    if lin.head == lin.fork:
-        return lh.read_snapshot(table, lin.head).limit(0)
-    if lin.fork is None:
-        # The table had no main when the branch started: everything on the branch is new.
-        return lh.read_snapshot(table, lin.head)
-    ops = {cat.snapshot_operation(s) for s in lin.new_snapshots}
-    if ops <= {"append"}:
-        return (
-            lh.spark.read.format("iceberg")
-            .option("start-snapshot-id", str(lin.fork))
-            .option("end-snapshot-id", str(lin.head))
-            .load(name)
-        )
-    # Non-append history (overwrite/delete on the branch): fall back to a set difference.
-    return lh.read_snapshot(table, lin.head).exceptAll(lh.read_snapshot(table, lin.fork))
 
 
 def builtin_checks(lin: cat.Lineage) -> list[CheckSpec]:

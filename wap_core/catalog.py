@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot
 from sqlalchemy import event
@@ -173,6 +174,19 @@ def ref_snapshot_id(tbl: Table, ref: str) -> int | None:
     """The snapshot id a branch or tag points at, or None if there is no such ref."""
     r = tbl.metadata.refs.get(ref)
     return r.snapshot_id if r is not None else None
+
+
+def schema_at(tbl: Table, snapshot_id: int | None) -> Schema:
+    """The schema in force at ``snapshot_id`` (its snapshot's schema id), from metadata.
+
+    The table's current schema when the snapshot is unknown (None, expired) or records no schema id.
+    """
+    snap = tbl.metadata.snapshot_by_id(snapshot_id) if snapshot_id is not None else None
+    if snap is not None and snap.schema_id is not None:
+        schema = tbl.metadata.schema_by_id(snap.schema_id)
+        if schema is not None:
+            return schema
+    return tbl.schema()
 
 
 TEMP_MARK = "__rebase_"

@@ -13,16 +13,21 @@ import logging
 import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wap_core.config import mask_secrets
 from wap_core.exceptions import WapError
 from wap_core.identifiers import TableId
 from wap_core.states import CheckStatus
 from wap_core.status import BRANCH_STATUSES
+
+if TYPE_CHECKING:
+    from wap_core.lakehouse import Lakehouse
+
+log = logging.getLogger(__name__)
 
 EXIT_OK, EXIT_REFUSED, EXIT_ERROR = 0, 1, 2
 
@@ -268,12 +273,16 @@ def _drain_notifications() -> None:
     try:
         notify.drain()
     except Exception:
-        logging.getLogger(__name__).exception("could not wait for queued notifications")
+        log.exception("could not wait for queued notifications")
 
 
 def _print_traceback() -> None:
     """--debug: the traceback of the exception being handled, with secrets masked."""
     print(mask_secrets(traceback.format_exc()), file=sys.stderr, end="")
+
+
+Handler = Callable[[argparse.Namespace, "Lakehouse"], int]
+"""A subcommand: ``(parsed arguments, lakehouse) -> exit code``."""
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -282,228 +291,270 @@ def _run(args: argparse.Namespace) -> int:
     # Identity: $WAP_USER or the OS user. Whoever runs the CLI already holds the catalog's
     # credentials; roles still apply (the access file), the same as in the console.
     lh = Lakehouse.from_env(home=args.home)
-    cmd = args.command
-    if cmd == "whoami":
-        from wap_core.access import access_policy
+    return COMMANDS[args.command](args, lh)
 
-        policy = access_policy(lh)
-        roles = [r.label for r in policy.roles_of(lh.user)]
-        if args.json:
-            _print_json({"user": lh.user, "roles": roles})
-        else:
-            print(lh.user)
-            print(f"roles: {', '.join(roles) or 'none'}")
-            if not policy.enabled:
-                print(
-                    f"access control is off (no access file at {policy.path}): everyone is admin",
-                    file=sys.stderr,
-                )
-        return EXIT_OK
-    if cmd in ("tables", "branches", "history", "diff"):
-        from wap_core.access import Permission, authorize
 
-        authorize(
-            lh,
-            lh.user,
-            Permission.READ,
-            table=TableId.parse(args.table) if getattr(args, "table", None) else None,
-        )
-    if cmd == "demo":
-        from wap_core.demo import seed_demo
+def _authorize_read(args: argparse.Namespace, lh: Lakehouse) -> None:
+    """Reading commands (tables, branches, history, diff) need the READ permission (on the table, if one is named)."""
+    from wap_core.access import Permission, authorize
 
-        if args.if_empty and lh.tables():
-            print(f"lakehouse {lh.settings.home} already has tables; demo not seeded")
-            return EXIT_OK
-        summary = seed_demo(lh, force=args.force)
-        for line in summary:
-            print(line)
-        return EXIT_OK
-    if cmd == "tables":
-        from wap_core.status import table_infos
+    authorize(
+        lh,
+        lh.user,
+        Permission.READ,
+        table=TableId.parse(args.table) if getattr(args, "table", None) else None,
+    )
 
-        infos = [t.to_dict() for t in table_infos(lh)]
-        _print_json(infos) if args.json else _table(
-            infos, ["table", "rows", "snapshots", "open_branches", "last_updated"]
-        )
-        return EXIT_OK
-    if cmd == "branches":
-        from wap_core.status import list_branches
 
-        rows = [b.to_dict() for b in list_branches(lh, TableId.parse(args.table) if args.table else None)]
-        if args.status:
-            rows = [r for r in rows if r["status"] == args.status]
-        _print_json(rows) if args.json else _table(
-            rows, ["table", "branch", "status", "review", "approvals", "created", "rows_added", "main_moved"]
-        )
-        return EXIT_OK
-    if cmd == "gc":
-        from wap_core.gc import collect_garbage
+def _whoami(args: argparse.Namespace, lh: Lakehouse) -> int:
+    from wap_core.access import access_policy
 
-        gc = collect_garbage(lh, older_than=args.older_than, dry_run=args.dry_run)
-        _print_json(gc.to_dict()) if args.json else print("\n".join(gc.lines()))
-        return EXIT_OK
-    if cmd == "notify-test":
-        return _notify_test(lh, args)
-    if cmd == "history":
-        entries = lh.journal.history(str(TableId.parse(args.table)) if args.table else None, limit=args.limit)
-        rows = [e.to_dict() for e in entries]
-        _print_json(rows) if args.json else _table(
-            rows, ["at", "user", "action", "table", "branch", "outcome", "reason"]
-        )
-        return EXIT_OK
-
-    table = TableId.parse(args.table)
-    if cmd == "query":
-        return _query(lh, table, args)
-    if cmd == "ingest":
-        from wap_core.ingest import ingest
-        from wap_core.paths import SourcePolicy
-
-        # The CLI reads any path its OS user can read: whoever runs it holds the catalog's credentials anyway.
-        res = ingest(
-            lh,
-            table,
-            args.sources,
-            branch=args.branch,
-            fmt=args.format,
-            create=args.create,
-            source_policy=SourcePolicy.ANY,
-        )
-        if args.json:
-            _print_json(res.to_dict())
-        else:
-            print(res.branch)
+    policy = access_policy(lh)
+    roles = [r.label for r in policy.roles_of(lh.user)]
+    if args.json:
+        _print_json({"user": lh.user, "roles": roles})
+    else:
+        print(lh.user)
+        print(f"roles: {', '.join(roles) or 'none'}")
+        if not policy.enabled:
             print(
-                f"wrote {res.rows_written} rows to {res.table} branch {res.branch}"
-                + (f" ({res.malformed_rows} malformed rows kept out)" if res.malformed_rows else ""),
+                f"access control is off (no access file at {policy.path}): everyone is admin",
                 file=sys.stderr,
             )
-            _print_audit_err(res.audit)
-        return EXIT_OK if res.audit.passed else EXIT_REFUSED
-    if cmd == "audit":
-        from wap_core.audit import run_audit
+    return EXIT_OK
 
-        audit = run_audit(lh, table, args.branch)
-        _print_json(audit.to_dict()) if args.json else _print_audit(audit)
-        return EXIT_OK if audit.passed else EXIT_REFUSED
-    if cmd == "diff":
-        from wap_core.diff import compute_diff
 
-        d = compute_diff(lh, table, args.branch)
-        keyed = None
-        if args.key:
-            from wap_core.keyed_diff import keyed_diff
+def _demo(args: argparse.Namespace, lh: Lakehouse) -> int:
+    from wap_core.demo import seed_demo
 
-            keyed = keyed_diff(lh, table, args.branch, [k.strip() for k in args.key.split(",") if k.strip()])
-        if args.json:
-            _print_json({**d.to_dict(), **({"keyed": keyed.to_dict()} if keyed is not None else {})})
-        else:
-            print(
-                f"{d.table} {d.branch}: +{d.rows_added} rows, -{d.rows_deleted} rows; main moved: {d.main_moved}; pure append: {d.pure_append}"
-            )
-            for s in d.schema_changes:
-                print(f"  schema: {s}")
-            rows = []
-            for c in d.columns:
-                m, b = c.main, c.batch
-                rows.append(
-                    {
-                        "column": c.name,
-                        "type": c.type,
-                        "null%_main": m.null_pct if m is not None else "",
-                        "null%_batch": b.null_pct,
-                        "distinct_main": m.distinct if m is not None else "",
-                        "distinct_batch": b.distinct,
-                        "min_batch": b.min,
-                        "max_batch": b.max,
-                    }
-                )
-            _table(rows, list(rows[0].keys()) if rows else [])
-            basis = d.main_profile
-            if basis is not None and basis.basis:
-                print(f"main's profile ({str(basis.source).split(':')[0]}): {basis.basis}")
-            if keyed is not None:
-                counts = keyed.summary()
-                print(
-                    f"by key ({args.key}): {counts['added']} added, {counts['removed']} removed, {counts['changed']} changed "
-                    f"({counts['changed_cells']} cells), {counts['schema_changes']} schema changes"
-                )
+    if args.if_empty and lh.tables():
+        print(f"lakehouse {lh.settings.home} already has tables; demo not seeded")
         return EXIT_OK
-    if cmd == "publish":
-        from wap_core.publish import publish
+    summary = seed_demo(lh, force=args.force)
+    for line in summary:
+        print(line)
+    return EXIT_OK
 
-        r = publish(lh, table, args.branch, force=args.force, reason=args.reason)
-        _print_json(r.to_dict()) if args.json else print(
-            f"{r.outcome}: {r.table} main {r.main_before} -> {r.main_after}"
-            + (" (forced)" if r.forced else "")
+
+def _tables(args: argparse.Namespace, lh: Lakehouse) -> int:
+    from wap_core.status import table_infos
+
+    _authorize_read(args, lh)
+    infos = [t.to_dict() for t in table_infos(lh)]
+    _print_json(infos) if args.json else _table(
+        infos, ["table", "rows", "snapshots", "open_branches", "last_updated"]
+    )
+    return EXIT_OK
+
+
+def _branches(args: argparse.Namespace, lh: Lakehouse) -> int:
+    from wap_core.status import list_branches
+
+    _authorize_read(args, lh)
+    rows = [b.to_dict() for b in list_branches(lh, TableId.parse(args.table) if args.table else None)]
+    if args.status:
+        rows = [r for r in rows if r["status"] == args.status]
+    _print_json(rows) if args.json else _table(
+        rows, ["table", "branch", "status", "review", "approvals", "created", "rows_added", "main_moved"]
+    )
+    return EXIT_OK
+
+
+def _gc(args: argparse.Namespace, lh: Lakehouse) -> int:
+    from wap_core.gc import collect_garbage
+
+    gc = collect_garbage(lh, older_than=args.older_than, dry_run=args.dry_run)
+    _print_json(gc.to_dict()) if args.json else print("\n".join(gc.lines()))
+    return EXIT_OK
+
+
+def _history(args: argparse.Namespace, lh: Lakehouse) -> int:
+    _authorize_read(args, lh)
+    entries = lh.journal.history(str(TableId.parse(args.table)) if args.table else None, limit=args.limit)
+    rows = [e.to_dict() for e in entries]
+    _print_json(rows) if args.json else _table(
+        rows, ["at", "user", "action", "table", "branch", "outcome", "reason"]
+    )
+    return EXIT_OK
+
+
+def _ingest(args: argparse.Namespace, lh: Lakehouse) -> int:
+    from wap_core.ingest import ingest
+    from wap_core.paths import SourcePolicy
+
+    table = TableId.parse(args.table)
+    # The CLI reads any path its OS user can read: whoever runs it holds the catalog's credentials anyway.
+    res = ingest(
+        lh,
+        table,
+        args.sources,
+        branch=args.branch,
+        fmt=args.format,
+        create=args.create,
+        source_policy=SourcePolicy.ANY,
+    )
+    if args.json:
+        _print_json(res.to_dict())
+    else:
+        print(res.branch)
+        print(
+            f"wrote {res.rows_written} rows to {res.table} branch {res.branch}"
+            + (f" ({res.malformed_rows} malformed rows kept out)" if res.malformed_rows else ""),
+            file=sys.stderr,
         )
-        return EXIT_OK
-    if cmd == "rebase":
-        from wap_core.publish import rebase
+        _print_audit_err(res.audit)
+    return EXIT_OK if res.audit.passed else EXIT_REFUSED
 
-        rb = rebase(lh, table, args.branch)
-        _print_json(rb.to_dict()) if args.json else print(
-            f"{rb.outcome}: {rb.table} {rb.branch} {rb.old_head} -> {rb.new_head}"
-            + ("; audit it again before publishing" if rb.outcome == "rebased" else "")
+
+def _audit(args: argparse.Namespace, lh: Lakehouse) -> int:
+    from wap_core.audit import run_audit
+
+    audit = run_audit(lh, TableId.parse(args.table), args.branch)
+    _print_json(audit.to_dict()) if args.json else _print_audit(audit)
+    return EXIT_OK if audit.passed else EXIT_REFUSED
+
+
+def _diff(args: argparse.Namespace, lh: Lakehouse) -> int:
+    from wap_core.diff import compute_diff
+
+    _authorize_read(args, lh)
+    table = TableId.parse(args.table)
+    d = compute_diff(lh, table, args.branch)
+    keyed = None
+    if args.key:
+        from wap_core.keyed_diff import keyed_diff
+
+        keyed = keyed_diff(lh, table, args.branch, [k.strip() for k in args.key.split(",") if k.strip()])
+    if args.json:
+        _print_json({**d.to_dict(), **({"keyed": keyed.to_dict()} if keyed is not None else {})})
+        return EXIT_OK
+    print(
+        f"{d.table} {d.branch}: +{d.rows_added} rows, -{d.rows_deleted} rows; main moved: {d.main_moved}; pure append: {d.pure_append}"
+    )
+    for s in d.schema_changes:
+        print(f"  schema: {s}")
+    rows = []
+    for c in d.columns:
+        m, b = c.main, c.batch
+        rows.append(
+            {
+                "column": c.name,
+                "type": c.type,
+                "null%_main": m.null_pct if m is not None else "",
+                "null%_batch": b.null_pct,
+                "distinct_main": m.distinct if m is not None else "",
+                "distinct_batch": b.distinct,
+                "min_batch": b.min,
+                "max_batch": b.max,
+            }
         )
-        return EXIT_OK
-    if cmd == "discard":
-        from wap_core.publish import discard
-
-        dr = discard(lh, table, args.branch, reason=args.reason)
-        _print_json(dr.to_dict()) if args.json else print(
-            f"discarded {dr.table} {dr.branch} (head {dr.head}); main untouched"
+    _table(rows, list(rows[0].keys()) if rows else [])
+    basis = d.main_profile
+    if basis is not None and basis.basis:
+        print(f"main's profile ({str(basis.source).split(':')[0]}): {basis.basis}")
+    if keyed is not None:
+        counts = keyed.summary()
+        print(
+            f"by key ({args.key}): {counts['added']} added, {counts['removed']} removed, {counts['changed']} changed "
+            f"({counts['changed_cells']} cells), {counts['schema_changes']} schema changes"
         )
-        return EXIT_OK
-    if cmd in ("approve", "request-changes"):
-        from wap_core import review
+    return EXIT_OK
 
-        if cmd == "approve":
-            rs = review.approve(lh, table, args.branch, comment=args.comment)
-        else:
-            rs = review.request_changes(lh, table, args.branch, comment=args.comment)
-        if args.json:
-            _print_json(rs.to_dict())
-        else:
-            verb = "approved" if cmd == "approve" else "changes requested on"
-            print(
-                f"{verb} {rs.table} {rs.branch} at snapshot {rs.head}: review {rs.state.value}, "
-                f"{len(rs.approvals)} of {rs.policy.approvals} required approval(s)"
-                + (f" ({rs.message})" if rs.message else "")
-            )
-        return EXIT_OK
-    if cmd == "comment":
-        from wap_core import review
 
-        added = review.add_comment(lh, table, args.branch, args.text, check=args.check)
-        _print_json(added.to_dict()) if args.json else print(
-            f"comment {added.id} added to {added.table} {added.branch}"
+def _publish(args: argparse.Namespace, lh: Lakehouse) -> int:
+    from wap_core.publish import publish
+
+    r = publish(lh, TableId.parse(args.table), args.branch, force=args.force, reason=args.reason)
+    _print_json(r.to_dict()) if args.json else print(
+        f"{r.outcome}: {r.table} main {r.main_before} -> {r.main_after}" + (" (forced)" if r.forced else "")
+    )
+    return EXIT_OK
+
+
+def _rebase(args: argparse.Namespace, lh: Lakehouse) -> int:
+    from wap_core.publish import rebase
+
+    rb = rebase(lh, TableId.parse(args.table), args.branch)
+    _print_json(rb.to_dict()) if args.json else print(
+        f"{rb.outcome}: {rb.table} {rb.branch} {rb.old_head} -> {rb.new_head}"
+        + ("; audit it again before publishing" if rb.outcome == "rebased" else "")
+    )
+    return EXIT_OK
+
+
+def _discard(args: argparse.Namespace, lh: Lakehouse) -> int:
+    from wap_core.publish import discard
+
+    dr = discard(lh, TableId.parse(args.table), args.branch, reason=args.reason)
+    _print_json(dr.to_dict()) if args.json else print(
+        f"discarded {dr.table} {dr.branch} (head {dr.head}); main untouched"
+    )
+    return EXIT_OK
+
+
+def _print_review(args: argparse.Namespace, rs: Any, verb: str) -> int:
+    if args.json:
+        _print_json(rs.to_dict())
+    else:
+        print(
+            f"{verb} {rs.table} {rs.branch} at snapshot {rs.head}: review {rs.state.value}, "
+            f"{len(rs.approvals)} of {rs.policy.approvals} required approval(s)"
+            + (f" ({rs.message})" if rs.message else "")
         )
-        return EXIT_OK
-    if cmd == "comments":
-        from wap_core import review
-
-        thread = [c.to_dict() for c in review.comments(lh, table, args.branch)]
-        _print_json(thread) if args.json else _table(thread, ["at", "user", "kind", "check", "text"])
-        return EXIT_OK
-    if cmd == "rollback":
-        from wap_core.rollback import rollback
-
-        rr = rollback(lh, table, args.to, reason=args.reason)
-        _print_json(rr.to_dict()) if args.json else print(
-            f"rolled back: {rr.table} main {rr.main_before} -> {rr.main_after} ({len(rr.rolled_back)} snapshot(s) rolled back)"
-        )
-        return EXIT_OK
-    if cmd == "reopen":
-        from wap_core.rollback import reopen
-
-        ro = reopen(lh, table, args.snapshot, branch=args.branch)
-        _print_json(ro.to_dict()) if args.json else print(ro.branch)
-        return EXIT_OK
-    raise AssertionError(cmd)  # pragma: no cover
+    return EXIT_OK
 
 
-def _notify_test(lh: Any, args: argparse.Namespace) -> int:
+def _approve(args: argparse.Namespace, lh: Lakehouse) -> int:
+    from wap_core import review
+
+    rs = review.approve(lh, TableId.parse(args.table), args.branch, comment=args.comment)
+    return _print_review(args, rs, "approved")
+
+
+def _request_changes(args: argparse.Namespace, lh: Lakehouse) -> int:
+    from wap_core import review
+
+    rs = review.request_changes(lh, TableId.parse(args.table), args.branch, comment=args.comment)
+    return _print_review(args, rs, "changes requested on")
+
+
+def _comment(args: argparse.Namespace, lh: Lakehouse) -> int:
+    from wap_core import review
+
+    added = review.add_comment(lh, TableId.parse(args.table), args.branch, args.text, check=args.check)
+    _print_json(added.to_dict()) if args.json else print(
+        f"comment {added.id} added to {added.table} {added.branch}"
+    )
+    return EXIT_OK
+
+
+def _comments(args: argparse.Namespace, lh: Lakehouse) -> int:
+    from wap_core import review
+
+    thread = [c.to_dict() for c in review.comments(lh, TableId.parse(args.table), args.branch)]
+    _print_json(thread) if args.json else _table(thread, ["at", "user", "kind", "check", "text"])
+    return EXIT_OK
+
+
+def _rollback(args: argparse.Namespace, lh: Lakehouse) -> int:
+    from wap_core.rollback import rollback
+
+    rr = rollback(lh, TableId.parse(args.table), args.to, reason=args.reason)
+    _print_json(rr.to_dict()) if args.json else print(
+        f"rolled back: {rr.table} main {rr.main_before} -> {rr.main_after} ({len(rr.rolled_back)} snapshot(s) rolled back)"
+    )
+    return EXIT_OK
+
+
+def _reopen(args: argparse.Namespace, lh: Lakehouse) -> int:
+    from wap_core.rollback import reopen
+
+    ro = reopen(lh, TableId.parse(args.table), args.snapshot, branch=args.branch)
+    _print_json(ro.to_dict()) if args.json else print(ro.branch)
+    return EXIT_OK
+
+
+def _notify_test(args: argparse.Namespace, lh: Lakehouse) -> int:
     """``notify-test``: exit 0 when every target took the test event, 1 when one did not, 2 on a bad notify file."""
     from wap_core.notify import notify_test
 
@@ -539,10 +590,12 @@ def _print_audit_err(res: Any) -> None:
         sys.stdout = stdout
 
 
-def _query(lh: Any, table: TableId, args: argparse.Namespace) -> int:
+def _query(args: argparse.Namespace, lh: Lakehouse) -> int:
     """``query``: one read-only query over ``ref_view`` (see wap_core.sql_guard); refusals are exit 2."""
     from wap_core import explore
     from wap_core.exceptions import ValidationError
+
+    table = TableId.parse(args.table)
 
     if not 1 <= args.limit <= explore.MAX_ROWS:
         raise ValidationError(f"--limit must be between 1 and {explore.MAX_ROWS}, got {args.limit}")
@@ -569,3 +622,28 @@ def _query(lh: Any, table: TableId, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return EXIT_OK
+
+
+COMMANDS: dict[str, Handler] = {
+    "demo": _demo,
+    "whoami": _whoami,
+    "tables": _tables,
+    "branches": _branches,
+    "ingest": _ingest,
+    "audit": _audit,
+    "diff": _diff,
+    "publish": _publish,
+    "rebase": _rebase,
+    "discard": _discard,
+    "query": _query,
+    "gc": _gc,
+    "notify-test": _notify_test,
+    "approve": _approve,
+    "request-changes": _request_changes,
+    "comment": _comment,
+    "comments": _comments,
+    "rollback": _rollback,
+    "reopen": _reopen,
+    "history": _history,
+}
+"""One handler per subcommand of :func:`build_parser` (the same names)."""

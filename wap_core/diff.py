@@ -19,11 +19,11 @@ from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from wap_core import catalog as cat
-from wap_core.audit import batch_frame
+from wap_core.batch import batch_frame
 from wap_core.catalog import MetadataDiff
-from wap_core.checks import jsonable
 from wap_core.identifiers import MAIN, TableId, quote_column
 from wap_core.metaprofile import APPROXIMATE, EXACT, FIELDS
+from wap_core.values import jsonable
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -162,7 +162,7 @@ def main_profile(lh: Lakehouse, table: TableId, snapshot_id: int | None) -> dict
         if prof is None:
             prof = profile_frame(lh.read_snapshot(table, snapshot_id))
             prof["source"], prof["basis"] = "scan", basis
-        lh.journal.save_profile(str(table), snapshot_id, prof)
+        lh.profiles.save_profile(str(table), snapshot_id, prof)
     return prof
 
 
@@ -174,10 +174,10 @@ def cached_main_profile(lh: Lakehouse, table: TableId, snapshot_id: int | None) 
 
 
 def _cached_or_merged(lh: Lakehouse, table: TableId, snapshot_id: int, depth: int) -> dict[str, Any] | None:
-    cached = lh.journal.load_profile(str(table), snapshot_id)
+    cached = lh.profiles.load_profile(str(table), snapshot_id)
     if cached is not None or depth <= 0:
         return cached
-    batch = lh.journal.load_batch_profile(str(table), snapshot_id)
+    batch = lh.profiles.load_batch_profile(str(table), snapshot_id)
     if batch is None:
         return None
     fork, batch_prof = batch
@@ -189,7 +189,7 @@ def _cached_or_merged(lh: Lakehouse, table: TableId, snapshot_id: int, depth: in
     merged["basis"] = (
         f"merged from main's profile at {fork} ({str(base.get('source', 'scan')).split(':')[0]}) and the published batch's"
     )
-    lh.journal.save_profile(str(table), snapshot_id, merged)
+    lh.profiles.save_profile(str(table), snapshot_id, merged)
     return merged
 
 
@@ -602,18 +602,8 @@ class DiffResult:
 
 def schema_changes(tbl: Table, branch: str) -> list[dict[str, Any]]:
     """Schema of the branch head vs main head (by each snapshot's schema id), from metadata."""
-    schemas = {s.schema_id: s for s in tbl.metadata.schemas}
-
-    def schema_of(snapshot_id: int | None) -> Any:
-        snap = tbl.metadata.snapshot_by_id(snapshot_id) if snapshot_id is not None else None
-        sid = (
-            snap.schema_id
-            if snap is not None and snap.schema_id is not None
-            else tbl.metadata.current_schema_id
-        )
-        return schemas[sid]
-
-    main_s, br_s = schema_of(cat.ref_snapshot_id(tbl, MAIN)), schema_of(tbl.metadata.refs[branch].snapshot_id)
+    main_s = cat.schema_at(tbl, cat.ref_snapshot_id(tbl, MAIN))
+    br_s = cat.schema_at(tbl, tbl.metadata.refs[branch].snapshot_id)
     return list(
         compare_columns(
             {f.name: str(f.field_type) for f in main_s.fields},
@@ -648,7 +638,7 @@ def compute_diff(lh: Lakehouse, table: TableId, branch: str) -> DiffResult:
     batch_prof = profile_frame(batch)
     if meta.pure_append and lin.fork is not None:
         # once published, main = main at the fork + this batch: keep the batch's profile to merge
-        lh.journal.save_batch_profile(str(table), lin.fork, lin.head, batch_prof)
+        lh.profiles.save_batch_profile(str(table), lin.fork, lin.head, batch_prof)
     main_prof = main_profile(lh, table, lin.fork)
     if meta.pure_append:
         deleted = 0

@@ -135,3 +135,12 @@ class NotifyFileError(ValidationError):
         self.detail = message
         where = f"{path}:{line}" if line is not None else path
         super().__init__(f"{where}: {message}")
+
+
+class CommitConflictError(ConflictError):
+    """An Iceberg commit lost an optimistic-concurrency race: nothing of it was applied. Exit code 1.
+
+    The one typed form of every engine's conflict (PyIceberg's ``CommitFailedException``; through Py4J,
+    Iceberg's ``CommitFailedException`` and ``ValidationException`` "Cannot fast-forward" / "Cannot commit"),
+    raised by :func:`wap_core.refs.commit_conflicts`, the one place that maps them.
+    """

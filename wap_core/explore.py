@@ -104,11 +104,7 @@ def resolve_ref(tbl: Table, table: TableId, kind: str, value: str | int | dateti
 
 def schema_rows(tbl: Table, snapshot_id: int) -> list[dict[str, Any]]:
     """The schema in force at ``snapshot_id`` (from metadata)."""
-    snap = tbl.metadata.snapshot_by_id(snapshot_id)
-    sid = (
-        snap.schema_id if snap is not None and snap.schema_id is not None else tbl.metadata.current_schema_id
-    )
-    schema = next(s for s in tbl.metadata.schemas if s.schema_id == sid)
+    schema = cat.schema_at(tbl, snapshot_id)
     return [
         {
             "id": f.field_id,

@@ -34,13 +34,11 @@ plan.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.manifest import DataFileContent
 from pyiceberg.table import Table
 from pyiceberg.table.refs import SnapshotRef, SnapshotRefType
@@ -49,10 +47,11 @@ from pyiceberg.table.snapshots import Snapshot
 from wap_core import catalog as cat
 from wap_core.access import Permission, authorize
 from wap_core.durations import format_duration, parse_duration
-from wap_core.exceptions import BranchBusyError, ValidationError
+from wap_core.exceptions import BranchBusyError, CommitConflictError, ValidationError
 from wap_core.identifiers import MAIN, TableId
 from wap_core.notify import Event, emit
 from wap_core.reconcile import acting
+from wap_core.refs import remove_branch
 from wap_core.states import Action, BranchStatus, Outcome
 
 if TYPE_CHECKING:
@@ -66,7 +65,6 @@ MIN_SNAPSHOTS_PROPERTY = "history.expire.min-snapshots-to-keep"  # Iceberg's tab
 MAX_REF_AGE_PROPERTY = "history.expire.max-ref-age-ms"  # Iceberg's table property
 TEMP_MARKER = "__rebase_"
 DEFAULT_GRACE = timedelta(hours=1)
-_RETRIES = 4
 _FOREVER_MS = 2**63 - 1
 
 
@@ -382,16 +380,11 @@ def _age_ms(tbl: Table, name: str, created: datetime | None) -> int:
 
 def _remove_branch(lh: Lakehouse, table: TableId, name: str, head: int) -> bool:
     """Remove ``name`` if it is still at ``head``; False when it moved or went (then it is not stale)."""
-    for attempt in range(_RETRIES):
-        tbl = lh.table(table)
-        if cat.ref_snapshot_id(tbl, name) != head:
-            return False
-        try:
-            tbl.manage_snapshots().remove_branch(name).commit()
-            return True
-        except CommitFailedException:
-            time.sleep(0.05 * (attempt + 1))  # another change to the table: look again
-    return False
+    try:
+        return remove_branch(lh, table, name, head=head)
+    except CommitConflictError as exc:  # every attempt lost a race with other changes: try on the next run
+        log.warning("gc could not remove branch %s of %s: %s", name, table, exc)
+        return False
 
 
 def collect_garbage(

@@ -30,6 +30,7 @@ from wap_core.audit import AuditResult, audit_branch
 from wap_core.checks import Suite, observed_metrics, suite_for
 from wap_core.exceptions import (
     BranchBusyError,
+    CommitConflictError,
     NotFoundError,
     SchemaMismatchError,
     SourceError,
@@ -41,6 +42,7 @@ from wap_core.identifiers import TableId, validate_branch
 from wap_core.journal import Intent
 from wap_core.paths import SourcePolicy, allowed_roots, confine, expand_confined
 from wap_core.reconcile import INTENT_PROPERTY, acting
+from wap_core.refs import is_commit_state_unknown, remove_branch_quietly, with_commit_retry
 from wap_core.samples import sample_json
 from wap_core.states import Action, Outcome
 
@@ -488,11 +490,12 @@ def read_source(
         mapping = _match_columns(table, source_cols, target)
         return _prepare(table, raw, target, mapping, _json_locator(files)), target
     # parquet: every file must share one schema (read from footers, no data)
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
         schemas = [pq.read_schema(f) for f in files]
-    except Exception as exc:
+    except (OSError, ValueError, pa.ArrowException) as exc:
         raise SourceError(f"cannot read Parquet footer: {exc}") from exc
     for f, s in zip(files[1:], schemas[1:], strict=False):
         if s.names != schemas[0].names:
@@ -527,16 +530,6 @@ def default_branch_name(existing: set[str]) -> str:
     return name
 
 
-def remove_branch_quietly(lh: Lakehouse, table: TableId, branch: str) -> None:
-    """Remove a branch if it exists, ignoring any error (best-effort cleanup after another error)."""
-    try:
-        tbl = lh.table(table)
-        if branch in tbl.metadata.refs:
-            tbl.manage_snapshots().remove_branch(branch).commit()
-    except Exception:  # noqa: BLE001 - best-effort cleanup after another error
-        pass
-
-
 def _write(
     lh: Lakehouse, df: DataFrame, name: str, props: dict[str, str], suite: Suite
 ) -> dict[str, Any] | None:
@@ -558,32 +551,29 @@ def _write(
     observation = Observation(f"wap_{uuid.uuid4().hex}")
     try:
         observed = df.observe(observation, *observed_metrics(suite))
-    except Exception:  # noqa: BLE001 - analysis error in a check: no observation
+    except Exception as exc:  # noqa: BLE001 - analysis error in a check: write without observing (documented)
+        log.warning("the checks cannot be observed while writing (%s); the audit evaluates them", _first(exc))
         append(df)
         return None
     try:
         append(observed)
+    except CommitConflictError:
+        raise
     except Exception as exc:
-        if "CommitFailedException" in str(exc) or "CommitStateUnknown" in str(exc):
+        if is_commit_state_unknown(exc):
             raise
-        append(df)  # nothing was committed; a check failed at run time: write without it
+        # nothing was committed; a check failed at run time: write without it (the audit isolates it)
+        log.warning(
+            "observing the checks failed while writing (%s); writing the batch without them", _first(exc)
+        )
+        append(df)
         return None
     return dict(observation.get)
 
 
-def with_commit_retry(fn: Callable[[], None], attempts: int = 5) -> None:
-    """Retry a Spark commit that lost an optimistic-concurrency race (nothing was committed)."""
-    delay = 0.2
-    for i in range(attempts):
-        try:
-            fn()
-            return
-        except Exception as exc:
-            text = str(exc)
-            if i == attempts - 1 or not ("CommitFailedException" in text or "Cannot commit" in text):
-                raise
-            time.sleep(delay)
-            delay *= 2
+def _first(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    return (lines[0] if lines else type(exc).__name__)[:300]
 
 
 CONTENT_HASH_PROPERTY = "wap.content-hash"

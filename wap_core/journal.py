@@ -3,8 +3,9 @@
 Tables next to Iceberg's own (``iceberg_tables``): ``wap_journal`` (every ingest, audit,
 publish, rebase, discard and refusal: the outcomes), ``wap_intents`` (every ref move
 announced before its Iceberg commit), ``wap_audits`` (each audit's full result, keyed by the
-audited snapshot) and the profile caches. Any SQL client can read them. Their schema is
-versioned with Alembic (:mod:`wap_core.migrate`); ``Journal()`` upgrades it.
+audited snapshot) and the profile caches (read and written by :mod:`wap_core.profiles_store`).
+Any SQL client can read them. Their schema is versioned with Alembic (:mod:`wap_core.migrate`);
+``Journal()`` upgrades it.
 
 Intent and outcome
 ------------------
@@ -145,6 +146,8 @@ audits_table = Table(
     Column("result", Text, nullable=False),
 )
 
+# ----------------------------------------------------------------------------- profile cache tables
+# (wap_core.profiles_store reads and writes them)
 profiles_table = Table(
     "wap_profiles",
     _meta,
@@ -513,55 +516,6 @@ class Journal:
         with self.engine.connect() as conn:
             rows = conn.execute(q).all()
         return {(r[0], r[1]): _aware(r[2]) for r in rows if r[2] is not None}
-
-    def load_profile(self, table: str, snapshot_id: int) -> dict[str, Any] | None:
-        """The stored profile of ``table`` at a main snapshot, or None."""
-        q = select(profiles_table.c.profile).where(
-            and_(profiles_table.c.table_name == table, profiles_table.c.snapshot_id == snapshot_id)
-        )
-        with self.engine.connect() as conn:
-            row = conn.execute(q).first()
-        return json.loads(row[0]) if row is not None else None
-
-    def save_profile(self, table: str, snapshot_id: int, profile: dict[str, Any]) -> None:
-        """Cache a column profile of an immutable snapshot (first writer wins)."""
-        try:
-            with self.engine.begin() as conn:
-                conn.execute(
-                    insert(profiles_table).values(
-                        table_name=table,
-                        snapshot_id=snapshot_id,
-                        at=utcnow(),
-                        profile=json.dumps(profile, default=str),
-                    )
-                )
-        except IntegrityError:
-            pass
-
-    def save_batch_profile(self, table: str, fork: int, head: int, profile: dict[str, Any]) -> None:
-        """Cache the profile of the rows a pure-append branch added in (fork, head]."""
-        try:
-            with self.engine.begin() as conn:
-                conn.execute(
-                    insert(batch_profiles_table).values(
-                        table_name=table,
-                        head_snapshot_id=head,
-                        fork_snapshot_id=fork,
-                        at=utcnow(),
-                        profile=json.dumps(profile, default=str),
-                    )
-                )
-        except IntegrityError:
-            pass
-
-    def load_batch_profile(self, table: str, head: int) -> tuple[int, dict[str, Any]] | None:
-        """The stored batch profile of a branch head and its fork snapshot, or None."""
-        q = select(batch_profiles_table.c.fork_snapshot_id, batch_profiles_table.c.profile).where(
-            and_(batch_profiles_table.c.table_name == table, batch_profiles_table.c.head_snapshot_id == head)
-        )
-        with self.engine.connect() as conn:
-            row = conn.execute(q).first()
-        return (int(row[0]), json.loads(row[1])) if row is not None else None
 
     def audit_record(self, table: str | None = None, limit: int = 200) -> list[StoredAudit]:
         """Recent audits (newest first), for pass/fail records and charts."""

@@ -40,7 +40,7 @@ from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from wap_core import catalog as cat
-from wap_core.audit import batch_frame
+from wap_core.batch import batch_frame
 from wap_core.diff import compare_columns
 from wap_core.exceptions import ValidationError
 from wap_core.identifiers import TableId, quote_column
@@ -256,12 +256,7 @@ def _count_files(tbl: Table, snapshot_id: int, row_filter: Any = None) -> int:
 
 
 def _schema_of(tbl: Table, snapshot_id: int | None) -> dict[str, str]:
-    schemas = {s.schema_id: s for s in tbl.metadata.schemas}
-    snap = tbl.metadata.snapshot_by_id(snapshot_id) if snapshot_id is not None else None
-    sid = (
-        snap.schema_id if snap is not None and snap.schema_id is not None else tbl.metadata.current_schema_id
-    )
-    return {f.name: str(f.field_type) for f in schemas[sid].fields}
+    return {f.name: str(f.field_type) for f in cat.schema_at(tbl, snapshot_id).fields}
 
 
 def _total_records(tbl: Table, snapshot_id: int | None) -> int:

@@ -18,6 +18,7 @@ from wap_core import catalog as cat
 from wap_core.config import Settings
 from wap_core.identifiers import MAIN, TableId
 from wap_core.journal import Journal, JournalEntry
+from wap_core.profiles_store import ProfileStore
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -47,6 +48,11 @@ class Lakehouse:
         journal = Journal(self.catalog.engine)
         journal.on_read = self.reconcile  # every history read sees crashed actions resolved
         return journal
+
+    @cached_property
+    def profiles(self) -> ProfileStore:
+        """The profile cache, in the journal's database (its tables exist once the journal is open)."""
+        return ProfileStore(self.journal.engine)
 
     @property
     def spark(self) -> SparkSession:

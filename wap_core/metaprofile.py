@@ -34,8 +34,9 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from wap_core.checks import jsonable
+from wap_core import catalog as cat
 from wap_core.identifiers import TableId
+from wap_core.values import jsonable
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -289,8 +290,7 @@ def metadata_profile(
     snap = tbl.metadata.snapshot_by_id(snapshot_id)
     if snap is None:
         return None, f"snapshot {snapshot_id} not in the table's metadata"
-    schema = tbl.metadata.schema_by_id(snap.schema_id) if snap.schema_id is not None else None
-    schema = schema or tbl.schema()
+    schema = cat.schema_at(tbl, snapshot_id)
     tasks = list(tbl.scan(snapshot_id=snapshot_id).plan_files())
     deletes = {d.file_path for t in tasks for d in t.delete_files}
     if deletes:

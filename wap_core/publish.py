@@ -9,24 +9,37 @@ nothing is half-applied and no write is lost. No data file is written.
 
 from __future__ import annotations
 
-import time
 import uuid
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import Table
 
 from wap_core import catalog as cat
 from wap_core import notify
 from wap_core.access import Permission, authorize
-from wap_core.audit import batch_frame, latest_audit
-from wap_core.exceptions import BranchBusyError, ConflictError, NotFoundError, RefusedError, ValidationError
+from wap_core.audit import latest_audit
+from wap_core.batch import batch_frame
+from wap_core.exceptions import (
+    BranchBusyError,
+    CommitConflictError,
+    ConflictError,
+    NotFoundError,
+    RefusedError,
+    ValidationError,
+)
 from wap_core.faults import fault_point
 from wap_core.identifiers import MAIN, TableId, validate_branch
-from wap_core.ingest import remove_branch_quietly, with_commit_retry
 from wap_core.journal import Intent
-from wap_core.reconcile import INTENT_PROPERTY, acting, remove_branches, temp_branch_name, temp_branches_of
+from wap_core.reconcile import INTENT_PROPERTY, acting, temp_branch_name, temp_branches_of
+from wap_core.refs import (
+    commit_conflicts,
+    commit_with_retry,
+    remove_branch,
+    remove_branch_quietly,
+    remove_branches,
+    with_commit_retry,
+)
 from wap_core.review import ReviewStatus, review_state, second_admin_approval
 from wap_core.samples import load_sample, sample_json
 from wap_core.states import Action, BranchStatus, Outcome, branch_status
@@ -34,7 +47,6 @@ from wap_core.states import Action, BranchStatus, Outcome, branch_status
 if TYPE_CHECKING:
     from wap_core.lakehouse import Lakehouse
 
-_RETRIES = 4
 _LINEAGE_SCAN = 1000  # newest main snapshots searched for a published branch
 
 
@@ -302,43 +314,40 @@ def publish(
     )
     with acting(lh, intent):
         fault_point("after_publish_intent")
-        for attempt in range(_RETRIES):
-            main_ref = tbl.metadata.refs.get(MAIN)
-            try:
-                (
-                    tbl.manage_snapshots()
-                    .create_branch(
-                        head,
-                        MAIN,
-                        max_ref_age_ms=main_ref.max_ref_age_ms if main_ref else None,
-                        max_snapshot_age_ms=main_ref.max_snapshot_age_ms if main_ref else None,
-                        min_snapshots_to_keep=main_ref.min_snapshots_to_keep if main_ref else None,
-                    )
-                    .remove_branch(branch)
-                    .commit()
+
+        def move_main(t: Table) -> None:
+            main_ref = t.metadata.refs.get(MAIN)
+            (
+                t.manage_snapshots()
+                .create_branch(
+                    head,
+                    MAIN,
+                    max_ref_age_ms=main_ref.max_ref_age_ms if main_ref else None,
+                    max_snapshot_age_ms=main_ref.max_snapshot_age_ms if main_ref else None,
+                    min_snapshots_to_keep=main_ref.min_snapshots_to_keep if main_ref else None,
                 )
-                break
-            except CommitFailedException as exc:
-                tbl = lh.table(table)
-                if cat.ref_snapshot_id(tbl, MAIN) == head:
-                    lh.journal.resolve_intent(
-                        intent,
-                        outcome=Outcome.ABANDONED,
-                        done=False,
-                        details={"why": "main already reached the branch head by another commit"},
-                    )
-                    return PublishResult(str(table), branch, "already_published", main_before, head)
-                unrelated = (
-                    cat.ref_snapshot_id(tbl, MAIN) == main_before and cat.ref_snapshot_id(tbl, branch) == head
+                .remove_branch(branch)
+                .commit()
+            )
+
+        def unrelated(t: Table) -> bool:  # another branch of the table committed: retry on fresh metadata
+            return cat.ref_snapshot_id(t, MAIN) == main_before and cat.ref_snapshot_id(t, branch) == head
+
+        try:
+            commit_with_retry(lh, table, move_main, retry_if=unrelated, tbl=tbl)
+        except CommitConflictError as exc:
+            if cat.ref_snapshot_id(lh.table(table), MAIN) == head:
+                lh.journal.resolve_intent(
+                    intent,
+                    outcome=Outcome.ABANDONED,
+                    done=False,
+                    details={"why": "main already reached the branch head by another commit"},
                 )
-                if not unrelated or attempt == _RETRIES - 1:
-                    # main or the branch changed under us: nothing was published, nothing is lost (journaled as refused)
-                    raise ConflictError(
-                        f"publish of {table} {branch} lost a race: main or the branch changed during publish; nothing was published ({exc})"
-                    ) from exc
-                time.sleep(
-                    0.05 * (attempt + 1)
-                )  # another branch of the table committed: retry on fresh metadata
+                return PublishResult(str(table), branch, "already_published", main_before, head)
+            # main or the branch changed under us: nothing was published, nothing is lost (journaled as refused)
+            raise ConflictError(
+                f"publish of {table} {branch} lost a race: main or the branch changed during publish; nothing was published ({exc})"
+            ) from exc
         fault_point("after_publish_commit")
         lh.journal.resolve_intent(
             intent, outcome=Outcome.FORCED if forced else Outcome.PUBLISHED, done=True, snapshot_after=head
@@ -369,17 +378,16 @@ def discard(
     intent = _begin(lh, user, table, branch, Action.DISCARD, head, reason=reason)
     with acting(lh, intent):
         fault_point("after_discard_intent")
-        for attempt in range(_RETRIES):
-            try:
-                tbl.manage_snapshots().remove_branch(branch).commit()
-                break
-            except CommitFailedException as exc:
-                tbl = lh.table(table)
-                if cat.ref_snapshot_id(tbl, branch) != head or attempt == _RETRIES - 1:
-                    raise ConflictError(
-                        f"discard of {table} {branch} lost a race with another change; nothing was discarded ({exc})"
-                    ) from exc
-                time.sleep(0.05 * (attempt + 1))
+        try:
+            removed = remove_branch(lh, table, branch, head=head, tbl=tbl)
+        except CommitConflictError as exc:
+            removed, why = False, f" ({exc})"
+        else:
+            why = " (the branch moved or went)"
+        if not removed:
+            raise ConflictError(
+                f"discard of {table} {branch} lost a race with another change; nothing was discarded{why}"
+            )
         fault_point("after_discard_commit")
         lh.journal.resolve_intent(intent, outcome=Outcome.DISCARDED, done=True)
     notify.emit(
@@ -452,7 +460,8 @@ def rebase(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = Non
         if leftovers:
             remove_branches(lh, str(table), leftovers)
             tbl = lh.table(table)
-        tbl.manage_snapshots().create_branch(main_head, tmp).commit()
+        with commit_conflicts():
+            tbl.manage_snapshots().create_branch(main_head, tmp).commit()
         fault_point("after_rebase_temp_branch")
         try:
             batch = batch_frame(lh, table, lin)
@@ -467,8 +476,9 @@ def rebase(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = Non
                     f"branch {branch} of {table} changed during the rebase; nothing was changed"
                 )
             new_head = now.metadata.refs[tmp].snapshot_id
-            now.manage_snapshots().create_branch(new_head, branch).remove_branch(tmp).commit()
-        except CommitFailedException as exc:
+            with commit_conflicts():
+                now.manage_snapshots().create_branch(new_head, branch).remove_branch(tmp).commit()
+        except CommitConflictError as exc:
             remove_branch_quietly(lh, table, tmp)
             raise ConflictError(
                 f"rebase of {table} {branch} lost a race with another change; the branch is unchanged ({exc})"

@@ -37,13 +37,11 @@ An abandoned rebase's temporary branch is removed. Two reconcilers never both re
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import Table
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -59,6 +57,7 @@ from wap_core.journal import (
     owner_alive,
     process_owner,
 )
+from wap_core.refs import remove_branches
 from wap_core.states import Action, Outcome
 
 if TYPE_CHECKING:
@@ -208,27 +207,6 @@ def _load(lh: Lakehouse, table: str) -> Table | None:
         return cat.load_table(lh.catalog, TableId.parse(table))
     except (NotFoundError, ValidationError):
         return None
-
-
-def remove_branches(lh: Lakehouse, table: str, names: tuple[str, ...] | list[str], attempts: int = 4) -> None:
-    """Remove these branches where they still exist (one commit; retried on a commit race)."""
-    for attempt in range(attempts):
-        tbl = _load(lh, table)
-        present = [n for n in names if tbl is not None and n in tbl.metadata.refs]
-        if tbl is None or not present:
-            return
-        ms = tbl.manage_snapshots()
-        for n in present:
-            ms = ms.remove_branch(n)
-        try:
-            ms.commit()
-            log.info("removed leftover branch(es) %s of %s", ", ".join(present), table)
-            return
-        except CommitFailedException as exc:
-            if attempt == attempts - 1:
-                log.warning("could not remove branch(es) %s of %s: %s", ", ".join(present), table, exc)
-                return
-            time.sleep(0.05 * (attempt + 1))
 
 
 def _gone(intent: Intent) -> bool:

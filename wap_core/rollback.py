@@ -17,18 +17,26 @@ import logging
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pyiceberg.exceptions import CommitFailedException
-
 from wap_core import catalog as cat
 from wap_core.access import Permission, authorize
-from wap_core.exceptions import BranchBusyError, ConflictError, NotFoundError, RefusedError, ValidationError
+from wap_core.exceptions import (
+    BranchBusyError,
+    CommitConflictError,
+    ConflictError,
+    NotFoundError,
+    RefusedError,
+    ValidationError,
+)
 from wap_core.faults import fault_point
 from wap_core.identifiers import MAIN, TableId, validate_branch
 from wap_core.journal import Intent
 from wap_core.reconcile import acting
+from wap_core.refs import commit_with_retry
 from wap_core.states import Action, Outcome
 
 if TYPE_CHECKING:
+    from pyiceberg.table import Table
+
     from wap_core.lakehouse import Lakehouse
 
 log = logging.getLogger(__name__)
@@ -202,10 +210,11 @@ def rollback(
     )
     with acting(lh, intent):
         fault_point("after_rollback_intent")
-        main_ref = tbl.metadata.refs[MAIN]
-        try:
+
+        def move_main(t: Table) -> None:
+            main_ref = t.metadata.refs[MAIN]
             (
-                tbl.manage_snapshots()
+                t.manage_snapshots()
                 .create_branch(
                     to_snapshot,
                     MAIN,
@@ -215,7 +224,13 @@ def rollback(
                 )
                 .commit()
             )
-        except CommitFailedException as exc:
+
+        def main_unmoved(t: Table) -> bool:  # another branch of the table committed: retry on fresh metadata
+            return cat.ref_snapshot_id(t, MAIN) == main_before
+
+        try:
+            commit_with_retry(lh, table, move_main, retry_if=main_unmoved, tbl=tbl)
+        except CommitConflictError as exc:
             # main moved since the read (a publish or another rollback landed): nothing was rolled back
             raise ConflictError(
                 f"rollback of {table} lost a race: main changed during the rollback; nothing was rolled back ({exc})"
@@ -325,9 +340,13 @@ def reopen(
         details={"snapshot_id": snapshot_id},
     )
     with acting(lh, intent):
+
+        def create(t: Table) -> None:
+            t.manage_snapshots().create_branch(snapshot_id, name).commit()
+
         try:
-            tbl.manage_snapshots().create_branch(snapshot_id, name).commit()
-        except CommitFailedException as exc:
+            commit_with_retry(lh, table, create, retry_if=lambda t: name not in t.metadata.refs, tbl=tbl)
+        except CommitConflictError as exc:
             raise ConflictError(
                 f"reopen of {snapshot_id} as {table} {name} lost a race with another change ({exc})"
             ) from exc

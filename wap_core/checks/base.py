@@ -17,7 +17,6 @@ fingerprint), so a change of a threshold is judged again without any Spark job.
 from __future__ import annotations
 
 import datetime as _dt
-import decimal
 import hashlib
 import json
 import math
@@ -26,6 +25,7 @@ from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from wap_core import values
 from wap_core.identifiers import TableId
 from wap_core.states import CheckStatus, overall_status
 
@@ -105,22 +105,7 @@ class MainContext:
 
 # --------------------------------------------------------------------------- values
 
-
-def jsonable(value: Any) -> Any:
-    """A value Spark returned, as JSON can hold it (dates as ISO text, decimals as floats)."""
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return value if not math.isnan(value) and value not in (float("inf"), float("-inf")) else str(value)
-    if isinstance(value, decimal.Decimal):
-        return float(value)
-    if isinstance(value, (_dt.date, _dt.datetime)):
-        return value.isoformat()
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    return str(value)
+jsonable = values.jsonable  # its home is wap_core.values; the check modules import it from here
 
 
 def sql_literal(value: Any) -> str:

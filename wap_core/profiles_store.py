@@ -1,0 +1,76 @@
+"""The profile cache, beside the journal in the catalog's database.
+
+Column profiles of immutable snapshots (``wap_profiles``: main at a snapshot) and of published-or-
+reviewed batches (``wap_batch_profiles``: the rows a pure-append branch added in (fork, head]), so a
+diff reuses main's profile instead of scanning main again, and merges a batch into it. The tables
+are defined with the journal's (:mod:`wap_core.journal`, versioned by its Alembic migrations); only
+this module reads and writes profiles (the anomaly history reads ``wap_batch_profiles`` in
+:mod:`wap_core.checks.store`). Entries never go stale: snapshots are immutable, first writer wins.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from sqlalchemy import Engine, and_, insert, select
+from sqlalchemy.exc import IntegrityError
+
+from wap_core.journal import batch_profiles_table, profiles_table, utcnow
+
+log = logging.getLogger(__name__)
+
+
+class ProfileStore:
+    """Read and write the cached profiles (``Lakehouse.profiles``)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def load_profile(self, table: str, snapshot_id: int) -> dict[str, Any] | None:
+        q = select(profiles_table.c.profile).where(
+            and_(profiles_table.c.table_name == table, profiles_table.c.snapshot_id == snapshot_id)
+        )
+        with self.engine.connect() as conn:
+            row = conn.execute(q).first()
+        return json.loads(row[0]) if row is not None else None
+
+    def save_profile(self, table: str, snapshot_id: int, profile: dict[str, Any]) -> None:
+        """Cache a column profile of an immutable snapshot (first writer wins)."""
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(
+                    insert(profiles_table).values(
+                        table_name=table,
+                        snapshot_id=snapshot_id,
+                        at=utcnow(),
+                        profile=json.dumps(profile, default=str),
+                    )
+                )
+        except IntegrityError:
+            log.debug("profile of %s at %d already cached", table, snapshot_id)
+
+    def save_batch_profile(self, table: str, fork: int, head: int, profile: dict[str, Any]) -> None:
+        """Cache the profile of the rows a pure-append branch added in (fork, head] (first writer wins)."""
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(
+                    insert(batch_profiles_table).values(
+                        table_name=table,
+                        head_snapshot_id=head,
+                        fork_snapshot_id=fork,
+                        at=utcnow(),
+                        profile=json.dumps(profile, default=str),
+                    )
+                )
+        except IntegrityError:
+            log.debug("batch profile of %s at %d already cached", table, head)
+
+    def load_batch_profile(self, table: str, head: int) -> tuple[int, dict[str, Any]] | None:
+        q = select(batch_profiles_table.c.fork_snapshot_id, batch_profiles_table.c.profile).where(
+            and_(batch_profiles_table.c.table_name == table, batch_profiles_table.c.head_snapshot_id == head)
+        )
+        with self.engine.connect() as conn:
+            row = conn.execute(q).first()
+        return (int(row[0]), json.loads(row[1])) if row is not None else None

@@ -29,6 +29,7 @@ class ProfileStore:
         self.engine = engine
 
     def load_profile(self, table: str, snapshot_id: int) -> dict[str, Any] | None:
+        """The stored profile of ``table`` at a main snapshot, or None."""
         q = select(profiles_table.c.profile).where(
             and_(profiles_table.c.table_name == table, profiles_table.c.snapshot_id == snapshot_id)
         )
@@ -68,6 +69,7 @@ class ProfileStore:
             log.debug("batch profile of %s at %d already cached", table, head)
 
     def load_batch_profile(self, table: str, head: int) -> tuple[int, dict[str, Any]] | None:
+        """The stored batch profile of a branch head and its fork snapshot, or None."""
         q = select(batch_profiles_table.c.fork_snapshot_id, batch_profiles_table.c.profile).where(
             and_(batch_profiles_table.c.table_name == table, batch_profiles_table.c.head_snapshot_id == head)
         )

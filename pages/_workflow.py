@@ -42,7 +42,7 @@ def text_form(
     placeholder: str | None = None,
     cancel: Callable[[], None] | None = None,
 ) -> str | None:
-    """The body of every dialog that takes text: one form, one text box, the submit button (and Cancel).
+    """The body of every dialog that takes text: one form (a text box and its submit button), then Cancel.
 
     One submit carries the text and the click: Enter in the box submits, and so do Tab then Enter on
     the focused button, or a click. ``required`` (the message shown when the text is empty) makes the
@@ -52,14 +52,11 @@ def text_form(
     """
     with st.form(f"{key}_form", border=False):  # enter_to_submit: Enter in the box submits the form
         text = st.text_input(label, key=key, required=required is not None, placeholder=placeholder)
-        if cancel is None:
-            submitted = st.form_submit_button(submit, type="primary")
-        else:
-            ok_col, cancel_col = st.columns(2)
-            submitted = ok_col.form_submit_button(submit, type="primary", width="stretch")
-            if cancel_col.form_submit_button("Cancel", width="stretch"):
-                cancel()
-                st.rerun()
+        submitted = st.form_submit_button(submit, type="primary", width="stretch")
+    # Cancel is no submit button of the form: a required box would block it, and Cancel sends no text.
+    if cancel is not None and st.button("Cancel", key=f"{key}_cancel", width="stretch"):
+        cancel()
+        st.rerun()
     if not submitted:
         return None
     text = (text or "").strip()

@@ -348,6 +348,8 @@ def test_publish_with_tab_and_enter_duplicate_upload_discard_with_tab(
             page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(
                 str(demo_settings.home / "demo_sources" / "flights_2013_02_w1.csv")
             )
+            page.get_by_test_id("stSelectbox").first.click()
+            page.get_by_role("option", name="demo.flights").click()
             page.get_by_label("Branch name (optional)").fill("w1_third")
             page.get_by_role("button", name="Ingest and audit").click()
             expect(page.get_by_text("This file was already ingested into demo.flights")).to_be_visible()

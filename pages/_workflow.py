@@ -6,6 +6,7 @@ text (users, comments, reasons, branch names) goes through ``ui.md`` before any 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -30,6 +31,39 @@ def _done(message: str) -> None:
     ui.writes_done()
     ui.flash("success", message)
     st.rerun()
+
+
+def text_form(
+    key: str,
+    label: str,
+    *,
+    submit: str,
+    required: str | None = None,
+    placeholder: str | None = None,
+    cancel: Callable[[], None] | None = None,
+) -> str | None:
+    """The body of every dialog that takes text: one form (a text box and its submit button), then Cancel.
+
+    One submit carries the text and the click: Enter in the box submits, and so do Tab then Enter on
+    the focused button, or a click. ``required`` (the message shown when the text is empty) makes the
+    box required: the browser refuses to submit the form and marks the box until a text is given, and
+    the server checks again (the browser's check can be bypassed). Returns the stripped text once the
+    form is submitted with an acceptable text, else None. The box's widget key is ``key``.
+    """
+    with st.form(f"{key}_form", border=False):  # enter_to_submit: Enter in the box submits the form
+        text = st.text_input(label, key=key, required=required is not None, placeholder=placeholder)
+        submitted = st.form_submit_button(submit, type="primary", width="stretch")
+    # Cancel is no submit button of the form: a required box would block it, and Cancel sends no text.
+    if cancel is not None and st.button("Cancel", key=f"{key}_cancel", width="stretch"):
+        cancel()
+        st.rerun()
+    if not submitted:
+        return None
+    text = (text or "").strip()
+    if required is not None and not text:
+        st.error(required)
+        return None
+    return text
 
 
 # --------------------------------------------------------------------------- Review page
@@ -122,10 +156,8 @@ def _approve_dialog(lh: Lakehouse, user: str, tid: TableId, branch: str, head: i
         f"Approve snapshot {head} of {ui.md(tid, code=True)} · {ui.md(branch, code=True)} as {ui.md(user)}. "
         "A later commit or a rebase dismisses this approval."
     )
-    with st.form("wf_approve_form", border=False):
-        comment = st.text_input("Comment (optional)", key="wf_approve_comment")
-        submitted = st.form_submit_button("Approve", type="primary")
-    if submitted:
+    comment = text_form("wf_approve_comment", "Comment (optional)", submit="Approve", cancel=_close)
+    if comment is not None:
         try:
             rs = rw.approve(lh, tid, branch, comment=comment or None, user=user)
         except WapError as exc:
@@ -140,13 +172,14 @@ def _changes_dialog(lh: Lakehouse, user: str, tid: TableId, branch: str, head: i
         f"Request changes on snapshot {head} of {ui.md(tid, code=True)} · {ui.md(branch, code=True)}: publish is blocked "
         "until you approve a head."
     )
-    with st.form("wf_changes_form", border=False):
-        comment = st.text_input("What must change (required)", key="wf_changes_comment")
-        submitted = st.form_submit_button("Request changes", type="primary")
-    if submitted:
-        if not comment.strip():
-            st.error("Say what must change.")
-            return
+    comment = text_form(
+        "wf_changes_comment",
+        "What must change",
+        submit="Request changes",
+        required="Say what must change.",
+        cancel=_close,
+    )
+    if comment is not None:
         try:
             rw.request_changes(lh, tid, branch, comment=comment, user=user)
         except WapError as exc:
@@ -276,13 +309,14 @@ def _rollback_dialog(lh: Lakehouse, user: str, tid: TableId, to: int, head: int 
     st.warning(
         f"Move main of {ui.md(tid, code=True)} back to snapshot {to}. Metadata only; the later batches can be reopened as branches."
     )
-    with st.form("wf_rollback_form", border=False):
-        reason = st.text_input("Reason (required)", key="wf_rollback_reason")
-        submitted = st.form_submit_button("Roll back", type="primary")
-    if submitted:
-        if not reason.strip():
-            st.error("A rollback needs a reason: it is recorded in the journal.")
-            return
+    reason = text_form(
+        "wf_rollback_reason",
+        "Reason",
+        submit="Roll back",
+        required="A rollback needs a reason: it is recorded in the journal.",
+        cancel=_close,
+    )
+    if reason is not None:
         try:
             res = rollback(lh, tid, to, reason=reason, user=user, expected_main=head)
         except WapError as exc:

@@ -26,23 +26,37 @@ may_ingest = ui.may(lh, user, Permission.INGEST)
 if not may_ingest.allowed:
     st.caption(f":material/lock: {ui.md(may_ingest.message)}")
 
+# The source kind and the table rerun the page when changed, so the form shows only the fields they need.
+source_kind = st.radio("Source", ["Upload a file", "Server-side path"], horizontal=True, key="ingest_source")
+tables = ui.table_names()
+choice = st.selectbox(
+    "Table", [*tables, NEW], key="ingest_table", help="An existing table, or the last entry to create one"
+)
 with st.form("ingest"):
-    source_kind = st.radio("Source", ["Upload a file", "Server-side path"], horizontal=True)
-    upload = st.file_uploader(
-        "File (CSV, Parquet or JSON)", type=["csv", "parquet", "pq", "json", "jsonl", "ndjson"]
-    )
-    server_path = st.text_input(
-        "Server-side path (file or glob)",
-        placeholder="/data/incoming/flights_2013_03.csv",
-        help="Only under the allowed ingest roots (WAP_INGEST_ROOTS)",
-    )
-    st.caption(f"Server-side paths must lie under: {ui.md(describe_roots(lh.settings))}")
-    c1, c2 = st.columns(2)
-    choice = c1.selectbox("Table", [NEW, *ui.table_names()])
-    new_table = c2.text_input("New table name (namespace.table)", placeholder="demo.flights")
+    upload = None
+    server_path = ""
+    if source_kind == "Upload a file":
+        upload = st.file_uploader(
+            "File (CSV, Parquet or JSON)", type=["csv", "parquet", "pq", "json", "jsonl", "ndjson"]
+        )
+    else:
+        server_path = st.text_input(
+            "Server-side path (file or glob)",
+            placeholder="/data/incoming/flights_2013_03.csv",
+            help="Only under the allowed ingest roots (WAP_INGEST_ROOTS)",
+            key="ingest_path",
+        )
+        st.caption(f"Server-side paths must lie under: {ui.md(describe_roots(lh.settings))}")
+    new_table = ""
+    if choice == NEW:
+        new_table = st.text_input(
+            "New table name (namespace.table)", placeholder="demo.flights", key="ingest_new_table"
+        )
     c3, c4 = st.columns(2)
-    branch_in = c3.text_input("Branch name (optional)", placeholder="generated when empty")
-    fmt = c4.selectbox("Format", ["auto", "csv", "parquet", "json"])
+    branch_in = c3.text_input(
+        "Branch name (optional)", placeholder="generated when empty", key="ingest_branch"
+    )
+    fmt = c4.selectbox("Format", ["auto", "csv", "parquet", "json"], key="ingest_format")
     submitted = st.form_submit_button(
         "Ingest and audit",
         type="primary",

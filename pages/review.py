@@ -211,43 +211,26 @@ def _act(action: Callable[[], Any], message: Callable[[Any], str]) -> None:
     st.rerun()
 
 
-def _confirm_or_cancel() -> bool:
-    """The form's two submit buttons: True when Confirm was pressed; Cancel closes the dialog.
-
-    Inside ``st.form`` the typed text travels with the click (one submit): Tab or a click outside the
-    box no longer reruns the dialog and loses the text, and a refused submit keeps what was typed.
-    """
-    confirm_col, cancel_col = st.columns(2)
-    confirm = confirm_col.form_submit_button("Confirm", type="primary", width="stretch")
-    if cancel_col.form_submit_button("Cancel", width="stretch"):
-        _close()
-        st.rerun()
-    return confirm
-
-
 @st.dialog("Publish to main", on_dismiss=_close)
 def publish_dialog(force: bool) -> None:
-    # enter_to_submit=False: Enter commits the text (no rerun, nothing lost); Confirm submits it.
-    with st.form("publish_form", border=False, enter_to_submit=False):
-        if force:
-            st.warning(f"Force publish {ui.md(tid)} · {ui.md(branch)}: {ui.md(ready.message)}")
-            reason = st.text_area(
-                "Reason (required)",
-                key="force_reason",
-                placeholder="Why is publishing despite the audit acceptable?",
-            )
-        else:
-            st.write(
-                f"Fast-forward **main** of {ui.md(tid, code=True)} to branch {ui.md(branch, code=True)} ({meta.rows_added:,} rows added)."
-            )
-            reason = st.text_input("Note (optional)", key="publish_note")
-        confirm = _confirm_or_cancel()
-    if confirm:
-        if force and not reason.strip():
-            st.error("A forced publish needs a reason.")
-            return
+    if force:
+        st.warning(f"Force publish {ui.md(tid)} · {ui.md(branch)}: {ui.md(ready.message)}")
+        reason = wf.text_form(
+            "force_reason",
+            "Reason",
+            submit="Confirm",
+            required="A forced publish needs a reason.",
+            placeholder="Why is publishing despite the audit acceptable?",
+            cancel=_close,
+        )
+    else:
+        st.write(
+            f"Fast-forward **main** of {ui.md(tid, code=True)} to branch {ui.md(branch, code=True)} ({meta.rows_added:,} rows added)."
+        )
+        reason = wf.text_form("publish_note", "Note (optional)", submit="Confirm", cancel=_close)
+    if reason is not None:
         _act(
-            lambda: publish(lh, tid, branch, force=force, reason=reason.strip() or None, user=user),
+            lambda: publish(lh, tid, branch, force=force, reason=reason or None, user=user),
             lambda res: (
                 f"{'Force-published' if res.forced else 'Published'} {ui.md(tid)} · {ui.md(branch)}: main is now snapshot {ui.id_text(res.main_after)}."
             ),
@@ -256,23 +239,21 @@ def publish_dialog(force: bool) -> None:
 
 @st.dialog("Discard branch", on_dismiss=_close)
 def discard_dialog() -> None:
-    with st.form("discard_form", border=False, enter_to_submit=False):
-        st.write(
-            f"Drop branch {ui.md(branch, code=True)} of {ui.md(tid, code=True)}. Main is not touched; the branch's rows will no longer be published."
-        )
-        reason = st.text_input(
-            "Reason (required)", key="discard_reason", placeholder="e.g. source file was incomplete"
-        )
-        confirm = _confirm_or_cancel()
-    if confirm:
-        if not reason.strip():
-            st.error("Discarding needs a reason: it is recorded in the journal.")
-            return
+    st.write(
+        f"Drop branch {ui.md(branch, code=True)} of {ui.md(tid, code=True)}. Main is not touched; the branch's rows will no longer be published."
+    )
+    reason = wf.text_form(
+        "discard_reason",
+        "Reason",
+        submit="Confirm",
+        required="Discarding needs a reason: it is recorded in the journal.",
+        placeholder="e.g. source file was incomplete",
+        cancel=_close,
+    )
+    if reason is not None:
         _act(
-            lambda: discard(lh, tid, branch, reason=reason.strip(), user=user),
-            lambda _res: (
-                f"Discarded {ui.md(tid)} · {ui.md(branch)} ({ui.md(reason.strip())}). Main is unchanged."
-            ),
+            lambda: discard(lh, tid, branch, reason=reason, user=user),
+            lambda _res: f"Discarded {ui.md(tid)} · {ui.md(branch)} ({ui.md(reason)}). Main is unchanged.",
         )
 
 

@@ -6,6 +6,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
@@ -89,3 +90,39 @@ def running(
             except (ProcessLookupError, subprocess.TimeoutExpired):
                 with suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def console_env(**wap: str) -> dict[str, str]:
+    """This process's environment without any ``WAP_*`` setting, plus ``wap`` (the console's settings)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WAP_")}
+    env.update(PYSPARK_PYTHON=sys.executable, **wap)
+    return env
+
+
+@contextmanager
+def console(env: Mapping[str, str], log: Path, timeout: float = 90) -> Iterator[str]:
+    """The console (``streamlit run app.py``) on a free local port with ``env``; yields its base URL, stops it after."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        "app.py",
+        "--server.headless",
+        "true",
+        "--server.port",
+        str(port),
+        "--server.address",
+        "127.0.0.1",
+        "--browser.gatherUsageStats",
+        "false",
+    ]
+    with running(
+        cmd, cwd=ROOT, env=env, log=log, health=f"{base}/_stcore/health", timeout=timeout, what="streamlit"
+    ):
+        yield base

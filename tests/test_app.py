@@ -266,11 +266,13 @@ def test_review_of_missing_branch_and_bad_link(env: Lakehouse) -> None:
 def test_ingest_server_path_links_to_review(env: Lakehouse) -> None:
     at = _app()
     at.switch_page("pages/ingest.py").run()
-    at.radio[0].set_value("Server-side path")
-    at.text_input[0].input(str(env.settings.home / "src" / "more.csv"))
-    at.selectbox[0].set_value("shop.orders")
-    at.text_input[2].input("more_batch")
-    at.button[0].click().run()
+    assert not [t for t in at.text_input if t.key in ("ingest_path", "ingest_new_table")]  # upload, a table
+    at.radio(key="ingest_source").set_value("Server-side path")
+    at.selectbox(key="ingest_table").set_value("shop.orders")
+    at.run()
+    at.text_input(key="ingest_path").input(str(env.settings.home / "src" / "more.csv"))
+    at.text_input(key="ingest_branch").input("more_batch")
+    _button(at, "Ingest and audit").click().run()
     assert not at.exception, [e.value for e in at.exception]
     assert "Branch **more_batch** of **shop.orders**: 7 rows written" in _texts(at.success)
     assert "more_batch" in _refs(env)

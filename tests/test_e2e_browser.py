@@ -7,13 +7,10 @@ that the branch is gone and main did not move.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
-import signal
-import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import helpers
@@ -28,8 +25,6 @@ FLIGHTS = TableId("demo", "flights")
 BRANCH = "audit_2013_02_w2"
 
 pytestmark = pytest.mark.e2e
-_free_port = helpers.free_port
-_wait_healthy = helpers.wait_healthy
 
 
 @pytest.fixture(scope="module")
@@ -52,54 +47,19 @@ def demo_settings(tmp_path_factory: pytest.TempPathFactory, spark_session: None)
 
 
 @pytest.fixture(scope="module")
-def server(demo_settings: Settings) -> tuple[str, subprocess.Popen[bytes]]:
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WAP_")}
-    env.update(
+def server(demo_settings: Settings) -> Iterator[str]:
+    """The console on the demo lakehouse: its base URL."""
+    env = helpers.console_env(
         WAP_HOME=str(demo_settings.home),
         WAP_CHECKS=str(demo_settings.checks_file),
         WAP_CATALOG_NAME="e2edemo",
         WAP_USER="steward-e2e",
         WAP_SHUFFLE_PARTITIONS="2",
-        PYSPARK_PYTHON=sys.executable,
         WAP_SPARK_EAGER="0",
         WAP_INGEST_ROOTS=str(demo_settings.home / "demo_sources"),
     )
-    log = open(demo_settings.home / "streamlit.log", "wb")  # noqa: SIM115 - closed in the finally below
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            "app.py",
-            "--server.headless",
-            "true",
-            "--server.port",
-            str(port),
-            "--server.address",
-            "127.0.0.1",
-            "--browser.gatherUsageStats",
-            "false",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        base = f"http://127.0.0.1:{port}"
-        _wait_healthy(f"{base}/_stcore/health", proc)
-        yield base, proc
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=20)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-        log.close()
+    with helpers.console(env, demo_settings.home / "streamlit.log") as base:
+        yield base
 
 
 def _shoot(page, name: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -140,6 +100,17 @@ def _metrics(page) -> dict[str, str]:  # type: ignore[no-untyped-def]
     )
 
 
+def _refused_without_reason(dialog) -> None:  # type: ignore[no-untyped-def]
+    """Confirm with an empty required reason: the browser does not submit, marks the box, keeps the dialog."""
+    from playwright.sync_api import expect
+
+    box = dialog.get_by_label("Reason", exact=True)
+    expect(box).to_have_attribute("aria-required", "true")
+    dialog.get_by_role("button", name="Confirm").click()
+    expect(box).to_have_attribute("aria-invalid", "true")
+    expect(dialog).to_be_visible()
+
+
 def _all_snapshot_ids(settings: Settings) -> set[str]:
     lh = Lakehouse(settings)
     return {str(s.snapshot_id) for t in lh.tables() for s in lh.table(t).metadata.snapshots}
@@ -171,12 +142,10 @@ def _cli_keyed(settings: Settings, branch: str, key: str) -> dict[str, int]:
     return json.loads(out.getvalue())["keyed"]["summary"]
 
 
-def test_review_deep_link_discard_in_browser(
-    server: tuple[str, subprocess.Popen[bytes]], demo_settings: Settings, tmp_path: Path
-) -> None:
+def test_review_deep_link_discard_in_browser(server: str, demo_settings: Settings, tmp_path: Path) -> None:
     from playwright.sync_api import expect, sync_playwright
 
-    base, _ = server
+    base = server
     expect.set_options(timeout=120_000)  # Spark starts (~5 s) and diffs (~10 s) on 2 cores
     lh = Lakehouse(demo_settings)
     main_before = lh.table(FLIGHTS).metadata.refs["main"].snapshot_id
@@ -274,15 +243,25 @@ def test_review_deep_link_discard_in_browser(
                 k: f"{cli[k]:,}" for k in ("added", "removed", "changed")
             }
 
+            # Force publish needs a reason: with none, the browser refuses to submit and marks the box.
+            review.get_by_text("Force publish (admins only").click()
+            review.get_by_role("button", name="Force publish").click()
+            dialog = review.get_by_role("dialog")
+            _refused_without_reason(dialog)
+            dialog.get_by_role("button", name="Cancel").click()
+            expect(dialog).to_be_hidden()
+            assert Lakehouse(demo_settings).table(FLIGHTS).metadata.refs["main"].snapshot_id == main_before
+
+            # Discard: refused without a reason; then the reason and Enter alone (one submit, no click).
             review.get_by_role("button", name="Discard").click()
             dialog = review.get_by_role("dialog")
-            expect(dialog).to_be_visible()
-            dialog.get_by_label("Reason (required)").fill(
-                "raw week: cancelled flights and unknown destinations"
-            )
-            dialog.get_by_label("Reason (required)").press("Enter")
-            dialog.get_by_role("button", name="Confirm").click()
+            _refused_without_reason(dialog)
+            assert BRANCH in Lakehouse(demo_settings).table(FLIGHTS).metadata.refs
+            box = dialog.get_by_label("Reason", exact=True)
+            box.fill("raw week: cancelled flights and unknown destinations")
+            box.press("Enter")
             expect(review.get_by_text(f"Discarded demo.flights · {BRANCH}")).to_be_visible()
+            expect(dialog).to_be_hidden()
             expect(review.get_by_text("is not open on demo.flights")).to_be_visible()
             ctx.close()
         finally:
@@ -291,20 +270,26 @@ def test_review_deep_link_discard_in_browser(
     refs = Lakehouse(demo_settings).table(FLIGHTS).metadata.refs
     assert BRANCH not in refs
     assert refs["main"].snapshot_id == main_before
-    entry = Lakehouse(demo_settings).journal.history(str(FLIGHTS), branch=BRANCH, action="discard")[0]
-    assert entry.user == "steward-e2e"
-    assert entry.reason == "raw week: cancelled flights and unknown destinations"
+    entries = Lakehouse(demo_settings).journal.history(str(FLIGHTS), branch=BRANCH, action="discard")
+    assert len(entries) == 1  # exactly once
+    assert entries[0].user == "steward-e2e"
+    assert entries[0].reason == "raw week: cancelled flights and unknown destinations"
+    assert not Lakehouse(demo_settings).journal.history(str(FLIGHTS), branch=BRANCH, action="publish")
 
 
 def test_publish_with_tab_and_enter_duplicate_upload_discard_with_tab(
-    server: tuple[str, subprocess.Popen[bytes]], demo_settings: Settings, tmp_path: Path
+    server: str, demo_settings: Settings, tmp_path: Path
 ) -> None:
-    """Keyboard in the dialogs (Tab then Enter publishes; Tab then a click discards), and a duplicate upload flagged."""
+    """Keyboard in the dialogs, each submit journaled exactly once, and a duplicate upload flagged.
+
+    Publish: Tab reaches Confirm, and Enter in the note box submits; a forced publish: the reason, Tab
+    and a click on Confirm; Discard: the reason, Tab and a click on Confirm.
+    """
     from playwright.sync_api import expect, sync_playwright
 
     from wap_core.demo import PASSING_BRANCH
 
-    base, _ = server
+    base = server
     expect.set_options(timeout=120_000)
     head = Lakehouse(demo_settings).table(FLIGHTS).metadata.refs[PASSING_BRANCH].snapshot_id
     with sync_playwright() as p:
@@ -320,16 +305,16 @@ def test_publish_with_tab_and_enter_duplicate_upload_discard_with_tab(
             note.fill("week 1 checked")
             note.press("Tab")  # focus leaves the box: the text is kept, nothing reruns
             expect(dialog.get_by_role("button", name="Confirm")).to_be_focused()
-            page.keyboard.press("Enter")  # Enter on the focused Confirm submits the form with the note
+            page.keyboard.press("Shift+Tab")
+            expect(note).to_be_focused()
+            note.press("Enter")  # Enter alone in the box submits the form with the note
             expect(page.get_by_text(f"Published demo.flights · {PASSING_BRANCH}")).to_be_visible()
             refs = Lakehouse(demo_settings).table(FLIGHTS).metadata.refs
             assert refs["main"].snapshot_id == head and PASSING_BRANCH not in refs
-            assert (
-                Lakehouse(demo_settings)
-                .journal.history(str(FLIGHTS), branch=PASSING_BRANCH, action="publish")[0]
-                .reason
-                == "week 1 checked"
+            published = Lakehouse(demo_settings).journal.history(
+                str(FLIGHTS), branch=PASSING_BRANCH, action="publish"
             )
+            assert [e.reason for e in published] == ["week 1 checked"]  # exactly once
 
             # The same file again: flagged with the earlier branch before anything is written.
             page.goto(f"{base}/ingest")
@@ -347,16 +332,80 @@ def test_publish_with_tab_and_enter_duplicate_upload_discard_with_tab(
             page.get_by_role("button", name="Ingest anyway").click()
             expect(page.get_by_text("Branch w1_again of demo.flights")).to_be_visible()
 
-            # Discard it: type the reason, Tab away, click Confirm (the click must carry the text).
+            # Its keys are on main already (unique fails): force-publish it with a reason, Tab, a click on Confirm.
             page.goto(f"{base}/review?table=demo.flights&branch=w1_again")
+            page.get_by_text("Force publish (admins only").click()
+            page.get_by_role("button", name="Force publish").click()
+            dialog = page.get_by_role("dialog")
+            dialog.get_by_label("Reason", exact=True).fill("replayed on purpose")
+            dialog.get_by_label("Reason", exact=True).press("Tab")
+            expect(dialog.get_by_role("button", name="Confirm")).to_be_focused()
+            dialog.get_by_role("button", name="Confirm").click()
+            expect(page.get_by_text("Force-published demo.flights · w1_again")).to_be_visible()
+
+            # Once more, then discard it: type the reason, Tab away, click Confirm (the click carries the text).
+            page.goto(f"{base}/ingest")
+            page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(
+                str(demo_settings.home / "demo_sources" / "flights_2013_02_w1.csv")
+            )
+            page.get_by_test_id("stSelectbox").first.click()
+            page.get_by_role("option", name="demo.flights").click()
+            page.get_by_label("Branch name (optional)").fill("w1_third")
+            page.get_by_role("button", name="Ingest and audit").click()
+            expect(page.get_by_text("This file was already ingested into demo.flights")).to_be_visible()
+            page.get_by_role("button", name="Ingest anyway").click()
+            expect(page.get_by_text("Branch w1_third of demo.flights")).to_be_visible()
+            page.goto(f"{base}/review?table=demo.flights&branch=w1_third")
             page.get_by_role("button", name="Discard").click()
             dialog = page.get_by_role("dialog")
-            dialog.get_by_label("Reason (required)").fill("duplicate of week 1")
-            dialog.get_by_label("Reason (required)").press("Tab")
+            dialog.get_by_label("Reason", exact=True).fill("duplicate of week 1")
+            dialog.get_by_label("Reason", exact=True).press("Tab")
             dialog.get_by_role("button", name="Confirm").click()
-            expect(page.get_by_text("Discarded demo.flights · w1_again")).to_be_visible()
+            expect(page.get_by_text("Discarded demo.flights · w1_third")).to_be_visible()
         finally:
             browser.close()
-    assert "w1_again" not in Lakehouse(demo_settings).table(FLIGHTS).metadata.refs
-    entry = Lakehouse(demo_settings).journal.history(str(FLIGHTS), branch="w1_again", action="discard")[0]
-    assert entry.reason == "duplicate of week 1"
+    journal = Lakehouse(demo_settings).journal
+    forced = journal.history(str(FLIGHTS), branch="w1_again", action="publish")
+    assert [(e.reason, e.outcome) for e in forced] == [("replayed on purpose", "forced")], forced
+    assert "w1_third" not in Lakehouse(demo_settings).table(FLIGHTS).metadata.refs
+    discarded = journal.history(str(FLIGHTS), branch="w1_third", action="discard")
+    assert [e.reason for e in discarded] == ["duplicate of week 1"]  # exactly once
+
+
+def test_explore_selection_lives_in_the_url_and_back_restores_it(server: str) -> None:
+    """Two selections on Explore, then the browser's back button: the previous selection is restored."""
+    from playwright.sync_api import expect, sync_playwright
+
+    base = server
+    expect.set_options(timeout=120_000)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(120_000)
+            page.goto(f"{base}/explore?table=demo.flights")
+            expect(page.get_by_text("Reading demo.flights at branch main")).to_be_visible()
+
+            def pick(label: str, option: str) -> None:
+                page.get_by_test_id("stSelectbox").filter(has_text=label).first.click()
+                page.get_by_role("option", name=option, exact=True).click()
+
+            pick("Table", "demo.planes")
+            expect(page.get_by_text("Reading demo.planes at branch main")).to_be_visible()
+            expect(page).to_have_url(re.compile(r"table=demo\.planes"))
+            pick("Table", "demo.airports")
+            expect(page.get_by_text("Reading demo.airports at branch main")).to_be_visible()
+            expect(page).to_have_url(re.compile(r"table=demo\.airports"))
+
+            page.go_back()
+            expect(page).to_have_url(re.compile(r"table=demo\.planes"))
+            expect(page.get_by_text("Reading demo.planes at branch main")).to_be_visible()
+            table_box = page.get_by_test_id("stSelectbox").filter(has_text="Table").first
+            expect(table_box).to_contain_text("demo.planes")
+            page.go_back()
+            expect(page.get_by_text("Reading demo.flights at branch main")).to_be_visible()
+            expect(table_box).to_contain_text("demo.flights")
+            page.go_forward()
+            expect(page.get_by_text("Reading demo.planes at branch main")).to_be_visible()
+        finally:
+            browser.close()

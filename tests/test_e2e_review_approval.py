@@ -6,8 +6,6 @@ ingested by sam (the author); the console runs as ann@corp.test (approver).
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 import helpers
@@ -65,37 +63,15 @@ def test_approve_in_the_dialog_with_enter_enables_publish(tmp_path: Path, spark_
     settings.access_file.write_text(ACCESS)
     assert review_state(lh, T, "batch").state.value == "awaiting"
 
-    port = helpers.free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WAP_")}
-    env.update(
+    env = helpers.console_env(
         WAP_HOME=str(home),
         WAP_CHECKS=str(settings.checks_file),
         WAP_CATALOG_NAME="e2ereview",
         WAP_ACCESS=str(settings.access_file),
         WAP_USER="ann@corp.test",
         WAP_SHUFFLE_PARTITIONS="2",
-        PYSPARK_PYTHON=sys.executable,
     )
-    base = f"http://127.0.0.1:{port}"
-    cmd = [
-        sys.executable,
-        "-m",
-        "streamlit",
-        "run",
-        "app.py",
-        "--server.headless",
-        "true",
-        "--server.port",
-        str(port),
-        "--server.address",
-        "127.0.0.1",
-        "--browser.gatherUsageStats",
-        "false",
-    ]
-    with (
-        helpers.running(cmd, cwd=ROOT, env=env, log=home / "streamlit.log", health=f"{base}/_stcore/health"),
-        sync_playwright() as p,
-    ):
+    with helpers.console(env, home / "streamlit.log") as base, sync_playwright() as p:
         expect.set_options(timeout=120_000)
         browser = p.chromium.launch(executable_path=helpers.CHROMIUM, args=helpers.CHROMIUM_ARGS)
         try:

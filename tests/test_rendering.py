@@ -9,17 +9,13 @@ The sidebar of a console on a real PostgreSQL catalog whose URL carries a passwo
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import os
 import re
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import helpers
 import pytest
 from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
@@ -191,9 +187,9 @@ def test_console_uploads_get_their_own_folder_and_server_paths_are_confined(env:
         at.file_uploader[0].set_value(
             ("items.csv", f"id,city,qty\n{100 + n},Paris,{n + 1}\n".encode(), "text/csv")
         )
-        at.selectbox[0].set_value("shop.items")
-        at.text_input[2].input(branch)
-        at.button[0].click().run()
+        at.selectbox(key="ingest_table").set_value("shop.items")
+        at.text_input(key="ingest_branch").input(branch)
+        next(b for b in at.button if b.label == "Ingest and audit").click().run()
         assert not at.exception, [e.value for e in at.exception]
         assert f"Branch **{branch}** of **shop.items**: 1 rows written" in _unescape(
             "\n".join(x.value for x in at.success)
@@ -212,10 +208,11 @@ def test_console_uploads_get_their_own_folder_and_server_paths_are_confined(env:
     # a server-side path outside the roots: refused by the core, shown as one escaped error naming the roots
     refs_before = set(env.table(ITEMS).metadata.refs)
     at = _page("pages/ingest.py")
-    at.radio[0].set_value("Server-side path")
-    at.text_input[0].input("/etc/passwd")
-    at.selectbox[0].set_value("shop.items")
-    at.button[0].click().run()
+    at.radio(key="ingest_source").set_value("Server-side path")
+    at.selectbox(key="ingest_table").set_value("shop.items")
+    at.run()
+    at.text_input(key="ingest_path").input("/etc/passwd")
+    next(b for b in at.button if b.label == "Ingest and audit").click().run()
     assert not at.exception, [e.value for e in at.exception]
     error = _unescape("\n".join(x.value for x in at.error))
     assert (
@@ -254,83 +251,41 @@ def test_sidebar_masks_the_catalog_password(
 @pytest.mark.e2e
 def test_review_in_chromium_renders_no_image_no_link_no_html_from_user_text(env: Lakehouse) -> None:
     from playwright.sync_api import expect, sync_playwright
-    from test_e2e_browser import ARGS, CHROMIUM, _free_port, _wait_healthy
 
-    if not Path(CHROMIUM).exists():
+    if not Path(helpers.CHROMIUM).exists():
         pytest.skip("Chromium is not installed (make browser-deps)")
     expect.set_options(timeout=120_000)  # a fresh server on 2 busy cores
     s = env.settings
-    port = _free_port()
-    server_env = {k: v for k, v in os.environ.items() if not k.startswith("WAP_")}
-    server_env.update(
+    server_env = helpers.console_env(
         WAP_HOME=str(s.home),
         WAP_CHECKS=str(s.checks_file),
         WAP_CATALOG_NAME=s.catalog_name,
         WAP_USER="reviewer",
         WAP_SHUFFLE_PARTITIONS="2",
-        PYSPARK_PYTHON=sys.executable,
-    )
-    log = open(s.home / "streamlit-render.log", "wb")  # noqa: SIM115 - closed in the finally below
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            "app.py",
-            "--server.headless",
-            "true",
-            "--server.port",
-            str(port),
-            "--server.address",
-            "127.0.0.1",
-            "--browser.gatherUsageStats",
-            "false",
-        ],
-        cwd=ROOT,
-        env=server_env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
     )
     dialogs: list[str] = []
-    try:
-        base = f"http://127.0.0.1:{port}"
-        _wait_healthy(f"{base}/_stcore/health", proc)
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-            try:
-                page = browser.new_page(viewport={"width": 1400, "height": 1000})
-                page.set_default_timeout(120_000)
-                page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-                page.goto(f"{base}/review?table=shop.items&branch=hostile_batch")
-                expect(page.get_by_text("Audit failed").first).to_be_visible()
-                expect(
-                    page.get_by_text("checks (failing first)").first
-                ).to_be_visible()  # the audit details rendered too
-                expect(
-                    page.get_by_text("onerror=alert(1)").first
-                ).to_be_visible()  # the text is there, literally
-                page.wait_for_timeout(500)
-                for selector in (
-                    "img[src*='x.png']",
-                    "img[src*='name.png']",
-                    "img[src='x']",
-                    "a[href*='evil']",
-                    "[data-testid=stMain] img",
-                ):
-                    assert page.locator(selector).count() == 0, selector
-                assert (
-                    "**bold**" in page.locator("[data-testid=stMain]").inner_text()
-                )  # not turned into <strong>
-            finally:
-                browser.close()
-    finally:
+    with helpers.console(server_env, s.home / "streamlit-render.log") as base, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=helpers.CHROMIUM, args=helpers.CHROMIUM_ARGS)
         try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=20)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-        log.close()
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(120_000)
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            page.goto(f"{base}/review?table=shop.items&branch=hostile_batch")
+            expect(page.get_by_text("Audit failed").first).to_be_visible()
+            expect(
+                page.get_by_text("checks (failing first)").first
+            ).to_be_visible()  # the audit details rendered too
+            expect(page.get_by_text("onerror=alert(1)").first).to_be_visible()  # the text is there, literally
+            page.wait_for_timeout(500)
+            for selector in (
+                "img[src*='x.png']",
+                "img[src*='name.png']",
+                "img[src='x']",
+                "a[href*='evil']",
+                "[data-testid=stMain] img",
+            ):
+                assert page.locator(selector).count() == 0, selector
+            assert "**bold**" in page.locator("[data-testid=stMain]").inner_text()  # not turned into <strong>
+        finally:
+            browser.close()
     assert dialogs == []

@@ -296,7 +296,15 @@ class Crowd:
             t0 = time.perf_counter()
             await publish_btn.click()
             dialog = page.get_by_role("dialog")
-            await expect(dialog).to_be_visible()
+            disabled_now = page.get_by_text("Publish is disabled:")
+            await expect(dialog.or_(disabled_now).first).to_be_visible()
+            if not await dialog.count():
+                # the other session's publish landed between the render and the click: the rerun shows
+                # Publish disabled (main moved) instead of opening the dialog; rebase and try again
+                self.stats.refusals.append(
+                    f"{where}: Publish clicked as main moved: the page shows it disabled"
+                )
+                continue
             await dialog.get_by_label("Note (optional)").fill(f"crowd bench: {user} publishes {branch}")
             self.stats.publish_clicks[user] += 1
             await dialog.get_by_role("button", name="Confirm").click()

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import data, xl
+from bench import crowd, data, xl
 from bench.data import KEY
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,6 +49,7 @@ class Row:
     target: str
     passed: bool
     notes: list[str] = field(default_factory=list)
+    value: str | None = None  # shown instead of fmt_s(ours): counts, "p50 · p95" (scenario crowd)
 
 
 def median_of(fn: Callable[[], Any], repeat: int) -> tuple[float, list[float], Any]:
@@ -982,7 +983,7 @@ class Bench:
             [
                 r.scenario,
                 r.sizes,
-                fmt_s(r.ours),
+                r.value if r.value is not None else fmt_s(r.ours),
                 fmt_s(r.baseline),
                 "—" if r.ratio is None else f"{r.ratio:.2f}",
                 r.target,
@@ -1018,6 +1019,10 @@ class Bench:
                 if hasattr(self, "xl_rows")
                 else "",
                 f"metadata pages at {a.meta_tables} tables" if "metadata500" in self.only else "",
+                f"crowd: {a.crowd_sessions} browser sessions × {a.crowd_rounds} branches on {a.crowd_tables} tables of "
+                f"TPC-H SF0.01 lineitem + CLI ingests"
+                if "crowd" in self.only
+                else "",
             )
             if x
         )
@@ -1055,7 +1060,8 @@ class Bench:
             "",
         ]
         RESULTS.mkdir(parents=True, exist_ok=True)
-        out = Path(a.output) if a.output else RESULTS / "latest.md"
+        default = "crowd.md" if self.only == {"crowd"} else "latest.md"  # the crowd has its own file
+        out = Path(a.output) if a.output else RESULTS / default
         out.write_text("\n".join(md))
         log(f"wrote {out}")
 
@@ -1066,7 +1072,7 @@ class Bench:
     @property
     def core(self) -> bool:
         """Whether any scenario of the default set runs (the on-demand ones of bench/xl.py need none of its tables)."""
-        return not self.only or bool(self.only - set(xl.SCENARIOS))
+        return not self.only or bool(self.only - set(xl.SCENARIOS) - set(crowd.SCENARIOS))
 
     def run(self) -> int:
         started = time.perf_counter()
@@ -1082,6 +1088,8 @@ class Bench:
             self.scenario_5()  # before Spark starts in this process; runs in its own interpreter anyway
         if "metadata500" in self.only:
             xl.scenario_metadata(self, self.args.meta_tables)
+        if "crowd" in self.only:
+            crowd.scenario_crowd(self)  # its own lakehouse, console, browsers and CLI processes
         if not self.core and "xl" not in self.only:
             self.report(started)
             return 0 if all(r.passed for r in self.rows) else 1
@@ -1172,7 +1180,34 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--only",
         default="",
         help="comma-separated scenarios to run, e.g. 1,4 (default: 1-8); the on-demand scenarios of issue 10 "
-        "run only when named: xl (main at --scale-xl vs SF0.01, 600k batch), metadata500 (--meta-tables tables)",
+        "run only when named: xl (main at --scale-xl vs SF0.01, 600k batch), metadata500 (--meta-tables tables), "
+        "crowd (--crowd-sessions browser sessions publishing while a CLI ingests; results in bench/results/crowd.md)",
+    )
+    p.add_argument(
+        "--crowd-sessions",
+        type=int,
+        default=8,
+        help="scenario crowd: concurrent browser sessions (default 8)",
+    )
+    p.add_argument(
+        "--crowd-rounds",
+        type=int,
+        default=2,
+        help="scenario crowd: branches each session reviews, re-audits and publishes (default 2)",
+    )
+    p.add_argument(
+        "--crowd-tables", type=int, default=4, help="scenario crowd: tables the sessions share (default 4)"
+    )
+    p.add_argument(
+        "--crowd-cli-min",
+        type=int,
+        default=2,
+        help="scenario crowd: at least this many CLI ingests (default 2)",
+    )
+    p.add_argument(
+        "--crowd-local",
+        action="store_true",
+        help="scenario crowd: local mode (one WAP_USER) instead of OIDC sign-in with one user per session",
     )
     p.add_argument(
         "--scale-xl",

@@ -20,9 +20,21 @@ if not tables:
     st.info("No tables yet.")
     st.stop()
 
-q_table = st.query_params.get("table")
+_WROTE = "explore_url"  # the selection this page last wrote to the URL
+
+
+def _follow_url(key: str, param: str, options: list[str]) -> None:
+    """The URL wins when it moved away from what this page wrote (a pasted link, the back/forward buttons)."""
+    q = st.query_params.get(param)
+    if q in options and q != st.session_state.get(_WROTE, {}).get(param):
+        st.session_state[key] = q
+    elif st.session_state.get(key) not in options:
+        st.session_state.pop(key, None)
+
+
 c1, c2, c3 = st.columns([2, 1, 2])
-table = c1.selectbox("Table", tables, index=tables.index(q_table) if q_table in tables else 0)
+_follow_url("explore_table", "table", tables)
+table = c1.selectbox("Table", tables, key="explore_table")
 tid = TableId.parse(table)
 try:
     tbl = lh.table(tid)
@@ -30,17 +42,13 @@ except WapError as exc:
     ui.show_error(exc)
     st.stop()
 refs = ex.refs_of(tbl)
-q_kind = st.query_params.get("kind")
 kinds = list(ex.REF_KINDS)
-kind = c2.selectbox("Ref kind", kinds, index=kinds.index(q_kind) if q_kind in kinds else 0)
+_follow_url("explore_kind", "kind", kinds)
+kind = c2.selectbox("Ref kind", kinds, key="explore_kind")
 if kind in ("branch", "tag"):
     options = refs[kind]
-    q_ref = st.query_params.get("ref")
-    value: object = (
-        c3.selectbox(kind.capitalize(), options, index=options.index(q_ref) if q_ref in options else 0)
-        if options
-        else None
-    )
+    _follow_url(f"explore_{kind}", "ref", options)
+    value: object = c3.selectbox(kind.capitalize(), options, key=f"explore_{kind}") if options else None
 elif kind == "snapshot":
     snaps = sorted(tbl.metadata.snapshots, key=lambda s: -s.timestamp_ms)
     ids = [s.snapshot_id for s in snaps]
@@ -73,6 +81,7 @@ st.caption(f"Reading {ui.md(tid)} at {ui.md(ref.label)}")
 _state = {"table": table, "kind": kind, "ref": ui.id_text(value) if kind == "snapshot" else str(value)}
 if any(st.query_params.get(k) != v for k, v in _state.items()):
     st.query_params.update(_state)
+st.session_state[_WROTE] = _state
 
 tab_schema, tab_snaps, tab_rows, tab_sql = st.tabs(["Schema", "Snapshots", "Rows", "SQL"])
 with tab_schema:

@@ -299,6 +299,8 @@ def test_publish_with_tab_and_enter_duplicate_upload_discard_with_tab(
             page.set_default_timeout(120_000)
             page.goto(f"{base}/review?table=demo.flights&branch={PASSING_BRANCH}")
             expect(page.get_by_text("Ready to publish")).to_be_visible()
+            # a dialog's submit reruns after the page's run: let the Spark diff finish first (2 busy cores)
+            expect(page.get_by_text("Diff computed on").first).to_be_visible(timeout=300_000)
             page.get_by_role("button", name="Publish").click()
             dialog = page.get_by_role("dialog")
             note = dialog.get_by_label("Note (optional)")
@@ -334,6 +336,7 @@ def test_publish_with_tab_and_enter_duplicate_upload_discard_with_tab(
 
             # Its keys are on main already (unique fails): force-publish it with a reason, Tab, a click on Confirm.
             page.goto(f"{base}/review?table=demo.flights&branch=w1_again")
+            expect(page.get_by_text("Diff computed on").first).to_be_visible(timeout=300_000)
             page.get_by_text("Force publish (admins only").click()
             page.get_by_role("button", name="Force publish").click()
             dialog = page.get_by_role("dialog")
@@ -356,6 +359,7 @@ def test_publish_with_tab_and_enter_duplicate_upload_discard_with_tab(
             page.get_by_role("button", name="Ingest anyway").click()
             expect(page.get_by_text("Branch w1_third of demo.flights")).to_be_visible()
             page.goto(f"{base}/review?table=demo.flights&branch=w1_third")
+            expect(page.get_by_text("Diff computed on").first).to_be_visible(timeout=300_000)
             page.get_by_role("button", name="Discard").click()
             dialog = page.get_by_role("dialog")
             dialog.get_by_label("Reason", exact=True).fill("duplicate of week 1")

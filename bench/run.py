@@ -764,6 +764,7 @@ class Bench:
             "spark.default.parallelism",
             "spark.sql.session.timeZone",
             "spark.sql.adaptive.enabled",
+            "spark.sql.codegen.hugeMethodLimit",
             "spark.scheduler.mode",
             "spark.ui.enabled",
             "spark.ui.showConsoleProgress",
@@ -828,13 +829,14 @@ class Bench:
         from wap_core.audit import run_audit
         from wap_core.checks import parse_checks
         from wap_core.ingest import ingest
+        from wap_core.paths import SourcePolicy
 
         sf1 = data.generate(self.data_dir, 1.0, ("lineitem",))
         _, tail = data.split_tail(self.data_dir, sf1 / "lineitem.parquet")
         size = rows or data.rows(tail)
         path = checks_suite.defective_batch(tail, self.data_dir / "checks" / f"batch_{size}.parquet", rows)
         tid = self.tid(f"li_chk{label.replace('·', '')}")
-        res = ingest(self.lh, tid, [str(path)], create=True, branch="c9")
+        res = ingest(self.lh, tid, [str(path)], create=True, branch="c9", source_policy=SourcePolicy.ANY)
         tbl = self.lh.table(tid)
         head = cat.lineage(tbl, "c9").head
         files = list(tbl.inspect.files(snapshot_id=head)["file_path"].to_pylist())

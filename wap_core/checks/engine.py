@@ -46,6 +46,7 @@ ROWS = "_rows"
 DUP_KEYS_COLLECTED = 10_000  # duplicated keys brought to the driver as they are (beyond: counted by Spark)
 DUP_EXAMPLES = 3
 SAMPLE_OVERSAMPLING = 4  # a failing row is kept for the sample with probability ~ 4 n / failing rows
+PREFIX_RATE = 16  # ... ~ 16 n / failing rows when a prefix of the batch is read (the read stops early)
 
 
 class MeasurementCache(Protocol):
@@ -304,37 +305,59 @@ def _sample(batch: DataFrame, checks: list[CheckSpec], fresh: dict[str, Measurem
     """Up to ``n`` failing rows per check, from ONE filtered read of the batch (no shuffle, no per-check scan).
 
     The pass told how many rows fail each check; a failing row is kept with probability about
-    ``SAMPLE_OVERSAMPLING * n / failing`` (all of them when few fail), decided by a hash of the row,
-    so one read returns a few dozen rows per check, spread over the batch, the same on every run.
+    ``rate * n / failing`` (all of them when few fail), decided by a hash of the row, so one read
+    returns a few dozen rows per check, the same on every run. When every check's kept rows are
+    dense enough, the read stops early: the ``limit`` ends the scan once a prefix of the batch holds
+    about twice the rows each check needs (:data:`PREFIX_RATE`); a check left short then (failing
+    rows bunched at the end) is sampled again by a full read, thinned as before.
     """
-    from pyspark.sql import functions as F
-
     for spec in checks:
         fresh[spec.name]["sample"] = []
+    failing = {spec.name: int(fresh[spec.name].get("fail") or 0) for spec in checks}
     try:
-        cols = [F.col(quote_column(c)) for c in batch.columns]
-        bucket = F.pmod(F.xxhash64(*cols), F.lit(1_000_000))
-        conds: dict[str, Column] = {}
-        for i, spec in enumerate(checks):
-            failing = int(fresh[spec.name].get("fail") or 0)
-            cond = F.coalesce(F.expr(str(spec.fail_sql())), F.lit(False))
-            keep = min(1.0, SAMPLE_OVERSAMPLING * n / failing) if failing else 1.0
-            if keep < 1.0:
-                cond = cond & (bucket < F.lit(int(keep * 1_000_000)))
-            conds[f"__fail{i}"] = cond
-        any_fail = F.lit(False)
-        for c in conds.values():
-            any_fail = any_fail | c
-        cap = 10 * SAMPLE_OVERSAMPLING * n * len(checks)
-        rows = (
-            batch.where(any_fail).select(*cols, *[c.alias(f) for f, c in conds.items()]).limit(cap).collect()
-        )
-        flags = {f"__fail{i}": spec for i, spec in enumerate(checks)}
-        for row in rows:
-            d = row_dict(row)
-            for f in [f for f in flags if d.pop(f)]:
-                sample = fresh[flags[f].name]["sample"]
-                if len(sample) < n:
-                    sample.append(dict(d))
+        # the share of the batch a prefix read must cover so each check expects 2 n kept rows
+        kept = {name: min(f, PREFIX_RATE * n) for name, f in failing.items()}
+        share = max((2 * n / k if k else 1.0) for k in kept.values())
+        short = checks
+        if share < 1.0:
+            cap = max(1, int(sum(kept.values()) * share))
+            complete = _sample_read(batch, checks, fresh, n, PREFIX_RATE, cap)
+            short = [s for s in checks if len(fresh[s.name]["sample"]) < min(n, failing[s.name])]
+            if complete or not short:
+                return
+            for spec in short:
+                fresh[spec.name]["sample"] = []
+        _sample_read(batch, short, fresh, n, SAMPLE_OVERSAMPLING, 10 * SAMPLE_OVERSAMPLING * n * len(short))
     except Exception as exc:  # noqa: BLE001 - samples are diagnostics; the verdicts stand
         log.warning("could not sample the failing rows: %s", short_error(exc))
+
+
+def _sample_read(
+    batch: DataFrame, checks: list[CheckSpec], fresh: dict[str, Measurement], n: int, rate: int, cap: int
+) -> bool:
+    """One filtered read keeping a failing row with probability ``rate * n / failing``, at most ``cap``
+    rows; fills each check's sample up to ``n``. True when the read covered the whole batch."""
+    from pyspark.sql import functions as F
+
+    cols = [F.col(quote_column(c)) for c in batch.columns]
+    bucket = F.pmod(F.xxhash64(*cols), F.lit(1_000_000))
+    conds: dict[str, Column] = {}
+    for i, spec in enumerate(checks):
+        failing = int(fresh[spec.name].get("fail") or 0)
+        cond = F.coalesce(F.expr(str(spec.fail_sql())), F.lit(False))
+        keep = min(1.0, rate * n / failing) if failing else 1.0
+        if keep < 1.0:
+            cond = cond & (bucket < F.lit(int(keep * 1_000_000)))
+        conds[f"__fail{i}"] = cond
+    any_fail = F.lit(False)
+    for c in conds.values():
+        any_fail = any_fail | c
+    rows = batch.where(any_fail).select(*cols, *[c.alias(f) for f, c in conds.items()]).limit(cap).collect()
+    flags = {f"__fail{i}": spec for i, spec in enumerate(checks)}
+    for row in rows:
+        d = row_dict(row)
+        for f in [f for f in flags if d.pop(f)]:
+            sample = fresh[flags[f].name]["sample"]
+            if len(sample) < n:
+                sample.append(dict(d))
+    return len(rows) < cap

@@ -7,10 +7,13 @@ cannot be pruned that way (new keys spread over main's whole range: random ids, 
 gaps) main must be read, and the plan decides the cost:
 
 - only main's key columns are read (column pruning), never whole rows;
-- the batch's *distinct* keys, with their row counts, are aggregated first (the batch is small)
-  and broadcast to every task, so main is streamed once through a hash look-up: no shuffle and
-  no ``distinct`` of main's keys (which used to sort/shuffle every key of main);
-- only the keys found in main (usually none) are de-duplicated and counted.
+- main is streamed once past a broadcast of the batch's first key column (one value per row, no
+  aggregation of the batch): no shuffle and no ``distinct`` of main's keys (which used to
+  shuffle every key of main). Only main's keys sharing that first column (usually none) are
+  brought to the driver and matched exactly with the batch's whole keys;
+- when too many share it (a low-cardinality first key column) or the batch is too big to broadcast,
+  the batch's distinct keys with their row counts are joined with main's keys instead (broadcast
+  when the batch is small), and only the keys found are de-duplicated and counted.
 
 The counts are exactly those of a left-semi (``unique``) or left-anti (``references``) join of
 the batch with main: a key found several times in main counts once; NULL keys never match.
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
 # the join itself): a broadcast is held in memory by the driver and every executor.
 BROADCAST_MAX_ROWS = 2_000_000
 COUNT = "__wap_n"
+CANDIDATES_COLLECTED = 10_000  # main's keys sharing the batch's first key column, matched on the driver side
 
 
 def key_range_filter(df: DataFrame, column: str, lo: Any, hi: Any) -> DataFrame:
@@ -70,6 +74,19 @@ def keys_in_main(
     cols = list(columns)
     keys = [F.col(quote_column(c)) for c in cols]
     main_keys = key_range_filter(main.select(*keys), cols[0], lo, hi)
+    if batch_rows is not None and batch_rows <= BROADCAST_MAX_ROWS:
+        # main's keys whose FIRST column occurs in the batch: main streamed past a broadcast of that one
+        # column of the batch (no aggregation of the batch, a compact hash of one value per row);
+        # usually none or few, brought to the driver and matched exactly against the batch
+        first = F.broadcast(batch.select(keys[0]).where(keys[0].isNotNull()))
+        candidates = main_keys.join(first, on=[cols[0]], how="left_semi").dropDuplicates(cols)
+        got = candidates.limit(CANDIDATES_COLLECTED + 1).collect()
+        if not got:
+            return 0, candidates
+        if len(got) <= CANDIDATES_COLLECTED:
+            known = F.broadcast(batch.sparkSession.createDataFrame(got, schema=candidates.schema))
+            n = batch.select(*keys).join(known, on=cols, how="left_semi").count()
+            return n, known.join(batch.select(*keys), on=cols, how="left_semi")
     hits = main_keys.join(_counted(batch.select(*keys), keys, batch_rows), on=cols, how="inner")
     found = hits.dropDuplicates(cols)
     n = found.agg(F.sum(F.col(COUNT)).alias("n")).collect()[0]["n"]

@@ -107,3 +107,28 @@ def split_tail(data_dir: Path, source: Path, tail_fraction: float = 0.1) -> tupl
         pq.write_table(t.filter(pc.invert(is_batch)), main, row_group_size=256 * 1024)
         pq.write_table(t.filter(is_batch), batch)
     return main, batch
+
+
+def spread_batch(data_dir: Path, source: Path, main_max_key: int) -> Path:
+    """``source`` lineitem rows with order keys moved into the unused gaps of main's whole key range.
+
+    TPC-H order keys are sparse: in each block of 32 only the first 8 (``32 b + 1 .. 32 b + 8``) are
+    used. Order ``i`` of ``source`` (in key order) goes to ``32 b + 20`` with ``b`` spread evenly over
+    main's blocks, so every key is new yet the batch's min/max span main's whole range: min/max
+    pruning of main's files cannot help (like random or UUID keys in real tables).
+    """
+    out = data_dir / "batches" / f"{source.parent.name}_spread_{main_max_key}.parquet"
+    if not out.is_file():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        t = _plain_strings(pq.read_table(source))
+        keys = t["l_orderkey"]
+        distinct = pc.unique(keys).sort()
+        blocks = main_max_key // 32
+        idx = pc.index_in(keys, value_set=distinct)  # order i = rank of the key among the batch's keys
+        block = pc.divide(pc.multiply(idx.cast(pa.int64()), pa.scalar(blocks, pa.int64())), len(distinct))
+        new = pc.add(pc.multiply(block, pa.scalar(32, pa.int64())), pa.scalar(20, pa.int64()))
+        t = t.set_column(t.schema.get_field_index("l_orderkey"), "l_orderkey", new.cast(keys.type))
+        tmp = out.with_suffix(".tmp")
+        pq.write_table(t, tmp)
+        tmp.rename(out)
+    return out

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import crowd, data, xl
+from bench import crowd, data, spread, xl
 from bench.data import KEY
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -129,6 +129,7 @@ class Bench:
             + suite("li_small", "part_small")
             + f"{NS}.li_s3_ours:\n  checks:\n    - not_null: [l_orderkey]\n"
             + xl.checks_yaml(NS)
+            + spread.checks_yaml(NS, spread.scales(self))
         )
 
     def start(self) -> None:
@@ -1025,6 +1026,9 @@ class Bench:
                 f"TPC-H SF0.01 lineitem + CLI ingests"
                 if "crowd" in self.only
                 else "",
+                f"spread: lineitem SF{a.scale_spread} mains, batch SF{spread.BATCH_SCALE:g} (end-of-range and spread keys)"
+                if "spread" in self.only
+                else "",
             )
             if x
         )
@@ -1074,7 +1078,9 @@ class Bench:
     @property
     def core(self) -> bool:
         """Whether any scenario of the default set runs (the on-demand ones of bench/xl.py need none of its tables)."""
-        return not self.only or bool(self.only - set(xl.SCENARIOS) - set(crowd.SCENARIOS))
+        return not self.only or bool(
+            self.only - set(xl.SCENARIOS) - set(crowd.SCENARIOS) - set(spread.SCENARIOS)
+        )
 
     def run(self) -> int:
         started = time.perf_counter()
@@ -1086,19 +1092,24 @@ class Bench:
         self.prepare_data()
         if "xl" in self.only:
             xl.prepare(self)
+        if "spread" in self.only:
+            spread.prepare(self)
         if want("5"):
             self.scenario_5()  # before Spark starts in this process; runs in its own interpreter anyway
         if "metadata500" in self.only:
             xl.scenario_metadata(self, self.args.meta_tables)
         if "crowd" in self.only:
             crowd.scenario_crowd(self)  # its own lakehouse, console, browsers and CLI processes
-        if not self.core and "xl" not in self.only:
+        if not self.core and not self.only & {"xl", "spread"}:
             self.report(started)
             return 0 if all(r.passed for r in self.rows) else 1
         self.start()
         if "xl" in self.only:
             xl.setup(self)
             xl.scenario_xl(self)
+        if "spread" in self.only:
+            spread.setup(self)
+            spread.scenario_spread(self)
         if not self.core:
             self.report(started)
             return 0 if all(r.passed for r in self.rows) else 1
@@ -1183,7 +1194,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="",
         help="comma-separated scenarios to run, e.g. 1,4 (default: 1-8); the on-demand scenarios of issue 10 "
         "run only when named: xl (main at --scale-xl vs SF0.01, 600k batch), metadata500 (--meta-tables tables), "
-        "crowd (--crowd-sessions browser sessions publishing while a CLI ingests; results in bench/results/crowd.md)",
+        "crowd (--crowd-sessions browser sessions publishing while a CLI ingests; results in bench/results/crowd.md), "
+        "spread (600k batch of keys spread over main's range vs at its end, mains at --scale-spread)",
     )
     p.add_argument(
         "--crowd-sessions",
@@ -1221,6 +1233,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--xl-scan-baseline",
         action="store_true",
         help="scenario xl: also profile the XL main by a full scan (minutes) and check the metadata profile's exact fields",
+    )
+    p.add_argument(
+        "--scale-spread",
+        default="1",
+        help="scenario spread: comma-separated TPC-H scale factors of the mains (default 1; 1,10 adds 60M rows)",
     )
     p.add_argument(
         "--meta-tables", type=int, default=500, help="scenario metadata500: number of tables (default 500)"

@@ -1,6 +1,8 @@
 """``references: {column, table, ref_column}``: every non-NULL value exists in the other table's main.
 
-The batch's value range (from the one pass) is pushed into the scan of the referenced table.
+The batch's value range (from the one pass) is pushed into the scan of the referenced table, whose
+column is then streamed past the batch's broadcast distinct values
+(:func:`wap_core.checks.keys.values_missing`).
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from wap_core.checks.base import (
     Measurement,
     jsonable,
 )
+from wap_core.checks.keys import values_missing
 from wap_core.checks.parsing import Args
-from wap_core.checks.unique import key_range_filter
 from wap_core.exceptions import ValidationError
 from wap_core.identifiers import TableId, quote_column
 
@@ -63,17 +65,22 @@ class References(CheckSpec):
         ref = ctx.read_main(ref_tid)
         if ref is None:
             return {**m, "no_main": True}
-        ref_keys = key_range_filter(
-            ref.select(F.col(quote_column(self.ref_column)).alias("__ref")), "__ref", m.get("lo"), m.get("hi")
-        ).distinct()
-        c = F.col(quote_column(self.columns[0]))
-        missing = batch.where(c.isNotNull()).join(ref_keys, c == F.col("__ref"), "left_anti")
-        stats = missing.agg(F.count(F.lit(1)).alias("rows"), F.countDistinct(c).alias("values")).collect()[0]
-        failing = int(stats["rows"])
+        rows = m.get("_rows")
+        missing = values_missing(
+            batch,
+            self.columns[0],
+            ref,
+            self.ref_column,
+            m.get("lo"),
+            m.get("hi"),
+            None if rows is None else int(rows),
+        )
+        stats = missing.agg(F.sum("rows").alias("rows"), F.count(F.lit(1)).alias("values")).collect()[0]
+        failing = int(stats["rows"] or 0)
         sample: list[dict[str, Any]] = []
         if failing:
-            top = missing.groupBy(c.alias("value")).count().orderBy(F.desc("count")).limit(5).collect()
-            sample = [{"value": jsonable(r["value"]), "rows": int(r["count"])} for r in top]
+            top = missing.orderBy(F.desc("rows")).limit(5).collect()
+            sample = [{"value": jsonable(r["value"]), "rows": int(r["rows"])} for r in top]
         return {**m, "missing_rows": failing, "missing_values": int(stats["values"]), "sample": sample}
 
     def judge(self, m: Measurement, ctx: MainContext) -> CheckResult:

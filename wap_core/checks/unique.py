@@ -3,7 +3,8 @@
 Within the batch, the duplicate statistics come from the one pass (the engine groups the batch by
 the key in the same Spark query that computes every other aggregate). Against main, the batch's key
 range (min/max of the first key column, from the same pass) is pushed into the scan of main at the
-fork, so Iceberg prunes main's files by their column statistics.
+fork, so Iceberg prunes main's files by their column statistics; what remains of main's key columns
+is streamed past the batch's broadcast distinct keys (:func:`wap_core.checks.keys.keys_in_main`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from wap_core.checks.base import (
     jsonable,
     row_dict,
 )
+from wap_core.checks.keys import keys_in_main
 from wap_core.checks.parsing import Args
 from wap_core.identifiers import quote_column
 
@@ -69,10 +71,12 @@ class Unique(CheckSpec):
         if self.against_main:
             main = ctx.read_main(ctx.table)
             if main is not None:
-                main_keys = key_range_filter(main.select(*keys), self.columns[0], m.get("lo"), m.get("hi"))
-                clash = batch.select(*keys).join(main_keys.distinct(), on=list(self.columns), how="left_semi")
-                in_main = clash.count()
+                rows = m.get("_rows")
+                in_main, found = keys_in_main(
+                    batch, main, self.columns, m.get("lo"), m.get("hi"), None if rows is None else int(rows)
+                )
                 if in_main:
+                    clash = batch.select(*keys).join(found, on=list(self.columns), how="left_semi")
                     sample += [
                         dict(row_dict(r), __problem="already in main") for r in clash.limit(3).collect()
                     ]
@@ -93,13 +97,3 @@ class Unique(CheckSpec):
             else f"keys unique {scope}"
         )
         return self.result(failing <= self.max_failing_rows, observed, failing, msg, m.get("sample"))
-
-
-def key_range_filter(df: DataFrame, column: str, lo: Any, hi: Any) -> DataFrame:
-    """``df`` limited to ``column`` in [lo, hi]: Iceberg skips files whose min/max miss the range."""
-    from pyspark.sql import functions as F
-
-    if lo is None or hi is None:
-        return df.limit(0)
-    c = F.col(quote_column(column))
-    return df.where(c.isNotNull() & (c >= F.lit(lo)) & (c <= F.lit(hi)))

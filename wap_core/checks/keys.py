@@ -1,0 +1,118 @@
+"""Look-ups of the batch's keys in a table's main, for ``unique`` (against main) and ``references``.
+
+Both checks ask which of the batch's keys exist in a big table. The batch's key range (min/max
+from the one pass) is pushed into the scan first, so Iceberg skips every file of main whose
+min/max miss it (a batch of new keys at the end of the range reads no file of main). When the keys
+cannot be pruned that way (new keys spread over main's whole range: random ids, UUIDs, keys in
+gaps) main must be read, and the plan decides the cost:
+
+- only main's key columns are read (column pruning), never whole rows;
+- main is streamed once past a broadcast of the batch's first key column (one value per row, no
+  aggregation of the batch): no shuffle and no ``distinct`` of main's keys (which used to
+  shuffle every key of main). Only main's keys sharing that first column (usually none) are
+  brought to the driver and matched exactly with the batch's whole keys;
+- when too many share it (a low-cardinality first key column) or the batch is too big to broadcast,
+  the batch's distinct keys with their row counts are joined with main's keys instead (broadcast
+  when the batch is small), and only the keys found are de-duplicated and counted.
+
+The counts are exactly those of a left-semi (``unique``) or left-anti (``references``) join of
+the batch with main: a key found several times in main counts once; NULL keys never match.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from wap_core.identifiers import quote_column
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+# Past this many batch rows the batch's distinct keys are not forced into a broadcast (Spark plans
+# the join itself): a broadcast is held in memory by the driver and every executor.
+BROADCAST_MAX_ROWS = 2_000_000
+COUNT = "__wap_n"
+CANDIDATES_COLLECTED = 10_000  # main's keys sharing the batch's first key column, matched on the driver side
+
+
+def key_range_filter(df: DataFrame, column: str, lo: Any, hi: Any) -> DataFrame:
+    """``df`` limited to ``column`` in [lo, hi]: Iceberg skips files whose min/max miss the range."""
+    from pyspark.sql import functions as F
+
+    if lo is None or hi is None:
+        return df.limit(0)
+    c = F.col(quote_column(column))
+    return df.where(c.isNotNull() & (c >= F.lit(lo)) & (c <= F.lit(hi)))
+
+
+def _counted(batch: DataFrame, keys: Sequence[Column], batch_rows: int | None) -> DataFrame:
+    """The batch's distinct keys with their row counts, hinted for a broadcast when the batch is small."""
+    from pyspark.sql import functions as F
+
+    counts = batch.groupBy(*keys).agg(F.count(F.lit(1)).alias(COUNT))
+    small = batch_rows is not None and batch_rows <= BROADCAST_MAX_ROWS
+    return F.broadcast(counts) if small else counts
+
+
+def keys_in_main(
+    batch: DataFrame,
+    main: DataFrame,
+    columns: Sequence[str],
+    lo: Any,
+    hi: Any,
+    batch_rows: int | None,
+) -> tuple[int, DataFrame]:
+    """Rows of ``batch`` whose key (``columns``) exists in ``main``, and those keys (distinct).
+
+    ``lo``/``hi``: the batch's min/max of ``columns[0]`` (pruning of main's files);
+    ``batch_rows``: the batch's row count (decides the broadcast). One Spark job for the count;
+    the returned frame (the clashing keys) is only evaluated by callers that want examples.
+    """
+    from pyspark.sql import functions as F
+
+    cols = list(columns)
+    keys = [F.col(quote_column(c)) for c in cols]
+    main_keys = key_range_filter(main.select(*keys), cols[0], lo, hi)
+    if batch_rows is not None and batch_rows <= BROADCAST_MAX_ROWS:
+        # main's keys whose FIRST column occurs in the batch: main streamed past a broadcast of that one
+        # column of the batch (no aggregation of the batch, a compact hash of one value per row);
+        # usually none or few, brought to the driver and matched exactly against the batch
+        first = F.broadcast(batch.select(keys[0]).where(keys[0].isNotNull()))
+        candidates = main_keys.join(first, on=[cols[0]], how="left_semi").dropDuplicates(cols)
+        got = candidates.limit(CANDIDATES_COLLECTED + 1).collect()
+        if not got:
+            return 0, candidates
+        if len(got) <= CANDIDATES_COLLECTED:
+            known = F.broadcast(batch.sparkSession.createDataFrame(got, schema=candidates.schema))
+            n = batch.select(*keys).join(known, on=cols, how="left_semi").count()
+            return n, known.join(batch.select(*keys), on=cols, how="left_semi")
+    hits = main_keys.join(_counted(batch.select(*keys), keys, batch_rows), on=cols, how="inner")
+    found = hits.dropDuplicates(cols)
+    n = found.agg(F.sum(F.col(COUNT)).alias("n")).collect()[0]["n"]
+    return int(n or 0), found.select(*keys)
+
+
+def values_missing(
+    batch: DataFrame,
+    column: str,
+    ref: DataFrame,
+    ref_column: str,
+    lo: Any,
+    hi: Any,
+    batch_rows: int | None,
+) -> DataFrame:
+    """The non-NULL values of ``batch.column`` absent from ``ref.ref_column``: ``value``, ``rows``.
+
+    One row per missing value with the number of batch rows holding it (``rows``). ``lo``/``hi``
+    (the batch's min/max of ``column``) prune ``ref``'s files; ``ref`` is streamed once past the
+    broadcast distinct values of the batch.
+    """
+    from pyspark.sql import functions as F
+
+    c = F.col(quote_column(column))
+    counts = _counted(batch.where(c.isNotNull()).select(c.alias("value")), [F.col("value")], batch_rows)
+    ref_vals = key_range_filter(ref.select(F.col(quote_column(ref_column)).alias("__ref")), "__ref", lo, hi)
+    found = ref_vals.join(counts, F.col("__ref") == F.col("value"), "left_semi").dropDuplicates(["__ref"])
+    missing = counts.join(found, F.col("value") == F.col("__ref"), "left_anti")
+    return missing.select("value", F.col(COUNT).alias("rows"))

@@ -178,7 +178,7 @@ def _one_scale(b: Bench, s: float, d: dict[str, Any]) -> None:
         "former (distinct of main's keys + semi-join)": lambda: old_keys_in_main(
             batch, main, KEY_COLUMNS, lo, hi, rows
         )[0],
-        "broadcast of the batch's distinct keys disabled": lambda: keys_mod.keys_in_main(
+        "fallback (distinct batch keys with counts, no broadcast)": lambda: keys_mod.keys_in_main(
             batch, main, KEY_COLUMNS, lo, hi, None
         )[0],
         "now (main's key columns streamed past the broadcast batch keys)": lambda: keys_mod.keys_in_main(

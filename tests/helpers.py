@@ -102,12 +102,9 @@ def console_env(**wap: str) -> dict[str, str]:
     return env
 
 
-@contextmanager
-def console(env: Mapping[str, str], log: Path, timeout: float = 90) -> Iterator[str]:
-    """The console (``streamlit run app.py``) on a free local port with ``env``; yields its base URL, stops it after."""
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    cmd = [
+def streamlit_cmd(port: int, *args: str) -> list[str]:
+    """The command line that serves the console (``streamlit run app.py``) headless on 127.0.0.1:``port``."""
+    return [
         sys.executable,
         "-m",
         "streamlit",
@@ -121,8 +118,25 @@ def console(env: Mapping[str, str], log: Path, timeout: float = 90) -> Iterator[
         "127.0.0.1",
         "--browser.gatherUsageStats",
         "false",
+        *args,
     ]
+
+
+@contextmanager
+def console(
+    env: Mapping[str, str], log: Path, timeout: float = 90, port: int | None = None, args: Sequence[str] = ()
+) -> Iterator[str]:
+    """The console on a free (or the given) local port with ``env`` and extra streamlit ``args``;
+    yields its base URL, stops it after."""
+    port = port or free_port()
+    base = f"http://127.0.0.1:{port}"
     with running(
-        cmd, cwd=ROOT, env=env, log=log, health=f"{base}/_stcore/health", timeout=timeout, what="streamlit"
+        streamlit_cmd(port, *args),
+        cwd=ROOT,
+        env=env,
+        log=log,
+        health=f"{base}/_stcore/health",
+        timeout=timeout,
+        what="streamlit",
     ):
         yield base

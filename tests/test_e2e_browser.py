@@ -404,11 +404,11 @@ def test_explore_selection_lives_in_the_url_and_back_restores_it(server: str) ->
             page.go_back()
             expect(page).to_have_url(re.compile(r"table=demo\.planes"))
             expect(page.get_by_text("Reading demo.planes at branch main")).to_be_visible()
-            table_box = page.get_by_test_id("stSelectbox").filter(has_text="Table").first
-            expect(table_box).to_contain_text("demo.planes")
+            table_box = page.get_by_role("combobox", name="Table")
+            expect(table_box).to_have_value("demo.planes")
             page.go_back()
             expect(page.get_by_text("Reading demo.flights at branch main")).to_be_visible()
-            expect(table_box).to_contain_text("demo.flights")
+            expect(table_box).to_have_value("demo.flights")
             page.go_forward()
             expect(page.get_by_text("Reading demo.planes at branch main")).to_be_visible()
         finally:

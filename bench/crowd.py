@@ -439,21 +439,7 @@ class Crowd:
         env = self.env()
         port = helpers.free_port()
         base = f"http://127.0.0.1:{port}"
-        cmd = [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            "app.py",
-            "--server.headless",
-            "true",
-            "--server.port",
-            str(port),
-            "--server.address",
-            "127.0.0.1",
-            "--browser.gatherUsageStats",
-            "false",
-        ]
+        cmd = helpers.streamlit_cmd(port)
         with ExitStack() as stack:
             if not self.local:
                 oidc_port = helpers.free_port()

@@ -102,23 +102,7 @@ def servers(lake: Settings) -> Iterator[str]:
             "WAP_SPARK_DRIVER_MEMORY": "1g",
             "PYSPARK_PYTHON": sys.executable,
         }
-        cmd = [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            "app.py",
-            "--server.headless",
-            "true",
-            "--server.port",
-            str(port),
-            "--server.address",
-            "127.0.0.1",
-            "--browser.gatherUsageStats",
-            "false",
-            "--secrets.files",
-            str(secrets),
-        ]
+        cmd = helpers.streamlit_cmd(port, "--secrets.files", str(secrets))
         with helpers.running(
             cmd,
             cwd=ROOT,

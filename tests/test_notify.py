@@ -30,7 +30,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pyarrow as pa
 import pytest
-from helpers import CHROMIUM, CHROMIUM_ARGS, free_port, running, write_csv
+from helpers import CHROMIUM, CHROMIUM_ARGS, free_port, running, streamlit_cmd, write_csv
 
 from wap_core import Lakehouse, Settings, TableId, notify
 from wap_core.cli import main
@@ -890,21 +890,7 @@ def test_the_link_opens_the_review_page_in_chromium(flow: Flow) -> None:
     )
     port = urlsplit(flow.console).port
     env = cli_env(flow.lh, WAP_USER="reviewer", WAP_SHUFFLE_PARTITIONS="2", PYSPARK_PYTHON=sys.executable)
-    cmd = [
-        sys.executable,
-        "-m",
-        "streamlit",
-        "run",
-        "app.py",
-        "--server.headless",
-        "true",
-        "--server.port",
-        str(port),
-        "--server.address",
-        "127.0.0.1",
-        "--browser.gatherUsageStats",
-        "false",
-    ]
+    cmd = streamlit_cmd(port)
     with running(
         cmd,
         cwd=ROOT,

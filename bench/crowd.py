@@ -275,9 +275,16 @@ class Crowd:
             if await rebase_btn.count():
                 t0 = time.perf_counter()
                 await rebase_btn.click()
-                await expect(
-                    page.get_by_text(re.compile(rf"Rebased {re.escape(table)} {branch} onto main"))
-                ).to_be_visible()
+                rebased = page.get_by_text(re.compile(rf"Rebased {re.escape(table)} {branch} onto main"))
+                lost = page.locator('[data-testid="stAlertContentError"]').filter(has_text="lost a race")
+                await expect(rebased.or_(lost).first).to_be_visible()
+                if not await rebased.count():
+                    # the rebase's commit lost every retry to the other session's publish or a CLI
+                    # ingest on the same table: refused and journaled, nothing changed; try again
+                    msg = (await lost.first.inner_text())[:300]
+                    self.stats.timed("rebase refused (lost a race)", time.perf_counter() - t0)
+                    self.stats.refusals.append(f"{where}: rebase {msg}")
+                    continue
                 self.stats.timed("rebase (button)", time.perf_counter() - t0)
                 self.stats.rebases += 1
                 await self.check_page(page, f"{where} rebase")

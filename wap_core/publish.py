@@ -172,7 +172,10 @@ def _refuse(
     action: Action,
     exc: RefusedError,
     before: int | None = None,
+    *,
+    notify_it: bool = True,
 ) -> RefusedError:
+    """Journal a refused action (and notify it unless ``notify_it`` is False); returns ``exc`` to raise."""
     lh.journal.record(
         user=user,
         action=action,
@@ -184,16 +187,17 @@ def _refuse(
         details={"code": exc.reason_code},
     )
     # (authorization refusals are journaled and notified by access.authorize)
-    notify.emit(
-        lh,
-        notify.Event.REFUSED,
-        table=str(table),
-        branch=branch,
-        user=user,
-        status=exc.reason_code,
-        summary=str(exc),
-        snapshot_id=before,
-    )
+    if notify_it:
+        notify.emit(
+            lh,
+            notify.Event.REFUSED,
+            table=str(table),
+            branch=branch,
+            user=user,
+            status=exc.reason_code,
+            summary=str(exc),
+            snapshot_id=before,
+        )
     return exc
 
 
@@ -238,7 +242,15 @@ def _record_untracked_publish(lh: Lakehouse, table: TableId, branch: str, snapsh
 
 
 def _begin(
-    lh: Lakehouse, user: str, table: TableId, branch: str, action: Action, before: int | None, **kw: Any
+    lh: Lakehouse,
+    user: str,
+    table: TableId,
+    branch: str,
+    action: Action,
+    before: int | None,
+    *,
+    notify_it: bool = True,
+    **kw: Any,
 ) -> Intent:
     """Announce a ref move (its intent row is committed before any Iceberg commit); a busy branch is a journaled refusal."""
     try:
@@ -246,7 +258,7 @@ def _begin(
             user=user, action=action, table=str(table), branch=branch, expected_before=before, **kw
         )
     except BranchBusyError as exc:
-        raise _refuse(lh, user, table, branch, action, exc, before) from exc
+        raise _refuse(lh, user, table, branch, action, exc, before, notify_it=notify_it) from exc
 
 
 def publish(

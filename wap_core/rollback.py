@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from wap_core import catalog as cat
 from wap_core.access import Permission, authorize
 from wap_core.exceptions import (
-    BranchBusyError,
     CommitConflictError,
     ConflictError,
     NotFoundError,
@@ -30,6 +29,8 @@ from wap_core.exceptions import (
 from wap_core.faults import fault_point
 from wap_core.identifiers import MAIN, TableId, validate_branch
 from wap_core.journal import Intent
+from wap_core.publish import _begin as publish_begin
+from wap_core.publish import _refuse as publish_refuse
 from wap_core.reconcile import acting
 from wap_core.refs import commit_with_retry
 from wap_core.states import Action, Outcome
@@ -98,28 +99,15 @@ def _refuse(
     exc: RefusedError,
     before: int | None,
 ) -> RefusedError:
-    lh.journal.record(
-        user=user,
-        action=action,
-        table=str(table),
-        branch=branch,
-        snapshot_before=before,
-        outcome=Outcome.REFUSED,
-        reason=str(exc),
-        details={"code": exc.reason_code},
-    )
-    return exc
+    """A journaled refusal (publish's; a refused rollback or reopen is not notified)."""
+    return publish_refuse(lh, user, table, branch, action, exc, before, notify_it=False)
 
 
 def _begin(
     lh: Lakehouse, user: str, table: TableId, branch: str, action: Action, before: int | None, **kw: Any
 ) -> Intent:
-    try:
-        return lh.journal.begin_intent(
-            user=user, action=action, table=str(table), branch=branch, expected_before=before, **kw
-        )
-    except BranchBusyError as exc:
-        raise _refuse(lh, user, table, branch, action, exc, before) from exc
+    """Announce a ref move (intent row first); a busy branch is a journaled refusal, not notified."""
+    return publish_begin(lh, user, table, branch, action, before, notify_it=False, **kw)
 
 
 def rollback(

@@ -119,6 +119,25 @@ def old_keys_in_main(
     return clash.count(), clash.distinct()
 
 
+def two_column_keys_in_main(
+    batch: DataFrame, main: DataFrame, columns: Sequence[str], lo: Any, hi: Any, batch_rows: int | None
+) -> tuple[int, DataFrame]:
+    """The plan before the first-column probe: main's WHOLE keys streamed past the batch's first column."""
+    from pyspark.sql import functions as F
+
+    from wap_core.checks.keys import key_range_filter
+
+    keys = [F.col(c) for c in columns]
+    main_keys = key_range_filter(main.select(*keys), columns[0], lo, hi)
+    first = F.broadcast(batch.select(keys[0]).where(keys[0].isNotNull()))
+    candidates = main_keys.join(first, on=[columns[0]], how="left_semi").dropDuplicates(list(columns))
+    got = candidates.collect()
+    if not got:
+        return 0, candidates
+    known = F.broadcast(batch.sparkSession.createDataFrame(got, schema=candidates.schema))
+    return batch.select(*keys).join(known, on=list(columns), how="left_semi").count(), known
+
+
 def scenario_spread(b: Bench) -> None:
     for s, d in _DATA.items():
         _one_scale(b, s, d)
@@ -181,9 +200,12 @@ def _one_scale(b: Bench, s: float, d: dict[str, Any]) -> None:
         "fallback (distinct batch keys with counts, no broadcast)": lambda: keys_mod.keys_in_main(
             batch, main, KEY_COLUMNS, lo, hi, None
         )[0],
-        "now (main's key columns streamed past the broadcast batch keys)": lambda: keys_mod.keys_in_main(
-            batch, main, KEY_COLUMNS, lo, hi, rows
-        )[0],
+        "previous (main's whole keys streamed past the batch's broadcast first key column)": lambda: (
+            two_column_keys_in_main(batch, main, KEY_COLUMNS, lo, hi, rows)[0]
+        ),
+        "now (main's first key column alone streamed past the batch's broadcast first key column)": lambda: (
+            keys_mod.keys_in_main(batch, main, KEY_COLUMNS, lo, hi, rows)[0]
+        ),
     }
     plan_t: dict[str, float] = {}
     plan_n: dict[str, Any] = {}

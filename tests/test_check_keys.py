@@ -26,7 +26,8 @@ CLASHES = [
     (32 * 39 + 8, 0, "US"),  # main's highest key
     (1, 1, "US"),  # main's lowest key
 ]
-BATCH_ROWS = [*GAPS, *CLASHES, (None, 1, "DE"), (None, None, None), (32 * 7 + 21, 0, "XX")]
+NEAR = [(34, 1, "US")]  # first key value in main, whole key not: (34, 0) is main's
+BATCH_ROWS = [*GAPS, *CLASHES, *NEAR, (None, 1, "DE"), (None, None, None), (32 * 7 + 21, 0, "XX")]
 # unique against main: the 4 clashing rows; within the batch: 2 rows share (33, 1)
 IN_MAIN = 4
 
@@ -79,12 +80,17 @@ def test_references_counts_missing_values_exactly(spread) -> None:  # type: igno
 
 
 @pytest.mark.parametrize(
-    ("batch_rows", "collected"),
-    [(None, 10_000), (len(BATCH_ROWS), 10_000), (len(BATCH_ROWS), 1)],
-    ids=["no-broadcast", "first-column-broadcast", "too-many-candidates"],
+    ("batch_rows", "collected", "keys_collected"),
+    [
+        (None, 10_000, 100_000),
+        (len(BATCH_ROWS), 10_000, 100_000),
+        (len(BATCH_ROWS), 1, 100_000),
+        (len(BATCH_ROWS), 10_000, 1),
+    ],
+    ids=["no-broadcast", "first-column-broadcast", "too-many-shared-values", "too-many-candidate-keys"],
 )
 def test_the_plans_agree_with_the_plain_joins(  # type: ignore[no-untyped-def]
-    spread, monkeypatch: pytest.MonkeyPatch, batch_rows: int | None, collected: int
+    spread, monkeypatch: pytest.MonkeyPatch, batch_rows: int | None, collected: int, keys_collected: int
 ) -> None:
     from pyspark.sql import functions as F
 
@@ -93,6 +99,7 @@ def test_the_plans_agree_with_the_plain_joins(  # type: ignore[no-untyped-def]
     from wap_core.checks import keys
 
     monkeypatch.setattr(keys, "CANDIDATES_COLLECTED", collected)
+    monkeypatch.setattr(keys, "CANDIDATE_KEYS_COLLECTED", keys_collected)
     lh, table, _ = spread
     lin = cat.lineage(lh.table(table), "batch")
     assert lin.fork is not None
@@ -122,3 +129,21 @@ def test_an_empty_range_reads_nothing(spread) -> None:  # type: ignore[no-untype
     assert lin.fork is not None
     batch, main = batch_frame(lh, table, lin), lh.read_snapshot(table, lin.fork)
     assert keys_in_main(batch, main, ("k1", "k2"), None, None, 10)[0] == 0
+
+
+@pytest.mark.parametrize("batch_rows", [None, len(BATCH_ROWS)], ids=["no-broadcast", "broadcast"])
+def test_a_one_column_key_is_matched_from_the_shared_values(spread, batch_rows: int | None) -> None:  # type: ignore[no-untyped-def]
+    from pyspark.sql import functions as F
+
+    from wap_core import catalog as cat
+    from wap_core.audit import batch_frame
+
+    lh, table, _ = spread
+    lin = cat.lineage(lh.table(table), "batch")
+    assert lin.fork is not None
+    batch, main = batch_frame(lh, table, lin), lh.read_snapshot(table, lin.fork)
+    lo, hi = batch.agg(F.min("k1"), F.max("k1")).collect()[0]
+    n, found = keys_in_main(batch, main, ("k1",), lo, hi, batch_rows)
+    plain = batch.join(main.select("k1").distinct(), on=["k1"], how="left_semi").count()
+    assert n == plain == IN_MAIN + len(NEAR)
+    assert sorted(r["k1"] for r in found.collect()) == sorted({k1 for k1, _, _ in CLASHES + NEAR})

@@ -7,10 +7,11 @@ cannot be pruned that way (new keys spread over main's whole range: random ids, 
 gaps) main must be read, and the plan decides the cost:
 
 - only main's key columns are read (column pruning), never whole rows;
-- main is streamed once past a broadcast of the batch's first key column (one value per row, no
-  aggregation of the batch): no shuffle and no ``distinct`` of main's keys (which used to
-  shuffle every key of main). Only main's keys sharing that first column (usually none) are
-  brought to the driver and matched exactly with the batch's whole keys;
+- main's first key column alone is streamed once past a broadcast of the batch's first key column
+  (one value per row, no aggregation of the batch): no shuffle and no ``distinct`` of main's keys
+  (which used to shuffle every key of main), and one column read instead of all the key's. Only
+  when values are shared (usually none) are main's whole keys with those values read (pruned by
+  the IN list), brought to the driver and matched exactly with the batch's whole keys;
 - when too many share it (a low-cardinality first key column) or the batch is too big to broadcast,
   the batch's distinct keys with their row counts are joined with main's keys instead (broadcast
   when the batch is small), and only the keys found are de-duplicated and counted.
@@ -33,7 +34,8 @@ if TYPE_CHECKING:
 # the join itself): a broadcast is held in memory by the driver and every executor.
 BROADCAST_MAX_ROWS = 2_000_000
 COUNT = "__wap_n"
-CANDIDATES_COLLECTED = 10_000  # main's keys sharing the batch's first key column, matched on the driver side
+CANDIDATES_COLLECTED = 10_000  # first-column values shared by the batch and main, brought to the driver
+CANDIDATE_KEYS_COLLECTED = 100_000  # main's whole keys holding them, matched exactly with the batch's
 
 
 def key_range_filter(df: DataFrame, column: str, lo: Any, hi: Any) -> DataFrame:
@@ -75,18 +77,27 @@ def keys_in_main(
     keys = [F.col(quote_column(c)) for c in cols]
     main_keys = key_range_filter(main.select(*keys), cols[0], lo, hi)
     if batch_rows is not None and batch_rows <= BROADCAST_MAX_ROWS:
-        # main's keys whose FIRST column occurs in the batch: main streamed past a broadcast of that one
-        # column of the batch (no aggregation of the batch, a compact hash of one value per row);
-        # usually none or few, brought to the driver and matched exactly against the batch
+        # main's FIRST key column alone streamed past a broadcast of that column of the batch (no
+        # aggregation of the batch, no shuffle of main): the values both share, usually none or few
         first = F.broadcast(batch.select(keys[0]).where(keys[0].isNotNull()))
-        candidates = main_keys.join(first, on=[cols[0]], how="left_semi").dropDuplicates(cols)
-        got = candidates.limit(CANDIDATES_COLLECTED + 1).collect()
-        if not got:
-            return 0, candidates
-        if len(got) <= CANDIDATES_COLLECTED:
-            known = F.broadcast(batch.sparkSession.createDataFrame(got, schema=candidates.schema))
-            n = batch.select(*keys).join(known, on=cols, how="left_semi").count()
-            return n, known.join(batch.select(*keys), on=cols, how="left_semi")
+        main_first = key_range_filter(main.select(keys[0]), cols[0], lo, hi)
+        shared = main_first.join(first, on=[cols[0]], how="left_semi").distinct()
+        values = [r[0] for r in shared.limit(CANDIDATES_COLLECTED + 1).collect()]
+        if not values:
+            return 0, main_keys.limit(0)
+        if len(values) <= CANDIDATES_COLLECTED:
+            # only main's keys with a shared first value are read whole (Iceberg prunes main's files
+            # by the IN list) and matched exactly with the batch's keys
+            # (a one-column key needs no second read: the shared values are the keys)
+            if len(cols) == 1:
+                candidates, got = main_first, [(v,) for v in values]
+            else:
+                candidates = main_keys.where(keys[0].isin(values)).dropDuplicates(cols)
+                got = [tuple(r) for r in candidates.limit(CANDIDATE_KEYS_COLLECTED + 1).collect()]
+            if len(got) <= CANDIDATE_KEYS_COLLECTED:
+                known = F.broadcast(batch.sparkSession.createDataFrame(got, schema=candidates.schema))
+                n = batch.select(*keys).join(known, on=cols, how="left_semi").count()
+                return n, known.join(batch.select(*keys), on=cols, how="left_semi")
     hits = main_keys.join(_counted(batch.select(*keys), keys, batch_rows), on=cols, how="inner")
     found = hits.dropDuplicates(cols)
     n = found.agg(F.sum(F.col(COUNT)).alias("n")).collect()[0]["n"]

@@ -222,3 +222,41 @@ def test_new_types_reject_bad_arguments_with_file_and_line(item: str, fragment: 
     with pytest.raises(ChecksFileError) as info:
         parse_checks(f"demo.t:\n  checks:\n    - row_count: {{min: 1}}\n    - {item}\n", "suite.yml")
     assert info.value.line == 4 and fragment in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("broken", ["none", "row check", "key check"])
+def test_aggregates_and_key_grouping_run_at_once_in_the_callers_job_group(batch, broken: str) -> None:  # type: ignore[no-untyped-def]
+    """The aggregation and the key grouping are two concurrent jobs (the aggregates from a second
+    thread): every job still carries the caller's job group, the counts and samples are those of a
+    plain DataFrame, and a broken check on either side leaves the other side's results intact."""
+    from pyspark.sql import functions as F
+
+    lh, t = batch
+    lines = [
+        "not_null: [name]",
+        "range: {column: amount, min: 0, max: 300}",
+        "unique: {name: u1, columns: [id], against_main: false}",
+    ]
+    if broken == "row check":
+        lines.append("expression: {name: bad, sql: 'no_such_column > 0'}")
+    if broken == "key check":
+        lines.append("unique: {name: bad, columns: [no_such_column], against_main: false}")
+    s = suite(t, lines)
+    run_audit(lh, t, "b", suite=s, use_cache=False)  # warm-up
+    sc = lh.spark.sparkContext
+    ungrouped = set(sc.statusTracker().getJobIdsForGroup(None))
+    n, a = jobs(lh, lambda: run_audit(lh, t, "b", suite=s, use_cache=False))
+    assert set(sc.statusTracker().getJobIdsForGroup(None)) == ungrouped, "a job left the caller's job group"
+    assert n >= 2
+    by = {c.name: c for c in a.checks}
+    frame = lh.spark.createDataFrame(ROWS, HEADER)
+    assert by["not_null(name)"].failing_rows == frame.where(F.col("name").isNull()).count() == 4
+    amount = by["range(amount)"]
+    assert amount.failing_rows == frame.where((F.col("amount") < 0) | (F.col("amount") > 300)).count()
+    assert amount.sample and all(not 0 <= r["amount"] <= 300 for r in amount.sample)
+    assert (
+        by["u1"].observed["duplicate_rows_in_batch"] == 5
+        and by["u1"].observed["duplicate_keys_in_batch"] == 2
+    )
+    if broken != "none":
+        assert by["bad"].status == "error"

@@ -3,10 +3,12 @@
 1. Each check's measurement is looked up in the result cache by (table, batch head, fingerprint);
    only the checks without one are measured.
 2. The pass: every aggregate of those checks (keyed ``<check name>::<local name>``) and the row
-   count in one query. When checks need duplicate statistics of a key (``unique``), the same query
-   groups the batch by the key(s), and the plain aggregates ride along as ``DataFrame.observe``
-   metrics of that query: still one scan of the batch. Aggregates observed while ingest wrote the
-   batch (``precomputed``) are not computed again.
+   count in one global aggregation of the batch. When checks need duplicate statistics of a key
+   (``unique``), the batch is grouped by the key(s) in a second Spark job submitted at the same
+   time (each job reads only its columns; the aggregates keep whole-stage generated code, and the
+   grouping's shuffle overlaps the aggregation). Row-level checks are judged and their failing
+   rows sampled as soon as the aggregates are known, while the grouping may still run.
+   Aggregates observed while ingest wrote the batch (``precomputed``) are not computed again.
 3. Look-ups beyond the pass (main, other tables), then one job sampling every failing row check.
 4. Measurements are stored; verdicts (:meth:`CheckSpec.judge`) never run Spark, so a threshold
    change is judged from the cache.
@@ -18,8 +20,7 @@ fails, the checks are measured one by one to find it, and the others still run.
 from __future__ import annotations
 
 import logging
-import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -104,22 +105,66 @@ def observed_metrics(suite: Suite) -> list[Column]:
     return [F.expr(t) for t in _named(suite_aggregates(suite.checks, None))]
 
 
-def _run(batch: DataFrame, plain: Mapping[str, str], keys: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:
-    """One Spark query: ``plain`` aggregates and, per check in ``keys``, ``dup_rows``/``dup_keys``."""
-    from pyspark.sql import Observation
+def _aggregate(batch: DataFrame, plain: Mapping[str, str]) -> dict[str, Any]:
+    """The ``plain`` aggregates in one global aggregation of the batch (whole-stage generated code)."""
+    return batch.selectExpr(*_named(plain)).collect()[0].asDict() if plain else {}
+
+
+def _run(
+    batch: DataFrame,
+    plain: Mapping[str, str],
+    keys: Mapping[str, tuple[str, ...]],
+    then: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """``plain`` aggregates and, per check in ``keys``, ``dup_rows``/``dup_keys``/``dup_examples``.
+
+    With both, the aggregation and the key grouping are two Spark jobs submitted at once (the
+    aggregates from a second thread that inherits this thread's job group): each reads only the
+    columns it needs, the aggregates stay in generated code, and the grouping's shuffle runs while
+    the aggregation scans. ``then`` gets the aggregates as soon as they are known, on their thread,
+    while the grouping may still run (the engine starts the failing-row sample read there).
+    """
+    if not keys:
+        values = _aggregate(batch, plain)
+        if then is not None:
+            then(values)
+        return values
+    if not plain and then is None:
+        return _group(batch, keys)
+    from pyspark import InheritableThread
+
+    box: dict[str, Any] = {}
+
+    def aggregates_then() -> None:
+        try:
+            box["values"] = _aggregate(batch, plain)
+            if then is not None:
+                then(box["values"])
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the calling thread below
+            box["error"] = exc
+
+    side = InheritableThread(target=aggregates_then, name="wap-aggregates", daemon=True)
+    side.start()
+    try:
+        grouped = _group(batch, keys)
+    finally:
+        side.join()
+    if "error" in box:
+        raise box["error"]
+    return {**box["values"], **grouped}
+
+
+def _group(batch: DataFrame, keys: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:
+    """Per check in ``keys``: ``dup_rows``, ``dup_keys`` and ``dup_examples`` from one grouping of the batch."""
     from pyspark.sql import functions as F
 
-    if not keys:
-        return batch.selectExpr(*_named(plain)).collect()[0].asDict() if plain else {}
-    obs = Observation(f"wap_checks_{uuid.uuid4().hex}") if plain else None
-    src = batch.observe(obs, *[F.expr(t) for t in _named(plain)]) if obs is not None else batch
     groups: dict[tuple[str, ...], list[str]] = {}
     for name, cols in keys.items():
         groups.setdefault(tuple(cols), []).append(name)
     n = F.col("__n")
     if len(groups) == 1:
         (cols,) = groups
-        counted = src.groupBy(*[F.col(quote_column(c)) for c in cols]).agg(F.count(F.lit(1)).alias("__n"))
+        counted = batch.groupBy(*[F.col(quote_column(c)) for c in cols]).agg(F.count(F.lit(1)).alias("__n"))
         fields = {0: [(c, c) for c in cols]}
     else:
         # one grouping per key: explode each row into one struct per key (other keys NULL) and count
@@ -135,14 +180,14 @@ def _run(batch: DataFrame, plain: Mapping[str, str], keys: Mapping[str, tuple[st
             )
             for g in range(len(groups))
         ]
-        exploded = src.select(F.explode(F.array(*structs)).alias("__s")).select("__s.*")
+        exploded = batch.select(F.explode(F.array(*structs)).alias("__s")).select("__s.*")
         counted = exploded.groupBy(*exploded.columns).agg(F.count(F.lit(1)).alias("__n"))
         fields = {g: [(f"__k{g}_{j}", c) for j, c in enumerate(cols)] for g, cols in enumerate(groups)}
     # Only the duplicated keys leave the grouping: usually few, so they are collected as they are
     # (counts and examples on the driver, no second aggregation stage); past DUP_KEYS_COLLECTED the
     # statistics are aggregated by Spark instead.
     dups = [r.asDict() for r in counted.where(n > 1).limit(DUP_KEYS_COLLECTED + 1).collect()]
-    values: dict[str, Any] = dict(obs.get) if obs is not None else {}
+    values: dict[str, Any] = {}
     if len(dups) > DUP_KEYS_COLLECTED:
         g_ = F.col("__g") if len(groups) > 1 else None
         stats = []
@@ -174,6 +219,7 @@ def _measure_pass(
     keys: dict[str, tuple[str, ...]],
     precomputed: Mapping[str, Any] | None,
     errors: dict[str, BaseException],
+    then: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     plain = {ROWS: "count(1)"}
     for name, texts in aggs.items():
@@ -182,10 +228,13 @@ def _measure_pass(
     if precomputed is not None and ROWS in precomputed:
         values = {k: v for k, v in precomputed.items() if k in plain}
         plain = {k: v for k, v in plain.items() if k not in values}
+    known = dict(values)
     if not plain and not keys:
+        if then is not None:
+            then(known)
         return values
     try:
-        values.update(_run(batch, plain, keys))
+        values.update(_run(batch, plain, keys, None if then is None else lambda v: then({**known, **v})))
         return values
     except Exception as exc:  # noqa: BLE001 - isolate the broken check(s) below
         log.info(
@@ -251,36 +300,40 @@ def evaluate(
             errors[spec.name] = exc
     todo = [s for s in todo if s.name not in errors]
 
-    # 2. the one pass (also when everything is cached but nothing tells the row count)
+    if todo:
+        batch = _one_task(batch)
+
+    # 2. the pass (also when everything is cached but nothing tells the row count). Row-level checks
+    #    are measured, and their failing rows sampled, as soon as the aggregates are known: on the
+    #    aggregates' thread, while a key grouping may still run.
     rows: int | None = next((int(m[ROWS]) for m in measurements.values() if m.get(ROWS) is not None), None)
     values: dict[str, Any] = {}
+    fresh: dict[str, Measurement] = {}
+    early = [s for s in todo if s.row_level and s.name not in keys]
+
+    def rows_known(v: dict[str, Any]) -> None:
+        if v.get(ROWS) is not None:
+            _measure(early, v, int(v[ROWS]), batch, ctx, fresh, errors)
+            _sample_failing(batch, early, fresh, sample_rows)
+
     if todo or rows is None:
-        values = _measure_pass(batch, {n: a for n, a in aggs.items() if a}, keys, precomputed, errors)
+        values = _measure_pass(
+            batch,
+            {n: a for n, a in aggs.items() if a},
+            keys,
+            precomputed,
+            errors,
+            rows_known if early else None,
+        )
         rows = int(values.get(ROWS) or 0)
     todo = [s for s in todo if s.name not in errors]
 
-    # 3. each check's own look-ups
-    fresh: dict[str, Measurement] = {}
-    for spec in todo:
-        prefix = spec.name + SEP
-        m: Measurement = {k[len(prefix) :]: v for k, v in values.items() if k.startswith(prefix)}
-        m[ROWS] = rows
-        try:
-            fresh[spec.name] = spec.measure_more(m, batch, ctx)
-        except Exception as exc:  # noqa: BLE001
-            errors[spec.name] = exc
+    # 3. each check's own look-ups (the checks not measured with the aggregates above)
+    _measure([s for s in todo if s.name not in fresh], values, rows, batch, ctx, fresh, errors)
 
-    # 4. samples of failing rows: one job for every failing row-level check
-    failing = [
-        s
-        for s in todo
-        if s.name in fresh
-        and s.row_level
-        and int(fresh[s.name].get("fail") or 0) > 0
-        and "sample" not in fresh[s.name]
-    ]
-    if failing and sample_rows > 0:
-        _sample(batch, failing, fresh, sample_rows)
+    # 4. samples of failing rows: one job for every failing row-level check not sampled yet
+    _sample_failing(batch, [s for s in todo if s.name not in errors], fresh, sample_rows)
+    fresh = {name: m for name, m in fresh.items() if name not in errors}
     for name, m in fresh.items():
         measurements[name] = jsonable(m)
     if cache is not None and fresh:
@@ -299,6 +352,49 @@ def evaluate(
             log.warning("check %s could not be judged: %s", spec.name, short_error(exc))
             results.append(spec.error(exc))
     return Evaluation(results, rows or 0, measurements, list(fresh))
+
+
+def _one_task(batch: DataFrame) -> DataFrame:
+    """``batch`` as one partition when it is read as ONE split anyway (a small batch: one file, one row
+    group): no shuffle can add parallelism to it, so every aggregation (the pass, the key grouping)
+    runs in that one task, with no exchange and no second stage or job."""
+    return batch.coalesce(1) if batch.rdd.getNumPartitions() == 1 else batch
+
+
+def _measure(
+    specs: Sequence[CheckSpec],
+    values: Mapping[str, Any],
+    rows: int,
+    batch: DataFrame,
+    ctx: MainContext,
+    fresh: dict[str, Measurement],
+    errors: dict[str, BaseException],
+) -> None:
+    """Each spec's measurement from the pass's ``values`` plus its own look-ups, into ``fresh``."""
+    for spec in specs:
+        prefix = spec.name + SEP
+        m: Measurement = {k[len(prefix) :]: v for k, v in values.items() if k.startswith(prefix)}
+        m[ROWS] = rows
+        try:
+            fresh[spec.name] = spec.measure_more(m, batch, ctx)
+        except Exception as exc:  # noqa: BLE001 - a broken check is a result, not a crash
+            errors[spec.name] = exc
+
+
+def _sample_failing(
+    batch: DataFrame, specs: Sequence[CheckSpec], fresh: dict[str, Measurement], n: int
+) -> None:
+    """Sample the failing rows of every failing row-level check in ``specs`` not sampled yet (one read)."""
+    failing = [
+        s
+        for s in specs
+        if s.name in fresh
+        and s.row_level
+        and int(fresh[s.name].get("fail") or 0) > 0
+        and "sample" not in fresh[s.name]
+    ]
+    if failing and n > 0:
+        _sample(batch, failing, fresh, n)
 
 
 def _sample(batch: DataFrame, checks: list[CheckSpec], fresh: dict[str, Measurement], n: int) -> None:

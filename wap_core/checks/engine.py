@@ -433,22 +433,22 @@ def _sample_read(
 ) -> bool:
     """One filtered read keeping a failing row with probability ``rate * n / failing``, at most ``cap``
     rows; fills each check's sample up to ``n``. True when the read covered the whole batch."""
-    from pyspark.sql import functions as F
-
-    cols = [F.col(quote_column(c)) for c in batch.columns]
-    bucket = F.pmod(F.xxhash64(*cols), F.lit(1_000_000))
-    conds: dict[str, Column] = {}
-    for i, spec in enumerate(checks):
+    # built as SQL text (parsed by Spark once) rather than from ~100 Column objects, one Py4J call
+    # each: on a small batch those calls cost as much as the read itself. The check predicates are
+    # the same texts the pass's ``count_if`` aggregates embed.
+    cols = [quote_column(c) for c in batch.columns]
+    bucket = f"pmod(xxhash64({', '.join(cols)}), 1000000)"
+    conds: list[str] = []
+    for spec in checks:
         failing = int(fresh[spec.name].get("fail") or 0)
-        cond = F.coalesce(F.expr(str(spec.fail_sql())), F.lit(False))
+        cond = f"coalesce(({spec.fail_sql()}), false)"
         keep = min(1.0, rate * n / failing) if failing else 1.0
         if keep < 1.0:
-            cond = cond & (bucket < F.lit(int(keep * 1_000_000)))
-        conds[f"__fail{i}"] = cond
-    any_fail = F.lit(False)
-    for c in conds.values():
-        any_fail = any_fail | c
-    rows = batch.where(any_fail).select(*cols, *[c.alias(f) for f, c in conds.items()]).limit(cap).collect()
+            cond = f"({cond} AND {bucket} < {int(keep * 1_000_000)})"
+        conds.append(cond)
+    any_fail = " OR ".join(conds)
+    flagged = [f"{c} AS `__fail{i}`" for i, c in enumerate(conds)]
+    rows = batch.where(any_fail).selectExpr(*cols, *flagged).limit(cap).collect()
     flags = {f"__fail{i}": spec for i, spec in enumerate(checks)}
     for row in rows:
         d = row_dict(row)

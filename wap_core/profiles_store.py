@@ -14,7 +14,7 @@ import json
 import logging
 from typing import Any
 
-from sqlalchemy import Engine, and_, insert, select
+from sqlalchemy import Engine, Table, and_, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from wap_core.journal import batch_profiles_table, profiles_table, utcnow
@@ -39,34 +39,31 @@ class ProfileStore:
 
     def save_profile(self, table: str, snapshot_id: int, profile: dict[str, Any]) -> None:
         """Cache a column profile of an immutable snapshot (first writer wins)."""
-        try:
-            with self.engine.begin() as conn:
-                conn.execute(
-                    insert(profiles_table).values(
-                        table_name=table,
-                        snapshot_id=snapshot_id,
-                        at=utcnow(),
-                        profile=json.dumps(profile, default=str),
-                    )
-                )
-        except IntegrityError:
-            log.debug("profile of %s at %d already cached", table, snapshot_id)
+        self._insert_first(
+            profiles_table, f"profile of {table} at {snapshot_id}", table, profile, snapshot_id=snapshot_id
+        )
 
     def save_batch_profile(self, table: str, fork: int, head: int, profile: dict[str, Any]) -> None:
         """Cache the profile of the rows a pure-append branch added in (fork, head] (first writer wins)."""
+        self._insert_first(
+            batch_profiles_table,
+            f"batch profile of {table} at {head}",
+            table,
+            profile,
+            head_snapshot_id=head,
+            fork_snapshot_id=fork,
+        )
+
+    def _insert_first(
+        self, target: Table, what: str, table: str, profile: dict[str, Any], **snapshots: int
+    ) -> None:
+        """Insert one profile row; a row already there (another writer was first) is kept as it is."""
+        values = {"table_name": table, "at": utcnow(), "profile": json.dumps(profile, default=str)}
         try:
             with self.engine.begin() as conn:
-                conn.execute(
-                    insert(batch_profiles_table).values(
-                        table_name=table,
-                        head_snapshot_id=head,
-                        fork_snapshot_id=fork,
-                        at=utcnow(),
-                        profile=json.dumps(profile, default=str),
-                    )
-                )
+                conn.execute(insert(target).values(**values, **snapshots))
         except IntegrityError:
-            log.debug("batch profile of %s at %d already cached", table, head)
+            log.debug("%s already cached", what)
 
     def load_batch_profile(self, table: str, head: int) -> tuple[int, dict[str, Any]] | None:
         """The stored batch profile of a branch head and its fork snapshot, or None."""

@@ -111,6 +111,21 @@ def _refused_without_reason(dialog) -> None:  # type: ignore[no-untyped-def]
     expect(dialog).to_be_visible()
 
 
+def _upload_week1_again(page, base: str, settings: Settings, branch: str) -> None:  # type: ignore[no-untyped-def]
+    """Upload week 1's file, already ingested, into ``branch`` of demo.flights: the page flags it first."""
+    from playwright.sync_api import expect
+
+    page.goto(f"{base}/ingest")
+    page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(
+        str(settings.home / "demo_sources" / "flights_2013_02_w1.csv")
+    )
+    page.get_by_test_id("stSelectbox").first.click()
+    page.get_by_role("option", name="demo.flights").click()
+    page.get_by_label("Branch name (optional)").fill(branch)
+    page.get_by_role("button", name="Ingest and audit").click()
+    expect(page.get_by_text("This file was already ingested into demo.flights")).to_be_visible()
+
+
 def _all_snapshot_ids(settings: Settings) -> set[str]:
     lh = Lakehouse(settings)
     return {str(s.snapshot_id) for t in lh.tables() for s in lh.table(t).metadata.snapshots}
@@ -319,15 +334,7 @@ def test_publish_with_tab_and_enter_duplicate_upload_discard_with_tab(
             assert [e.reason for e in published] == ["week 1 checked"]  # exactly once
 
             # The same file again: flagged with the earlier branch before anything is written.
-            page.goto(f"{base}/ingest")
-            page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(
-                str(demo_settings.home / "demo_sources" / "flights_2013_02_w1.csv")
-            )
-            page.get_by_test_id("stSelectbox").first.click()
-            page.get_by_role("option", name="demo.flights").click()
-            page.get_by_label("Branch name (optional)").fill("w1_again")
-            page.get_by_role("button", name="Ingest and audit").click()
-            expect(page.get_by_text("This file was already ingested into demo.flights")).to_be_visible()
+            _upload_week1_again(page, base, demo_settings, "w1_again")
             expect(page.get_by_text(f"branch {PASSING_BRANCH}").first).to_be_visible()
             assert "w1_again" not in Lakehouse(demo_settings).table(FLIGHTS).metadata.refs
             _shoot(page, "ingest", tmp_path)
@@ -347,15 +354,7 @@ def test_publish_with_tab_and_enter_duplicate_upload_discard_with_tab(
             expect(page.get_by_text("Force-published demo.flights · w1_again")).to_be_visible()
 
             # Once more, then discard it: type the reason, Tab away, click Confirm (the click carries the text).
-            page.goto(f"{base}/ingest")
-            page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(
-                str(demo_settings.home / "demo_sources" / "flights_2013_02_w1.csv")
-            )
-            page.get_by_test_id("stSelectbox").first.click()
-            page.get_by_role("option", name="demo.flights").click()
-            page.get_by_label("Branch name (optional)").fill("w1_third")
-            page.get_by_role("button", name="Ingest and audit").click()
-            expect(page.get_by_text("This file was already ingested into demo.flights")).to_be_visible()
+            _upload_week1_again(page, base, demo_settings, "w1_third")
             page.get_by_role("button", name="Ingest anyway").click()
             expect(page.get_by_text("Branch w1_third of demo.flights")).to_be_visible()
             page.goto(f"{base}/review?table=demo.flights&branch=w1_third")

@@ -260,3 +260,59 @@ def test_aggregates_and_key_grouping_run_at_once_in_the_callers_job_group(batch,
     )
     if broken != "none":
         assert by["bad"].status == "error"
+
+
+def test_a_small_batch_is_known_as_one_split_from_its_snapshot_summaries(batch) -> None:  # type: ignore[no-untyped-def]
+    """The audit skips Spark's planning of the read when the summaries prove one split; the proof
+    agrees with Spark, and it is withheld (never wrong) when the table's split size is smaller."""
+    from wap_core import catalog as cat
+    from wap_core.batch import batch_frame, single_split
+
+    lh, t = batch
+    tbl = lh.table(t)
+    lin = cat.lineage(tbl, "b")
+    assert single_split(tbl.properties, lin)
+    assert batch_frame(lh, t, lin).rdd.getNumPartitions() == 1
+    assert not single_split({**tbl.properties, "read.split.target-size": "1024"}, lin)
+    assert not single_split({**tbl.properties, "read.split.open-file-cost": str(64 * 1024 * 1024)}, lin)
+    head = cat.lineage(tbl, "main")  # nothing new on main itself: no batch to read
+    assert not single_split(tbl.properties, head)
+
+
+def test_the_sample_read_prepared_ahead_returns_the_rows_built_from_scratch(batch) -> None:  # type: ignore[no-untyped-def]
+    """The failing-row read's projection is built while the pass runs; the rows it returns are the
+    ones the read built from scratch returns, and a projection that cannot be built (a broken check,
+    a batch column clashing with its names) leaves the read to build its own query."""
+    from pyspark.sql import functions as F
+
+    from wap_core import catalog as cat
+    from wap_core.batch import batch_frame
+    from wap_core.checks import engine
+
+    lh, t = batch
+    frame = batch_frame(lh, t, cat.lineage(lh.table(t), "b"))
+    checks = [c for c in suite(t, TEN).checks if c.row_level]
+    broken = suite(t, ["expression: {name: bad, sql: 'no_such_column > 0'}"]).checks[0]
+    values = engine._aggregate(frame, engine.suite_aggregates(checks, None))
+
+    def sample(df: Any, flags: Any) -> dict[str, Any]:
+        fresh: dict[str, Any] = {c.name: {"fail": values[engine.metric_name(c.name, "fail")]} for c in checks}
+        engine._sample_failing(df, checks, fresh, 3, flags)
+        return {name: m.get("sample") for name, m in fresh.items()}
+
+    scratch = sample(frame, None)
+    assert sum(len(s or []) for s in scratch.values()) > 10
+    ahead = engine._FailureFlags(frame, checks)
+    ahead.prepare()
+    assert ahead.frame_for(checks) is not None
+    assert sample(frame, ahead) == scratch
+    with_broken = engine._FailureFlags(frame, [*checks, broken])
+    with_broken.prepare()
+    assert with_broken.frame_for(checks) is None and sample(frame, with_broken) == scratch
+    clashing = frame.withColumn("__wap_note", F.lit("x"))
+    clash = engine._FailureFlags(clashing, checks)
+    clash.prepare()
+    assert clash.frame_for(checks) is None
+    got = sample(clashing, clash)  # another column, other row hashes: as many rows, not the same ones
+    assert {k: len(s or []) for k, s in got.items()} == {k: len(s or []) for k, s in scratch.items()}
+    assert all(r["__wap_note"] == "x" for s in got.values() for r in s or [])

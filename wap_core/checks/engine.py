@@ -20,6 +20,7 @@ fails, the checks are measured one by one to find it, and the others still run.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -115,6 +116,7 @@ def _run(
     plain: Mapping[str, str],
     keys: Mapping[str, tuple[str, ...]],
     then: Callable[[dict[str, Any]], None] | None = None,
+    meanwhile: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """``plain`` aggregates and, per check in ``keys``, ``dup_rows``/``dup_keys``/``dup_examples``.
 
@@ -123,8 +125,10 @@ def _run(
     columns it needs, the aggregates stay in generated code, and the grouping's shuffle runs while
     the aggregation scans. ``then`` gets the aggregates as soon as they are known, on their thread,
     while the grouping may still run (the engine starts the failing-row sample read there).
+    ``meanwhile`` runs on this thread once the grouping is done (or at once without one) while the
+    aggregates may still run: driver-side preparation that must not wait for them.
     """
-    if not keys:
+    if not keys and meanwhile is None:
         values = _aggregate(batch, plain)
         if then is not None:
             then(values)
@@ -146,7 +150,9 @@ def _run(
     side = InheritableThread(target=aggregates_then, name="wap-aggregates", daemon=True)
     side.start()
     try:
-        grouped = _group(batch, keys)
+        grouped = _group(batch, keys) if keys else {}
+        if meanwhile is not None:
+            meanwhile()
     finally:
         side.join()
     if "error" in box:
@@ -220,6 +226,7 @@ def _measure_pass(
     precomputed: Mapping[str, Any] | None,
     errors: dict[str, BaseException],
     then: Callable[[dict[str, Any]], None] | None = None,
+    meanwhile: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     plain = {ROWS: "count(1)"}
     for name, texts in aggs.items():
@@ -234,7 +241,9 @@ def _measure_pass(
             then(known)
         return values
     try:
-        values.update(_run(batch, plain, keys, None if then is None else lambda v: then({**known, **v})))
+        values.update(
+            _run(batch, plain, keys, None if then is None else lambda v: then({**known, **v}), meanwhile)
+        )
         return values
     except Exception as exc:  # noqa: BLE001 - isolate the broken check(s) below
         log.info(
@@ -259,11 +268,14 @@ def evaluate(
     sample_rows: int = 5,
     precomputed: Mapping[str, Any] | None = None,
     cache: MeasurementCache | None = None,
+    single_split: bool = False,
 ) -> Evaluation:
     """Evaluate ``suite`` on the new rows ``batch``. Never raises for a broken check.
 
     ``precomputed`` holds aggregates observed while exactly these rows were written (see
-    :func:`observed_metrics`); ``cache`` the stored measurements of this batch head.
+    :func:`observed_metrics`); ``cache`` the stored measurements of this batch head;
+    ``single_split`` tells that the batch is known, from metadata, to be read as one split
+    (:func:`wap_core.batch.single_split`), so Spark need not plan the read to find out.
     """
     specs = list(suite.checks)
     errors: dict[str, BaseException] = {}
@@ -301,7 +313,7 @@ def evaluate(
     todo = [s for s in todo if s.name not in errors]
 
     if todo:
-        batch = _one_task(batch)
+        batch = batch.coalesce(1) if single_split else _one_task(batch)
 
     # 2. the pass (also when everything is cached but nothing tells the row count). Row-level checks
     #    are measured, and their failing rows sampled, as soon as the aggregates are known: on the
@@ -310,11 +322,14 @@ def evaluate(
     values: dict[str, Any] = {}
     fresh: dict[str, Measurement] = {}
     early = [s for s in todo if s.row_level and s.name not in keys]
+    # the sample read's projection (every early check's failure flag), parsed and analysed while the
+    # aggregates run, so that once they are known only the read's filter is left to build
+    flagged = _FailureFlags(batch, early) if early and sample_rows > 0 else None
 
     def rows_known(v: dict[str, Any]) -> None:
         if v.get(ROWS) is not None:
             _measure(early, v, int(v[ROWS]), batch, ctx, fresh, errors)
-            _sample_failing(batch, early, fresh, sample_rows)
+            _sample_failing(batch, early, fresh, sample_rows, flagged)
 
     if todo or rows is None:
         values = _measure_pass(
@@ -324,6 +339,7 @@ def evaluate(
             precomputed,
             errors,
             rows_known if early else None,
+            flagged.prepare if flagged is not None else None,
         )
         rows = int(values.get(ROWS) or 0)
     todo = [s for s in todo if s.name not in errors]
@@ -382,7 +398,11 @@ def _measure(
 
 
 def _sample_failing(
-    batch: DataFrame, specs: Sequence[CheckSpec], fresh: dict[str, Measurement], n: int
+    batch: DataFrame,
+    specs: Sequence[CheckSpec],
+    fresh: dict[str, Measurement],
+    n: int,
+    flagged: _FailureFlags | None = None,
 ) -> None:
     """Sample the failing rows of every failing row-level check in ``specs`` not sampled yet (one read)."""
     failing = [
@@ -394,10 +414,16 @@ def _sample_failing(
         and "sample" not in fresh[s.name]
     ]
     if failing and n > 0:
-        _sample(batch, failing, fresh, n)
+        _sample(batch, failing, fresh, n, flagged)
 
 
-def _sample(batch: DataFrame, checks: list[CheckSpec], fresh: dict[str, Measurement], n: int) -> None:
+def _sample(
+    batch: DataFrame,
+    checks: list[CheckSpec],
+    fresh: dict[str, Measurement],
+    n: int,
+    flagged: _FailureFlags | None = None,
+) -> None:
     """Up to ``n`` failing rows per check, from ONE filtered read of the batch (no shuffle, no per-check scan).
 
     The pass told how many rows fail each check; a failing row is kept with probability about
@@ -417,38 +443,112 @@ def _sample(batch: DataFrame, checks: list[CheckSpec], fresh: dict[str, Measurem
         short = checks
         if share < 1.0:
             cap = max(1, int(sum(kept.values()) * share))
-            complete = _sample_read(batch, checks, fresh, n, PREFIX_RATE, cap)
+            complete = _sample_read(batch, checks, fresh, n, PREFIX_RATE, cap, flagged)
             short = [s for s in checks if len(fresh[s.name]["sample"]) < min(n, failing[s.name])]
             if complete or not short:
                 return
             for spec in short:
                 fresh[spec.name]["sample"] = []
-        _sample_read(batch, short, fresh, n, SAMPLE_OVERSAMPLING, 10 * SAMPLE_OVERSAMPLING * n * len(short))
+        cap = 10 * SAMPLE_OVERSAMPLING * n * len(short)
+        _sample_read(batch, short, fresh, n, SAMPLE_OVERSAMPLING, cap, flagged)
     except Exception as exc:  # noqa: BLE001 - samples are diagnostics; the verdicts stand
         log.warning("could not sample the failing rows: %s", short_error(exc))
 
 
+def _bucket(cols: Sequence[str]) -> str:
+    """A row's sampling bucket in [0, 1e6): a hash of every column (the same row, the same bucket)."""
+    return f"pmod(xxhash64({', '.join(cols)}), 1000000)"
+
+
+class _FailureFlags:
+    """The batch with a bucket column and each candidate row check's failure flag, built ahead.
+
+    :meth:`prepare` parses and analyses that projection (tens of milliseconds of driver work)
+    while the pass runs, so the sample read only adds its filter on these columns. Thread-safe;
+    a check whose condition cannot be built leaves the read to build its own query.
+    """
+
+    PREFIX = "__wap_"
+
+    def __init__(self, batch: DataFrame, checks: Sequence[CheckSpec]) -> None:
+        self.batch = batch
+        self.index = {spec.name: i for i, spec in enumerate(checks)}
+        self._checks = list(checks)
+        self._lock = threading.Lock()
+        self._frame: DataFrame | None = None
+        self._prepared = False
+
+    @property
+    def bucket(self) -> str:
+        """The bucket column's name."""
+        return f"{self.PREFIX}bucket"
+
+    def flag(self, check: str) -> str:
+        """The failure flag column's name of ``check``."""
+        return f"{self.PREFIX}fail{self.index[check]}"
+
+    def prepare(self) -> None:
+        """Build the projection once (a no-op afterwards)."""
+        with self._lock:
+            if self._prepared:
+                return
+            self._prepared = True
+            if any(c.startswith(self.PREFIX) for c in self.batch.columns):
+                return  # the batch's own columns could clash with ours: no projection ahead
+            cols = [quote_column(c) for c in self.batch.columns]
+            try:
+                self._frame = self.batch.selectExpr(
+                    *cols,
+                    f"{_bucket(cols)} AS {_alias(self.bucket)}",
+                    *[
+                        f"coalesce(({s.fail_sql()}), false) AS {_alias(self.flag(s.name))}"
+                        for s in self._checks
+                    ],
+                )
+            except Exception as exc:  # noqa: BLE001 - the read then builds its own query, per check
+                log.info("sample projection not built ahead: %s", short_error(exc))
+
+    def frame_for(self, checks: Sequence[CheckSpec]) -> DataFrame | None:
+        """The prepared projection when it flags every one of ``checks``, else None."""
+        if not all(spec.name in self.index for spec in checks):
+            return None
+        self.prepare()
+        return self._frame
+
+
 def _sample_read(
-    batch: DataFrame, checks: list[CheckSpec], fresh: dict[str, Measurement], n: int, rate: int, cap: int
+    batch: DataFrame,
+    checks: list[CheckSpec],
+    fresh: dict[str, Measurement],
+    n: int,
+    rate: int,
+    cap: int,
+    flagged: _FailureFlags | None = None,
 ) -> bool:
     """One filtered read keeping a failing row with probability ``rate * n / failing``, at most ``cap``
     rows; fills each check's sample up to ``n``. True when the read covered the whole batch."""
     # built as SQL text (parsed by Spark once) rather than from ~100 Column objects, one Py4J call
     # each: on a small batch those calls cost as much as the read itself. The check predicates are
-    # the same texts the pass's ``count_if`` aggregates embed.
+    # the same texts the pass's ``count_if`` aggregates embed; with ``flagged`` prepared they are
+    # already columns, and only this filter is parsed now.
     cols = [quote_column(c) for c in batch.columns]
-    bucket = f"pmod(xxhash64({', '.join(cols)}), 1000000)"
+    ahead = flagged.frame_for(checks) if flagged is not None else None
+    source = ahead if ahead is not None else batch
+    bucket = _alias(flagged.bucket) if ahead is not None and flagged is not None else _bucket(cols)
     conds: list[str] = []
     for spec in checks:
         failing = int(fresh[spec.name].get("fail") or 0)
-        cond = f"coalesce(({spec.fail_sql()}), false)"
+        if ahead is not None and flagged is not None:
+            cond = _alias(flagged.flag(spec.name))
+        else:
+            cond = f"coalesce(({spec.fail_sql()}), false)"
         keep = min(1.0, rate * n / failing) if failing else 1.0
         if keep < 1.0:
             cond = f"({cond} AND {bucket} < {int(keep * 1_000_000)})"
         conds.append(cond)
     any_fail = " OR ".join(conds)
-    flagged = [f"{c} AS `__fail{i}`" for i, c in enumerate(conds)]
-    rows = batch.where(any_fail).selectExpr(*cols, *flagged).limit(cap).collect()
+    selected = [f"{c} AS `__fail{i}`" for i, c in enumerate(conds)]
+    rows = source.where(any_fail).selectExpr(*cols, *selected).limit(cap).collect()
     flags = {f"__fail{i}": spec for i, spec in enumerate(checks)}
     for row in rows:
         d = row_dict(row)

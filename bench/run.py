@@ -52,6 +52,22 @@ class Row:
     value: str | None = None  # shown instead of fmt_s(ours): counts, "p50 · p95" (scenario crowd)
 
 
+def cpu_times() -> list[int]:
+    """The machine's aggregate CPU counters (/proc/stat: user ... steal), empty where unreadable."""
+    try:
+        return [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:9]]
+    except (OSError, ValueError, IndexError):
+        return []
+
+
+def steal_share(before: list[int], after: list[int]) -> float:
+    """The share of CPU time stolen by the hypervisor between two :func:`cpu_times` readings."""
+    if len(before) < 8 or len(after) < 8:
+        return 0.0
+    delta = [b - a for a, b in zip(before, after, strict=True)]
+    return delta[7] / sum(delta) if sum(delta) else 0.0
+
+
 def median_of(fn: Callable[[], Any], repeat: int) -> tuple[float, list[float], Any]:
     times: list[float] = []
     value: Any = None
@@ -857,9 +873,14 @@ class Bench:
                 peers[tool], ready = self.start_peer(tool, files)
                 versions[tool] = f"{ready['tool']} (PySpark {ready['pyspark']})"
             ours_fn = lambda: run_audit(self.lh, tid, "c9", suite=fresh_suite, use_cache=False)  # noqa: E731
-            ours_fn()  # warm-up, like every peer below
-            for _, tool, mode in self.PEERS:
-                self.peer_run(peers[tool], mode)
+            # warm-up: the same number of untimed runs for every tool, alternating like the timed ones
+            # (one is not enough: a JVM compiles the code of a few large queries later than that of
+            # many small ones, and the first timed runs would measure the compiler)
+            for _ in range(self.args.warmup):
+                ours_fn()
+                for _, tool, mode in self.PEERS:
+                    self.peer_run(peers[tool], mode)
+            busy0 = cpu_times()
             times: dict[str, list[float]] = {"ours": [], **{n: [] for n, _, _ in self.PEERS}}
             jobs: dict[str, int] = {}
             counts: dict[str, dict[str, Any]] = {}
@@ -883,7 +904,12 @@ class Bench:
                     proc.stdin.write("quit\n")
                     proc.stdin.close()
                 proc.wait(timeout=120)
+        steal = steal_share(busy0, cpu_times())
         med = {k: statistics.median(v) for k, v in times.items()}
+        log(
+            f"scenario {label}: every run (s): "
+            + "; ".join(f"{k} " + " ".join(f"{x:.3f}" for x in v) for k, v in times.items())
+        )
         ours = {c.name: c for c in audit.checks}
         ours_counts = {cid: ours[cid].failing_rows for cid, _, _ in checks_suite.CHECKS}
         gx_same = all(counts["GX SUMMARY"].get(cid) == ours_counts[cid] for cid in ours_counts)
@@ -915,6 +941,9 @@ class Bench:
                     f"ours {soda_expected['uniq_key']} keys / {ours_counts['uniq_key']} rows)",
                     f"{label}: peers: {versions['gx']}, {versions['soda']}; same Spark conf {self.spark_conf()}; "
                     f"same data files (the Iceberg branch's {len(files)} Parquet files); audit status {audit.status}",
+                    f"{label}: {self.args.warmup} untimed warm-up runs per tool before {self.repeat} timed ones; "
+                    f"CPU time stolen by the hypervisor during the timed runs: {steal:.1%} "
+                    "(other guests on the host; the tools alternate, so it falls on all of them)",
                 ],
             )
         )
@@ -1188,6 +1217,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument(
         "--skip-checks-peers", action="store_true", help="skip scenario 9 (Great Expectations and Soda Core)"
+    )
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=10,
+        help="scenario 9: untimed runs of every tool before the timed ones, so that each is timed once its "
+        "JVM has compiled its code (default 10; the audit's times settle after 8-10 runs in a fresh process)",
     )
     p.add_argument(
         "--only",

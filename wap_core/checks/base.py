@@ -16,12 +16,13 @@ fingerprint), so a change of a threshold is judged again without any Spark job.
 
 from __future__ import annotations
 
+import copy
 import datetime as _dt
 import hashlib
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -60,8 +61,12 @@ class CheckResult:
     message: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form of the result."""
-        d = asdict(self)
+        """The JSON form of the result (its own copies of the lists and the observed values)."""
+        # not ``asdict``: it deep-copies every sample value, a few milliseconds of every audit
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["columns"] = list(self.columns)
+        d["observed"] = copy.deepcopy(self.observed)
+        d["sample"] = [dict(r) for r in self.sample]
         d["status"] = self.status.value
         return d
 

@@ -529,31 +529,44 @@ def _sample_read(
     rows; fills each check's sample up to ``n``. True when the read covered the whole batch."""
     # built as SQL text (parsed by Spark once) rather than from ~100 Column objects, one Py4J call
     # each: on a small batch those calls cost as much as the read itself. The check predicates are
-    # the same texts the pass's ``count_if`` aggregates embed; with ``flagged`` prepared they are
-    # already columns, and only this filter is parsed now.
-    cols = [quote_column(c) for c in batch.columns]
+    # the same texts the pass's ``count_if`` aggregates embed. With ``flagged`` prepared they are
+    # already columns: only the filter is parsed now, and each row's checks are told apart here.
     ahead = flagged.frame_for(checks) if flagged is not None else None
-    source = ahead if ahead is not None else batch
-    bucket = _alias(flagged.bucket) if ahead is not None and flagged is not None else _bucket(cols)
-    conds: list[str] = []
+    thresholds: list[int | None] = []
     for spec in checks:
         failing = int(fresh[spec.name].get("fail") or 0)
-        if ahead is not None and flagged is not None:
-            cond = _alias(flagged.flag(spec.name))
-        else:
-            cond = f"coalesce(({spec.fail_sql()}), false)"
         keep = min(1.0, rate * n / failing) if failing else 1.0
-        if keep < 1.0:
-            cond = f"({cond} AND {bucket} < {int(keep * 1_000_000)})"
-        conds.append(cond)
-    any_fail = " OR ".join(conds)
-    selected = [f"{c} AS `__fail{i}`" for i, c in enumerate(conds)]
-    rows = source.where(any_fail).selectExpr(*cols, *selected).limit(cap).collect()
-    flags = {f"__fail{i}": spec for i, spec in enumerate(checks)}
-    for row in rows:
-        d = row_dict(row)
-        for f in [f for f in flags if d.pop(f)]:
-            sample = fresh[flags[f].name]["sample"]
+        thresholds.append(int(keep * 1_000_000) if keep < 1.0 else None)
+    if ahead is not None and flagged is not None:
+        bucket, flag_cols = flagged.bucket, [flagged.flag(spec.name) for spec in checks]
+        conds = [
+            _alias(f) if t is None else f"({_alias(f)} AND {_alias(bucket)} < {t})"
+            for f, t in zip(flag_cols, thresholds, strict=True)
+        ]
+        found = [row_dict(r) for r in ahead.where(" OR ".join(conds)).limit(cap).collect()]
+        hits = [
+            [
+                j
+                for j, (f, t) in enumerate(zip(flag_cols, thresholds, strict=True))
+                if d[f] and (t is None or d[bucket] < t)
+            ]
+            for d in found
+        ]
+        found = [{k: v for k, v in d.items() if not k.startswith(flagged.PREFIX)} for d in found]
+    else:
+        cols = [quote_column(c) for c in batch.columns]
+        conds = []
+        for spec, t in zip(checks, thresholds, strict=True):
+            cond = f"coalesce(({spec.fail_sql()}), false)"
+            conds.append(cond if t is None else f"({cond} AND {_bucket(cols)} < {t})")
+        selected = [f"{c} AS `__fail{i}`" for i, c in enumerate(conds)]
+        rows = batch.where(" OR ".join(conds)).selectExpr(*cols, *selected).limit(cap).collect()
+        found = [row_dict(r) for r in rows]
+        hits = [[j for j in range(len(checks)) if d.pop(f"__fail{j}")] for d in found]
+    for d, js in zip(found, hits, strict=True):
+        for j in js:
+            sample = fresh[checks[j].name]["sample"]
             if len(sample) < n:
                 sample.append(dict(d))
-    return len(rows) < cap
+    rows_read = len(found)
+    return rows_read < cap

@@ -316,3 +316,65 @@ def test_the_sample_read_prepared_ahead_returns_the_rows_built_from_scratch(batc
     got = sample(clashing, clash)  # another column, other row hashes: as many rows, not the same ones
     assert {k: len(s or []) for k, s in got.items()} == {k: len(s or []) for k, s in scratch.items()}
     assert all(r["__wap_note"] == "x" for s in got.values() for r in s or [])
+
+
+def test_duplicate_keys_of_a_one_task_batch_are_counted_by_a_window_as_by_the_grouping(
+    batch, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """A batch read in one task counts duplicated keys with one window count (NULL keys count
+    together, as in GROUP BY); past DUP_ROWS_COLLECTED rows the hash grouping counts them instead."""
+    from wap_core import catalog as cat
+    from wap_core.batch import batch_frame
+    from wap_core.checks import engine
+
+    lh, t = batch
+    frame = batch_frame(lh, t, cat.lineage(lh.table(t), "b")).coalesce(1)
+    expected = {("id",): (5, 2), ("name",): (4, 1), ("id", "k2"): (4, 2), ("code", "k2"): (len(ROWS), 6)}
+    for cols, (dup_rows, dup_keys) in expected.items():
+        keys = {"u": cols}
+        windowed, hashed = engine._group(frame, keys, one_task=True), engine._group(frame, keys)
+        for got in (windowed, hashed):
+            assert (got["u::dup_rows"], got["u::dup_keys"]) == (dup_rows, dup_keys), (cols, got)
+        assert len(windowed["u::dup_examples"]) == min(3, dup_keys)
+    by_id = engine._group(frame, {"u": ("id",)}, one_task=True)["u::dup_examples"]
+    assert by_id == [{"id": 7, "count": 3}, {"id": 9, "count": 2}]  # in key order
+    assert engine._group(frame, {"u": ("name",)}, one_task=True)["u::dup_examples"] == [
+        {"name": None, "count": 4}
+    ]
+    monkeypatch.setattr(engine, "DUP_ROWS_COLLECTED", 3)
+    assert engine._duplicated_rows(frame, ("id",)) is None  # 5 duplicated rows: the grouping counts them
+    fallback = engine._group(frame, {"u": ("id",)}, one_task=True)
+    assert (fallback["u::dup_rows"], fallback["u::dup_keys"]) == (5, 2)
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_a_large_one_split_batch_spreads_its_aggregates_over_concurrent_jobs(
+    batch, monkeypatch, broken: bool
+) -> None:  # type: ignore[no-untyped-def]
+    """Past SPLIT_ROWS rows a one-split batch's aggregates run as AGGREGATE_JOBS concurrent jobs
+    (a check's aggregates stay together): every result, sample and observed value is the one of a
+    single aggregate job, and a broken check still breaks only itself."""
+    from wap_core.checks import engine
+
+    lh, t = batch
+    lines = [*TEN, "unique: {name: u1, columns: [id], against_main: false}"]
+    if broken:
+        lines.append("expression: {name: bad, sql: 'no_such_column > 0'}")
+    s = suite(t, lines)
+    run_audit(lh, t, "b", suite=s, use_cache=False)  # warm-up
+    n_one, one = jobs(lh, lambda: run_audit(lh, t, "b", suite=s, use_cache=False))
+    monkeypatch.setattr(engine, "SPLIT_ROWS", 1)
+    n_split, split = jobs(lh, lambda: run_audit(lh, t, "b", suite=s, use_cache=False))
+
+    def seen(a: Any) -> dict[str, Any]:
+        return {c.name: (c.status, c.failing_rows, c.observed, c.sample) for c in a.checks}
+
+    assert seen(split) == seen(one)
+    if broken:
+        assert seen(split)["bad"][0] == "error"
+    else:
+        assert n_split == n_one + engine.AGGREGATE_JOBS - 1, (n_one, n_split)
+    parts = engine._split_aggregates(engine.suite_aggregates(s.checks, None), 2)
+    assert len(parts) == 2 and abs(len(parts[0]) - len(parts[1])) <= 2
+    owners = [{k.split(engine.SEP)[0] for k in p} for p in parts]
+    assert not owners[0] & owners[1]  # each check's aggregates in one job

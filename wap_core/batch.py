@@ -80,3 +80,21 @@ def single_split(properties: Mapping[str, str], lin: cat.Lineage) -> bool:
     # one file weighs max(size, open cost); several at most their sizes plus one open cost each
     weight = max(size, open_cost) if files == 1 else size + files * open_cost
     return files > 0 and weight <= min(_SPLIT_FLOOR, target)
+
+
+def batch_rows(lin: cat.Lineage) -> int | None:
+    """The batch's row count from the snapshot summaries (what :func:`batch_frame` reads), None if unknown."""
+    try:
+        if lin.head == lin.fork or not lin.new_snapshots:
+            return 0
+        if lin.fork is None:
+            head = lin.new_snapshots[-1].summary
+            return int(head.additional_properties["total-records"]) if head is not None else None
+        if {cat.snapshot_operation(s) for s in lin.new_snapshots} - {"append"}:
+            return None
+        return sum(
+            int(s.summary.additional_properties["added-records"]) if s.summary is not None else 0
+            for s in lin.new_snapshots
+        )
+    except (KeyError, ValueError):
+        return None

@@ -266,11 +266,14 @@ def test_a_small_batch_is_known_as_one_split_from_its_snapshot_summaries(batch) 
     """The audit skips Spark's planning of the read when the summaries prove one split; the proof
     agrees with Spark, and it is withheld (never wrong) when the table's split size is smaller."""
     from wap_core import catalog as cat
-    from wap_core.batch import batch_frame, single_split
+    from wap_core.batch import BatchFiles, batch_files, batch_frame, single_split
 
     lh, t = batch
     tbl = lh.table(t)
     lin = cat.lineage(tbl, "b")
+    found = batch_files(lin)
+    assert found is not None and (found.files, found.rows) == (1, len(ROWS)) and found.size > 0
+    assert batch_files(cat.lineage(tbl, "main")) == BatchFiles(0, 0, 0)
     assert single_split(tbl.properties, lin)
     assert batch_frame(lh, t, lin).rdd.getNumPartitions() == 1
     assert not single_split({**tbl.properties, "read.split.target-size": "1024"}, lin)

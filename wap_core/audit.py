@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from wap_core import catalog as cat
 from wap_core import notify
 from wap_core.access import Permission, authorize
-from wap_core.batch import batch_frame, batch_rows, single_split
+from wap_core.batch import batch_files, batch_frame, single_split
 from wap_core.checks import (
     CheckResult,
     CheckSpec,
@@ -211,7 +211,7 @@ def audit_branch(
         precomputed,
         cache=ResultCache(engine, str(table), lin.head) if use_cache else None,
         single_split=single_split(tbl.properties, lin),
-        rows_hint=batch_rows(lin),
+        rows_hint=files.rows if (files := batch_files(lin)) is not None else None,
     )
     save_batch_metrics(engine, str(table), lin.head, fork, batch_metrics(suite, evaluation))
     results = evaluation.results

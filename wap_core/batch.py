@@ -8,6 +8,7 @@ not the table.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from wap_core import catalog as cat
@@ -46,6 +47,42 @@ def batch_frame(lh: Lakehouse, table: TableId, lin: cat.Lineage) -> DataFrame:
     return lh.read_snapshot(table, lin.head).exceptAll(lh.read_snapshot(table, lin.fork))
 
 
+@dataclass(frozen=True)
+class BatchFiles:
+    """What :func:`batch_frame` reads, from the snapshot summaries alone: data files, bytes, rows."""
+
+    files: int
+    size: int
+    rows: int
+
+
+def batch_files(lin: cat.Lineage) -> BatchFiles | None:
+    """The batch's data files, bytes and rows (no delete file to apply), None when the summaries cannot tell."""
+    if lin.head == lin.fork or not lin.new_snapshots:
+        return BatchFiles(0, 0, 0)
+    try:
+        if lin.fork is None:  # the whole head snapshot is the batch
+            head = lin.new_snapshots[-1].summary
+            if head is None:
+                return None
+            p = head.additional_properties
+            if int(p.get("total-delete-files", "0")) != 0:
+                return None
+            return BatchFiles(int(p["total-data-files"]), int(p["total-files-size"]), int(p["total-records"]))
+        if {cat.snapshot_operation(s) for s in lin.new_snapshots} - {"append"}:
+            return None
+        added = [s.summary.additional_properties for s in lin.new_snapshots if s.summary is not None]
+        if len(added) != len(lin.new_snapshots):
+            return None
+        return BatchFiles(
+            sum(int(p.get("added-data-files", "0")) for p in added),
+            sum(int(p.get("added-files-size", "0")) for p in added),
+            sum(int(p.get("added-records", "0")) for p in added),
+        )
+    except (KeyError, ValueError):
+        return None
+
+
 def single_split(properties: Mapping[str, str], lin: cat.Lineage) -> bool:
     """True when the snapshot summaries alone prove :func:`batch_frame` reads ONE split (one Spark task).
 
@@ -54,47 +91,14 @@ def single_split(properties: Mapping[str, str], lin: cat.Lineage) -> bool:
     files whose weights sum to no more than that are one split. False means "not known" (the
     engine then asks Spark), never "more than one".
     """
-    if lin.head == lin.fork or not lin.new_snapshots:
+    found = batch_files(lin)
+    if found is None or found.files == 0:
         return False
     try:
-        if lin.fork is None:
-            head = lin.new_snapshots[-1].summary
-            if head is None:
-                return False
-            props = head.additional_properties
-            files, size = int(props["total-data-files"]), int(props["total-files-size"])
-            if int(props.get("total-delete-files", "0")) != 0:
-                return False
-        else:
-            if {cat.snapshot_operation(s) for s in lin.new_snapshots} - {"append"}:
-                return False
-            added = [s.summary.additional_properties for s in lin.new_snapshots if s.summary is not None]
-            if len(added) != len(lin.new_snapshots):
-                return False
-            files = sum(int(p.get("added-data-files", "0")) for p in added)
-            size = sum(int(p.get("added-files-size", "0")) for p in added)
         target = int(properties.get(_TARGET_SIZE[0], _TARGET_SIZE[1]))
         open_cost = int(properties.get(_OPEN_FILE_COST[0], _OPEN_FILE_COST[1]))
-    except (KeyError, ValueError):
+    except ValueError:
         return False
     # one file weighs max(size, open cost); several at most their sizes plus one open cost each
-    weight = max(size, open_cost) if files == 1 else size + files * open_cost
-    return files > 0 and weight <= min(_SPLIT_FLOOR, target)
-
-
-def batch_rows(lin: cat.Lineage) -> int | None:
-    """The batch's row count from the snapshot summaries (what :func:`batch_frame` reads), None if unknown."""
-    try:
-        if lin.head == lin.fork or not lin.new_snapshots:
-            return 0
-        if lin.fork is None:
-            head = lin.new_snapshots[-1].summary
-            return int(head.additional_properties["total-records"]) if head is not None else None
-        if {cat.snapshot_operation(s) for s in lin.new_snapshots} - {"append"}:
-            return None
-        return sum(
-            int(s.summary.additional_properties["added-records"]) if s.summary is not None else 0
-            for s in lin.new_snapshots
-        )
-    except (KeyError, ValueError):
-        return None
+    weight = max(found.size, open_cost) if found.files == 1 else found.size + found.files * open_cost
+    return weight <= min(_SPLIT_FLOOR, target)

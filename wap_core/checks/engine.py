@@ -6,9 +6,13 @@
    count in one global aggregation of the batch. When checks need duplicate statistics of a key
    (``unique``), the batch is grouped by the key(s) in a second Spark job submitted at the same
    time (each job reads only its columns; the aggregates keep whole-stage generated code, and the
-   grouping's shuffle overlaps the aggregation). Row-level checks are judged and their failing
-   rows sampled as soon as the aggregates are known, while the grouping may still run.
-   Aggregates observed while ingest wrote the batch (``precomputed``) are not computed again.
+   grouping runs while the aggregation scans). A batch read as one split (known from the snapshot
+   summaries) runs each query in that one task, counts a key's duplicates with one window count,
+   and, when large, spreads its aggregates over :data:`AGGREGATE_JOBS` concurrent jobs so both
+   cores work (:class:`PassPlan`). Row-level checks are judged and their failing rows sampled as
+   soon as the aggregates are known, while the grouping may still run; the sample read's
+   projection is parsed and analysed meanwhile. Aggregates observed while ingest wrote the batch
+   (``precomputed``) are not computed again.
 3. Look-ups beyond the pass (main, other tables), then one job sampling every failing row check.
 4. Measurements are stored; verdicts (:meth:`CheckSpec.judge`) never run Spark, so a threshold
    change is judged from the cache.

@@ -344,6 +344,10 @@ def test_duplicate_keys_of_a_one_task_batch_are_counted_by_a_window_as_by_the_gr
     assert engine._group(frame, {"u": ("name",)}, one_task=True)["u::dup_examples"] == [
         {"name": None, "count": 4}
     ]
+    arrays = frame.selectExpr("array(id) AS a").coalesce(1)  # keys Python cannot hash: the grouping counts
+    assert engine._duplicated_rows(arrays, ("a",)) is None
+    grouped = engine._group(arrays, {"u": ("a",)}, one_task=True)
+    assert (grouped["u::dup_rows"], grouped["u::dup_keys"]) == (5, 2)
     monkeypatch.setattr(engine, "DUP_ROWS_COLLECTED", 3)
     assert engine._duplicated_rows(frame, ("id",)) is None  # 5 duplicated rows: the grouping counts them
     fallback = engine._group(frame, {"u": ("id",)}, one_task=True)

@@ -292,12 +292,13 @@ def _duplicated_rows(batch: DataFrame, cols: tuple[str, ...]) -> dict[str, Any] 
     if len(rows) > DUP_ROWS_COLLECTED:
         return None
     per_key: dict[tuple[Any, ...], int] = {}
-    for r in rows:
-        per_key[tuple(r[: len(cols)])] = int(r["__n"])
-    examples = [
-        {**dict(zip(cols, k, strict=True)), "count": n}
-        for k, n in sorted(per_key.items(), key=lambda kv: [(v is not None, v) for v in kv[0]])[:DUP_EXAMPLES]
-    ]
+    try:
+        for r in rows:
+            per_key[tuple(r[: len(cols)])] = int(r["__n"])
+        ordered = sorted(per_key.items(), key=lambda kv: [(v is not None, v) for v in kv[0]])
+    except TypeError:  # key values Python cannot hash or order (arrays, maps): the grouping counts them
+        return None
+    examples = [{**dict(zip(cols, k, strict=True)), "count": n} for k, n in ordered[:DUP_EXAMPLES]]
     return {"dup_rows": len(rows), "dup_keys": len(per_key), "dup_examples": examples}
 
 

@@ -1,4 +1,4 @@
-"""Evaluation: every check's aggregates in ONE Spark query over the batch, then pure-Python verdicts.
+"""Evaluation: every check's aggregates in one pass over the batch, then pure-Python verdicts.
 
 1. Each check's measurement is looked up in the result cache by (table, batch head, fingerprint);
    only the checks without one are measured.
@@ -172,7 +172,7 @@ def _run(
     from pyspark import InheritableThread
 
     lock = threading.Lock()
-    box: dict[str, Any] = {"values": {}, "left": len(parts)}
+    box: dict[str, Any] = {"values": {}, "left": max(1, len(parts))}  # no part: ``then`` still runs, once
 
     def aggregates_then(part: dict[str, str]) -> None:
         try:
@@ -196,8 +196,6 @@ def _run(
         InheritableThread(target=aggregates_then, args=(part,), name=f"wap-aggregates-{i}", daemon=True)
         for i, part in enumerate(parts or [{}])
     ]
-    if not parts:  # nothing to aggregate, but ``then`` still waits for the (empty) aggregates
-        box["left"] = 1
     for side in sides:
         side.start()
     try:

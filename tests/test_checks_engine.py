@@ -274,12 +274,12 @@ def test_a_small_batch_is_known_as_one_split_from_its_snapshot_summaries(batch) 
     found = batch_files(lin)
     assert found is not None and (found.files, found.rows) == (1, len(ROWS)) and found.size > 0
     assert batch_files(cat.lineage(tbl, "main")) == BatchFiles(0, 0, 0)
-    assert single_split(tbl.properties, lin)
+    assert single_split(tbl.properties, found)
     assert batch_frame(lh, t, lin).rdd.getNumPartitions() == 1
-    assert not single_split({**tbl.properties, "read.split.target-size": "1024"}, lin)
-    assert not single_split({**tbl.properties, "read.split.open-file-cost": str(64 * 1024 * 1024)}, lin)
+    assert not single_split({**tbl.properties, "read.split.target-size": "1024"}, found)
+    assert not single_split({**tbl.properties, "read.split.open-file-cost": str(64 * 1024 * 1024)}, found)
     head = cat.lineage(tbl, "main")  # nothing new on main itself: no batch to read
-    assert not single_split(tbl.properties, head)
+    assert not single_split(tbl.properties, batch_files(head)) and not single_split(tbl.properties, None)
 
 
 def test_the_sample_read_prepared_ahead_returns_the_rows_built_from_scratch(batch) -> None:  # type: ignore[no-untyped-def]

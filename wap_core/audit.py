@@ -172,6 +172,7 @@ def audit_branch(
     lin = cat.lineage(tbl, branch)
     suite = suite if suite is not None else suite_for(lh.settings.checks_file, table)
     batch = batch_frame(lh, table, lin)
+    files = batch_files(lin)  # what that read covers, from the snapshot summaries
     fork = lin.fork
 
     def read_main(t: TableId) -> DataFrame | None:
@@ -210,8 +211,8 @@ def audit_branch(
         lh.settings.sample_rows,
         precomputed,
         cache=ResultCache(engine, str(table), lin.head) if use_cache else None,
-        single_split=single_split(tbl.properties, lin),
-        rows_hint=files.rows if (files := batch_files(lin)) is not None else None,
+        single_split=single_split(tbl.properties, files),
+        rows_hint=files.rows if files is not None else None,
     )
     save_batch_metrics(engine, str(table), lin.head, fork, batch_metrics(suite, evaluation))
     results = evaluation.results

@@ -83,15 +83,14 @@ def batch_files(lin: cat.Lineage) -> BatchFiles | None:
         return None
 
 
-def single_split(properties: Mapping[str, str], lin: cat.Lineage) -> bool:
-    """True when the snapshot summaries alone prove :func:`batch_frame` reads ONE split (one Spark task).
+def single_split(properties: Mapping[str, str], found: BatchFiles | None) -> bool:
+    """True when the batch's files (:func:`batch_files`) prove :func:`batch_frame` reads ONE split (one Spark task).
 
     Iceberg packs files into splits by weight, each file weighing at least the open-file cost, and
     never makes a split smaller than :data:`_SPLIT_FLOOR` (or the table's target size, if smaller):
     files whose weights sum to no more than that are one split. False means "not known" (the
     engine then asks Spark), never "more than one".
     """
-    found = batch_files(lin)
     if found is None or found.files == 0:
         return False
     try:

@@ -98,6 +98,7 @@ def main(argv: list[str]) -> None:
         detail = f"soda-core-spark-df {dist_version('soda-core-spark-df')}"
     print(json.dumps({"ready": True, "pyspark": version, "tool": detail}), flush=True)
     sc = spark.sparkContext
+    compilation = sc._jvm.java.lang.management.ManagementFactory.getCompilationMXBean()
     for n, line in enumerate(sys.stdin, start=1):
         cmd = line.split()
         if not cmd or cmd[0] == "quit":
@@ -108,7 +109,11 @@ def main(argv: list[str]) -> None:
         counts = runner.run(cmd[1] if len(cmd) > 1 else "default")
         seconds = time.perf_counter() - t0
         jobs = len(sc.statusTracker().getJobIdsForGroup(group))
-        print(json.dumps({"seconds": seconds, "jobs": jobs, "counts": counts}, default=str), flush=True)
+        jit_ms = int(compilation.getTotalCompilationTime())  # the JVM's JIT compile time so far
+        print(
+            json.dumps({"seconds": seconds, "jobs": jobs, "counts": counts, "jit_ms": jit_ms}, default=str),
+            flush=True,
+        )
     spark.stop()
 
 

@@ -828,6 +828,13 @@ class Bench:
         proc.stdin.flush()
         return self.peer_line(proc, "seconds")
 
+    def jit_ms(self) -> int:
+        """Milliseconds this process's driver JVM has spent compiling (its JIT compilers, since start)."""
+        jvm = self.spark.sparkContext._jvm
+        return int(
+            jvm.java.lang.management.ManagementFactory.getCompilationMXBean().getTotalCompilationTime()
+        )  # type: ignore[union-attr]
+
     def jobs_of(self, fn: Callable[[], Any]) -> tuple[float, int, Any]:
         sc = self.spark.sparkContext
         group = f"bench_ours_{next(self.job_groups)}"
@@ -873,14 +880,36 @@ class Bench:
                 peers[tool], ready = self.start_peer(tool, files)
                 versions[tool] = f"{ready['tool']} (PySpark {ready['pyspark']})"
             ours_fn = lambda: run_audit(self.lh, tid, "c9", suite=fresh_suite, use_cache=False)  # noqa: E731
-            # warm-up: the same number of untimed runs for every tool, alternating like the timed ones
-            # (one is not enough: a JVM compiles the code of a few large queries later than that of
-            # many small ones, and the first timed runs would measure the compiler)
-            for _ in range(self.args.warmup):
-                ours_fn()
-                for _, tool, mode in self.PEERS:
-                    self.peer_run(peers[tool], mode)
+            names = ["ours", *(n for n, _, _ in self.PEERS)]
+            jit_at: dict[str, int] = {}  # per JVM ("ours", "gx", "soda"): compile ms so far, last seen
+
+            def run_one(name: str, tool: str, mode: str) -> tuple[float, int, Any]:
+                if name == "ours":
+                    return self.jobs_of(ours_fn)
+                out = self.peer_run(peers[tool], mode)
+                jit_at[tool] = int(out.get("jit_ms", 0))
+                return float(out["seconds"]), int(out["jobs"]), out["counts"]
+
+            # Warm-up, untimed, alternating like the timed runs, until every tool has run at least
+            # --warmup times AND for --warmup-seconds: a JVM keeps compiling a run's code for many runs
+            # (a fresh-process audit of 60k rows: 400 ms after 15 runs, 280 after 100, 240 after 200),
+            # and a tool of a few large queries needs more runs than one of many small ones to get
+            # there; the same time for every tool times each near its steady state.
+            warm_runs = dict.fromkeys(names, 0)
+            warm_secs = dict.fromkeys(names, 0.0)
+            w = 0
+            while any(
+                warm_runs[n] < self.args.warmup or warm_secs[n] < self.args.warmup_seconds for n in names
+            ):
+                order = [("ours", "", ""), *self.PEERS]
+                for name, tool, mode in order if w % 2 == 0 else order[::-1]:
+                    if warm_runs[name] < self.args.warmup or warm_secs[name] < self.args.warmup_seconds:
+                        warm_secs[name] += run_one(name, tool, mode)[0]
+                        warm_runs[name] += 1
+                w += 1
             busy0 = cpu_times()
+            jit_at["ours"] = self.jit_ms()
+            jit0 = dict(jit_at)
             times: dict[str, list[float]] = {"ours": [], **{n: [] for n, _, _ in self.PEERS}}
             jobs: dict[str, int] = {}
             counts: dict[str, dict[str, Any]] = {}
@@ -890,14 +919,14 @@ class Bench:
                 if i % 2:
                     order.reverse()
                 for name, tool, mode in order:
+                    sec, n, got = run_one(name, tool, mode)
                     if name == "ours":
-                        sec, n, audit = self.jobs_of(ours_fn)
+                        audit = got
                     else:
-                        out = self.peer_run(peers[tool], mode)
-                        sec, n = out["seconds"], out["jobs"]
-                        counts[name] = out["counts"]
+                        counts[name] = got
                     times[name].append(sec)
                     jobs[name] = n
+            jit_at["ours"] = self.jit_ms()
         finally:
             for proc in peers.values():
                 if proc.stdin is not None:
@@ -905,6 +934,10 @@ class Bench:
                     proc.stdin.close()
                 proc.wait(timeout=120)
         steal = steal_share(busy0, cpu_times())
+        # each JVM's JIT compile time per timed run (GX's two modes share one JVM, so do Soda's): a JVM
+        # still compiling much is not warm yet, and its compiler threads take the cores from everyone
+        runs_per_jvm = {"ours": self.repeat, "gx": 2 * self.repeat, "soda": 2 * self.repeat}
+        jit = {k: (jit_at[k] - jit0.get(k, 0)) / 1000 / runs_per_jvm[k] for k in runs_per_jvm}
         med = {k: statistics.median(v) for k, v in times.items()}
         log(
             f"scenario {label}: every run (s): "
@@ -941,7 +974,12 @@ class Bench:
                     f"ours {soda_expected['uniq_key']} keys / {ours_counts['uniq_key']} rows)",
                     f"{label}: peers: {versions['gx']}, {versions['soda']}; same Spark conf {self.spark_conf()}; "
                     f"same data files (the Iceberg branch's {len(files)} Parquet files); audit status {audit.status}",
-                    f"{label}: {self.args.warmup} untimed warm-up runs per tool before {self.repeat} timed ones; "
+                    f"{label}: JIT compile time per timed run (each JVM's compilers): ours {fmt_s(jit['ours'])}, "
+                    f"GX worker {fmt_s(jit['gx'])}, Soda worker {fmt_s(jit['soda'])}",
+                    f"{label}: untimed warm-up before {self.repeat} timed runs, at least {self.args.warmup} runs and "
+                    f"{self.args.warmup_seconds:.0f} s per tool: "
+                    + ", ".join(f"{n} {warm_runs[n]} runs / {warm_secs[n]:.0f} s" for n in names)
+                    + "; "
                     f"CPU time stolen by the hypervisor during the timed runs: {steal:.1%} "
                     "(other guests on the host; the tools alternate, so it falls on all of them)",
                 ],
@@ -1222,8 +1260,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--warmup",
         type=int,
         default=10,
-        help="scenario 9: untimed runs of every tool before the timed ones, so that each is timed once its "
-        "JVM has compiled its code (default 10; the audit's times settle after 8-10 runs in a fresh process)",
+        help="scenario 9: at least this many untimed runs of every tool before the timed ones (default 10)",
+    )
+    p.add_argument(
+        "--warmup-seconds",
+        type=float,
+        default=60.0,
+        help="scenario 9: and untimed runs of every tool until each has run this long (default 60), so that "
+        "each is timed once its JVM has compiled its code (a JVM keeps compiling for many runs)",
     )
     p.add_argument(
         "--only",

@@ -385,3 +385,35 @@ def test_a_large_one_split_batch_spreads_its_aggregates_over_concurrent_jobs(
     assert len(parts) == 2 and abs(len(parts[0]) - len(parts[1])) <= 2
     owners = [{k.split(engine.SEP)[0] for k in p} for p in parts]
     assert not owners[0] & owners[1]  # each check's aggregates in one job
+
+
+def test_the_grouping_starts_once_every_aggregate_query_is_planned(batch, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The aggregate queries (which the failing-row read waits for) are planned before the key
+    grouping starts, so its planning does not compete with theirs; the results are unchanged."""
+    from wap_core.checks import engine
+
+    lh, t = batch
+    s = suite(t, [*TEN, "unique: {name: u1, columns: [id], against_main: false}"])
+    before = run_audit(lh, t, "b", suite=s, use_cache=False)
+    events: list[str] = []
+    real_aggregate, real_group = engine._aggregate, engine._group
+
+    def aggregate(b: Any, plain: Any, planned: Any = None) -> dict[str, Any]:
+        def mark() -> None:
+            events.append("planned")
+            planned()
+
+        return real_aggregate(b, plain, mark if planned is not None else None)
+
+    def group(*a: Any, **k: Any) -> dict[str, Any]:
+        events.append("group")
+        return real_group(*a, **k)
+
+    monkeypatch.setattr(engine, "_aggregate", aggregate)
+    monkeypatch.setattr(engine, "_group", group)
+    monkeypatch.setattr(engine, "SPLIT_ROWS", 1)  # two aggregate queries
+    after = run_audit(lh, t, "b", suite=s, use_cache=False)
+    assert events.count("planned") == engine.AGGREGATE_JOBS and events[-1] == "group", events
+    assert [(c.name, c.status, c.failing_rows, c.observed, c.sample) for c in after.checks] == [
+        (c.name, c.status, c.failing_rows, c.observed, c.sample) for c in before.checks
+    ]

@@ -113,9 +113,23 @@ def observed_metrics(suite: Suite) -> list[Column]:
     return [F.expr(t) for t in _named(suite_aggregates(suite.checks, None))]
 
 
-def _aggregate(batch: DataFrame, plain: Mapping[str, str]) -> dict[str, Any]:
-    """The ``plain`` aggregates in one global aggregation of the batch (whole-stage generated code)."""
-    return batch.selectExpr(*_named(plain)).collect()[0].asDict() if plain else {}
+def _aggregate(
+    batch: DataFrame, plain: Mapping[str, str], planned: Callable[[], None] | None = None
+) -> dict[str, Any]:
+    """The ``plain`` aggregates in one global aggregation of the batch (whole-stage generated code).
+
+    ``planned`` is called once the query is planned, before it runs (at once without aggregates;
+    not at all when planning fails).
+    """
+    if not plain:
+        if planned is not None:
+            planned()
+        return {}
+    query = batch.selectExpr(*_named(plain))
+    if planned is not None:
+        query._jdf.queryExecution().executedPlan()  # the plan is kept: collect() runs this one
+        planned()
+    return query.collect()[0].asDict()
 
 
 @dataclass(frozen=True)
@@ -152,13 +166,15 @@ def _run(
 ) -> dict[str, Any]:
     """``plain`` aggregates and, per check in ``keys``, ``dup_rows``/``dup_keys``/``dup_examples``.
 
-    With both, the aggregation and the key grouping are Spark jobs submitted at once (the
-    aggregates from other threads that inherit this thread's job group): each reads only the
-    columns it needs, the aggregates stay in generated code, and the grouping runs while the
-    aggregation scans. ``then`` gets the aggregates as soon as they are all known, on the thread
-    that finished last, while the grouping may still run (the engine starts the failing-row sample
-    read there). ``meanwhile`` runs on this thread once the grouping is done (or at once without
-    one) while the aggregates may still run: driver-side preparation that must not wait for them.
+    With both, the aggregation and the key grouping are concurrent Spark jobs (the aggregates on
+    other threads that inherit this thread's job group): each reads only the columns it needs, the
+    aggregates stay in generated code, and the grouping runs while the aggregation scans. The
+    aggregate queries are planned first, so that the grouping's planning does not compete with
+    theirs for the cores: they are on the critical path (the failing-row read waits for them), the
+    grouping is not. ``then`` gets the aggregates as soon as they are all known, on the thread that
+    finished last, while the grouping may still run (the engine starts the failing-row sample read
+    there). ``meanwhile`` runs once the aggregates are planned, beside the grouping (on a thread of
+    its own) while they may still run: driver-side preparation that must not wait for them.
     """
     plan = plan or PassPlan()
     parts = _split_aggregates(plain, plan.aggregate_jobs) if plain else []
@@ -172,15 +188,26 @@ def _run(
     from pyspark import InheritableThread
 
     lock = threading.Lock()
-    box: dict[str, Any] = {"values": {}, "left": max(1, len(parts))}  # no part: ``then`` still runs, once
+    box: dict[str, Any] = {"values": {}, "left": max(1, len(parts)), "unplanned": max(1, len(parts))}
+    # the grouping is planned once every aggregate query is: the aggregates (on the critical path,
+    # the sample read waits for them) are analysed and planned without the grouping's planning
+    # competing for the cores; the grouping then plans and runs while they run
+    all_planned = threading.Event()
+
+    def one_planned() -> None:
+        with lock:
+            box["unplanned"] -= 1
+            if box["unplanned"] <= 0:
+                all_planned.set()
 
     def aggregates_then(part: dict[str, str]) -> None:
         try:
-            got = _aggregate(batch, part)
+            got = _aggregate(batch, part, one_planned)
         except BaseException as exc:  # noqa: BLE001 - re-raised on the calling thread below
             with lock:
                 box.setdefault("error", exc)
                 box["left"] -= 1
+            all_planned.set()
             return
         with lock:
             box["values"].update(got)
@@ -196,15 +223,30 @@ def _run(
         InheritableThread(target=aggregates_then, args=(part,), name=f"wap-aggregates-{i}", daemon=True)
         for i, part in enumerate(parts or [{}])
     ]
+
+    def run_meanwhile(prepare: Callable[[], None]) -> None:
+        try:
+            prepare()
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the calling thread below
+            box.setdefault("error", exc)
+
+    helpers = list(sides)
     for side in sides:
         side.start()
     try:
+        all_planned.wait()
+        if meanwhile is not None and keys:
+            beside = InheritableThread(
+                target=run_meanwhile, args=(meanwhile,), name="wap-prepare", daemon=True
+            )
+            helpers.append(beside)
+            beside.start()
         grouped = _group(batch, keys, plan.one_task) if keys else {}
-        if meanwhile is not None:
+        if meanwhile is not None and not keys:
             meanwhile()
     finally:
-        for side in sides:
-            side.join()
+        for helper in helpers:
+            helper.join()
     if "error" in box:
         raise box["error"]
     return {**box["values"], **grouped}

@@ -188,6 +188,7 @@ def _run(
     from pyspark import InheritableThread
 
     lock = threading.Lock()
+    # no part: one side still runs (``then`` runs, once; the grouping waits for its "planned")
     box: dict[str, Any] = {"values": {}, "left": max(1, len(parts)), "unplanned": max(1, len(parts))}
     # the grouping is planned once every aggregate query is: the aggregates (on the critical path,
     # the sample read waits for them) are analysed and planned without the grouping's planning

@@ -830,10 +830,10 @@ class Bench:
 
     def jit_ms(self) -> int:
         """Milliseconds this process's driver JVM has spent compiling (its JIT compilers, since start)."""
-        jvm = self.spark.sparkContext._jvm
-        return int(
-            jvm.java.lang.management.ManagementFactory.getCompilationMXBean().getTotalCompilationTime()
+        compilation = (
+            self.spark.sparkContext._jvm.java.lang.management.ManagementFactory.getCompilationMXBean()
         )  # type: ignore[union-attr]
+        return int(compilation.getTotalCompilationTime())
 
     def jobs_of(self, fn: Callable[[], Any]) -> tuple[float, int, Any]:
         sc = self.spark.sparkContext

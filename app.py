@@ -15,9 +15,9 @@ from pages._common import (
     spark_status,
     start_spark_in_background,
 )
-from wap_core.access import Permission, access_policy, decide
 from wap_core.exceptions import WapError
-from wap_core.spark import spark_running
+from wap_core.lake.spark import spark_running
+from wap_core.security.access import Permission, access_policy, decide
 
 st.set_page_config(page_title="WAP Console", page_icon=":material/fact_check:", layout="wide")
 

@@ -142,9 +142,9 @@ class Crowd:
 
         from bench.run import log
         from wap_core import Lakehouse, Settings, TableId
-        from wap_core.ingest import ingest
-        from wap_core.paths import SourcePolicy
-        from wap_core.publish import publish
+        from wap_core.security.paths import SourcePolicy
+        from wap_core.workflow.ingest import ingest
+        from wap_core.workflow.publish import publish
 
         t0 = time.perf_counter()
         src = data.generate(self.b.data_dir, 0.01, ("lineitem",))
@@ -194,7 +194,7 @@ class Crowd:
             f"crowd set-up in {self.setup_seconds:.1f} s: {self.ntables} tables × {len(self.source):,} rows, "
             f"{self.sessions * self.rounds} open branches of {BATCH_ROWS} rows ({self.rounds} per session)"
         )
-        from wap_core.spark import spark_running
+        from wap_core.lake.spark import spark_running
 
         if spark_running():  # the crowd's Spark is the console's; the bench needs none from here on
             lh.spark.stop()

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from bench.run import median_of  # no pyspark import: this process must not start Spark
 from wap_core import Lakehouse, Settings, TableId
-from wap_core.spark import spark_running
+from wap_core.lake.spark import spark_running
 
 TABLES = 50
 BRANCHES = 4
@@ -49,7 +49,7 @@ def branches(home: Path, repeat: int, tables: int = TABLES) -> dict[str, Any]:
             tbl.append(tiny, branch=f"b{b}")
     setup = time.perf_counter() - t0
 
-    from wap_core.status import list_branches, table_infos
+    from wap_core.workflow.status import list_branches, table_infos
 
     before = _no_spark()
     lb_median, lb, found = median_of(lambda: list_branches(lh), repeat)
@@ -69,7 +69,7 @@ def branches(home: Path, repeat: int, tables: int = TABLES) -> dict[str, Any]:
 
 
 def diff(home: Path, catalog: str, table: str, branch: str, repeat: int) -> dict[str, Any]:
-    from wap_core.catalog import metadata_diff
+    from wap_core.lake.catalog import metadata_diff
 
     lh = Lakehouse(Settings(home=home, checks_path=home / "checks.yml", user="bench", catalog_name=catalog))
     tid = TableId.parse(table)

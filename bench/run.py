@@ -195,8 +195,8 @@ class Bench:
         )
 
     def ingest(self, name: str, path: Path, branch: str) -> Any:
-        from wap_core.ingest import ingest
-        from wap_core.paths import SourcePolicy
+        from wap_core.security.paths import SourcePolicy
+        from wap_core.workflow.ingest import ingest
 
         res = ingest(self.lh, self.tid(name), [str(path)], branch=branch, source_policy=SourcePolicy.ANY)
         if not res.audit.passed:
@@ -252,8 +252,8 @@ class Bench:
     def scenario_6(self) -> None:
         from sqlalchemy import text
 
-        from wap_core import catalog as cat
-        from wap_core.diff import compute_diff
+        from wap_core.analysis.diff import compute_diff
+        from wap_core.lake import catalog as cat
 
         log("scenario 6: main profile cached by snapshot id (diff of 2nd branch on the same main)")
         tid = self.tid("li_large")
@@ -298,7 +298,7 @@ class Bench:
 
         # 6b: right after a publish main has a new snapshot; its profile is merged from main at the
         # fork + the reviewed batch's profile, so the next review does not rescan main either.
-        from wap_core.publish import discard, publish
+        from wap_core.workflow.publish import discard, publish
 
         merged_t: list[float] = []
         sources: list[str] = []
@@ -332,9 +332,9 @@ class Bench:
 
     # ----- scenario 1: audit + diff cost follows the batch ---------------------------------
     def scenario_1(self) -> None:
-        from wap_core.audit import run_audit
-        from wap_core.diff import compute_diff
-        from wap_core.keyed_diff import keyed_diff
+        from wap_core.analysis.diff import compute_diff
+        from wap_core.analysis.keyed_diff import keyed_diff
+        from wap_core.workflow.audit import run_audit
 
         log("scenario 1: audit + diff of the same batch on the large vs the small table")
         batch = self.next_batch()
@@ -385,7 +385,7 @@ class Bench:
         k = kds["li_large"]
         self.rows.append(
             Row(
-                "1b keyed diff (wap_core.keyed_diff), large vs small",
+                "1b keyed diff (wap_core.analysis.keyed_diff), large vs small",
                 sizes,
                 kl,
                 ks,
@@ -430,8 +430,8 @@ class Bench:
         - 10 checks vs 1 check on one column (informational: on a columnar format this measures
           reading 9 columns instead of 1, not the number of passes).
         """
-        from wap_core.audit import run_audit
         from wap_core.checks import ROW_LEVEL, parse_checks
+        from wap_core.workflow.audit import run_audit
 
         log(f"scenario {label}: 10 row-level checks in one pass ({table}/{branch})")
         tid = self.tid(table)
@@ -514,8 +514,8 @@ class Bench:
 
     # ----- scenario 8: keyed diff vs the peer -------------------------------------------------
     def scenario_8(self) -> None:
-        from wap_core import catalog as cat
-        from wap_core.keyed_diff import keyed_diff
+        from wap_core.analysis.keyed_diff import keyed_diff
+        from wap_core.lake import catalog as cat
 
         log("scenario 8: keyed row diff vs lake-sift (TPC-H lineitem, new batch of the highest order keys)")
         tid = self.tid("li_peer")
@@ -643,9 +643,9 @@ class Bench:
     def scenario_3(self, source: Path | None = None, label: str = "3", repeat: int | None = None) -> None:
         from pyspark.sql import functions as F
 
-        from wap_core.ingest import ingest
-        from wap_core.paths import SourcePolicy
-        from wap_core.publish import publish
+        from wap_core.security.paths import SourcePolicy
+        from wap_core.workflow.ingest import ingest
+        from wap_core.workflow.publish import publish
 
         source = source or self.small_dir / "lineitem.parquet"
         repeat = repeat or self.repeat
@@ -718,7 +718,7 @@ class Bench:
         return {str(p) for p in root.rglob("*") if p.is_file()}
 
     def scenario_2(self) -> None:
-        from wap_core.publish import publish
+        from wap_core.workflow.publish import publish
 
         log("scenario 2: publish (fast-forward) on the large vs the small table")
         times: dict[str, list[float]] = {"li_large": [], "li_small": []}
@@ -849,11 +849,11 @@ class Bench:
 
     def scenario_9(self, rows: int | None, label: str) -> None:
         from bench import checks_suite
-        from wap_core import catalog as cat
-        from wap_core.audit import run_audit
         from wap_core.checks import parse_checks
-        from wap_core.ingest import ingest
-        from wap_core.paths import SourcePolicy
+        from wap_core.lake import catalog as cat
+        from wap_core.security.paths import SourcePolicy
+        from wap_core.workflow.audit import run_audit
+        from wap_core.workflow.ingest import ingest
 
         sf1 = data.generate(self.data_dir, 1.0, ("lineitem",))
         _, tail = data.split_tail(self.data_dir, sf1 / "lineitem.parquet")

@@ -147,10 +147,10 @@ def _one_scale(b: Bench, s: float, d: dict[str, Any]) -> None:
     from pyspark.sql import functions as F
 
     from bench.run import Row, fmt_rows, fmt_s, log
-    from wap_core import catalog as cat
-    from wap_core.audit import batch_frame, run_audit
     from wap_core.checks import keys as keys_mod
     from wap_core.checks import unique as unique_mod
+    from wap_core.lake import catalog as cat
+    from wap_core.workflow.audit import batch_frame, run_audit
 
     sf = f"SF{s:g}"
     tid = b.tid(f"li_sp{_tag(s)}")

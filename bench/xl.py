@@ -81,11 +81,11 @@ def scenario_xl(b: Bench) -> None:
     from sqlalchemy import text
 
     from bench.run import Row, fmt_rows, fmt_s, log
-    from wap_core import catalog as cat
-    from wap_core.audit import run_audit
-    from wap_core.diff import compute_diff, profile_frame
-    from wap_core.metaprofile import metadata_profile
-    from wap_core.publish import publish
+    from wap_core.analysis.diff import compute_diff, profile_frame
+    from wap_core.lake import catalog as cat
+    from wap_core.lake.metaprofile import metadata_profile
+    from wap_core.workflow.audit import run_audit
+    from wap_core.workflow.publish import publish
 
     sf = f"SF{b.args.scale_xl:g}"
     xl, xs = b.tid("li_xl"), b.tid("li_xs")

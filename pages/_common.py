@@ -23,11 +23,11 @@ import pandas as pd
 import streamlit as st
 
 from wap_core import Lakehouse, TableId
-from wap_core.access import Decision, Permission, decide
 from wap_core.config import mask_secrets
 from wap_core.exceptions import WapError
-from wap_core.paths import sanitize_filename as _sanitize_filename
-from wap_core.spark import spark_running
+from wap_core.lake.spark import spark_running
+from wap_core.security.access import Decision, Permission, decide
+from wap_core.security.paths import sanitize_filename as _sanitize_filename
 from wap_core.states import CheckStatus
 
 T = TypeVar("T")
@@ -295,7 +295,7 @@ def wap_errors() -> Iterator[None]:
 # --------------------------------------------------------------------------- cached metadata (no Spark)
 @st.cache_data(ttl=CACHE_TTL, show_spinner=False)
 def table_infos() -> list[dict[str, Any]]:
-    from wap_core.status import table_infos as infos
+    from wap_core.workflow.status import table_infos as infos
 
     return [t.to_dict() for t in infos(lakehouse())]
 
@@ -307,7 +307,7 @@ def table_names() -> list[str]:
 
 @st.cache_data(ttl=CACHE_TTL, show_spinner=False)
 def branches(table: str | None = None) -> list[dict[str, Any]]:
-    from wap_core.status import list_branches
+    from wap_core.workflow.status import list_branches
 
     tid = TableId.parse(table) if table else None
     return [b.to_dict() for b in list_branches(lakehouse(), tid)]
@@ -341,7 +341,7 @@ def audit_record(table: str | None = None, limit: int = 500) -> list[dict[str, A
 
 @st.cache_data(ttl=CACHE_TTL, show_spinner=False)
 def timeline(table: str, ref: str = "main") -> list[dict[str, Any]]:
-    from wap_core.status import snapshot_timeline
+    from wap_core.workflow.status import snapshot_timeline
 
     return snapshot_timeline(lakehouse(), TableId.parse(table), ref)
 
@@ -515,5 +515,5 @@ def page_header(title: str, caption: str | None = None) -> None:
 
 
 def sanitize_filename(name: str) -> str:
-    """A safe file name for an upload: basename only, [A-Za-z0-9._-], no leading dots (see wap_core.paths)."""
+    """A safe file name for an upload: basename only, [A-Za-z0-9._-], no leading dots (see wap_core.security.paths)."""
     return _sanitize_filename(name)

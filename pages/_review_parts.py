@@ -11,12 +11,12 @@ import streamlit as st
 
 from pages import _common as ui
 from wap_core import TableId
-from wap_core.audit import AuditResult
-from wap_core.catalog import MetadataDiff
+from wap_core.analysis.diff import ColumnChange, ColumnDiff, ColumnProfile, DiffResult, rank_changes
 from wap_core.checks import CheckResult
-from wap_core.diff import ColumnChange, ColumnDiff, ColumnProfile, DiffResult, rank_changes
-from wap_core.publish import PublishCheck
+from wap_core.lake.catalog import MetadataDiff
 from wap_core.states import BranchStatus, CheckStatus, branch_status
+from wap_core.workflow.audit import AuditResult
+from wap_core.workflow.publish import PublishCheck
 
 SIDE_COLORS = alt.Scale(domain=["main", "batch"], range=["#8c959f", "#1f6feb"])
 
@@ -25,14 +25,14 @@ SIDE_COLORS = alt.Scale(domain=["main", "batch"], range=["#8c959f", "#1f6feb"])
 @st.cache_data(ttl=600, show_spinner=False)
 def cached_diff(table: str, branch: str, head: int | None) -> DiffResult:
     """The Spark diff of ``branch`` at ``head`` (the head is part of the key: a new commit misses the cache)."""
-    from wap_core.diff import compute_diff
+    from wap_core.analysis.diff import compute_diff
 
     return compute_diff(ui.lakehouse(), TableId.parse(table), branch)
 
 
 @st.cache_data(ttl=600, show_spinner=False)
 def cached_preview(table: str, branch: str, head: int | None, limit: int = 100) -> pd.DataFrame:
-    from wap_core.diff import preview
+    from wap_core.analysis.diff import preview
 
     return preview(ui.lakehouse(), TableId.parse(table), branch, limit=limit)
 
@@ -415,7 +415,7 @@ def diff_details(diff: DiffResult, max_charts: int = 6, lead: list[str] | None =
 @st.cache_data(ttl=600, show_spinner=False)
 def cached_keyed(table: str, branch: str, head: int | None, key: tuple[str, ...]) -> dict[str, Any]:
     """The keyed diff (counts, by ``key``) and a sample of each kind of change; the head is part of the cache key."""
-    from wap_core.keyed_diff import keyed_diff, keyed_samples
+    from wap_core.analysis.keyed_diff import keyed_diff, keyed_samples
 
     lh, tid = ui.lakehouse(), TableId.parse(table)
     counts = keyed_diff(lh, tid, branch, list(key))

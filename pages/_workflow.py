@@ -14,10 +14,10 @@ import streamlit as st
 
 from pages import _common as ui
 from wap_core import TableId
-from wap_core import review as rw
-from wap_core.access import Permission
 from wap_core.exceptions import WapError
 from wap_core.lakehouse import Lakehouse
+from wap_core.security.access import Permission
+from wap_core.workflow import review as rw
 
 _DIALOG = "workflow_dialog"
 
@@ -246,7 +246,7 @@ def add_review_columns(df: pd.DataFrame, rows: list[dict[str, Any]]) -> None:
 
 def history_actions(lh: Lakehouse, user: str, table: str, timeline: list[dict[str, Any]]) -> None:
     """Under main's timeline: Roll back (admin; confirm dialog with reason) and Reopen as branch for rolled-back batches."""
-    from wap_core.rollback import rolled_back_snapshots
+    from wap_core.workflow.rollback import rolled_back_snapshots
 
     tid = TableId.parse(table)
     st.markdown("##### Roll back main")
@@ -304,7 +304,7 @@ def history_actions(lh: Lakehouse, user: str, table: str, timeline: list[dict[st
 
 @st.dialog("Roll back main", on_dismiss=_close)
 def _rollback_dialog(lh: Lakehouse, user: str, tid: TableId, to: int, head: int | None) -> None:
-    from wap_core.rollback import rollback
+    from wap_core.workflow.rollback import rollback
 
     st.warning(
         f"Move main of {ui.md(tid, code=True)} back to snapshot {to}. Metadata only; the later batches can be reopened as branches."
@@ -326,7 +326,7 @@ def _rollback_dialog(lh: Lakehouse, user: str, tid: TableId, to: int, head: int 
 
 
 def _reopen(lh: Lakehouse, user: str, tid: TableId, snapshot_id: int) -> None:
-    from wap_core.rollback import reopen
+    from wap_core.workflow.rollback import reopen
 
     try:
         res = reopen(lh, tid, snapshot_id, user=user)

@@ -8,7 +8,7 @@ import streamlit as st
 
 from pages import _common as ui
 from wap_core import TableId
-from wap_core import explore as ex
+from wap_core.analysis import explore as ex
 from wap_core.exceptions import WapError
 
 ui.page_header("Explore", "Read-only: browse a table as of any branch, tag, snapshot or point in time.")

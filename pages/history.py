@@ -10,7 +10,7 @@ import streamlit as st
 
 from pages import _common as ui
 from pages import _workflow as wf
-from wap_core.journal import ACTIONS
+from wap_core.store.journal import ACTIONS
 
 ui.page_header("History", "Every ingest, audit, publish, rebase, discard and refusal, with who and why.")
 

@@ -9,11 +9,11 @@ import streamlit as st
 
 from pages import _common as ui
 from wap_core import TableId
-from wap_core.access import Permission
 from wap_core.exceptions import ValidationError, WapError
 from wap_core.identifiers import validate_branch
-from wap_core.ingest import content_hash, find_duplicate, ingest
-from wap_core.paths import SourcePolicy, describe_roots, save_upload
+from wap_core.security.access import Permission
+from wap_core.security.paths import SourcePolicy, describe_roots, save_upload
+from wap_core.workflow.ingest import content_hash, find_duplicate, ingest
 
 NEW = "New table…"
 

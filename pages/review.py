@@ -15,13 +15,13 @@ from pages import _common as ui
 from pages import _review_parts as rv
 from pages import _workflow as wf
 from wap_core import TableId
-from wap_core import catalog as cat
-from wap_core.access import Permission
-from wap_core.audit import latest_audit, run_audit
-from wap_core.diff import DiffResult
+from wap_core.analysis.diff import DiffResult
 from wap_core.exceptions import ValidationError, WapError
 from wap_core.identifiers import validate_branch
-from wap_core.publish import discard, publish, publish_readiness, rebase
+from wap_core.lake import catalog as cat
+from wap_core.security.access import Permission
+from wap_core.workflow.audit import latest_audit, run_audit
+from wap_core.workflow.publish import discard, publish, publish_readiness, rebase
 
 DIALOG = "review_dialog"
 

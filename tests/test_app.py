@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from wap_core import Lakehouse, Settings, TableId, explore
+from wap_core import Lakehouse, Settings, TableId
+from wap_core.analysis import explore
 from wap_core.exceptions import ValidationError
-from wap_core.ingest import ingest
-from wap_core.publish import publish
+from wap_core.workflow.ingest import ingest
+from wap_core.workflow.publish import publish
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 ORDERS = TableId("shop", "orders")
@@ -136,7 +137,7 @@ def _texts(elements) -> str:  # type: ignore[no-untyped-def]
 
 # ----------------------------------------------------------------------------- metadata pages, no Spark
 def test_metadata_pages_render_without_spark(env: Lakehouse, monkeypatch: pytest.MonkeyPatch) -> None:
-    import wap_core.spark as spark_mod
+    import wap_core.lake.spark as spark_mod
 
     def no_spark(*_a: object, **_k: object) -> None:
         raise AssertionError("a metadata page tried to start Spark")
@@ -164,7 +165,7 @@ def test_metadata_pages_render_without_spark(env: Lakehouse, monkeypatch: pytest
 
 def test_sidebar_reports_spark_status(env: Lakehouse) -> None:
     at = _app()
-    from wap_core.spark import spark_running
+    from wap_core.lake.spark import spark_running
 
     expected = "Spark: running" if spark_running() else "Spark: not started"
     assert expected in _texts(at.sidebar.caption)
@@ -250,7 +251,7 @@ def test_review_publish_passing_branch_then_rebase_the_other(env: Lakehouse) -> 
     _button(at, "Rebase").click().run()
     assert not at.exception, [e.value for e in at.exception]
     assert "Rebased shop.orders late_batch" in _texts(at.success)
-    from wap_core.catalog import lineage
+    from wap_core.lake.catalog import lineage
 
     assert not lineage(env.table(ORDERS), "late_batch").main_moved
 

@@ -13,8 +13,8 @@ from helpers import write_csv
 
 from wap_core import TableId
 from wap_core.checks.keys import keys_in_main, values_missing
-from wap_core.ingest import ingest
-from wap_core.publish import publish
+from wap_core.workflow.ingest import ingest
+from wap_core.workflow.publish import publish
 
 HEADER = ["k1", "k2", "ref"]
 MAIN_ROWS = [(32 * b + j, j % 2, "US") for b in range(40) for j in range(1, 9)]
@@ -94,9 +94,9 @@ def test_the_plans_agree_with_the_plain_joins(  # type: ignore[no-untyped-def]
 ) -> None:
     from pyspark.sql import functions as F
 
-    from wap_core import catalog as cat
-    from wap_core.audit import batch_frame
     from wap_core.checks import keys
+    from wap_core.lake import catalog as cat
+    from wap_core.workflow.audit import batch_frame
 
     monkeypatch.setattr(keys, "CANDIDATES_COLLECTED", collected)
     monkeypatch.setattr(keys, "CANDIDATE_KEYS_COLLECTED", keys_collected)
@@ -122,8 +122,8 @@ def test_the_plans_agree_with_the_plain_joins(  # type: ignore[no-untyped-def]
 
 def test_an_empty_range_reads_nothing(spread) -> None:  # type: ignore[no-untyped-def]
     lh, table, _ = spread
-    from wap_core import catalog as cat
-    from wap_core.audit import batch_frame
+    from wap_core.lake import catalog as cat
+    from wap_core.workflow.audit import batch_frame
 
     lin = cat.lineage(lh.table(table), "batch")
     assert lin.fork is not None
@@ -135,8 +135,8 @@ def test_an_empty_range_reads_nothing(spread) -> None:  # type: ignore[no-untype
 def test_a_one_column_key_is_matched_from_the_shared_values(spread, batch_rows: int | None) -> None:  # type: ignore[no-untyped-def]
     from pyspark.sql import functions as F
 
-    from wap_core import catalog as cat
-    from wap_core.audit import batch_frame
+    from wap_core.lake import catalog as cat
+    from wap_core.workflow.audit import batch_frame
 
     lh, table, _ = spread
     lin = cat.lineage(lh.table(table), "batch")

@@ -11,10 +11,10 @@ import pytest
 from helpers import write_csv
 
 from wap_core import TableId
-from wap_core.audit import run_audit
 from wap_core.checks import AVAILABLE_CHECKS, parse_checks, yaml_types
-from wap_core.ingest import ingest
-from wap_core.publish import publish
+from wap_core.workflow.audit import run_audit
+from wap_core.workflow.ingest import ingest
+from wap_core.workflow.publish import publish
 
 _groups = itertools.count(1)
 
@@ -265,8 +265,8 @@ def test_aggregates_and_key_grouping_run_at_once_in_the_callers_job_group(batch,
 def test_a_small_batch_is_known_as_one_split_from_its_snapshot_summaries(batch) -> None:  # type: ignore[no-untyped-def]
     """The audit skips Spark's planning of the read when the summaries prove one split; the proof
     agrees with Spark, and it is withheld (never wrong) when the table's split size is smaller."""
-    from wap_core import catalog as cat
-    from wap_core.batch import BatchFiles, batch_files, batch_frame, single_split
+    from wap_core.lake import catalog as cat
+    from wap_core.lake.batch import BatchFiles, batch_files, batch_frame, single_split
 
     lh, t = batch
     tbl = lh.table(t)
@@ -288,9 +288,9 @@ def test_the_sample_read_prepared_ahead_returns_the_rows_built_from_scratch(batc
     a batch column clashing with its names) leaves the read to build its own query."""
     from pyspark.sql import functions as F
 
-    from wap_core import catalog as cat
-    from wap_core.batch import batch_frame
     from wap_core.checks import engine
+    from wap_core.lake import catalog as cat
+    from wap_core.lake.batch import batch_frame
 
     lh, t = batch
     frame = batch_frame(lh, t, cat.lineage(lh.table(t), "b"))
@@ -326,9 +326,9 @@ def test_duplicate_keys_of_a_one_task_batch_are_counted_by_a_window_as_by_the_gr
 ) -> None:  # type: ignore[no-untyped-def]
     """A batch read in one task counts duplicated keys with one window count (NULL keys count
     together, as in GROUP BY); past DUP_ROWS_COLLECTED rows the hash grouping counts them instead."""
-    from wap_core import catalog as cat
-    from wap_core.batch import batch_frame
     from wap_core.checks import engine
+    from wap_core.lake import catalog as cat
+    from wap_core.lake.batch import batch_frame
 
     lh, t = batch
     frame = batch_frame(lh, t, cat.lineage(lh.table(t), "b")).coalesce(1)

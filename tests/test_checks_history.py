@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from wap_core import TableId
-from wap_core.audit import run_audit
 from wap_core.checks.store import load_batch_metrics
-from wap_core.ingest import ingest
-from wap_core.publish import publish
+from wap_core.workflow.audit import run_audit
+from wap_core.workflow.ingest import ingest
+from wap_core.workflow.publish import publish
 
 T = TableId("demo", "daily")
 COLUMNS = ["year", "month", "day", "dep_time", "carrier", "flight", "origin", "dest", "distance"]
@@ -47,8 +47,8 @@ def history(tmp_path_factory: pytest.TempPathFactory, spark_session: None):  # t
     from conftest import make_settings
 
     from wap_core import Lakehouse
-    from wap_core.demo import _data_dir
-    from wap_core.diff import main_profile
+    from wap_core.analysis.diff import main_profile
+    from wap_core.workflow.demo import _data_dir
 
     d = tmp_path_factory.mktemp("history")
     lh = Lakehouse(make_settings(d / "lh", SUITE))

@@ -8,8 +8,8 @@ import pandas as pd
 
 from pages import _common as ui
 from pages._review_parts import sample_order
+from wap_core.analysis.diff import rank_changes
 from wap_core.cli import _cell, _json_default
-from wap_core.diff import rank_changes
 
 BIG = 4887153865992560141  # a real 64-bit snapshot id that a float/JavaScript number rounds
 
@@ -115,7 +115,7 @@ def test_profile_frame_has_units_and_ids_as_text() -> None:
 def test_content_hash_is_sha256_of_the_bytes_in_order(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import hashlib
 
-    from wap_core.ingest import content_hash
+    from wap_core.workflow.ingest import content_hash
 
     a, b = tmp_path / "a.csv", tmp_path / "b.csv"
     a.write_bytes(b"id\n1\n")
@@ -127,7 +127,7 @@ def test_find_duplicate_names_the_earlier_branch_and_progress_steps(make_lakehou
     from helpers import write_csv
 
     from wap_core import TableId
-    from wap_core.ingest import content_hash, find_duplicate, ingest
+    from wap_core.workflow.ingest import content_hash, find_duplicate, ingest
 
     lh = make_lakehouse(name="dup")
     t = TableId("demo", "dups")
@@ -172,7 +172,7 @@ def test_cli_broken_pipe_ends_quietly() -> None:
 
 
 def test_spark_log_options_point_at_the_quiet_log4j2_file() -> None:
-    from wap_core import spark
+    from wap_core.lake import spark
 
     spark.set_spark_log_level("error")  # what the CLI sets without --debug
     opts = spark.java_log_options()

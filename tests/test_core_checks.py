@@ -9,9 +9,9 @@ import pytest
 from helpers import write_csv
 
 from wap_core import TableId
-from wap_core.audit import run_audit
-from wap_core.ingest import ingest
-from wap_core.publish import publish
+from wap_core.workflow.audit import run_audit
+from wap_core.workflow.ingest import ingest
+from wap_core.workflow.publish import publish
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 RECENT = (NOW - timedelta(hours=2)).strftime("%Y-%m-%d %H:%M:%S")

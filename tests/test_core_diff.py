@@ -8,9 +8,9 @@ import pytest
 from helpers import write_csv
 
 from wap_core import TableId
-from wap_core.diff import compute_diff, main_profile, profile_frame
-from wap_core.ingest import ingest
-from wap_core.publish import publish
+from wap_core.analysis.diff import compute_diff, main_profile, profile_frame
+from wap_core.workflow.ingest import ingest
+from wap_core.workflow.publish import publish
 
 T = TableId("demo", "m")
 HEADER = ["id", "grp", "val"]
@@ -35,7 +35,7 @@ def test_main_profile_after_a_publish_is_merged_not_rescanned(
     new_main = lh.table(T).metadata.refs["main"].snapshot_id
     assert new_main == b.snapshot_id
 
-    import wap_core.diff as diff_mod
+    import wap_core.analysis.diff as diff_mod
 
     def no_scan(*_a, **_k):  # type: ignore[no-untyped-def]
         raise AssertionError("main was rescanned although its profile can be merged")
@@ -73,7 +73,7 @@ def test_main_profile_after_a_publish_is_merged_not_rescanned(
 
 
 def test_schema_changes_of_a_branch_written_after_a_schema_change(make_lakehouse, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from wap_core.keyed_diff import keyed_diff
+    from wap_core.analysis.keyed_diff import keyed_diff
 
     lh = make_lakehouse()
     r = ingest(lh, T, [write_csv(tmp_path / "a.csv", HEADER, _rows(1, 5, 10))], create=True)

@@ -13,11 +13,11 @@ import pytest
 from helpers import refs, write_csv
 
 from wap_core import TableId
-from wap_core.audit import run_audit
-from wap_core.catalog import lineage
 from wap_core.exceptions import NotFoundError, RefusedError, SchemaMismatchError, SourceError, ValidationError
-from wap_core.ingest import ingest
-from wap_core.publish import discard, publish, publish_readiness, rebase
+from wap_core.lake.catalog import lineage
+from wap_core.workflow.audit import run_audit
+from wap_core.workflow.ingest import ingest
+from wap_core.workflow.publish import discard, publish, publish_readiness, rebase
 
 T = TableId("demo", "people")
 HEADER = ["id", "name", "age"]
@@ -197,7 +197,7 @@ def test_concurrent_publish_of_one_branch_moves_main_exactly_once(lh, tmp_path: 
 def test_a_commit_to_main_between_check_and_publish_is_a_conflict_not_a_lost_write(
     lh, tmp_path: Path, monkeypatch
 ) -> None:  # type: ignore[no-untyped-def]
-    import wap_core.publish as pub
+    import wap_core.workflow.publish as pub
 
     ingest(lh, T, [_csv(tmp_path, "b.csv", [(4, "dee", 20)])], branch="late")
     real = pub.publish_readiness

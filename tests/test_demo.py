@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from wap_core import TableId
-from wap_core.catalog import metadata_diff
-from wap_core.demo import FAILING_BRANCH, PASSING_BRANCH
-from wap_core.status import list_branches, table_infos
+from wap_core.lake.catalog import metadata_diff
+from wap_core.workflow.demo import FAILING_BRANCH, PASSING_BRANCH
+from wap_core.workflow.status import list_branches, table_infos
 
 
 def test_demo_has_history_one_passing_and_one_failing_branch(demo_lakehouse) -> None:  # type: ignore[no-untyped-def]
@@ -51,8 +51,8 @@ def test_metadata_views_never_start_spark(demo_lakehouse) -> None:  # type: igno
     code = (
         "import json, sys\n"
         "from wap_core import Lakehouse, TableId\n"
-        "from wap_core.status import list_branches, table_infos\n"
-        "from wap_core.catalog import metadata_diff\n"
+        "from wap_core.workflow.status import list_branches, table_infos\n"
+        "from wap_core.lake.catalog import metadata_diff\n"
         "lh = Lakehouse.from_env()\n"
         "b = list_branches(lh); t = table_infos(lh)\n"
         "md = metadata_diff(lh.table(TableId('demo','flights')), TableId('demo','flights'), b[0].branch)\n"

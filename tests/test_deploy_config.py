@@ -10,7 +10,7 @@ import pytest
 from wap_core.config import Settings
 from wap_core.durations import format_duration, parse_duration
 from wap_core.exceptions import ValidationError
-from wap_core.spark import catalog_conf
+from wap_core.lake.spark import catalog_conf
 
 
 def test_durations_and_retention_settings(tmp_path: Path) -> None:
@@ -62,7 +62,7 @@ def test_catalog_properties_reach_pyiceberg_and_spark_and_stay_out_of_reprs(tmp_
         "jdbc:sqlite:"
     )  # wap_core's own keys are not overridable
     assert "hush" not in repr(s)
-    from wap_core.catalog import open_catalog
+    from wap_core.lake.catalog import open_catalog
 
     catalog = open_catalog(s)  # PyIceberg gets the same properties (its FileIO reads s3.*)
     assert (

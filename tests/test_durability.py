@@ -26,14 +26,14 @@ from helpers import write_csv
 from sqlalchemy import text
 
 from wap_core import Lakehouse, TableId
-from wap_core.catalog import lineage
 from wap_core.cli import main
 from wap_core.faults import FAULT_EXIT_CODE, FAULT_POINTS, fault_point
-from wap_core.ingest import ingest
-from wap_core.journal import _machine, utcnow
-from wap_core.publish import discard, publish, rebase
-from wap_core.reconcile import reconcile
-from wap_core.status import list_branches
+from wap_core.lake.catalog import lineage
+from wap_core.store.journal import _machine, utcnow
+from wap_core.workflow.ingest import ingest
+from wap_core.workflow.publish import discard, publish, rebase
+from wap_core.workflow.reconcile import reconcile
+from wap_core.workflow.status import list_branches
 
 ROOT = Path(__file__).resolve().parent.parent
 T = TableId("demo", "people")
@@ -584,7 +584,7 @@ def test_heartbeat_refreshes_running_intents_only_and_pid_reuse_is_not_life(tmp_
 
     from sqlalchemy import create_engine
 
-    from wap_core import journal as jr
+    from wap_core.store import journal as jr
 
     j = jr.Journal(create_engine(f"sqlite:///{tmp_path / 'j.db'}"))
     running = j.begin_intent(user="u", action="discard", table="demo.people", branch="a")

@@ -21,8 +21,8 @@ import pytest
 from helpers import write_csv
 
 from wap_core import Lakehouse, Settings, TableId
-from wap_core.ingest import ingest
-from wap_core.publish import publish
+from wap_core.workflow.ingest import ingest
+from wap_core.workflow.publish import publish
 
 ROOT = Path(__file__).resolve().parent.parent
 T = TableId("crm", "leads")

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture(scope="module")
 def demo_settings(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Settings:
     """A demo lakehouse of its own (this test discards a branch), seeded with the shared Spark session."""
-    from wap_core.demo import seed_demo
+    from wap_core.workflow.demo import seed_demo
 
     if not Path(CHROMIUM).exists():
         pytest.skip("Chromium is not installed (make browser-deps)")
@@ -302,7 +302,7 @@ def test_publish_with_tab_and_enter_duplicate_upload_discard_with_tab(
     """
     from playwright.sync_api import expect, sync_playwright
 
-    from wap_core.demo import PASSING_BRANCH
+    from wap_core.workflow.demo import PASSING_BRANCH
 
     base = server
     expect.set_options(timeout=120_000)

@@ -12,9 +12,9 @@ import helpers
 import pytest
 
 from wap_core import Lakehouse, Settings, TableId
-from wap_core.ingest import ingest
-from wap_core.publish import publish
-from wap_core.review import review_state
+from wap_core.workflow.ingest import ingest
+from wap_core.workflow.publish import publish
+from wap_core.workflow.review import review_state
 
 ROOT = Path(__file__).resolve().parent.parent
 T = TableId("demo", "people")

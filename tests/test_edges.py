@@ -26,9 +26,9 @@ from wap_core.cli import main
 from wap_core.config import mask_secrets
 from wap_core.exceptions import PathNotAllowedError, SourceError, ValidationError
 from wap_core.identifiers import validate_branch, validate_identifier
-from wap_core.ingest import CSV_MAX_FIELD_CHARS, ingest, resolve_sources
-from wap_core.journal import journal_table
-from wap_core.paths import SourcePolicy, allowed_roots, save_upload, uploads_root
+from wap_core.security.paths import SourcePolicy, allowed_roots, save_upload, uploads_root
+from wap_core.store.journal import journal_table
+from wap_core.workflow.ingest import CSV_MAX_FIELD_CHARS, ingest, resolve_sources
 
 ROOT = Path(__file__).resolve().parent.parent
 T = TableId("demo", "people")
@@ -286,7 +286,7 @@ def test_journal_stores_reasons_and_details_masked(make_lakehouse) -> None:  # t
 
 def test_log_records_are_masked(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO):
-        logging.getLogger("wap_core.ingest").warning("connecting to %s", URL)
+        logging.getLogger("wap_core.workflow.ingest").warning("connecting to %s", URL)
         logging.getLogger("py4j.clientserver").warning(f"conf uri={URL}")
         try:
             raise RuntimeError(f"cannot reach {URL}")
@@ -361,7 +361,7 @@ def people(make_lakehouse):  # type: ignore[no-untyped-def]
         create=True,
         branch="seed",
     )
-    from wap_core.publish import publish
+    from wap_core.workflow.publish import publish
 
     publish(lh, T, r.branch)
     return lh

@@ -15,10 +15,10 @@ from urllib.parse import urlparse
 from helpers import refs, write_csv
 
 from wap_core import TableId
-from wap_core import catalog as cat
-from wap_core.gc import collect_garbage, iceberg_would_remove
-from wap_core.ingest import ingest
-from wap_core.publish import discard, publish
+from wap_core.lake import catalog as cat
+from wap_core.workflow.gc import collect_garbage, iceberg_would_remove
+from wap_core.workflow.ingest import ingest
+from wap_core.workflow.publish import discard, publish
 
 HEADER = ["id", "name"]
 SUITE = "demo.people:\n  checks:\n    - not_null: [name]\n"

@@ -10,10 +10,10 @@ import pytest
 from helpers import write_csv
 
 from wap_core import TableId
-from wap_core.diff import compute_diff, main_profile, profile_frame
-from wap_core.ingest import ingest
-from wap_core.metaprofile import metadata_profile, metrics_mode
-from wap_core.publish import publish
+from wap_core.analysis.diff import compute_diff, main_profile, profile_frame
+from wap_core.lake.metaprofile import metadata_profile, metrics_mode
+from wap_core.workflow.ingest import ingest
+from wap_core.workflow.publish import publish
 
 T = TableId("demo", "wide")
 LONG = "a-long-label-well-past-sixteen-characters-"  # Iceberg truncates string bounds to 16 characters by default
@@ -164,7 +164,7 @@ def test_delete_files_fall_back_to_an_exact_scan(
     assert after != snap
     prof, basis = metadata_profile(lh, T, after, scan_max_rows=0)
     assert prof is None and "delete file" in basis
-    import wap_core.metaprofile as mp
+    import wap_core.lake.metaprofile as mp
 
     monkeypatch.setattr(mp, "SCAN_MAX_ROWS", 0)
     full = main_profile(lh, T, after)
@@ -176,8 +176,8 @@ def test_delete_files_fall_back_to_an_exact_scan(
 def test_first_diff_profiles_main_from_metadata_and_merges_after_publish(
     make_lakehouse: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import wap_core.diff as diff_mod
-    import wap_core.metaprofile as mp
+    import wap_core.analysis.diff as diff_mod
+    import wap_core.lake.metaprofile as mp
 
     monkeypatch.setattr(mp, "SCAN_MAX_ROWS", 0)
     monkeypatch.setattr(mp, "SAMPLE_ROWS", 50)

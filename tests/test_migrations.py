@@ -1,7 +1,7 @@
 """Versioned migrations of the journal tables: a lakehouse made with the pre-migration schema is
 upgraded without losing a row, on SQLite and on a real PostgreSQL; concurrent starters are safe.
 
-The v1 fixture below is the exact table definitions of ``wap_core/journal.py`` at commit 7280bab
+The v1 fixture below is the exact table definitions of ``wap_core/store/journal.py`` at commit 7280bab
 (before Alembic), created with ``create_all`` as that code did.
 """
 
@@ -32,13 +32,13 @@ from sqlalchemy import (
 )
 
 from wap_core import Lakehouse, Settings
-from wap_core.journal import Journal, _meta
-from wap_core.migrate import HEAD, VERSION_TABLE, current_revision, script_head
-from wap_core.profiles_store import ProfileStore
+from wap_core.store.journal import Journal, _meta
+from wap_core.store.migrate import HEAD, VERSION_TABLE, current_revision, script_head
+from wap_core.store.profiles import ProfileStore
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# ----- v1 fixture: wap_core/journal.py at 7280bab, verbatim -----------------------------------
+# ----- v1 fixture: wap_core/store/journal.py at 7280bab, verbatim -----------------------------------
 V1 = MetaData()
 Table(
     "wap_journal",
@@ -177,7 +177,7 @@ def assert_v1_rows_intact(journal: Journal) -> None:
 
 
 def assert_schema_is_the_model(url: str) -> None:
-    """The migrated database and the Table models of wap_core.journal agree (no missing migration)."""
+    """The migrated database and the Table models of wap_core.store.journal agree (no missing migration)."""
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
 
@@ -232,7 +232,7 @@ def test_a_new_database_gets_every_table_at_head(tmp_path: Path) -> None:
     use_new_schema(journal)
 
 
-_STARTER = "import sys; from sqlalchemy import create_engine; from wap_core.journal import Journal; Journal(create_engine(sys.argv[1]))"
+_STARTER = "import sys; from sqlalchemy import create_engine; from wap_core.store.journal import Journal; Journal(create_engine(sys.argv[1]))"
 
 
 @pytest.mark.parametrize("v1", [True, False], ids=["v1-lakehouse", "new-lakehouse"])

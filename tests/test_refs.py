@@ -1,4 +1,4 @@
-"""Ref moves in one place (wap_core.refs): both engines' commit conflicts map to one typed exception;
+"""Ref moves in one place (wap_core.lake.refs): both engines' commit conflicts map to one typed exception;
 one retry policy; branch removal. Real Spark and a real catalog; the races are real stale commits."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from helpers import refs
 from wap_core import Lakehouse, TableId
 from wap_core.exceptions import CommitConflictError, ConflictError
 from wap_core.identifiers import MAIN
-from wap_core.refs import (
+from wap_core.lake.refs import (
     RETRY,
     commit_conflicts,
     commit_with_retry,

@@ -21,8 +21,8 @@ from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
 
 from wap_core import Lakehouse, Settings, TableId
-from wap_core.ingest import ingest
-from wap_core.publish import discard, publish
+from wap_core.workflow.ingest import ingest
+from wap_core.workflow.publish import discard, publish
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")

@@ -8,11 +8,11 @@ from pathlib import Path
 from helpers import write_csv
 
 from wap_core import TableId
-from wap_core.audit import run_audit
-from wap_core.catalog import lineage, summary_get
-from wap_core.ingest import ingest
-from wap_core.publish import publish, rebase
+from wap_core.lake.catalog import lineage, summary_get
 from wap_core.samples import BUDGET_CHARS, load_sample, sample_json, trim_rows
+from wap_core.workflow.audit import run_audit
+from wap_core.workflow.ingest import ingest
+from wap_core.workflow.publish import publish, rebase
 
 T = TableId("demo", "wide")
 HEADER = ["id", "name", "age"]

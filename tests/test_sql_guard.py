@@ -24,11 +24,13 @@ import pytest
 from conftest import make_settings
 from helpers import refs
 
-from wap_core import Lakehouse, TableId, explore, sql_guard
+from wap_core import Lakehouse, TableId
+from wap_core.analysis import explore
 from wap_core.cli import main
 from wap_core.exceptions import ValidationError
-from wap_core.ingest import ingest
-from wap_core.publish import publish
+from wap_core.security import sql_guard
+from wap_core.workflow.ingest import ingest
+from wap_core.workflow.publish import publish
 
 SALES = TableId("shop", "sales")
 SECRET = TableId("shop", "secret")

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from wap_core.catalog import MetadataDiff
-from wap_core.diff import ColumnDiff, ColumnProfile, DiffResult, ProfileBasis, rank_changes
+from wap_core.analysis.diff import ColumnDiff, ColumnProfile, DiffResult, ProfileBasis, rank_changes
+from wap_core.lake.catalog import MetadataDiff
 from wap_core.states import (
     Action,
     BranchStatus,

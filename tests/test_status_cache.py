@@ -6,8 +6,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from wap_core import catalog as cat
-from wap_core.status import list_branches, table_infos
+from wap_core.lake import catalog as cat
+from wap_core.workflow.status import list_branches, table_infos
 
 
 def test_overviews_reuse_parsed_metadata_until_a_table_moves(make_lakehouse: Any) -> None:

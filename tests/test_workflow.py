@@ -21,16 +21,16 @@ import pytest
 from helpers import refs, write_csv
 
 from wap_core import Lakehouse, Settings, TableId
-from wap_core import catalog as cat
-from wap_core.access import parse_access
 from wap_core.cli import main
 from wap_core.exceptions import AccessFileError, ConflictError
 from wap_core.faults import FAULT_EXIT_CODE
 from wap_core.identifiers import MAIN
-from wap_core.ingest import ingest
-from wap_core.publish import publish, publish_readiness
-from wap_core.review import policy_for, review_state
-from wap_core.rollback import rollback
+from wap_core.lake import catalog as cat
+from wap_core.security.access import parse_access
+from wap_core.workflow.ingest import ingest
+from wap_core.workflow.publish import publish, publish_readiness
+from wap_core.workflow.review import policy_for, review_state
+from wap_core.workflow.rollback import rollback
 
 ROOT = Path(__file__).resolve().parent.parent
 P = TableId("demo", "people")
@@ -332,7 +332,7 @@ def test_rollback_loses_a_race_with_a_publish_cleanly(
     racer_head = refs(lh, F)["racer"]
     main0 = refs(lh, F)["main"]
     target = lh.table(F).metadata.snapshot_by_id(main0).parent_snapshot_id  # type: ignore[union-attr]
-    import wap_core.rollback as rb
+    import wap_core.workflow.rollback as rb
 
     real = rb.fault_point
 
@@ -397,7 +397,7 @@ def test_rollback_refusals_then_success_journaled_with_intent_and_outcome(lake: 
 def test_reopen_rebase_audit_republish(lake: Lakehouse) -> None:
     lh = lake
     # racer's batch was rolled back; publish another batch so main moves; reopen racer; rebase, audit, publish again
-    from wap_core.rollback import rolled_back_snapshots
+    from wap_core.workflow.rollback import rolled_back_snapshots
 
     gone = rolled_back_snapshots(lh, F)
     assert [(g["branch"], g["rolled_back_by"], g["reason"]) for g in gone] == [

@@ -22,7 +22,7 @@ from wap_core.config import mask_secrets
 from wap_core.exceptions import WapError
 from wap_core.identifiers import TableId
 from wap_core.states import CheckStatus
-from wap_core.status import BRANCH_STATUSES
+from wap_core.workflow.status import BRANCH_STATUSES
 
 if TYPE_CHECKING:
     from wap_core.lakehouse import Lakehouse
@@ -232,7 +232,7 @@ def _print_audit(res: Any) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI: exit code 0 success, 1 refused or audit failed, 2 bad input or error."""
     args = build_parser().parse_args(argv)
-    from wap_core.spark import set_spark_log_level
+    from wap_core.lake.spark import set_spark_log_level
 
     set_spark_log_level("warn" if args.debug else "error")
     try:
@@ -296,7 +296,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _authorize_read(args: argparse.Namespace, lh: Lakehouse) -> None:
     """Reading commands (tables, branches, history, diff) need the READ permission (on the table, if one is named)."""
-    from wap_core.access import Permission, authorize
+    from wap_core.security.access import Permission, authorize
 
     authorize(
         lh,
@@ -307,7 +307,7 @@ def _authorize_read(args: argparse.Namespace, lh: Lakehouse) -> None:
 
 
 def _whoami(args: argparse.Namespace, lh: Lakehouse) -> int:
-    from wap_core.access import access_policy
+    from wap_core.security.access import access_policy
 
     policy = access_policy(lh)
     roles = [r.label for r in policy.roles_of(lh.user)]
@@ -325,7 +325,7 @@ def _whoami(args: argparse.Namespace, lh: Lakehouse) -> int:
 
 
 def _demo(args: argparse.Namespace, lh: Lakehouse) -> int:
-    from wap_core.demo import seed_demo
+    from wap_core.workflow.demo import seed_demo
 
     if args.if_empty and lh.tables():
         print(f"lakehouse {lh.settings.home} already has tables; demo not seeded")
@@ -337,7 +337,7 @@ def _demo(args: argparse.Namespace, lh: Lakehouse) -> int:
 
 
 def _tables(args: argparse.Namespace, lh: Lakehouse) -> int:
-    from wap_core.status import table_infos
+    from wap_core.workflow.status import table_infos
 
     _authorize_read(args, lh)
     infos = [t.to_dict() for t in table_infos(lh)]
@@ -348,7 +348,7 @@ def _tables(args: argparse.Namespace, lh: Lakehouse) -> int:
 
 
 def _branches(args: argparse.Namespace, lh: Lakehouse) -> int:
-    from wap_core.status import list_branches
+    from wap_core.workflow.status import list_branches
 
     _authorize_read(args, lh)
     rows = [b.to_dict() for b in list_branches(lh, TableId.parse(args.table) if args.table else None)]
@@ -361,7 +361,7 @@ def _branches(args: argparse.Namespace, lh: Lakehouse) -> int:
 
 
 def _gc(args: argparse.Namespace, lh: Lakehouse) -> int:
-    from wap_core.gc import collect_garbage
+    from wap_core.workflow.gc import collect_garbage
 
     gc = collect_garbage(lh, older_than=args.older_than, dry_run=args.dry_run)
     _print_json(gc.to_dict()) if args.json else print("\n".join(gc.lines()))
@@ -379,8 +379,8 @@ def _history(args: argparse.Namespace, lh: Lakehouse) -> int:
 
 
 def _ingest(args: argparse.Namespace, lh: Lakehouse) -> int:
-    from wap_core.ingest import ingest
-    from wap_core.paths import SourcePolicy
+    from wap_core.security.paths import SourcePolicy
+    from wap_core.workflow.ingest import ingest
 
     table = TableId.parse(args.table)
     # The CLI reads any path its OS user can read: whoever runs it holds the catalog's credentials anyway.
@@ -407,7 +407,7 @@ def _ingest(args: argparse.Namespace, lh: Lakehouse) -> int:
 
 
 def _audit(args: argparse.Namespace, lh: Lakehouse) -> int:
-    from wap_core.audit import run_audit
+    from wap_core.workflow.audit import run_audit
 
     audit = run_audit(lh, TableId.parse(args.table), args.branch)
     _print_json(audit.to_dict()) if args.json else _print_audit(audit)
@@ -415,14 +415,14 @@ def _audit(args: argparse.Namespace, lh: Lakehouse) -> int:
 
 
 def _diff(args: argparse.Namespace, lh: Lakehouse) -> int:
-    from wap_core.diff import compute_diff
+    from wap_core.analysis.diff import compute_diff
 
     _authorize_read(args, lh)
     table = TableId.parse(args.table)
     d = compute_diff(lh, table, args.branch)
     keyed = None
     if args.key:
-        from wap_core.keyed_diff import keyed_diff
+        from wap_core.analysis.keyed_diff import keyed_diff
 
         keyed = keyed_diff(lh, table, args.branch, [k.strip() for k in args.key.split(",") if k.strip()])
     if args.json:
@@ -462,7 +462,7 @@ def _diff(args: argparse.Namespace, lh: Lakehouse) -> int:
 
 
 def _publish(args: argparse.Namespace, lh: Lakehouse) -> int:
-    from wap_core.publish import publish
+    from wap_core.workflow.publish import publish
 
     r = publish(lh, TableId.parse(args.table), args.branch, force=args.force, reason=args.reason)
     _print_json(r.to_dict()) if args.json else print(
@@ -472,7 +472,7 @@ def _publish(args: argparse.Namespace, lh: Lakehouse) -> int:
 
 
 def _rebase(args: argparse.Namespace, lh: Lakehouse) -> int:
-    from wap_core.publish import rebase
+    from wap_core.workflow.publish import rebase
 
     rb = rebase(lh, TableId.parse(args.table), args.branch)
     _print_json(rb.to_dict()) if args.json else print(
@@ -483,7 +483,7 @@ def _rebase(args: argparse.Namespace, lh: Lakehouse) -> int:
 
 
 def _discard(args: argparse.Namespace, lh: Lakehouse) -> int:
-    from wap_core.publish import discard
+    from wap_core.workflow.publish import discard
 
     dr = discard(lh, TableId.parse(args.table), args.branch, reason=args.reason)
     _print_json(dr.to_dict()) if args.json else print(
@@ -505,21 +505,21 @@ def _print_review(args: argparse.Namespace, rs: Any, verb: str) -> int:
 
 
 def _approve(args: argparse.Namespace, lh: Lakehouse) -> int:
-    from wap_core import review
+    from wap_core.workflow import review
 
     rs = review.approve(lh, TableId.parse(args.table), args.branch, comment=args.comment)
     return _print_review(args, rs, "approved")
 
 
 def _request_changes(args: argparse.Namespace, lh: Lakehouse) -> int:
-    from wap_core import review
+    from wap_core.workflow import review
 
     rs = review.request_changes(lh, TableId.parse(args.table), args.branch, comment=args.comment)
     return _print_review(args, rs, "changes requested on")
 
 
 def _comment(args: argparse.Namespace, lh: Lakehouse) -> int:
-    from wap_core import review
+    from wap_core.workflow import review
 
     added = review.add_comment(lh, TableId.parse(args.table), args.branch, args.text, check=args.check)
     _print_json(added.to_dict()) if args.json else print(
@@ -529,7 +529,7 @@ def _comment(args: argparse.Namespace, lh: Lakehouse) -> int:
 
 
 def _comments(args: argparse.Namespace, lh: Lakehouse) -> int:
-    from wap_core import review
+    from wap_core.workflow import review
 
     thread = [c.to_dict() for c in review.comments(lh, TableId.parse(args.table), args.branch)]
     _print_json(thread) if args.json else _table(thread, ["at", "user", "kind", "check", "text"])
@@ -537,7 +537,7 @@ def _comments(args: argparse.Namespace, lh: Lakehouse) -> int:
 
 
 def _rollback(args: argparse.Namespace, lh: Lakehouse) -> int:
-    from wap_core.rollback import rollback
+    from wap_core.workflow.rollback import rollback
 
     rr = rollback(lh, TableId.parse(args.table), args.to, reason=args.reason)
     _print_json(rr.to_dict()) if args.json else print(
@@ -547,7 +547,7 @@ def _rollback(args: argparse.Namespace, lh: Lakehouse) -> int:
 
 
 def _reopen(args: argparse.Namespace, lh: Lakehouse) -> int:
-    from wap_core.rollback import reopen
+    from wap_core.workflow.rollback import reopen
 
     ro = reopen(lh, TableId.parse(args.table), args.snapshot, branch=args.branch)
     _print_json(ro.to_dict()) if args.json else print(ro.branch)
@@ -591,8 +591,8 @@ def _print_audit_err(res: Any) -> None:
 
 
 def _query(args: argparse.Namespace, lh: Lakehouse) -> int:
-    """``query``: one read-only query over ``ref_view`` (see wap_core.sql_guard); refusals are exit 2."""
-    from wap_core import explore
+    """``query``: one read-only query over ``ref_view`` (see wap_core.security.sql_guard); refusals are exit 2."""
+    from wap_core.analysis import explore
     from wap_core.exceptions import ValidationError
 
     table = TableId.parse(args.table)

@@ -377,7 +377,7 @@ def install_log_masking() -> None:
     """Mask secrets in every log record of this process (idempotent).
 
     A filter on the ``wap_core`` logger alone would not see records of its child loggers
-    (``wap_core.ingest``...) nor of PySpark/Py4J/SQLAlchemy, so the record factory is wrapped: every
+    (``wap_core.workflow.ingest``...) nor of PySpark/Py4J/SQLAlchemy, so the record factory is wrapped: every
     record is masked when it is created, before any handler formats it. The filter is also installed
     on the ``wap_core`` logger for handlers that re-format records.
     """

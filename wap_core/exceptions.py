@@ -142,5 +142,5 @@ class CommitConflictError(ConflictError):
 
     The one typed form of every engine's conflict (PyIceberg's ``CommitFailedException``; through Py4J,
     Iceberg's ``CommitFailedException`` and ``ValidationException`` "Cannot fast-forward" / "Cannot commit"),
-    raised by :func:`wap_core.refs.commit_conflicts`, the one place that maps them.
+    raised by :func:`wap_core.lake.refs.commit_conflicts`, the one place that maps them.
     """

@@ -2,7 +2,7 @@
 
 Metadata work (catalog, journal) never starts Spark; Spark starts lazily on the
 first data operation. Reading a table (:meth:`Lakehouse.table`) or the journal first
-reconciles the pending intents of crashed actions (:mod:`wap_core.reconcile`, metadata only).
+reconciles the pending intents of crashed actions (:mod:`wap_core.workflow.reconcile`, metadata only).
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table import Table
 
-from wap_core import catalog as cat
 from wap_core.config import Settings
 from wap_core.identifiers import MAIN, TableId
-from wap_core.journal import Journal, JournalEntry
-from wap_core.profiles_store import ProfileStore
+from wap_core.lake import catalog as cat
+from wap_core.store.journal import Journal, JournalEntry
+from wap_core.store.profiles import ProfileStore
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -57,7 +57,7 @@ class Lakehouse:
     @property
     def spark(self) -> SparkSession:
         """The Spark session (started on first use)."""
-        from wap_core.spark import get_spark
+        from wap_core.lake.spark import get_spark
 
         _ = self.catalog  # creates the home directory and the V1 catalog tables before Spark connects
         return get_spark(self.settings)
@@ -77,7 +77,7 @@ class Lakehouse:
         """
         if getattr(self._reconciling, "active", False):
             return []  # reconciliation reads tables itself: no recursion
-        from wap_core.reconcile import reconcile
+        from wap_core.workflow.reconcile import reconcile
 
         self._reconciling.active = True
         try:

@@ -64,7 +64,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from wap_core.config import mask_secrets, register_secret
 from wap_core.exceptions import NotifyFileError
-from wap_core.journal import (
+from wap_core.states import Action, Outcome
+from wap_core.store.journal import (
     Journal,
     JournalEntry,
     journal_table,
@@ -73,7 +74,6 @@ from wap_core.journal import (
     process_owner,
     utcnow,
 )
-from wap_core.states import Action, Outcome
 
 if TYPE_CHECKING:
     from wap_core.config import Settings

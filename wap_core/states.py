@@ -151,7 +151,7 @@ class Action(_JournalWord):
 
     @property
     def moves_ref(self) -> bool:
-        """Announced as an intent before its Iceberg commit (see :mod:`wap_core.journal`)."""
+        """Announced as an intent before its Iceberg commit (see :mod:`wap_core.store.journal`)."""
         return self in INTENT_ACTIONS
 
 

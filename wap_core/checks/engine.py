@@ -405,7 +405,7 @@ def evaluate(
     ``precomputed`` holds aggregates observed while exactly these rows were written (see
     :func:`observed_metrics`); ``cache`` the stored measurements of this batch head;
     ``single_split`` tells that the batch is known, from metadata, to be read as one split
-    (:func:`wap_core.batch.single_split`), so Spark need not plan the read to find out;
+    (:func:`wap_core.lake.batch.single_split`), so Spark need not plan the read to find out;
     ``rows_hint`` its row count from metadata (a large one-split batch spreads its aggregates
     over :data:`AGGREGATE_JOBS` concurrent jobs).
     """

@@ -18,7 +18,7 @@ from sqlalchemy import Engine, and_, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from wap_core.checks.base import Measurement
-from wap_core.journal import (
+from wap_core.store.journal import (
     batch_metrics_table,
     batch_profiles_table,
     check_results_table,

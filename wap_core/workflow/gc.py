@@ -44,15 +44,15 @@ from pyiceberg.table import Table
 from pyiceberg.table.refs import SnapshotRef, SnapshotRefType
 from pyiceberg.table.snapshots import Snapshot
 
-from wap_core import catalog as cat
-from wap_core.access import Permission, authorize
 from wap_core.durations import format_duration, parse_duration
 from wap_core.exceptions import BranchBusyError, CommitConflictError, ValidationError
 from wap_core.identifiers import MAIN, TableId
+from wap_core.lake import catalog as cat
+from wap_core.lake.refs import remove_branch
 from wap_core.notify import Event, emit
-from wap_core.reconcile import acting
-from wap_core.refs import remove_branch
+from wap_core.security.access import Permission, authorize
 from wap_core.states import Action, BranchStatus, Outcome
+from wap_core.workflow.reconcile import acting
 
 if TYPE_CHECKING:
     from wap_core.lakehouse import Lakehouse
@@ -412,7 +412,7 @@ def collect_garbage(
 def _gc_table(
     lh: Lakehouse, table: TableId, override: timedelta | None, dry_run: bool, user: str, grace: timedelta
 ) -> TableGc:
-    from wap_core.status import list_branches
+    from wap_core.workflow.status import list_branches
 
     tbl = lh.table(table)
     props = dict(tbl.properties)

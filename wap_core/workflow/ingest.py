@@ -24,9 +24,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from wap_core import catalog as cat
-from wap_core.access import Permission, authorize
-from wap_core.audit import AuditResult, audit_branch
 from wap_core.checks import Suite, observed_metrics, suite_for
 from wap_core.exceptions import (
     BranchBusyError,
@@ -39,12 +36,15 @@ from wap_core.exceptions import (
 )
 from wap_core.faults import fault_point
 from wap_core.identifiers import TableId, validate_branch
-from wap_core.journal import Intent
-from wap_core.paths import SourcePolicy, allowed_roots, confine, expand_confined
-from wap_core.reconcile import INTENT_PROPERTY, acting
-from wap_core.refs import is_commit_state_unknown, remove_branch_quietly, with_commit_retry
+from wap_core.lake import catalog as cat
+from wap_core.lake.refs import is_commit_state_unknown, remove_branch_quietly, with_commit_retry
 from wap_core.samples import sample_json
+from wap_core.security.access import Permission, authorize
+from wap_core.security.paths import SourcePolicy, allowed_roots, confine, expand_confined
 from wap_core.states import Action, Outcome
+from wap_core.store.journal import Intent
+from wap_core.workflow.audit import AuditResult, audit_branch
+from wap_core.workflow.reconcile import INTENT_PROPERTY, acting
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -116,7 +116,7 @@ def resolve_sources(
     """Expand files and globs; every file must exist, be readable and non-empty; one format.
 
     Under ``SourcePolicy.CONFINED`` (the default) every path, and every match of a glob, must resolve
-    (through symlinks) under one of ``roots`` (see :func:`wap_core.paths.allowed_roots`); anything
+    (through symlinks) under one of ``roots`` (see :func:`wap_core.security.paths.allowed_roots`); anything
     else is refused with the roots named. ``SourcePolicy.ANY`` reads any path the OS user can read.
     """
     if not sources:

@@ -3,8 +3,8 @@
 Tables next to Iceberg's own (``iceberg_tables``): ``wap_journal`` (every ingest, audit,
 publish, rebase, discard and refusal: the outcomes), ``wap_intents`` (every ref move
 announced before its Iceberg commit), ``wap_audits`` (each audit's full result, keyed by the
-audited snapshot) and the profile caches (read and written by :mod:`wap_core.profiles_store`).
-Any SQL client can read them. Their schema is versioned with Alembic (:mod:`wap_core.migrate`);
+audited snapshot) and the profile caches (read and written by :mod:`wap_core.store.profiles`).
+Any SQL client can read them. Their schema is versioned with Alembic (:mod:`wap_core.store.migrate`);
 ``Journal()`` upgrades it.
 
 Intent and outcome
@@ -26,7 +26,7 @@ resolution) allows one in-flight action per branch, so each pending intent is th
 candidate for whatever happened to its branch.
 
 A process that dies between its Iceberg commit and its outcome leaves a pending intent;
-:mod:`wap_core.reconcile` decides it from the Iceberg metadata the next time the table is read.
+:mod:`wap_core.workflow.reconcile` decides it from the Iceberg metadata the next time the table is read.
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ audits_table = Table(
 )
 
 # ----------------------------------------------------------------------------- profile cache tables
-# (wap_core.profiles_store reads and writes them)
+# (wap_core.store.profiles reads and writes them)
 profiles_table = Table(
     "wap_profiles",
     _meta,
@@ -386,7 +386,7 @@ class Journal:
     """
 
     def __init__(self, engine: Engine) -> None:
-        from wap_core.migrate import upgrade
+        from wap_core.store.migrate import upgrade
 
         self.engine = engine
         self.key = str(engine.url)  # identifies the database (password masked) for the in-flight registry

@@ -34,8 +34,8 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from wap_core import catalog as cat
 from wap_core.identifiers import TableId
+from wap_core.lake import catalog as cat
 from wap_core.values import jsonable
 
 if TYPE_CHECKING:
@@ -273,7 +273,7 @@ def metadata_profile(
 
     ``profile`` is None when the metadata cannot give it (delete files, or a main of at most
     ``scan_max_rows`` rows, cheaper to scan exactly); ``basis`` then says why the caller should scan.
-    The profile has the same shape as :func:`wap_core.diff.profile_frame`'s, with each column's
+    The profile has the same shape as :func:`wap_core.analysis.diff.profile_frame`'s, with each column's
     ``accuracy`` ({field: "exact"|"approximate"}) and ``approximate`` (the approximate fields).
     The limits default to the module's ``SAMPLE_ROWS``, ``SAMPLE_FILES`` and ``SCAN_MAX_ROWS``.
     """
@@ -281,7 +281,7 @@ def metadata_profile(
     import pyarrow.compute as pc
     from pyiceberg.types import DoubleType, FloatType, PrimitiveType
 
-    from wap_core.diff import QUANTILES, TOP_N, TOP_VALUES_MAX_DISTINCT, _kind
+    from wap_core.analysis.diff import QUANTILES, TOP_N, TOP_VALUES_MAX_DISTINCT, _kind
 
     sample_rows = SAMPLE_ROWS if sample_rows is None else sample_rows
     sample_files = SAMPLE_FILES if sample_files is None else sample_files

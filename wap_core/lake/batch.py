@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from wap_core import catalog as cat
 from wap_core.identifiers import TableId
+from wap_core.lake import catalog as cat
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

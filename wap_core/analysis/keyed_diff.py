@@ -39,11 +39,11 @@ from decimal import Decimal
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
-from wap_core import catalog as cat
-from wap_core.batch import batch_frame
-from wap_core.diff import compare_columns
+from wap_core.analysis.diff import compare_columns
 from wap_core.exceptions import ValidationError
 from wap_core.identifiers import TableId, quote_column
+from wap_core.lake import catalog as cat
+from wap_core.lake.batch import batch_frame
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table

@@ -71,9 +71,9 @@ def seed_demo(lh: Lakehouse, force: bool = False) -> list[str]:
     """Seed the demo; refuses a lakehouse that already has tables unless ``force``."""
     import pandas as pd
 
-    from wap_core.ingest import ingest
-    from wap_core.paths import SourcePolicy
-    from wap_core.publish import publish
+    from wap_core.security.paths import SourcePolicy
+    from wap_core.workflow.ingest import ingest
+    from wap_core.workflow.publish import publish
 
     trusted = SourcePolicy.ANY  # the demo reads the files it just wrote itself, under $WAP_HOME/demo_sources
 

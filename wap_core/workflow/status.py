@@ -6,10 +6,10 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from wap_core import catalog as cat
 from wap_core.identifiers import MAIN, TableId
-from wap_core.review import review_states
+from wap_core.lake import catalog as cat
 from wap_core.states import BranchStatus, CheckStatus, branch_status
+from wap_core.workflow.review import review_states
 
 if TYPE_CHECKING:
     from pyiceberg.table.snapshots import Snapshot

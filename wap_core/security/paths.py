@@ -1,7 +1,7 @@
 """Where server-side sources may be read from: the allowed ingest roots and per-batch upload folders.
 
 A confined ingest (the console: :attr:`SourcePolicy.CONFINED`, the default of
-:func:`wap_core.ingest.ingest`) reads only files under the allowed roots: the configured
+:func:`wap_core.workflow.ingest.ingest`) reads only files under the allowed roots: the configured
 ``WAP_INGEST_ROOTS`` (``:``-separated, default ``$WAP_HOME/landing``) and the uploads root
 ``$WAP_HOME/uploads``. Every path is resolved through symlinks (``..`` and symlinks pointing out
 are refused); a glob's folder must lie under a root and each of its matches is checked again.

@@ -2,7 +2,7 @@
 
 Main's column profile is computed once per main snapshot and cached in the
 catalog database (``wap_profiles``), so reviewing ten branches of one table
-profiles main once. It is built metadata-first (``wap_core.metaprofile``): rows, nulls,
+profiles main once. It is built metadata-first (``wap_core.lake.metaprofile``): rows, nulls,
 min and max from the manifests, the rest from a bounded sample, each field of each
 column marked ``exact`` or ``approximate``; only a small main or one with delete files
 is scanned.
@@ -18,11 +18,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from wap_core import catalog as cat
-from wap_core.batch import batch_frame
-from wap_core.catalog import MetadataDiff
 from wap_core.identifiers import MAIN, TableId, quote_column
-from wap_core.metaprofile import APPROXIMATE, EXACT, FIELDS
+from wap_core.lake import catalog as cat
+from wap_core.lake.batch import batch_frame
+from wap_core.lake.catalog import MetadataDiff
+from wap_core.lake.metaprofile import APPROXIMATE, EXACT, FIELDS
 from wap_core.values import jsonable
 
 if TYPE_CHECKING:
@@ -156,7 +156,7 @@ def main_profile(lh: Lakehouse, table: TableId, snapshot_id: int | None) -> dict
         return None
     prof = _cached_or_merged(lh, table, snapshot_id, MAX_MERGE_DEPTH)
     if prof is None:
-        from wap_core.metaprofile import metadata_profile
+        from wap_core.lake.metaprofile import metadata_profile
 
         prof, basis = metadata_profile(lh, table, snapshot_id)
         if prof is None:
@@ -374,7 +374,7 @@ class ColumnProfile(_ByKey):
 
     The stored profiles (``wap_profiles``, ``wap_batch_profiles``) keep the JSON form, which also
     holds the column's HLL sketch (merge state, never shown); :meth:`from_dict` reads them.
-    ``accuracy`` marks each field of :data:`~wap_core.metaprofile.FIELDS` ``exact`` or ``approximate``.
+    ``accuracy`` marks each field of :data:`~wap_core.lake.metaprofile.FIELDS` ``exact`` or ``approximate``.
     """
 
     type: str

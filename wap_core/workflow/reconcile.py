@@ -31,7 +31,7 @@ The rule, per pending intent not in flight in this process:
    in flight elsewhere is never declared abandoned prematurely.
 
 An abandoned rebase's temporary branch is removed. Two reconcilers never both record: the
-``pending -> done/abandoned`` transition is a conditional UPDATE (see :mod:`wap_core.journal`).
+``pending -> done/abandoned`` transition is a conditional UPDATE (see :mod:`wap_core.store.journal`).
 """
 
 from __future__ import annotations
@@ -45,20 +45,20 @@ from typing import TYPE_CHECKING, Any
 from pyiceberg.table import Table
 from sqlalchemy.exc import SQLAlchemyError
 
-from wap_core import catalog as cat
 from wap_core import notify
-from wap_core.catalog import TEMP_MARK, is_temp_branch
 from wap_core.exceptions import NotFoundError, RefusedError, ValidationError, WapError
 from wap_core.identifiers import MAIN, TableId
-from wap_core.journal import (
+from wap_core.lake import catalog as cat
+from wap_core.lake.catalog import TEMP_MARK, is_temp_branch
+from wap_core.lake.refs import remove_branches
+from wap_core.states import Action, Outcome
+from wap_core.store.journal import (
     Intent,
     JournalEntry,
     heartbeat_stale,
     owner_alive,
     process_owner,
 )
-from wap_core.refs import remove_branches
-from wap_core.states import Action, Outcome
 
 if TYPE_CHECKING:
     from wap_core.lakehouse import Lakehouse

@@ -15,11 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyiceberg.table import Table
 
-from wap_core import catalog as cat
 from wap_core import notify
-from wap_core.access import Permission, authorize
-from wap_core.audit import latest_audit
-from wap_core.batch import batch_frame
 from wap_core.exceptions import (
     BranchBusyError,
     CommitConflictError,
@@ -30,9 +26,9 @@ from wap_core.exceptions import (
 )
 from wap_core.faults import fault_point
 from wap_core.identifiers import MAIN, TableId, validate_branch
-from wap_core.journal import Intent
-from wap_core.reconcile import INTENT_PROPERTY, acting, temp_branch_name, temp_branches_of
-from wap_core.refs import (
+from wap_core.lake import catalog as cat
+from wap_core.lake.batch import batch_frame
+from wap_core.lake.refs import (
     commit_conflicts,
     commit_with_retry,
     remove_branch,
@@ -40,9 +36,13 @@ from wap_core.refs import (
     remove_branches,
     with_commit_retry,
 )
-from wap_core.review import ReviewStatus, review_state, second_admin_approval
 from wap_core.samples import load_sample, sample_json
+from wap_core.security.access import Permission, authorize
 from wap_core.states import Action, BranchStatus, Outcome, branch_status
+from wap_core.store.journal import Intent
+from wap_core.workflow.audit import latest_audit
+from wap_core.workflow.reconcile import INTENT_PROPERTY, acting, temp_branch_name, temp_branches_of
+from wap_core.workflow.review import ReviewStatus, review_state, second_admin_approval
 
 if TYPE_CHECKING:
     from wap_core.lakehouse import Lakehouse

@@ -1,7 +1,7 @@
 """Rollback of main to a snapshot in its own history, and "reopen as branch" of a rolled-back batch.
 
 Both are metadata-only ref moves (PyIceberg ``manage_snapshots``, like publish), journaled with
-intent/outcome and reconciled after a crash (:mod:`wap_core.reconcile`).
+intent/outcome and reconciled after a crash (:mod:`wap_core.workflow.reconcile`).
 
 * :func:`rollback` (admin) moves main back to an ancestor of main. The commit carries PyIceberg's
   requirement that main is still at the snapshot read before (compare-and-swap): a publish landing
@@ -17,8 +17,6 @@ import logging
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from wap_core import catalog as cat
-from wap_core.access import Permission, authorize
 from wap_core.exceptions import (
     CommitConflictError,
     ConflictError,
@@ -28,12 +26,14 @@ from wap_core.exceptions import (
 )
 from wap_core.faults import fault_point
 from wap_core.identifiers import MAIN, TableId, validate_branch
-from wap_core.journal import Intent
-from wap_core.publish import _begin as publish_begin
-from wap_core.publish import _refuse as publish_refuse
-from wap_core.reconcile import acting
-from wap_core.refs import commit_with_retry
+from wap_core.lake import catalog as cat
+from wap_core.lake.refs import commit_with_retry
+from wap_core.security.access import Permission, authorize
 from wap_core.states import Action, Outcome
+from wap_core.store.journal import Intent
+from wap_core.workflow.publish import _begin as publish_begin
+from wap_core.workflow.publish import _refuse as publish_refuse
+from wap_core.workflow.reconcile import acting
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table

@@ -1,6 +1,6 @@
 """Versioned schema migrations of the journal tables (Alembic), in the catalog's own database.
 
-The scripts live in ``wap_core/migrations`` (``env.py`` + ``versions/``) and Alembic is
+The scripts live in ``wap_core/store/migrations`` (``env.py`` + ``versions/``) and Alembic is
 configured here in code: no ``alembic.ini`` is needed at run time. The version is kept in
 its own table, ``wap_alembic_version``, so it never collides with another Alembic user of the
 same database.

@@ -12,7 +12,7 @@
 
 * The author of a branch is whoever ingested it, rebased it or reopened it last (from the journal).
 
-:func:`review_state` answers everything the publish guard (:func:`wap_core.publish.publish_readiness`),
+:func:`review_state` answers everything the publish guard (:func:`wap_core.workflow.publish.publish_readiness`),
 ``branches --json`` and the console need. Reviews and comments live in the catalog's database
 (``wap_reviews``, ``wap_comments``; migration 0005) and outlive the branch.
 """
@@ -30,12 +30,12 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from sqlalchemy import and_, insert, or_, select
 
-from wap_core import catalog as cat
-from wap_core.access import AccessPolicy, Permission, Role, access_policy, authorize, decide
 from wap_core.exceptions import AccessFileError, RefusedError, ValidationError
 from wap_core.identifiers import TableId, validate_branch
-from wap_core.journal import _aware, comments_table, journal_table, reviews_table, utcnow
+from wap_core.lake import catalog as cat
+from wap_core.security.access import AccessPolicy, Permission, Role, access_policy, authorize, decide
 from wap_core.states import Action, Outcome
+from wap_core.store.journal import _aware, comments_table, journal_table, reviews_table, utcnow
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table

@@ -1,7 +1,7 @@
 """Read-only browsing of any table at any ref: resolve refs, filter rows, run scoped SQL.
 
 Nothing here writes. The SQL box runs one query over the temp view ``ref_view`` (the chosen ref's
-rows) in a fresh Spark session; :mod:`wap_core.sql_guard` decides, by allowlist on Spark's parsed
+rows) in a fresh Spark session; :mod:`wap_core.security.sql_guard` decides, by allowlist on Spark's parsed
 and analyzed plans, whether the query may run (only relational operators over ``ref_view`` and
 built-in functions it lists).
 """
@@ -16,11 +16,11 @@ from datetime import UTC, date, datetime, time
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from wap_core import catalog as cat
-from wap_core import sql_guard
-from wap_core.access import Permission, authorize
 from wap_core.exceptions import NotFoundError, ValidationError
 from wap_core.identifiers import MAIN, TableId, quote_column
+from wap_core.lake import catalog as cat
+from wap_core.security import sql_guard
+from wap_core.security.access import Permission, authorize
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -162,7 +162,7 @@ def rows(
 def check_read_only(spark: SparkSession, sql: str) -> str:
     """Return the stripped statement if Spark parses it as one plain query over ``ref_view``; else ValidationError.
 
-    This is the first stage of :mod:`wap_core.sql_guard` (the parsed plan, before anything is looked up);
+    This is the first stage of :mod:`wap_core.security.sql_guard` (the parsed plan, before anything is looked up);
     :func:`run_sql` and :func:`query_rows` add the decisive check of the analyzed plan.
     """
     sql_guard.parse_query(spark, sql)
@@ -186,7 +186,7 @@ def resolve_any_ref(tbl: Table, table: TableId, ref: str) -> ResolvedRef:
 
 def ref_session(lh: Lakehouse) -> SparkSession:
     """A fresh session (own temp views) on the shared SparkContext, with this lakehouse's catalog."""
-    from wap_core.spark import catalog_conf
+    from wap_core.lake.spark import catalog_conf
 
     session = lh.spark.newSession()
     for k, v in catalog_conf(lh.settings).items():

@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, TypeVar
 
 from pyiceberg.exceptions import CommitFailedException
 
-from wap_core import catalog as cat
 from wap_core.exceptions import CommitConflictError, NotFoundError, ValidationError
 from wap_core.identifiers import TableId
+from wap_core.lake import catalog as cat
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table

@@ -29,6 +29,7 @@ from wap_core.lake.spark import spark_running
 from wap_core.security.access import Decision, Permission, decide
 from wap_core.security.paths import sanitize_filename as _sanitize_filename
 from wap_core.states import CheckStatus
+from wap_core.workflow.reconcile import Ticker
 
 T = TypeVar("T")
 
@@ -85,7 +86,11 @@ def _lakehouse_for(env_key: tuple[tuple[str, str], ...]) -> Lakehouse:
     from wap_core.notify import start_deliverer
 
     lh = Lakehouse.from_env()
-    start_deliverer(lh)  # the console delivers the outbox, also what exited CLI commands left (never raises)
+    # Recovery is a step of its own: crashed actions are reconciled at the console's start and on a
+    # background tick (reads never repair); the console then delivers the outbox, also what exited
+    # CLI commands left (never raises).
+    Ticker(lh, lh.settings.reconcile_seconds).start()
+    start_deliverer(lh)
     return lh
 
 

@@ -31,7 +31,7 @@ from wap_core.faults import FAULT_EXIT_CODE, FAULT_POINTS, fault_point
 from wap_core.lake.catalog import lineage
 from wap_core.store.journal import _machine, utcnow
 from wap_core.workflow.ingest import ingest
-from wap_core.workflow.publish import discard, publish, rebase
+from wap_core.workflow.publish import discard, publish, publish_readiness, rebase
 from wap_core.workflow.reconcile import reconcile
 from wap_core.workflow.status import list_branches
 
@@ -604,3 +604,41 @@ def test_heartbeat_refreshes_running_intents_only_and_pid_reuse_is_not_life(tmp_
     )  # another pid namespace
     assert jr.owner_alive("elsewhere|1|0|00000000") is None  # another host: only the heartbeat can tell
     j.release(running)
+
+
+# --------------------------------------------------------------------------- recovery is a step, reads are pure
+
+
+def _store_rows(lh: Lakehouse) -> tuple[list[dict[str, Any]], ...]:
+    return tuple(
+        sql(lh, f"select * from {t} order by id") for t in ("wap_journal", "wap_intents", "wap_outbox")
+    )
+
+
+def test_reads_neither_write_nor_notify_and_reconcile_is_the_one_step_that_repairs(
+    lh, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """A rebase killed after its temporary branch leaves a pending intent and a stray ref. Every read
+    (table, journal, branches, overviews, readiness) leaves the store, the refs and the outbox as they
+    were; the explicit step (``reconcile``, run by the CLI's start, the console's tick and every ref-moving
+    action) records the outcome and removes the stray branch."""
+    ctx = _setup_rebase(lh, tmp_path)
+    (lh.settings.home / "notify.yml").write_text(
+        "webhooks:\n  - url: http://127.0.0.1:9/hook\n    events: [refused, discarded, published]\n"
+    )
+    run_killed(lh, "after_rebase_temp_branch", "rebase", "demo.people", "b")
+    fresh = Lakehouse(lh.settings)  # a new process's view
+    before, refs_before = _store_rows(fresh), raw_refs(fresh)
+    assert [i["status"] for i in before[1]].count("pending") == 1
+    assert any("__rebase_" in n for n in refs_before)
+    fresh.table(T)
+    fresh.journal.history()
+    fresh.journal.history(str(T), branch="b")
+    list_branches(fresh)
+    list_branches(fresh, T)
+    publish_readiness(fresh, T, "b")
+    assert (_store_rows(fresh), raw_refs(fresh)) == (before, refs_before)  # nothing written, nothing notified
+    [entry] = reconcile(fresh)
+    assert (entry.action, entry.outcome, entry.reconciled) == ("rebase", "abandoned", True)
+    assert not any("__rebase_" in n for n in raw_refs(fresh)) and raw_refs(fresh)["b"] == ctx["head"]
+    assert reconcile(fresh) == []  # idempotent

@@ -36,6 +36,7 @@ from wap_core import Lakehouse, Settings, TableId, notify
 from wap_core.cli import main
 from wap_core.exceptions import NotifyFileError
 from wap_core.notify import PAYLOAD_KEYS, DeliveryState, Event, WebhookFormat
+from wap_core.workflow.reconcile import reconcile
 
 ROOT = Path(__file__).resolve().parent.parent
 _names = itertools.count(1)
@@ -624,7 +625,7 @@ def test_a_publish_recorded_by_reconciliation_is_notified(tmp_path: Path, receiv
     )
     assert p.returncode == 137, p.stderr
     assert receiver.on("/hook") == []  # killed before its outcome (and its notification)
-    lh.reconcile()
+    reconcile(lh)  # the next entry point (a CLI start, the console tick) reconciles
     body = receiver.wait_for("/hook", 1)[0].json
     assert (body["event"], body["status"], body["user"], body["table"], body["branch"]) == (
         "published",

@@ -29,6 +29,7 @@ from wap_core.lake import catalog as cat
 from wap_core.security.access import parse_access
 from wap_core.workflow.ingest import ingest
 from wap_core.workflow.publish import publish, publish_readiness
+from wap_core.workflow.reconcile import reconcile
 from wap_core.workflow.review import policy_for, review_state
 from wap_core.workflow.rollback import rollback
 
@@ -208,7 +209,7 @@ def test_policy_matrix_on_a_table_needing_one_approval(lake: Lakehouse) -> None:
     assert (ANN, "request_changes", "changes_requested") in acts and (BOB, "approve", "approved") in acts
 
 
-def test_self_approval_refused_for_approver_and_admin_authors_and_rebase_makes_the_rebaser_author(
+def test_self_approval_refused_for_approver_and_admin_authors_and_a_rebase_adds_the_rebaser_to_the_authors(
     lake: Lakehouse,
 ) -> None:
     lh = lake
@@ -220,21 +221,28 @@ def test_self_approval_refused_for_approver_and_admin_authors_and_rebase_makes_t
     )
     assert lh.journal.history(str(P), limit=1)[0].details == {"code": "self_approval"}
     assert review_state(lh, P, "own").approvals == ()
-    # bob approves own's head; then main moves (another branch published) and root rebases: root becomes the author,
-    # bob's approval is dismissed with the old head
+    # bob approves own's head; then main moves (another branch published) and root rebases: root joins the
+    # authors (ann stays one: a rebase never launders her batch), bob's approval is dismissed with the old head
     assert cli(lh, BOB, "approve", "demo.people", "own")[0] == 0
     assert cli(lh, SAM, "ingest", "demo.people", src(lh, "mover", [(21, "fay")]), "--branch", "mover")[0] == 0
     assert cli(lh, ANN, "approve", "demo.people", "mover")[0] == 0
     assert cli(lh, ANN, "publish", "demo.people", "mover")[0] == 0
     assert cli(lh, ROOT_, "rebase", "demo.people", "own")[0] == 0
     st = review_state(lh, P, "own")
-    assert (st.author, st.state.value, [r.user for r in st.dismissed]) == (ROOT_, "awaiting", [BOB])
+    assert (st.author, st.authors, st.state.value, [r.user for r in st.dismissed]) == (
+        ROOT_,
+        (ANN, ROOT_),
+        "awaiting",
+        [BOB],
+    )
     assert cli(lh, ROOT_, "audit", "demo.people", "own")[0] == 0
     code, _, err = cli(lh, ROOT_, "approve", "demo.people", "own")
     assert (
         code == 1 and "root may not approve demo.people own: the author of a branch cannot approve it" in err
     )
-    assert cli(lh, ANN, "approve", "demo.people", "own")[0] == 0  # ann is no longer the author
+    code, _, err = cli(lh, ANN, "approve", "demo.people", "own")  # ann is still an author after the rebase
+    assert code == 1 and "ann@corp.test may not approve demo.people own: the author of a branch" in err
+    assert cli(lh, BOB, "approve", "demo.people", "own")[0] == 0
     assert review_state(lh, P, "own").state.value == "approved"
     assert cli(lh, ROOT_, "publish", "demo.people", "own")[0] == 0
 
@@ -454,7 +462,8 @@ def test_rollback_killed_at_its_fault_points_is_reconciled(lake: Lakehouse) -> N
         lh, "after_rollback_intent", "rollback", "demo.free", "--to", str(target), "--reason", "killed early"
     )
     assert p.returncode == FAULT_EXIT_CODE, p.stderr
-    assert refs(lh, F)["main"] == main0  # nothing moved; reading the table reconciled the dead intent
+    assert refs(lh, F)["main"] == main0  # nothing moved
+    reconcile(lh)  # the next entry point (a CLI start, the console's tick, the next action) reconciles
     i, e = _intent_and_outcome(lh, "rollback")
     assert (i.status, e.intent_id, e.outcome, e.reconciled, e.user, e.reason) == (
         "abandoned",
@@ -469,6 +478,7 @@ def test_rollback_killed_at_its_fault_points_is_reconciled(lake: Lakehouse) -> N
     )
     assert p.returncode == FAULT_EXIT_CODE, p.stderr
     assert refs(lh, F)["main"] == target
+    reconcile(lh)
     i, e = _intent_and_outcome(lh, "rollback")
     assert (i.status, e.intent_id, e.outcome, e.reconciled, e.snapshot_after, e.reason) == (
         "done",

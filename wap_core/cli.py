@@ -287,11 +287,18 @@ Handler = Callable[[argparse.Namespace, "Lakehouse"], int]
 
 def _run(args: argparse.Namespace) -> int:
     from wap_core.lakehouse import Lakehouse
+    from wap_core.workflow.reconcile import reconcile
 
     # Identity: $WAP_USER or the OS user. Whoever runs the CLI already holds the catalog's
     # credentials; roles still apply (the access file), the same as in the console.
     lh = Lakehouse.from_env(home=args.home)
+    if args.command not in _NO_RECONCILE:
+        reconcile(lh)  # recovery is a step: crashed actions are resolved once, before the command reads
     return COMMANDS[args.command](args, lh)
+
+
+# Commands that read no table nor the journal: no recovery step before them.
+_NO_RECONCILE = frozenset({"whoami", "notify-test"})
 
 
 def _authorize_read(args: argparse.Namespace, lh: Lakehouse) -> None:

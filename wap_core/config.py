@@ -42,6 +42,15 @@ _ENV = {
     "branch_ttl": "WAP_BRANCH_TTL",
     "snapshot_retention": "WAP_SNAPSHOT_RETENTION",
     "notify_path": "WAP_NOTIFY",
+    "query_timeout": "WAP_QUERY_TIMEOUT",
+    "catalog_type": "WAP_CATALOG_TYPE",
+    "journal_uri": "WAP_JOURNAL_URI",
+    "s3_endpoint": "WAP_S3_ENDPOINT",
+    "s3_access_key": "WAP_S3_ACCESS_KEY",
+    "s3_secret_key": "WAP_S3_SECRET_KEY",
+    "s3_region": "WAP_S3_REGION",
+    "s3_path_style": "WAP_S3_PATH_STYLE",
+    "reconcile_seconds": "WAP_RECONCILE_SECONDS",
 }
 
 
@@ -81,6 +90,19 @@ class Settings:
         "30d"  # gc expires older snapshots (per table: history.expire.max-snapshot-age-ms)
     )
     notify_path: Path | None = None  # the notification targets file; default $WAP_HOME/notify.yml
+    # The catalog: "sql" (JDBC tables in catalog_uri's database) or "rest" (an Iceberg REST catalog at
+    # catalog_uri, "rest+http://host:port/prefix" also selects it); wap_core.lake.catalog.
+    catalog_type: str = "sql"
+    journal_uri: str | None = None  # the journal's database with a REST catalog; default sqlite:///$WAP_HOME/journal.db
+    # S3 / S3-compatible storage, for Spark (S3A) and PyIceberg (PyArrow) at once: wap_core.lake.s3
+    s3_endpoint: str | None = None  # http(s)://host:port; unset: AWS S3
+    s3_access_key: str | None = field(default=None, repr=False)
+    s3_secret_key: str | None = field(default=None, repr=False)
+    s3_region: str = "us-east-1"
+    s3_path_style: bool | None = None  # bucket in the path, not the host name; default: True with an endpoint
+    # a user's query (SQL box, `query`) or diff is cancelled after this many seconds (WAP_QUERY_TIMEOUT)
+    query_timeout: float = 60.0
+    reconcile_seconds: int = 30  # the console's background reconciliation tick (WAP_RECONCILE_SECONDS)
 
     def __post_init__(self) -> None:
         from wap_core.durations import parse_duration
@@ -88,9 +110,19 @@ class Settings:
         validate_identifier(self.catalog_name, "catalog name")
         if self.shuffle_partitions < 1:
             raise ValidationError("shuffle_partitions must be >= 1")
-        for uri in (self.catalog_uri, self.catalog_jdbc_uri):
+        if not self.query_timeout > 0:
+            raise ValidationError("query_timeout (WAP_QUERY_TIMEOUT) must be > 0 seconds")
+        if self.reconcile_seconds < 1:
+            raise ValidationError("reconcile_seconds (WAP_RECONCILE_SECONDS) must be >= 1")
+        for uri in (self.catalog_uri, self.catalog_jdbc_uri, self.journal_uri):
             if uri:
                 register_secrets_of(uri)
+        register_secret(self.s3_secret_key)
+        register_secret(self.s3_access_key)
+        if self.catalog_type not in ("sql", "rest"):
+            raise ValidationError(
+                f"catalog_type (WAP_CATALOG_TYPE) must be 'sql' or 'rest', got {self.catalog_type!r}"
+            )
         parse_duration(self.branch_ttl, "branch_ttl")
         parse_duration(self.snapshot_retention, "snapshot_retention")
 
@@ -184,16 +216,28 @@ def _coerce(values: dict[str, Any]) -> dict[str, Any]:
     for key in ("home", "checks_path", "access_path", "notify_path"):
         if out.get(key) is not None:
             out[key] = Path(out[key])
-    for key in ("shuffle_partitions", "sample_rows"):
+    for key in ("shuffle_partitions", "sample_rows", "reconcile_seconds"):
         if key in out and out[key] is not None:
             try:
                 out[key] = int(out[key])
             except (TypeError, ValueError) as exc:
                 raise ValidationError(f"setting {key} must be an integer, got {out[key]!r}") from exc
+    if out.get("query_timeout") is not None:
+        try:
+            out["query_timeout"] = float(out["query_timeout"])
+        except (TypeError, ValueError) as exc:
+            raise ValidationError(
+                f"setting query_timeout must be a number of seconds, got {out['query_timeout']!r}"
+            ) from exc
     if isinstance(out.get("ingest_roots"), str):
         out["ingest_roots"] = tuple(Path(p) for p in out["ingest_roots"].split(os.pathsep) if p)
     elif out.get("ingest_roots") is not None:
         out["ingest_roots"] = tuple(Path(p) for p in out["ingest_roots"])
+    if isinstance(out.get("s3_path_style"), str):
+        flag = out["s3_path_style"].strip().lower()
+        if flag not in ("true", "false", "1", "0", "yes", "no"):
+            raise ValidationError(f"setting s3_path_style must be true or false, got {out['s3_path_style']!r}")
+        out["s3_path_style"] = flag in ("true", "1", "yes")
     if "spark_conf" in out and out["spark_conf"] is not None:
         out["spark_conf"] = parse_spark_conf(out["spark_conf"])
     if "catalog_properties" in out and out["catalog_properties"] is not None:

@@ -73,6 +73,24 @@ class EnvironmentSetupError(WapError):
     """The machine lacks something wap_core needs (a JDBC driver jar, Java)."""
 
 
+class QueryCancelledError(WapError):
+    """A user's Spark work was cancelled (the Cancel button, the session ended) and its jobs stopped. Exit code 2.
+
+    ``reason`` is ``cancelled`` | ``timeout`` | ``session_ended``. Always one line.
+    """
+
+    def __init__(self, message: str, reason: str = "cancelled") -> None:
+        self.reason = reason
+        super().__init__(one_line(str(message)))
+
+
+class QueryTimeoutError(QueryCancelledError):
+    """A user's Spark work ran longer than ``WAP_QUERY_TIMEOUT`` and was cancelled. Exit code 2."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, reason="timeout")
+
+
 class RefusedError(WapError):
     """A guarded operation was refused (publish of a failed branch, ...). Exit code 1."""
 

@@ -1,13 +1,14 @@
 """The Lakehouse: one factory tying settings, the PyIceberg catalog, the journal and Spark.
 
 Metadata work (catalog, journal) never starts Spark; Spark starts lazily on the
-first data operation. Reading a table (:meth:`Lakehouse.table`) or the journal first
-reconciles the pending intents of crashed actions (:mod:`wap_core.workflow.reconcile`, metadata only).
+first data operation. Reads are pure: reading a table or the journal never writes, removes a
+branch or notifies. Recovery of crashed actions is a step of its own
+(:func:`wap_core.workflow.reconcile.reconcile`), run at explicit entry points: the CLI's start, the
+console's start and background tick, and inside every ref-moving action before its move.
 """
 
 from __future__ import annotations
 
-import threading
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -17,7 +18,7 @@ from pyiceberg.table import Table
 from wap_core.config import Settings
 from wap_core.identifiers import MAIN, TableId
 from wap_core.lake import catalog as cat
-from wap_core.store.journal import Journal, JournalEntry
+from wap_core.store.journal import Journal
 from wap_core.store.profiles import ProfileStore
 
 if TYPE_CHECKING:
@@ -29,7 +30,6 @@ class Lakehouse:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self._reconciling = threading.local()
 
     @classmethod
     def from_env(cls, **overrides: object) -> Lakehouse:
@@ -44,10 +44,8 @@ class Lakehouse:
 
     @cached_property
     def journal(self) -> Journal:
-        """The journal in the catalog's database; its history reads reconcile first."""
-        journal = Journal(self.catalog.engine)
-        journal.on_read = self.reconcile  # every history read sees crashed actions resolved
-        return journal
+        """The journal in the catalog's database."""
+        return Journal(self.catalog.engine)
 
     @cached_property
     def profiles(self) -> ProfileStore:
@@ -68,26 +66,8 @@ class Lakehouse:
         return self.settings.user
 
     # ----- metadata --------------------------------------------------------
-    def reconcile(self, table: TableId | str | None = None) -> list[JournalEntry]:
-        """Resolve the pending intents of crashed actions on ``table`` (None: every table).
-
-        The one entry point of reconciliation: :meth:`table` and ``journal.history`` call it, so
-        every command that reads a table or the journal runs it first. One indexed query when
-        nothing is pending; PyIceberg only (never Spark).
-        """
-        if getattr(self._reconciling, "active", False):
-            return []  # reconciliation reads tables itself: no recursion
-        from wap_core.workflow.reconcile import reconcile
-
-        self._reconciling.active = True
-        try:
-            return reconcile(self, table)
-        finally:
-            self._reconciling.active = False
-
     def table(self, table: TableId) -> Table:
-        """A fresh load of the table's metadata (never cached: main may have moved), reconciled first."""
-        self.reconcile(table)
+        """A fresh load of the table's metadata (never cached: main may have moved); a pure read."""
         return cat.load_table(self.catalog, table)
 
     def tables(self) -> list[TableId]:

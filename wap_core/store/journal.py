@@ -38,7 +38,6 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import Enum
@@ -379,18 +378,14 @@ class StoredAudit:
 
 
 class Journal:
-    """Append-only log over a SQLAlchemy engine (the catalog's).
-
-    ``on_read``, when set (the Lakehouse sets it to its reconciler), runs before
-    :meth:`history` reads, so every reader sees crashed actions already resolved.
-    """
+    """Append-only log over a SQLAlchemy engine (the catalog's). Its reads are pure: recovery of
+    crashed actions is :func:`wap_core.workflow.reconcile.reconcile`, run at explicit entry points."""
 
     def __init__(self, engine: Engine) -> None:
         from wap_core.store.migrate import upgrade
 
         self.engine = engine
         self.key = str(engine.url)  # identifies the database (password masked) for the in-flight registry
-        self.on_read: Callable[[str | None], object] | None = None
         upgrade(engine)
 
     def record(
@@ -433,8 +428,6 @@ class Journal:
         limit: int = 500,
     ) -> list[JournalEntry]:
         """Journal entries, newest first (at most ``limit``), optionally of one table, branch or action."""
-        if self.on_read is not None:
-            self.on_read(table)
         q = select(journal_table).order_by(desc(journal_table.c.id)).limit(limit)
         if table is not None:
             q = q.where(journal_table.c.table_name == table)
@@ -696,6 +689,28 @@ class Journal:
             row = (
                 conn.execute(select(intents_table).where(intents_table.c.id == intent_id)).mappings().first()
             )
+        return _intent(row) if row is not None else None
+
+    def done_before(self, intent: Intent) -> Intent | None:
+        """The newest ref move on ``intent``'s branch that landed (``done``) before ``intent`` was announced.
+
+        The branch lock admits one pending intent per branch, so this is the move ``intent`` followed.
+        """
+        q = (
+            select(intents_table)
+            .where(
+                and_(
+                    intents_table.c.table_name == intent.table,
+                    intents_table.c.branch == intent.branch,
+                    intents_table.c.id < intent.id,
+                    intents_table.c.status == IntentStatus.DONE.value,
+                )
+            )
+            .order_by(desc(intents_table.c.id))
+            .limit(1)
+        )
+        with self.engine.connect() as conn:
+            row = conn.execute(q).mappings().first()
         return _intent(row) if row is not None else None
 
     def intents(self, table: str | None = None, limit: int = 500) -> list[Intent]:

@@ -32,6 +32,7 @@ from wap_core.lake.batch import batch_files, batch_frame, single_split
 from wap_core.security.access import Permission, authorize
 from wap_core.states import Action, CheckStatus, Outcome
 from wap_core.store.journal import StoredAudit, utcnow
+from wap_core.workflow.reconcile import reconciled_table
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -167,7 +168,7 @@ def audit_branch(
     """
     t0 = time.perf_counter()
     user = user or lh.user
-    tbl = lh.table(table)
+    tbl = reconciled_table(lh, table)
     cat.require_branch(tbl, table, branch)
     lin = cat.lineage(tbl, branch)
     suite = suite if suite is not None else suite_for(lh.settings.checks_file, table)

@@ -52,7 +52,7 @@ from wap_core.lake.refs import remove_branch
 from wap_core.notify import Event, emit
 from wap_core.security.access import Permission, authorize
 from wap_core.states import Action, BranchStatus, Outcome
-from wap_core.workflow.reconcile import acting
+from wap_core.workflow.reconcile import acting, reconciled_table
 
 if TYPE_CHECKING:
     from wap_core.lakehouse import Lakehouse
@@ -414,7 +414,7 @@ def _gc_table(
 ) -> TableGc:
     from wap_core.workflow.status import list_branches
 
-    tbl = lh.table(table)
+    tbl = reconciled_table(lh, table)
     props = dict(tbl.properties)
     ttl, ttl_source = branch_ttl(lh, table, props)
     retention, retention_source = snapshot_retention(lh, table, props, override)

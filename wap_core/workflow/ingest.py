@@ -44,7 +44,7 @@ from wap_core.security.paths import SourcePolicy, allowed_roots, confine, expand
 from wap_core.states import Action, Outcome
 from wap_core.store.journal import Intent
 from wap_core.workflow.audit import AuditResult, audit_branch
-from wap_core.workflow.reconcile import INTENT_PROPERTY, acting
+from wap_core.workflow.reconcile import INTENT_PROPERTY, acting, reconciled_table
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -713,7 +713,7 @@ def _ingest(
     target = spark.table(lh.spark_name(table)).schema if exists else None
     prepared, target = read_source(lh, str(table), files, fmt, target)
     progress("writing", prepared.rows)
-    tbl = lh.table(table) if exists else None
+    tbl = reconciled_table(lh, table) if exists else None
     main_before = cat.ref_snapshot_id(tbl, "main") if tbl is not None else None
     batch_id = uuid.uuid4().hex
     intent_details = {

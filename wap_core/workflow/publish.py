@@ -41,7 +41,13 @@ from wap_core.security.access import Permission, authorize
 from wap_core.states import Action, BranchStatus, Outcome, branch_status
 from wap_core.store.journal import Intent
 from wap_core.workflow.audit import latest_audit
-from wap_core.workflow.reconcile import INTENT_PROPERTY, acting, temp_branch_name, temp_branches_of
+from wap_core.workflow.reconcile import (
+    INTENT_PROPERTY,
+    acting,
+    reconciled_table,
+    temp_branch_name,
+    temp_branches_of,
+)
 from wap_core.workflow.review import ReviewStatus, review_state, second_admin_approval
 
 if TYPE_CHECKING:
@@ -276,7 +282,7 @@ def publish(
     if force and not (reason and reason.strip()):
         raise ValidationError("--force needs a --reason: a forced publish is journaled with its reason")
     authorize(lh, user, Permission.PUBLISH, table=table, branch=branch)
-    tbl = lh.table(table)
+    tbl = reconciled_table(lh, table)
     main_before = cat.ref_snapshot_id(tbl, MAIN)
     if branch not in tbl.metadata.refs:
         done = _already_published(lh, table, branch, tbl)
@@ -385,7 +391,7 @@ def discard(
     user = user or lh.user
     validate_branch(branch)
     authorize(lh, user, Permission.DISCARD, table=table, branch=branch)
-    tbl = lh.table(table)
+    tbl = reconciled_table(lh, table)
     head = cat.require_branch(tbl, table, branch)
     intent = _begin(lh, user, table, branch, Action.DISCARD, head, reason=reason)
     with acting(lh, intent):
@@ -421,7 +427,7 @@ def rebase(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = Non
     user = user or lh.user
     validate_branch(branch)
     authorize(lh, user, Permission.REBASE, table=table, branch=branch)
-    tbl = lh.table(table)
+    tbl = reconciled_table(lh, table)
     cat.require_branch(tbl, table, branch)
     lin = cat.lineage(tbl, branch)
     if not lin.main_moved:

@@ -37,16 +37,17 @@ An abandoned rebase's temporary branch is removed. Two reconcilers never both re
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.table import Table
 from sqlalchemy.exc import SQLAlchemyError
 
 from wap_core import notify
-from wap_core.exceptions import NotFoundError, RefusedError, ValidationError, WapError
+from wap_core.exceptions import ConflictError, NotFoundError, RefusedError, ValidationError, WapError
 from wap_core.identifiers import MAIN, TableId
 from wap_core.lake import catalog as cat
 from wap_core.lake.catalog import TEMP_MARK, is_temp_branch
@@ -118,11 +119,36 @@ def _in_main(tbl: Table, snapshot_id: int | None) -> bool:
     return False
 
 
-def judge(tbl: Table | None, intent: Intent) -> Verdict:
-    """Decide from metadata whether ``intent``'s ref move happened (pure: changes nothing)."""
+def _ended_by(earlier: Intent | None, intent: Intent) -> str | None:
+    """Why ``intent`` (a publish or discard) cannot be what removed its branch: an earlier landed move did.
+
+    ``earlier`` is the newest move on the branch that landed before ``intent`` was announced
+    (:meth:`~wap_core.store.journal.Journal.done_before`). When it published the branch's head to
+    main or discarded the branch at that head, the branch was already gone when ``intent`` began
+    (it acted on a stale read and lost the race): its absence is the winner's doing, not ``intent``'s.
+    """
+    if earlier is None or intent.action not in (Action.PUBLISH, Action.DISCARD):
+        return None
+    ours = intent.expected_after if intent.action is Action.PUBLISH else intent.expected_before
+    if earlier.action is Action.PUBLISH and earlier.expected_after == ours:
+        done = "published"
+    elif earlier.action is Action.DISCARD and earlier.expected_before == ours:
+        done = "discarded"
+    else:
+        return None
+    return f"the branch was already {done} (intent {earlier.id} by {earlier.user}) before this {intent.action} began"
+
+
+def judge(tbl: Table | None, intent: Intent, earlier: Intent | None = None) -> Verdict:
+    """Decide from metadata whether ``intent``'s ref move happened (pure: changes nothing).
+
+    ``earlier``: the newest move on the branch that landed before ``intent`` (see :func:`_ended_by`).
+    """
     a, branch = intent.action, intent.branch
     if tbl is None:
         return Verdict(False, Outcome.ABANDONED, None, True, f"table {intent.table} does not exist")
+    if (lost := _ended_by(earlier, intent)) is not None:
+        return Verdict(False, Outcome.ABANDONED, None, True, lost)
     ref = tbl.metadata.refs.get(branch)
     head = ref.snapshot_id if ref is not None else None
     if a is Action.PUBLISH:
@@ -217,7 +243,7 @@ def _gone(intent: Intent) -> bool:
 
 
 def _decide(lh: Lakehouse, tbl: Table | None, intent: Intent) -> JournalEntry | None:
-    v = judge(tbl, intent)
+    v = judge(tbl, intent, lh.journal.done_before(intent))
     if v.landed:
         if v.cleanup:
             remove_branches(lh, intent.table, v.cleanup)
@@ -288,7 +314,18 @@ def reconcile(lh: Lakehouse, table: TableId | str | None = None) -> list[Journal
 def settle(lh: Lakehouse, intent: Intent, exc: BaseException | None) -> JournalEntry | None:
     """The acting process ends ``intent`` after an exception: record what the metadata says happened."""
     tbl = _load(lh, intent.table)
-    v = judge(tbl, intent)
+    v = judge(tbl, intent, lh.journal.done_before(intent))
+    if v.landed and isinstance(exc, ConflictError):
+        # our commit was refused (a lost race: nothing of ours landed); what the metadata shows is the
+        # winner's doing, never journaled as ours
+        v = replace(
+            v,
+            landed=False,
+            outcome=Outcome.ABANDONED,
+            snapshot_after=None,
+            never=True,
+            why=f"{v.why}, but not by this {intent.action}: another change won the race",
+        )
     if v.landed:
         entry = lh.journal.resolve_intent(
             intent,
@@ -341,3 +378,43 @@ def acting(lh: Lakehouse, intent: Intent) -> Iterator[Intent]:
         raise
     finally:
         lh.journal.release(intent)
+
+
+def reconciled_table(lh: Lakehouse, table: TableId) -> Table:
+    """The read a ref-moving action starts from: the table's crashed actions reconciled, then a fresh load.
+
+    Reads elsewhere are pure (:meth:`Lakehouse.table`); an action reconciles first so that a dead
+    process's pending intent neither blocks the branch nor hides a move that already landed.
+    """
+    reconcile(lh, table)
+    return lh.table(table)
+
+
+class Ticker:
+    """Reconciles every table every ``every`` seconds on a daemon thread (the console's background tick).
+
+    A failed round is logged with its traceback and retried at the next tick; :meth:`stop` ends it.
+    """
+
+    def __init__(self, lh: Lakehouse, every: float) -> None:
+        self.lh = lh
+        self.every = every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="wap-reconcile-tick", daemon=True)
+
+    def start(self) -> Ticker:
+        """Start ticking (the first round runs at once); returns self."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop after the current round."""
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                reconcile(self.lh)
+            except (WapError, SQLAlchemyError, OSError):
+                log.exception("background reconciliation failed; retrying in %.0f s", self.every)
+            self._stop.wait(self.every)

@@ -33,7 +33,8 @@ from wap_core.states import Action, Outcome
 from wap_core.store.journal import Intent
 from wap_core.workflow.publish import _begin as publish_begin
 from wap_core.workflow.publish import _refuse as publish_refuse
-from wap_core.workflow.reconcile import acting
+from wap_core.workflow.reconcile import acting, reconciled_table
+from wap_core.workflow.review import batch_authors
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -127,7 +128,7 @@ def rollback(
     if not (reason and reason.strip()):
         raise ValidationError("a rollback needs a --reason: it is journaled with its reason")
     authorize(lh, user, Permission.ADMIN, table=table, branch=MAIN, action=Action.ROLLBACK)
-    tbl = lh.table(table)  # the read: main's head now; the commit below requires main still there
+    tbl = reconciled_table(lh, table)  # the read: main's head now; the commit below requires main still there
     main_before = cat.ref_snapshot_id(tbl, MAIN)
     if main_before is None:
         raise NotFoundError(f"table {table} has no main snapshot to roll back")
@@ -288,7 +289,7 @@ def reopen(
     if branch is not None:
         validate_branch(branch)
     authorize(lh, user, Permission.INGEST, table=table, branch=branch, action=Action.REOPEN)
-    tbl = lh.table(table)
+    tbl = reconciled_table(lh, table)
     if tbl.metadata.snapshot_by_id(snapshot_id) is None:
         raise NotFoundError(f"snapshot {snapshot_id} does not exist in {table} (expired, or never there)")
     name = branch or default_reopen_name(tbl, snapshot_id)
@@ -325,7 +326,8 @@ def reopen(
         Action.REOPEN,
         None,
         expected_after=snapshot_id,
-        details={"snapshot_id": snapshot_id},
+        # the batch's authors stay its authors on the new branch (author_cannot_approve applies to them)
+        details={"snapshot_id": snapshot_id, "authors": list(batch_authors(lh, table, tbl, snapshot_id))},
     )
     with acting(lh, intent):
 

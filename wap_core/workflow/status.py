@@ -107,9 +107,8 @@ def table_infos(lh: Lakehouse) -> list[TableInfo]:
 def list_branches(lh: Lakehouse, table: TableId | None = None) -> list[BranchInfo]:
     """Every open branch (all refs of type branch except main) with its audit status."""
     if table is not None:
-        tables = [(table, lh.table(table))]  # lh.table reconciles crashed actions before the journal is read
+        tables = [(table, lh.table(table))]
     else:
-        lh.reconcile()  # crashed actions resolved before the journal is read
         tables = cat.load_tables(lh.catalog)
     audits = lh.journal.latest_audits(str(table) if table is not None else None)
     created = lh.journal.created_times(str(table) if table is not None else None)

@@ -244,6 +244,17 @@ def show_flash() -> None:
 # --------------------------------------------------------------------------- user text -> Markdown
 _MD_PUNCT = frozenset(string.punctuation)  # CommonMark: any ASCII punctuation may be backslash-escaped
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
+WORD_JOINER = "\u2060"  # invisible, zero width, no line break: splits what GFM would turn into a link
+# GFM's literal autolinks (Streamlit's Markdown: remark-gfm) are found in the text AFTER escapes are
+# resolved, so a backslash does not stop them: ``http://``/``https://``, ``www.`` and ``name@host.tld``.
+# A word joiner after ``://`` (and after any ``:`` followed by ``//``), between ``www`` and ``.`` and
+# after ``@`` breaks each pattern while the text reads (and copies) the same.
+_AUTOLINK = re.compile(r"(?<=:)(?=//)|(?<=www)(?=\.)|(?<=@)", re.IGNORECASE)
+
+
+def unlinked(text: str) -> str:
+    """``text`` with a word joiner wherever GFM would start a literal autolink (URL, ``www.`` host, e-mail)."""
+    return _AUTOLINK.sub(WORD_JOINER, text)
 
 
 def md(text: object, *, code: bool = False) -> str:
@@ -255,18 +266,20 @@ def md(text: object, *, code: bool = False) -> str:
     ``st.status``/``st.page_link``/``st.expander`` label or ``st.toast``. Every ASCII punctuation
     character is backslash-escaped, which CommonMark renders as the literal character: no link,
     image, emphasis, heading, list, table, raw HTML (``<img>``), entity (``&lt;``), Streamlit
-    directive (``:red[...]``, ``:material/...:``) or LaTeX (``$...$``) can be formed, and no
-    autolink (``http\\://``, ``www\\.``) is recognized. A line break becomes a Markdown hard break,
+    directive (``:red[...]``, ``:material/...:``) or LaTeX (``$...$``) can be formed. GFM's literal
+    autolinks see through backslashes, so :func:`unlinked` first puts a word joiner inside every
+    ``://``, ``www.`` and ``@``: a URL, a host or an e-mail address in user text renders as text,
+    never as a link (no phishing through a shared review link). A line break becomes a Markdown hard break,
     never a new block. ``code=True`` renders the text as an inline code span (a path, a SQL text)
     with a fence longer than any run of backticks inside, so it cannot be closed early.
     """
     s = "" if text is None else str(text)
-    if code:
+    if code:  # a code span is never autolinked: the text stays exactly as given
         s = _LINE_BREAK.sub(" ", s)
         longest = max((len(run) for run in re.findall(r"`+", s)), default=0)
         fence = "`" * (longest + 1)
         return f"{fence} {s} {fence}"
-    escaped = "".join("\\" + ch if ch in _MD_PUNCT else ch for ch in s)
+    escaped = "".join("\\" + ch if ch in _MD_PUNCT else ch for ch in unlinked(s))
     return _LINE_BREAK.sub("  \n", escaped)
 
 
@@ -371,6 +384,83 @@ def style_status(df: pd.DataFrame, column: str = "status") -> Any:
         return ""
 
     return df.style.map(color, subset=[column]) if column in df.columns and len(df) else df
+
+
+# One look for every grid: counts with thousands separators (as the metrics' ``f"{n:,}"``), NULL
+# cells blank (never "None"), times as local text with the zone.
+COUNT_FORMAT = "%,d"
+NULL_TEXT = ""
+
+
+def count_column(label: str, **kw: Any) -> Any:
+    """A grid column of counts (rows, records, files, snapshots): ``1,100,000``, sortable as a number."""
+    return st.column_config.NumberColumn(label, format=COUNT_FORMAT, **kw)
+
+
+def grid(data: Any, **kw: Any) -> Any:
+    """``st.dataframe`` with the console's defaults: NULL cells blank, no index, full width, and every
+    datetime column of a DataFrame (a Styler's data is left alone) as local time with its zone."""
+    if isinstance(data, pd.DataFrame):
+        data = zoned_times(data)
+    kw.setdefault("placeholder", NULL_TEXT)
+    kw.setdefault("hide_index", True)
+    kw.setdefault("width", "stretch")
+    return st.dataframe(data, **kw)
+
+
+def zoned_times(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``df`` whose datetime columns read as local time with the zone (naive ones are UTC:
+    Spark's session time zone); blank for NaT. Other columns untouched."""
+    stamps = [c for c in df.columns if pd.api.types.is_datetime64_any_dtype(df[c])]
+    if not stamps:
+        return df
+    out = df.copy()
+    for c in stamps:
+        out[c] = out[c].map(local_time).astype(object)
+    return out
+
+
+_TICKS = (  # (span up to, seconds) -> Vega time interval, step, label format: ticks at whole units, each label distinct
+    (20, "second", 2, "%H:%M:%S"),
+    (90, "second", 10, "%H:%M:%S"),
+    (600, "minute", 1, "%H:%M:%S"),
+    (3600, "minute", 10, "%H:%M"),
+    (6 * 3600, "hour", 1, "%b %d %H:%M"),
+    (2 * 86400, "hour", 6, "%b %d %H:%M"),
+    (30 * 86400, "day", 1, "%b %d"),
+    (365 * 86400, "month", 1, "%b %Y"),
+)
+
+
+def time_axis(times: pd.Series, title: str) -> Any:
+    """An Altair x axis for ``times`` (UTC datetimes) whose ticks sit on whole seconds, minutes, hours or
+    days fitted to the span, each formatted precisely enough that no two ticks read the same."""
+    import altair as alt
+
+    valid = times.dropna()
+    span = (valid.max() - valid.min()).total_seconds() if len(valid) > 1 else 0.0
+    interval, step, fmt = next(((i, n, f) for limit, i, n, f in _TICKS if span <= limit), ("year", 1, "%Y"))
+    return alt.Axis(
+        title=title,
+        format=fmt,
+        labelAngle=-30,
+        labelOverlap=True,
+        tickCount={"interval": interval, "step": step},
+    )
+
+
+def latest_table(infos: list[dict[str, Any]], tables: list[str]) -> str | None:
+    """Of ``tables``, the one whose main changed most recently (``last_updated`` of :func:`table_infos`)."""
+    stamps = {i["table"]: to_datetime(pd.Series([i.get("last_updated")]))[0] for i in infos}
+    dated = [(stamps[t], t) for t in tables if t in stamps and not pd.isna(stamps[t])]
+    return max(dated)[1] if dated else (tables[0] if tables else None)
+
+
+def fit_width(values: Any, *, minimum: int = 80, maximum: int = 720) -> int:
+    """A grid column width (px) that shows the longest of ``values`` whole (about 8 px a character
+    in the grid's font, plus the cell's padding), within ``minimum``..``maximum``."""
+    longest = max((len(blank(v)) for v in values), default=0)
+    return max(minimum, min(maximum, int(longest * 8) + 32))
 
 
 def human_bytes(n: int | float | None) -> str:

@@ -187,14 +187,14 @@ def audit_details(audit: AuditResult | None, head: int | None) -> None:
                 expanded=c.status.blocks_publish,
             ):
                 sample, config = sample_frame(c, key_columns(audit))
-                st.dataframe(sample, hide_index=True, width="stretch", column_config=config)
+                ui.grid(sample, hide_index=True, width="stretch", column_config=config)
     st.markdown(f"**All {len(checks)} checks** (failing first)")
-    st.dataframe(
+    ui.grid(
         ui.style_status(pd.DataFrame([_check_row(c) for c in checks])),
         hide_index=True,
         width="stretch",
         height=38 + 35 * len(checks),
-        column_config={"failing rows": st.column_config.NumberColumn("failing rows", format="%d")},
+        column_config={"failing rows": ui.count_column("failing rows")},
     )
 
 
@@ -277,6 +277,8 @@ PROFILE_CONFIG = {
     "moved": st.column_config.TextColumn("moved", help="the measure that moved most"),
     "null % main": st.column_config.NumberColumn("null % main", format="%.1f %%"),
     "null % batch": st.column_config.NumberColumn("null % batch", format="%.1f %%"),
+    "distinct main": ui.count_column("distinct main"),
+    "distinct batch": ui.count_column("distinct batch"),
 }
 
 
@@ -290,16 +292,17 @@ def null_rate_chart(col: ColumnDiff) -> alt.LayerChart:
     )
     data["label"] = data["null %"].map(lambda v: f"{v:.1f} %")
     base = alt.Chart(data, title=f"{col.name}: null rate, main vs batch")
+    side = alt.Y("side:N", sort=["main", "batch"], title=None)
     bars = base.mark_bar().encode(
-        y=alt.Y("side:N", sort=["main", "batch"], title=None),
+        y=side,
         x=alt.X("null %:Q", title="null rows (%)"),
         color=alt.Color("side:N", scale=SIDE_COLORS, legend=None),
         tooltip=["side:N", alt.Tooltip("null %:Q", format=".2f")],
     )
-    text = base.mark_text(align="left", dx=4).encode(
-        y=alt.Y("side:N", sort=["main", "batch"]), x="null %:Q", text="label:N"
-    )
-    layered: alt.LayerChart = (bars + text).properties(height=120)  # altair's builders return Any
+    text = base.mark_text(align="left", dx=4).encode(y=side, x="null %:Q", text="label:N")
+    # One band per side, sized by a step: a fixed height on a discrete axis collapses to zero in
+    # Streamlit's chart container (both bars and labels on one line).
+    layered: alt.LayerChart = (bars + text).properties(height=alt.Step(32))  # altair's builders return Any
     return layered
 
 
@@ -348,7 +351,9 @@ def categorical_chart(col: ColumnDiff) -> alt.Chart | None:
             color=alt.Color("side:N", scale=SIDE_COLORS),
             tooltip=["side", "value", "pct"],
         )
-        .properties(height=220)
+        .properties(
+            height=alt.Step(12, **{"for": "offset"})
+        )  # a band per value and side (see null_rate_chart)
     )
     return chart
 
@@ -361,7 +366,7 @@ def diff_details(diff: DiffResult, max_charts: int = 6, lead: list[str] | None =
     c[3].metric("Columns profiled", len(diff.columns))
     if diff.schema_changes:
         st.warning("Schema changes against main:")
-        st.dataframe(pd.DataFrame(diff.schema_changes), hide_index=True, width="stretch")
+        ui.grid(pd.DataFrame(diff.schema_changes), hide_index=True, width="stretch")
     order = ranked(diff, lead)
     # One chart per column that moved, suited to what moved: null-rate bars, quantile lines only where the
     # distribution moved, top-value shares for categories.
@@ -402,7 +407,7 @@ def diff_details(diff: DiffResult, max_charts: int = 6, lead: list[str] | None =
         "**Per-column profile, main vs batch** (what changed most first; the measure that moved is highlighted)"
     )
     prof = profile_table([col for col, _ in order], {ch.column: ch for _, ch in order})
-    st.dataframe(style_profile(prof), hide_index=True, width="stretch", column_config=PROFILE_CONFIG)
+    ui.grid(style_profile(prof), hide_index=True, width="stretch", column_config=PROFILE_CONFIG)
     source = diff.main_profile
     if source is not None and source.basis:
         st.caption(
@@ -486,7 +491,7 @@ def keyed_section(
     key_config = {k: st.column_config.Column(k, pinned=True) for k in chosen["key"]}
     with t_add:
         if samples["added"]:
-            st.dataframe(
+            ui.grid(
                 ui.texts_for_ids(pd.DataFrame(samples["added"])),
                 hide_index=True,
                 width="stretch",
@@ -496,7 +501,7 @@ def keyed_section(
             st.caption("No added keys.")
     with t_rem:
         if samples["removed"]:
-            st.dataframe(
+            ui.grid(
                 ui.texts_for_ids(pd.DataFrame(samples["removed"])),
                 hide_index=True,
                 width="stretch",
@@ -510,6 +515,6 @@ def keyed_section(
             styled = df.style.map(
                 lambda v: "background-color: #fff3cd; font-weight: 600" if v else "", subset=changed_cols
             )
-            st.dataframe(styled, hide_index=True, width="stretch", column_config=key_config)
+            ui.grid(styled, hide_index=True, width="stretch", column_config=key_config)
         else:
             st.caption("No changed rows.")

@@ -50,17 +50,15 @@ with ui.wap_errors():
         df["status"] = df["status"].map(ui.status_badge)
         df = ui.times_for_display(df, "created", "last_audit_at")
         df["failed_checks"] = df["failed_checks"].map(lambda xs: ", ".join(xs) if xs else "")
-        st.dataframe(
+        ui.grid(
             ui.style_status(df),
-            hide_index=True,
-            width="stretch",
             column_config={
                 "review": st.column_config.LinkColumn(
                     "review", display_text="Review ↗", help="Open the branch's review", pinned=True
                 ),
                 "created": st.column_config.TextColumn("created"),
                 "last_audit_at": st.column_config.TextColumn("last audit"),
-                "rows_added": st.column_config.NumberColumn("rows added", format="%d"),
+                "rows_added": ui.count_column("rows added"),
                 "main_moved": st.column_config.CheckboxColumn("main moved"),
                 "failed_checks": st.column_config.TextColumn("failed checks", width="large"),
             },

@@ -45,7 +45,7 @@ with ui.wap_errors():
                     "last": ui.status_badge(statuses[0]) if statuses else "–",
                 }
             )
-        st.dataframe(ui.style_status(pd.DataFrame(rows), "last"), hide_index=True, width="stretch")
+        ui.grid(ui.style_status(pd.DataFrame(rows), "last"), hide_index=True, width="stretch")
         if runs:
             shown = list(reversed(runs[:100]))  # oldest first, at most the 100 latest audits
             long = pd.DataFrame(

@@ -76,7 +76,10 @@ try:
 except WapError as exc:
     ui.show_error(exc)
     st.stop()
-st.caption(f"Reading {ui.md(tid)} at {ui.md(ref.label)}")
+st.caption(
+    f"Reading {ui.md(tid)} at {ui.md(ref.kind)} {ui.md(ref.value)} "
+    f"(snapshot {ref.snapshot_id}, {ui.md(ui.local_time(ref.at))})"
+)
 # The selection lives in the URL: a view can be shared, and the browser's back button returns to the previous one.
 _state = {"table": table, "kind": kind, "ref": ui.id_text(value) if kind == "snapshot" else str(value)}
 if any(st.query_params.get(k) != v for k, v in _state.items()):
@@ -85,7 +88,7 @@ st.session_state[_WROTE] = _state
 
 tab_schema, tab_snaps, tab_rows, tab_sql = st.tabs(["Schema", "Snapshots", "Rows", "SQL"])
 with tab_schema:
-    st.dataframe(ui.frame(ex.schema_rows(tbl, ref.snapshot_id)), hide_index=True, width="stretch")
+    ui.grid(ui.frame(ex.schema_rows(tbl, ref.snapshot_id)))
 with tab_snaps:
     ref_name = ref.value if kind in ("branch", "tag") else "main"
     tl = ui.timeline(table, ref_name)
@@ -95,13 +98,13 @@ with tab_snaps:
     )
     df = ui.times_for_display(df, "at")
     st.caption(f"Ancestry of {ui.md(ref_name)}, newest first")
-    st.dataframe(
+    ui.grid(
         df,
-        hide_index=True,
-        width="stretch",
         column_config={
             "snapshot_id": st.column_config.TextColumn("snapshot"),
             "parent_id": st.column_config.TextColumn("parent"),
+            "added_records": ui.count_column("added records"),
+            "total_records": ui.count_column("total records"),
         },
     )
 with tab_rows:
@@ -126,11 +129,7 @@ with tab_rows:
             if not ui.wait_for_spark(lh):
                 st.stop()
             with st.spinner("Reading rows with Spark…"):
-                st.dataframe(
-                    ex.rows(lh, tid, ref.snapshot_id, filters, int(limit), user=user),
-                    hide_index=True,
-                    width="stretch",
-                )
+                ui.grid(ex.rows(lh, tid, ref.snapshot_id, filters, int(limit), user=user))
         except WapError as exc:
             ui.show_error(exc)
 with tab_sql:
@@ -146,7 +145,7 @@ with tab_sql:
             if not ui.wait_for_spark(lh):
                 st.stop()
             with st.spinner("Running with Spark…"):
-                st.dataframe(
+                ui.grid(
                     ex.run_sql(lh, tid, ref.snapshot_id, sql, user=user), hide_index=True, width="stretch"
                 )
         except WapError as exc:

@@ -53,10 +53,8 @@ with ui.wap_errors():
     df["details"] = df["details"].map(ui.details_text)
     df["reason"] = df["reason"].map(ui.blank)
     df = ui.times_for_display(df, "at")
-    st.dataframe(
+    ui.grid(
         df,
-        hide_index=True,
-        width="stretch",
         height=360,
         column_config={
             "at": st.column_config.TextColumn("at", width="medium"),
@@ -72,7 +70,9 @@ with ui.wap_errors():
     if not tables:
         st.info("No tables yet.")
     else:
-        t = st.selectbox("Timeline of table", tables, index=tables.index(table) if table in tables else 0)
+        # The table picked above, else the one whose main changed last (where the news is).
+        default = table if table in tables else ui.latest_table(ui.table_infos(), tables)
+        t = st.selectbox("Timeline of table", tables, index=tables.index(default) if default in tables else 0)
         tl = ui.timeline(t, "main")
         if not tl:
             st.caption("Main has no snapshots yet.")
@@ -97,11 +97,7 @@ with ui.wap_errors():
                 alt.Chart(cdf)
                 .mark_line(point=alt.OverlayMarkDef(size=80), interpolate="step-after")
                 .encode(
-                    x=alt.X(
-                        "time:T",
-                        title="commit time",
-                        axis=alt.Axis(format="%b %d %H:%M", labelAngle=-30, tickCount=6),
-                    ),
+                    x=alt.X("time:T", axis=ui.time_axis(cdf["time"], "commit time")),
                     y=alt.Y("total_records:Q", title="rows on main", axis=alt.Axis(format=",d")),
                     tooltip=[
                         alt.Tooltip("snapshot_id:N", title="snapshot"),
@@ -119,13 +115,13 @@ with ui.wap_errors():
             )
             st.altair_chart(chart, width="stretch")
             tdf = ui.times_for_display(tdf, "at")
-            st.dataframe(
+            ui.grid(
                 tdf,
-                hide_index=True,
-                width="stretch",
                 column_config={
                     "snapshot_id": st.column_config.TextColumn("snapshot"),
                     "parent_id": st.column_config.TextColumn("parent"),
+                    "added_records": ui.count_column("added records"),
+                    "total_records": ui.count_column("total records"),
                 },
             )
         wf.history_actions(

@@ -6,23 +6,26 @@ Metadata only (PyIceberg + journal): this page never starts Spark.
 from __future__ import annotations
 
 import altair as alt
-import pandas as pd
 import streamlit as st
 
 from pages import _common as ui
 from wap_core.states import BranchStatus
 
-_RECENT_CONFIG = {
-    "outcome": st.column_config.TextColumn("outcome", pinned=True),
-    "reason": st.column_config.TextColumn("reason", width="medium"),
-}
 
-
-def _recent(rows: list[dict[str, object]], columns: list[str]) -> pd.DataFrame:
-    """Outcome and reason first (a forced publish must not look like any other); blanks for none; local times."""
+def _recent(rows: list[dict[str, object]], columns: list[str]) -> None:
+    """Outcome and reason first (a forced publish must not look like any other); blanks for none; local
+    times. Full width, the reason and time columns as wide as their longest text: never cut off."""
     df = ui.frame(rows, columns)
     df["reason"] = df["reason"].map(ui.blank)
-    return ui.times_for_display(df, "at")
+    df = ui.times_for_display(df, "at")
+    ui.grid(
+        df,
+        column_config={
+            "outcome": st.column_config.TextColumn("outcome", pinned=True),
+            "reason": st.column_config.TextColumn("reason", width=ui.fit_width(df["reason"], minimum=160)),
+            "at": st.column_config.TextColumn("at", width=ui.fit_width(df["at"])),
+        },
+    )
 
 
 ui.page_header(
@@ -70,12 +73,14 @@ with ui.wap_errors():
         )
         tdf["size"] = tdf["size_bytes"].map(ui.human_bytes)
         tdf = ui.times_for_display(tdf, "last_updated")
-        st.dataframe(
+        ui.grid(
             tdf.drop(columns=["size_bytes"]),
-            hide_index=True,
-            width="stretch",
             column_config={
                 "table": st.column_config.TextColumn("table", pinned=True),
+                "rows": ui.count_column("rows"),
+                "data_files": ui.count_column("data files"),
+                "snapshots": ui.count_column("snapshots"),
+                "open_branches": ui.count_column("open branches"),
                 "last_updated": st.column_config.TextColumn("last updated", help="main's last change"),
             },
         )
@@ -92,44 +97,28 @@ with ui.wap_errors():
         )
         bdf["status"] = bdf["status"].map(ui.status_badge)
         bdf["failed_checks"] = bdf["failed_checks"].map(lambda xs: ", ".join(xs) if xs else "")
-        st.dataframe(
+        ui.grid(
             ui.style_status(bdf),
-            hide_index=True,
-            width="stretch",
             column_config={
                 "review": st.column_config.LinkColumn("review", display_text="Open review", pinned=True),
+                "rows_added": ui.count_column("rows added"),
                 "failed_checks": st.column_config.TextColumn("failed checks", width="large"),
             },
         )
         st.page_link("pages/branches.py", label="All branches, with filters", icon=":material/account_tree:")
 
-    left, right = st.columns(2)
-    with left:
-        st.subheader("Recent publishes")
-        pubs = [e for e in entries if e["action"] == "publish" and e["outcome"] in ("published", "forced")][
-            :10
-        ]
-        if pubs:
-            st.dataframe(
-                _recent(pubs, ["outcome", "table", "branch", "reason", "at", "user"]),
-                hide_index=True,
-                width="stretch",
-                column_config=_RECENT_CONFIG,
-            )
-        else:
-            st.caption("Nothing published yet.")
-    with right:
-        st.subheader("Recent refusals and discards")
-        refusals = [e for e in entries if e["outcome"] in ("refused", "discarded", "error")][:10]
-        if refusals:
-            st.dataframe(
-                _recent(refusals, ["outcome", "action", "table", "branch", "reason", "at", "user"]),
-                hide_index=True,
-                width="stretch",
-                column_config=_RECENT_CONFIG,
-            )
-        else:
-            st.caption("No refusals.")
+    st.subheader("Recent publishes")
+    pubs = [e for e in entries if e["action"] == "publish" and e["outcome"] in ("published", "forced")][:10]
+    if pubs:
+        _recent(pubs, ["outcome", "table", "branch", "reason", "at", "user"])
+    else:
+        st.caption("Nothing published yet.")
+    st.subheader("Recent refusals and discards")
+    refusals = [e for e in entries if e["outcome"] in ("refused", "discarded", "error")][:10]
+    if refusals:
+        _recent(refusals, ["outcome", "action", "table", "branch", "reason", "at", "user"])
+    else:
+        st.caption("No refusals.")
 
     st.subheader("Audit outcomes over time")
     if audits:

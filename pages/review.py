@@ -63,7 +63,7 @@ if branch not in cat.branch_names(tbl):
     if past:
         pdf = ui.frame(past, ["at", "user", "action", "outcome", "reason"])
         pdf["reason"] = pdf["reason"].map(ui.blank)
-        st.dataframe(ui.times_for_display(pdf, "at"), hide_index=True, width="stretch")
+        ui.grid(ui.times_for_display(pdf, "at"), hide_index=True, width="stretch")
     st.page_link("pages/branches.py", label="Open branches", icon=":material/account_tree:")
     st.stop()
 
@@ -294,6 +294,6 @@ rv.keyed_section(
 st.markdown("#### New rows (preview)")
 try:
     with st.spinner("Reading the first new rows…"):
-        st.dataframe(rv.cached_preview(str(tid), branch, head), hide_index=True, width="stretch", height=320)
+        ui.grid(rv.cached_preview(str(tid), branch, head), hide_index=True, width="stretch", height=320)
 except WapError as exc:
     ui.show_error(exc)

@@ -490,7 +490,10 @@ def _buttons(at: AppTest) -> dict[str, Any]:
 
 def _texts(elements: Any) -> str:
     """The elements' Markdown bodies as read on screen: the console escapes user text (``ann\\@corp\\.test``)."""
-    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", "\n".join(str(e.value) for e in elements))
+    # (and puts an invisible word joiner in ``://``, ``www.`` and after ``@`` so no autolink forms)
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", "\n".join(str(e.value) for e in elements)).replace(
+        "\u2060", ""
+    )
 
 
 def _plain(md: str | None) -> str:

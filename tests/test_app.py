@@ -132,7 +132,10 @@ def _refs(lh: Lakehouse) -> dict[str, int]:
 
 def _texts(elements) -> str:  # type: ignore[no-untyped-def]
     """The elements' Markdown bodies as read on screen: the console escapes user text (``steward\\-anna``)."""
-    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", "\n".join(str(e.value) for e in elements))
+    # (and puts an invisible word joiner in ``://``, ``www.`` and after ``@`` so no autolink forms)
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", "\n".join(str(e.value) for e in elements)).replace(
+        "\u2060", ""
+    )
 
 
 # ----------------------------------------------------------------------------- metadata pages, no Spark

@@ -181,3 +181,34 @@ def test_spark_log_options_point_at_the_quiet_log4j2_file() -> None:
         and "-Dwap.spark.log.level=error" in opts
     )
     assert "rootLogger.level = ${sys:wap.spark.log.level:-error}" in spark.LOG4J2_PROPERTIES.read_text()
+
+
+def test_display_helpers_zone_blank_counts_ticks_and_latest_table() -> None:
+    """The one look of every grid and chart (issue 19, 8); the Chromium test checks them on the pages."""
+    df = pd.DataFrame({"t": pd.to_datetime(["2013-02-08 05:00:00", None]), "n": [1, None], "s": ["a", None]})
+    shown = ui.zoned_times(df)
+    assert shown["t"][0].startswith("2013-02-08 ") and len(shown["t"][0].split()) == 3  # date, time, zone
+    assert shown["t"][1] == "" and shown["n"].dtype == df["n"].dtype and df["t"].dtype != object
+    assert ui.COUNT_FORMAT == "%,d" and ui.NULL_TEXT == ""
+    # ticks on whole units fitted to the span, formatted to that unit: 40 s of commits -> seconds
+    times = pd.Series(pd.to_datetime(["2026-11-24 13:00:01", "2026-11-24 13:00:41"], utc=True))
+    axis = ui.time_axis(times, "commit time").to_dict()
+    assert axis["format"] == "%H:%M:%S" and axis["tickCount"] == {"interval": "second", "step": 10}
+    days = pd.Series(pd.to_datetime(["2026-11-01", "2026-11-20"], utc=True))
+    assert ui.time_axis(days, "t").to_dict()["tickCount"]["interval"] == "day"
+    infos = [
+        {"table": "demo.airlines", "last_updated": "2026-11-24T13:00:00+00:00"},
+        {"table": "demo.flights", "last_updated": "2026-11-24T13:05:00+00:00"},
+        {"table": "demo.empty", "last_updated": None},
+    ]
+    assert ui.latest_table(infos, ["demo.airlines", "demo.empty", "demo.flights"]) == "demo.flights"
+    assert ui.latest_table([], ["demo.a"]) == "demo.a" and ui.latest_table([], []) is None
+    assert ui.fit_width(["x" * 80]) > ui.fit_width(["x" * 20]) >= 80
+
+
+def test_unlinked_breaks_every_literal_autolink_and_nothing_else() -> None:
+    wj = ui.WORD_JOINER
+    assert ui.unlinked("http://a.example") == f"http:{wj}//a.example"
+    assert ui.unlinked("WWW.a.example") == f"WWW{wj}.a.example"
+    assert ui.unlinked("ann@corp.example") == f"ann@{wj}corp.example"
+    assert ui.unlinked("plain text, 3.5 % of rows: ok") == "plain text, 3.5 % of rows: ok"

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from wap_core.durations import parse_duration
 from wap_core.exceptions import ValidationError
 from wap_core.identifiers import validate_identifier
 
@@ -93,7 +94,9 @@ class Settings:
     # The catalog: "sql" (JDBC tables in catalog_uri's database) or "rest" (an Iceberg REST catalog at
     # catalog_uri, "rest+http://host:port/prefix" also selects it); wap_core.lake.catalog.
     catalog_type: str = "sql"
-    journal_uri: str | None = None  # the journal's database with a REST catalog; default sqlite:///$WAP_HOME/journal.db
+    journal_uri: str | None = (
+        None  # the journal's database with a REST catalog; default sqlite:///$WAP_HOME/journal.db
+    )
     # S3 / S3-compatible storage, for Spark (S3A) and PyIceberg (PyArrow) at once: wap_core.lake.s3
     s3_endpoint: str | None = None  # http(s)://host:port; unset: AWS S3
     s3_access_key: str | None = field(default=None, repr=False)
@@ -105,7 +108,6 @@ class Settings:
     reconcile_seconds: int = 30  # the console's background reconciliation tick (WAP_RECONCILE_SECONDS)
 
     def __post_init__(self) -> None:
-        from wap_core.durations import parse_duration
 
         validate_identifier(self.catalog_name, "catalog name")
         if self.shuffle_partitions < 1:
@@ -119,6 +121,10 @@ class Settings:
                 register_secrets_of(uri)
         register_secret(self.s3_secret_key)
         register_secret(self.s3_access_key)
+        for key, value in self.catalog_properties:  # e.g. credential=client:secret of a REST catalog
+            if SECRET_KEY.search(key) or key in ("credential", "s3.access-key-id"):
+                register_secret(value)
+                register_secret(value.partition(":")[2])
         if self.catalog_type not in ("sql", "rest"):
             raise ValidationError(
                 f"catalog_type (WAP_CATALOG_TYPE) must be 'sql' or 'rest', got {self.catalog_type!r}"
@@ -236,7 +242,9 @@ def _coerce(values: dict[str, Any]) -> dict[str, Any]:
     if isinstance(out.get("s3_path_style"), str):
         flag = out["s3_path_style"].strip().lower()
         if flag not in ("true", "false", "1", "0", "yes", "no"):
-            raise ValidationError(f"setting s3_path_style must be true or false, got {out['s3_path_style']!r}")
+            raise ValidationError(
+                f"setting s3_path_style must be true or false, got {out['s3_path_style']!r}"
+            )
         out["s3_path_style"] = flag in ("true", "1", "yes")
     if "spark_conf" in out and out["spark_conf"] is not None:
         out["spark_conf"] = parse_spark_conf(out["spark_conf"])

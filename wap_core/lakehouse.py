@@ -12,12 +12,13 @@ from __future__ import annotations
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
 from wap_core.config import Settings
 from wap_core.identifiers import MAIN, TableId
 from wap_core.lake import catalog as cat
+from wap_core.lake.spark import get_spark
 from wap_core.store.journal import Journal
 from wap_core.store.profiles import ProfileStore
 
@@ -38,14 +39,14 @@ class Lakehouse:
 
     # ----- resources -------------------------------------------------------
     @cached_property
-    def catalog(self) -> SqlCatalog:
-        """The PyIceberg SQL catalog (opened once)."""
+    def catalog(self) -> Catalog:
+        """The PyIceberg catalog, SQL or REST (opened once)."""
         return cat.open_catalog(self.settings)
 
     @cached_property
     def journal(self) -> Journal:
         """The journal in the catalog's database."""
-        return Journal(self.catalog.engine)
+        return Journal(cat.journal_engine(self.settings, self.catalog))  # REST catalog: WAP_JOURNAL_URI
 
     @cached_property
     def profiles(self) -> ProfileStore:
@@ -55,7 +56,6 @@ class Lakehouse:
     @property
     def spark(self) -> SparkSession:
         """The Spark session (started on first use)."""
-        from wap_core.lake.spark import get_spark
 
         _ = self.catalog  # creates the home directory and the V1 catalog tables before Spark connects
         return get_spark(self.settings)

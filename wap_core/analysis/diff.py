@@ -22,7 +22,16 @@ from wap_core.identifiers import MAIN, TableId, quote_column
 from wap_core.lake import catalog as cat
 from wap_core.lake.batch import batch_frame
 from wap_core.lake.catalog import MetadataDiff
-from wap_core.lake.metaprofile import APPROXIMATE, EXACT, FIELDS
+from wap_core.lake.metaprofile import (
+    APPROXIMATE,
+    EXACT,
+    FIELDS,
+    QUANTILES,
+    TOP_N,
+    TOP_VALUES_MAX_DISTINCT,
+    column_kind,
+    metadata_profile,
+)
 from wap_core.values import jsonable
 
 if TYPE_CHECKING:
@@ -35,21 +44,6 @@ if TYPE_CHECKING:
 HLL_LG_K = 12
 _BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
 MAX_MERGE_DEPTH = 20  # publishes in a row whose profiles merge without a rescan of main
-QUANTILES = (0.0, 0.05, 0.25, 0.5, 0.75, 0.95, 1.0)
-TOP_N = 5
-TOP_VALUES_MAX_DISTINCT = 10_000  # top values of a column with more distinct values say little (each is rare) and cost a big shuffle
-_NUMERIC = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
-_CATEGORICAL = ("string", "boolean", "date")
-
-
-def _kind(type_str: str) -> str:
-    if type_str.startswith(_NUMERIC):
-        return "numeric"
-    if type_str.startswith(_CATEGORICAL):
-        return "categorical"
-    if type_str.startswith("timestamp"):
-        return "temporal"
-    return "other"
 
 
 def profile_frame(df: DataFrame, max_top_columns: int = 12) -> dict[str, Any]:
@@ -60,7 +54,7 @@ def profile_frame(df: DataFrame, max_top_columns: int = 12) -> dict[str, Any]:
     aggs = [F.count(F.lit(1)).alias("_rows")]
     for i, (name, typ) in enumerate(fields):
         c = F.col(quote_column(name))
-        kind = _kind(typ)
+        kind = column_kind(typ)
         # an HLL sketch per column: its estimate is the distinct count, and sketches of main and of a
         # published batch merge into main's next distinct count without rescanning main
         sketch = f"hll_sketch_agg(CAST({quote_column(name)} AS STRING), {HLL_LG_K})"
@@ -89,7 +83,7 @@ def profile_frame(df: DataFrame, max_top_columns: int = 12) -> dict[str, Any]:
         }
         cols[name] = {
             "type": typ,
-            "kind": _kind(typ),
+            "kind": column_kind(typ),
             "rows": rows,
             "nulls": rows - nn,
             "null_pct": round(100.0 * (rows - nn) / rows, 4) if rows else 0.0,
@@ -110,7 +104,9 @@ def profile_frame(df: DataFrame, max_top_columns: int = 12) -> dict[str, Any]:
             "approximate": [f for f in FIELDS if acc[f] == APPROXIMATE],
         }
     cats = [
-        n for n, t in fields if _kind(t) == "categorical" and cols[n]["distinct"] <= TOP_VALUES_MAX_DISTINCT
+        n
+        for n, t in fields
+        if column_kind(t) == "categorical" and cols[n]["distinct"] <= TOP_VALUES_MAX_DISTINCT
     ][:max_top_columns]
     if cats and rows:
         pairs = F.explode(
@@ -156,8 +152,6 @@ def main_profile(lh: Lakehouse, table: TableId, snapshot_id: int | None) -> dict
         return None
     prof = _cached_or_merged(lh, table, snapshot_id, MAX_MERGE_DEPTH)
     if prof is None:
-        from wap_core.lake.metaprofile import metadata_profile
-
         prof, basis = metadata_profile(lh, table, snapshot_id)
         if prof is None:
             prof = profile_frame(lh.read_snapshot(table, snapshot_id))

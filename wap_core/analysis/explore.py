@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from wap_core.exceptions import NotFoundError, ValidationError
 from wap_core.identifiers import MAIN, TableId, quote_column
 from wap_core.lake import catalog as cat
+from wap_core.lake import jobs
+from wap_core.lake.spark import catalog_conf
 from wap_core.security import sql_guard
 from wap_core.security.access import Permission, authorize
 
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
     from pyspark.sql import DataFrame, SparkSession
 
+    from wap_core.lake.jobs import QueryHandle
     from wap_core.lakehouse import Lakehouse
 
 VIEW = sql_guard.VIEW
@@ -186,7 +189,6 @@ def resolve_any_ref(tbl: Table, table: TableId, ref: str) -> ResolvedRef:
 
 def ref_session(lh: Lakehouse) -> SparkSession:
     """A fresh session (own temp views) on the shared SparkContext, with this lakehouse's catalog."""
-    from wap_core.lake.spark import catalog_conf
 
     session = lh.spark.newSession()
     for k, v in catalog_conf(lh.settings).items():
@@ -225,12 +227,52 @@ def _cap(limit: int) -> int:
     return max(1, min(int(limit), MAX_ROWS))
 
 
+def _describe(table: TableId, snapshot_id: int) -> str:
+    return f"the query on {table} at snapshot {snapshot_id}"
+
+
 def run_sql(
     lh: Lakehouse, table: TableId, snapshot_id: int, sql: str, limit: int = 1000, *, user: str | None = None
 ) -> pd.DataFrame:
-    """Run one read-only query with ``ref_view`` bound to ``table`` at ``snapshot_id`` (at most ``limit`` rows)."""
-    authorize(lh, user or lh.user, Permission.READ, table=table)
-    return _with_ref_view(lh, table, snapshot_id, sql, lambda df: df.limit(_cap(limit)).toPandas())
+    """Run one read-only query with ``ref_view`` bound to ``table`` at ``snapshot_id`` (at most ``limit`` rows).
+
+    Its Spark jobs run in their own job group in the user's FAIR pool and are cancelled after
+    ``WAP_QUERY_TIMEOUT`` seconds (:class:`~wap_core.exceptions.QueryTimeoutError`); see :mod:`wap_core.lake.jobs`.
+    """
+    who = user or lh.user
+    authorize(lh, who, Permission.READ, table=table)
+    cap = _cap(limit)
+    with jobs.user_jobs(lh.spark, who, _describe(table, snapshot_id), timeout=lh.settings.query_timeout):
+        return _with_ref_view(lh, table, snapshot_id, sql, lambda df: df.limit(cap).toPandas())
+
+
+def start_query(
+    lh: Lakehouse,
+    table: TableId,
+    snapshot_id: int,
+    sql: str,
+    limit: int = 1000,
+    *,
+    user: str | None = None,
+    alive: Callable[[], bool] | None = None,
+) -> QueryHandle[pd.DataFrame]:
+    """:func:`run_sql` in a background thread: ``.cancel()`` it, ``.result(timeout)`` waits for its rows.
+
+    Authorization is decided here, before anything starts; the guard's refusals and SQL errors come from
+    ``result()``. The time limit (``WAP_QUERY_TIMEOUT``) holds as for :func:`run_sql`, and the query is
+    cancelled as soon as ``alive()`` returns false (the console: the browser session is gone).
+    """
+    who = user or lh.user
+    authorize(lh, who, Permission.READ, table=table)
+    cap = _cap(limit)
+    return jobs.start(
+        lh.spark,
+        who,
+        _describe(table, snapshot_id),
+        lambda: _with_ref_view(lh, table, snapshot_id, sql, lambda df: df.limit(cap).toPandas()),
+        timeout=lh.settings.query_timeout,
+        alive=alive,
+    )
 
 
 @dataclass(frozen=True)
@@ -304,4 +346,6 @@ def query_rows(
         rows = tuple(tuple(_utc(v, t) for v, t in zip(r, types, strict=False)) for r in got[:cap])
         return SqlResult(tuple(df.columns), rows, len(got) > cap)
 
-    return _with_ref_view(lh, table, snapshot_id, sql, collect)
+    who = user or lh.user
+    with jobs.user_jobs(lh.spark, who, _describe(table, snapshot_id), timeout=lh.settings.query_timeout):
+        return _with_ref_view(lh, table, snapshot_id, sql, collect)

@@ -22,8 +22,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from wap_core.checks.args import Args
 from wap_core.checks.base import CheckResult, CheckSpec, MainContext, Measurement
-from wap_core.checks.parsing import Args
 from wap_core.identifiers import quote_column
 
 METRICS = ("row_count", "null_pct", "distinct", "mean")

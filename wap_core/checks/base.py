@@ -33,7 +33,7 @@ from wap_core.states import CheckStatus, overall_status
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from wap_core.checks.parsing import Args
+    from wap_core.checks.args import Args
 
 Measurement = dict[str, Any]  # a check's measured values (JSON-able), from the pass and its own look-ups
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any, ClassVar
 
+from wap_core.checks.args import Args
 from wap_core.checks.base import (
     CheckResult,
     CheckSpec,
@@ -29,7 +30,6 @@ from wap_core.checks.base import (
     Measurement,
     sql_literal,
 )
-from wap_core.checks.parsing import Args
 from wap_core.identifiers import quote_column
 from wap_core.states import CheckStatus
 

@@ -6,8 +6,8 @@ import time
 from dataclasses import dataclass
 from typing import ClassVar
 
+from wap_core.checks.args import Args, parse_duration
 from wap_core.checks.base import CheckResult, CheckSpec, MainContext, Measurement
-from wap_core.checks.parsing import Args, parse_duration
 from wap_core.identifiers import quote_column
 
 

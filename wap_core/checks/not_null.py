@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from wap_core.checks.args import Args
 from wap_core.checks.base import CheckSpec, RowCheck
-from wap_core.checks.parsing import Args
 from wap_core.identifiers import quote_column
 
 

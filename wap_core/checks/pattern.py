@@ -6,8 +6,8 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar
 
+from wap_core.checks.args import Args
 from wap_core.checks.base import CheckSpec, RowCheck, sql_literal
-from wap_core.checks.parsing import Args
 from wap_core.identifiers import quote_column
 
 

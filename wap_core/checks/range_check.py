@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from wap_core.checks.args import Args
 from wap_core.checks.base import (
     CheckSpec,
     MainContext,
@@ -16,7 +17,6 @@ from wap_core.checks.base import (
     jsonable,
     sql_literal,
 )
-from wap_core.checks.parsing import Args
 from wap_core.identifiers import quote_column
 
 

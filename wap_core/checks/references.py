@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from wap_core.checks.args import Args
 from wap_core.checks.base import (
     CheckResult,
     CheckSpec,
@@ -18,7 +19,6 @@ from wap_core.checks.base import (
     jsonable,
 )
 from wap_core.checks.keys import values_missing
-from wap_core.checks.parsing import Args
 from wap_core.exceptions import ValidationError
 from wap_core.identifiers import TableId, quote_column
 

@@ -6,37 +6,35 @@ subclass) and one line here.
 
 from __future__ import annotations
 
-from wap_core.checks import (
-    accepted_values,
-    anomaly,
-    drift,
-    expression,
-    freshness,
-    malformed_rows,
-    not_null,
-    pattern,
-    range_check,
-    references,
-    row_count,
-    schema,
-    unique,
-)
+from wap_core.checks.accepted_values import AcceptedValues
+from wap_core.checks.anomaly import Anomaly
 from wap_core.checks.base import CheckSpec
+from wap_core.checks.drift import Drift
+from wap_core.checks.expression import Expression
+from wap_core.checks.freshness import Freshness
+from wap_core.checks.malformed_rows import MalformedRows
+from wap_core.checks.not_null import NotNull
+from wap_core.checks.pattern import Pattern
+from wap_core.checks.range_check import Range
+from wap_core.checks.references import References
+from wap_core.checks.row_count import RowCount
+from wap_core.checks.schema import Schema
+from wap_core.checks.unique import Unique
 
 AVAILABLE_CHECKS: dict[str, type[CheckSpec]] = {
-    "not_null": not_null.NotNull,
-    "unique": unique.Unique,
-    "row_count": row_count.RowCount,
-    "accepted_values": accepted_values.AcceptedValues,
-    "range": range_check.Range,
-    "pattern": pattern.Pattern,
-    "expression": expression.Expression,
-    "freshness": freshness.Freshness,
-    "references": references.References,
-    "schema": schema.Schema,
-    "anomaly": anomaly.Anomaly,
-    "drift": drift.Drift,
-    "malformed_rows": malformed_rows.MalformedRows,  # built-in: every batch, never in the checks file
+    "not_null": NotNull,
+    "unique": Unique,
+    "row_count": RowCount,
+    "accepted_values": AcceptedValues,
+    "range": Range,
+    "pattern": Pattern,
+    "expression": Expression,
+    "freshness": Freshness,
+    "references": References,
+    "schema": Schema,
+    "anomaly": Anomaly,
+    "drift": Drift,
+    "malformed_rows": MalformedRows,  # built-in: every batch, never in the checks file
 }
 
 for _key, _cls in AVAILABLE_CHECKS.items():

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from wap_core.checks.args import Args
 from wap_core.checks.base import (
     CheckResult,
     CheckSpec,
@@ -21,7 +22,6 @@ from wap_core.checks.base import (
     row_dict,
 )
 from wap_core.checks.keys import keys_in_main
-from wap_core.checks.parsing import Args
 from wap_core.identifiers import quote_column
 
 if TYPE_CHECKING:

@@ -60,6 +60,24 @@ _MODE = re.compile(r"(none|counts|full)|truncate\((\d+)\)")
 FIELDS = ("rows", "nulls", "null_pct", "distinct", "min", "max", "mean", "quantiles", "top_values")
 EXACT, APPROXIMATE = "exact", "approximate"
 
+# The shape of a column profile, shared by the metadata profile (here) and Spark's (analysis.diff).
+QUANTILES = (0.0, 0.05, 0.25, 0.5, 0.75, 0.95, 1.0)
+TOP_N = 5
+TOP_VALUES_MAX_DISTINCT = 10_000  # top values of a column with more distinct values say little (each is rare) and cost a big shuffle
+_NUMERIC = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
+_CATEGORICAL = ("string", "boolean", "date")
+
+
+def column_kind(type_str: str) -> str:
+    """A column's kind for profiling by its Spark type string: numeric, categorical, temporal or other."""
+    if type_str.startswith(_NUMERIC):
+        return "numeric"
+    if type_str.startswith(_CATEGORICAL):
+        return "categorical"
+    if type_str.startswith("timestamp"):
+        return "temporal"
+    return "other"
+
 
 @dataclass(frozen=True)
 class MetricsMode:
@@ -281,8 +299,6 @@ def metadata_profile(
     import pyarrow.compute as pc
     from pyiceberg.types import DoubleType, FloatType, PrimitiveType
 
-    from wap_core.analysis.diff import QUANTILES, TOP_N, TOP_VALUES_MAX_DISTINCT, _kind
-
     sample_rows = SAMPLE_ROWS if sample_rows is None else sample_rows
     sample_files = SAMPLE_FILES if sample_files is None else sample_files
     scan_max_rows = SCAN_MAX_ROWS if scan_max_rows is None else scan_max_rows
@@ -311,7 +327,7 @@ def metadata_profile(
     puffin_cols = 0
     for sf in spark_schema.fields:
         name, typ = sf.name, sf.dataType.simpleString()
-        kind = _kind(typ)
+        kind = column_kind(typ)
         field = schema.find_field(name)
         acc = dict.fromkeys(FIELDS, EXACT)
         values = sample.column(name).combine_chunks() if name in sample.column_names else pa.nulls(n)

@@ -69,6 +69,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from wap_core.config import MASK, SECRET_KEY, mask_secrets
 from wap_core.exceptions import BranchBusyError
 from wap_core.states import Action, CheckStatus, Outcome
+from wap_core.store.migrate import upgrade
 
 log = logging.getLogger(__name__)
 
@@ -382,7 +383,6 @@ class Journal:
     crashed actions is :func:`wap_core.workflow.reconcile.reconcile`, run at explicit entry points."""
 
     def __init__(self, engine: Engine) -> None:
-        from wap_core.store.migrate import upgrade
 
         self.engine = engine
         self.key = str(engine.url)  # identifies the database (password masked) for the in-flight registry

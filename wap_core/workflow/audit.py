@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from wap_core import notify
+from wap_core.analysis.diff import cached_main_profile
 from wap_core.checks import (
     CheckResult,
     CheckSpec,
@@ -29,10 +30,12 @@ from wap_core.checks.store import ResultCache, StoredHistory, save_batch_metrics
 from wap_core.identifiers import MAIN, TableId
 from wap_core.lake import catalog as cat
 from wap_core.lake.batch import batch_files, batch_frame, single_split
+from wap_core.notify import Event, emit
 from wap_core.security.access import Permission, authorize
 from wap_core.states import Action, CheckStatus, Outcome
 from wap_core.store.journal import StoredAudit, utcnow
 from wap_core.workflow.reconcile import reconciled_table
+from wap_core.workflow.review import ReviewState, review_state
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -186,7 +189,6 @@ def audit_branch(
         return cat.ref_snapshot_id(lh.table(t), MAIN) if cat.table_exists(lh.catalog, t) else None
 
     def stored_main_profile() -> dict[str, Any] | None:
-        from wap_core.analysis.diff import cached_main_profile  # diff imports this module
 
         return cached_main_profile(lh, table, fork)
 
@@ -274,8 +276,6 @@ def audit_branch(
 
 def _announce_awaiting(lh: Lakehouse, table: TableId, branch: str, user: str, head: int, tbl: Table) -> None:
     """The audit passed: when the table's policy needs approvals the head does not have yet, notify the reviewers."""
-    from wap_core.notify import Event, emit
-    from wap_core.workflow.review import ReviewState, review_state
 
     rs = review_state(lh, table, branch, tbl)
     if rs.state is ReviewState.AWAITING:

@@ -15,7 +15,10 @@ from typing import TYPE_CHECKING
 
 from wap_core.exceptions import ValidationError
 from wap_core.identifiers import TableId
+from wap_core.security.paths import SourcePolicy
 from wap_core.states import CheckStatus
+from wap_core.workflow.ingest import ingest
+from wap_core.workflow.publish import publish
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -70,10 +73,6 @@ def _clean(flights: pd.DataFrame, airports: pd.DataFrame) -> pd.DataFrame:
 def seed_demo(lh: Lakehouse, force: bool = False) -> list[str]:
     """Seed the demo; refuses a lakehouse that already has tables unless ``force``."""
     import pandas as pd
-
-    from wap_core.security.paths import SourcePolicy
-    from wap_core.workflow.ingest import ingest
-    from wap_core.workflow.publish import publish
 
     trusted = SourcePolicy.ANY  # the demo reads the files it just wrote itself, under $WAP_HOME/demo_sources
 

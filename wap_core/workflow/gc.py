@@ -53,6 +53,7 @@ from wap_core.notify import Event, emit
 from wap_core.security.access import Permission, authorize
 from wap_core.states import Action, BranchStatus, Outcome
 from wap_core.workflow.reconcile import acting, reconciled_table
+from wap_core.workflow.status import list_branches
 
 if TYPE_CHECKING:
     from wap_core.lakehouse import Lakehouse
@@ -412,7 +413,6 @@ def collect_garbage(
 def _gc_table(
     lh: Lakehouse, table: TableId, override: timedelta | None, dry_run: bool, user: str, grace: timedelta
 ) -> TableGc:
-    from wap_core.workflow.status import list_branches
 
     tbl = reconciled_table(lh, table)
     props = dict(tbl.properties)

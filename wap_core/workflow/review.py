@@ -10,7 +10,10 @@
         "*": {approvals: 0}
         demo.flights: {approvals: 1, author_cannot_approve: true, force_needs_second_admin: true}
 
-* The author of a branch is whoever ingested it, rebased it or reopened it last (from the journal).
+* The authors of a branch are everyone who wrote its batch (from the journal): whoever ingested
+  into it, rebased (replayed) it or reopened it, since the branch name was last published or
+  discarded; a reopened batch keeps the authors it had when it was published. ``author_cannot_approve``
+  applies to every one of them, so a rebase by someone else never launders an author's approval.
 
 :func:`review_state` answers everything the publish guard (:func:`wap_core.workflow.publish.publish_readiness`),
 ``branches --json`` and the console need. Reviews and comments live in the catalog's database
@@ -20,8 +23,9 @@
 from __future__ import annotations
 
 import fnmatch
+import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
@@ -31,8 +35,9 @@ import yaml
 from sqlalchemy import and_, insert, or_, select
 
 from wap_core.exceptions import AccessFileError, RefusedError, ValidationError
-from wap_core.identifiers import TableId, validate_branch
+from wap_core.identifiers import MAIN, TableId, validate_branch
 from wap_core.lake import catalog as cat
+from wap_core.notify import Event, emit
 from wap_core.security.access import AccessPolicy, Permission, Role, access_policy, authorize, decide
 from wap_core.states import Action, Outcome
 from wap_core.store.journal import _aware, comments_table, journal_table, reviews_table, utcnow
@@ -225,7 +230,7 @@ class ReviewStatus:
     branch: str
     head: int
     policy: ReviewPolicy
-    author: str | None
+    author: str | None  # the latest writer (the last of ``authors``)
     state: ReviewState
     approvals: tuple[Review, ...]  # counting approvals on the head (each reviewer's latest)
     changes_requested: tuple[Review, ...]  # open requests for changes on the head
@@ -234,7 +239,8 @@ class ReviewStatus:
     ]  # latest reviews of earlier heads (a later commit or a rebase dismissed them)
     ignored: tuple[Review, ...] = field(
         default=()
-    )  # the author's own approvals where the policy forbids them
+    )  # the authors' own approvals where the policy forbids them
+    authors: tuple[str, ...] = field(default=())  # everyone who wrote the batch, first writer first
 
     @property
     def missing(self) -> int:
@@ -267,6 +273,7 @@ class ReviewStatus:
             "head": self.head,
             "policy": self.policy.to_dict(),
             "author": self.author,
+            "authors": list(self.authors),
             "review": self.state.value,
             "approvals": len(self.approvals),
             "required": self.policy.approvals,
@@ -328,31 +335,21 @@ def _all_reviews(lh: Lakehouse, table: str | None) -> dict[tuple[str, str], list
     return out
 
 
-_AUTHOR_OUTCOMES = (("ingest", "written"), ("rebase", "rebased"), ("reopen", "reopened"))
-
-
-def authors(lh: Lakehouse, table: str | None = None) -> dict[tuple[str, str], str]:
-    """{(table, branch): author}: whoever last ingested, rebased or reopened each branch (from the journal)."""
-    cond = or_(
-        *[and_(journal_table.c.action == a, journal_table.c.outcome == o) for a, o in _AUTHOR_OUTCOMES]
-    )
-    q = (
-        select(journal_table.c.table_name, journal_table.c.branch, journal_table.c.user_name)
-        .where(cond)
-        .order_by(journal_table.c.id)
-    )
-    if table is not None:
-        q = q.where(journal_table.c.table_name == table)
-    out: dict[tuple[str, str], str] = {}
-    with lh.journal.engine.connect() as conn:
-        for t, b, u in conn.execute(q).all():
-            out[(str(t), str(b))] = str(u)
-    return out
-
-
-def author_of(lh: Lakehouse, table: TableId | str, branch: str) -> str | None:
-    """Who authored the branch: whoever last ingested, rebased or reopened it (from the journal); None if unknown."""
-    return authors(lh, str(table)).get((str(table), branch))
+# journal (action, outcome) pairs that write a branch's batch: their users are its authors
+_AUTHOR_OUTCOMES = (
+    ("ingest", "written"),
+    ("ingest", "incomplete"),
+    ("rebase", "rebased"),
+    ("reopen", "reopened"),
+)
+# pairs that end a branch: a later ingest under the same name is a new batch with new authors
+_END_OUTCOMES = (
+    ("publish", "published"),
+    ("publish", "forced"),
+    ("discard", "discarded"),
+    ("discard", "expired"),
+    ("discard", "removed"),
+)
 
 
 def _same(a: str | None, b: str | None) -> bool:
@@ -361,17 +358,106 @@ def _same(a: str | None, b: str | None) -> bool:
     return a.casefold() == b.casefold() if "@" in a else a == b
 
 
+def is_author(user: str | None, authors: Sequence[str]) -> bool:
+    """True when ``user`` is one of ``authors`` (e-mail addresses compare case-insensitively)."""
+    return any(_same(user, a) for a in authors)
+
+
+def _add(out: list[str], users: Sequence[str]) -> None:
+    for u in users:
+        if u and not is_author(u, out):
+            out.append(u)
+
+
+def _replay(
+    lh: Lakehouse, table: str | None
+) -> tuple[dict[tuple[str, str], list[str]], dict[int, list[str]]]:
+    """Replay the journal's writes and ends of branches: ({(table, branch): authors of its open batch},
+    {snapshot a publish moved main to: the authors its batch had then})."""
+    c = journal_table.c
+    pairs = (*_AUTHOR_OUTCOMES, *_END_OUTCOMES)
+    q = (
+        select(c.table_name, c.branch, c.user_name, c.action, c.snapshot_after, c.details)
+        .where(or_(*[and_(c.action == a, c.outcome == o) for a, o in pairs]))
+        .order_by(c.id)
+    )
+    if table is not None:
+        q = q.where(c.table_name == table)
+    with lh.journal.engine.connect() as conn:
+        rows = conn.execute(q).all()
+    open_: dict[tuple[str, str], list[str]] = {}
+    published: dict[int, list[str]] = {}
+    for t, b, u, action, after, details in rows:
+        key = (str(t), str(b))
+        if action in ("publish", "discard"):
+            ended = open_.pop(key, [])
+            if action == "publish" and after is not None:
+                published[int(str(after))] = ended
+            continue
+        out = open_.setdefault(key, [])
+        if action == "reopen":  # a reopened batch keeps the authors recorded when it was reopened
+            try:
+                kept = json.loads(str(details or "{}")).get("authors") or []
+            except (ValueError, AttributeError):  # not JSON or not an object: no authors kept
+                kept = []
+            _add(out, [x for x in kept if isinstance(x, str)])
+        _add(out, [str(u)])
+    return open_, published
+
+
+def authors(lh: Lakehouse, table: str | None = None) -> dict[tuple[str, str], tuple[str, ...]]:
+    """{(table, branch): its authors, first writer first}: everyone who ingested into, rebased or
+    reopened each branch since its name was last published or discarded (from the journal)."""
+    return {k: tuple(v) for k, v in _replay(lh, table)[0].items()}
+
+
+def authors_of(lh: Lakehouse, table: TableId | str, branch: str) -> tuple[str, ...]:
+    """Everyone who wrote the branch's batch (ingest, re-ingest, rebase, reopen), first writer first."""
+    return authors(lh, str(table)).get((str(table), branch), ())
+
+
+def author_of(lh: Lakehouse, table: TableId | str, branch: str) -> str | None:
+    """The branch's latest writer (the last of :func:`authors_of`); None if unknown."""
+    found = authors_of(lh, table, branch)
+    return found[-1] if found else None
+
+
+def batch_authors(lh: Lakehouse, table: TableId, tbl: Table, snapshot_id: int) -> tuple[str, ...]:
+    """The authors of the rolled-back batch(es) that a reopen of ``snapshot_id`` brings back.
+
+    For every snapshot from ``snapshot_id`` back to main's current line: the authors its branch had
+    when a publish moved main to it (from the journal) and the user it was written by (``wap.user``).
+    """
+    main_ids = {s.snapshot_id for s in cat.ancestors(tbl, cat.ref_snapshot_id(tbl, MAIN))}
+    published = _replay(lh, str(table))[1]
+    out: list[str] = []
+    for snap in cat.ancestors(tbl, snapshot_id):
+        if snap.snapshot_id in main_ids:
+            break
+        _add(out, published.get(snap.snapshot_id, []))
+        user = cat.summary_get(snap, "wap.user")
+        if user:
+            _add(out, [user])
+    return tuple(out)
+
+
 def evaluate(
-    table: str, branch: str, head: int, policy: ReviewPolicy, author: str | None, all_reviews: list[Review]
+    table: str,
+    branch: str,
+    head: int,
+    policy: ReviewPolicy,
+    authors: Sequence[str] | str | None,
+    all_reviews: list[Review],
 ) -> ReviewStatus:
-    """Pure: the review status of ``head`` from the branch's reviews (oldest first)."""
+    """Pure: the review status of ``head`` from the branch's reviews (oldest first) and its authors."""
+    writers = (authors,) if isinstance(authors, str) else tuple(authors or ())
     latest: dict[str, Review] = {}
     for r in all_reviews:
         latest[r.user.casefold() if "@" in r.user else r.user] = r
     on_head = [r for r in latest.values() if r.snapshot_id == head]
     dismissed = tuple(r for r in latest.values() if r.snapshot_id != head)
     approvals = [r for r in on_head if r.verdict == Verdict.APPROVED.value]
-    ignored = tuple(r for r in approvals if policy.author_cannot_approve and _same(r.user, author))
+    ignored = tuple(r for r in approvals if policy.author_cannot_approve and is_author(r.user, writers))
     counting = tuple(r for r in approvals if r not in ignored)
     changes = tuple(r for r in on_head if r.verdict == Verdict.CHANGES_REQUESTED.value)
     if changes:
@@ -382,7 +468,10 @@ def evaluate(
         state = ReviewState.APPROVED
     else:
         state = ReviewState.NONE
-    return ReviewStatus(table, branch, head, policy, author, state, counting, changes, dismissed, ignored)
+    last_writer = writers[-1] if writers else None
+    return ReviewStatus(
+        table, branch, head, policy, last_writer, state, counting, changes, dismissed, ignored, writers
+    )
 
 
 def review_state(lh: Lakehouse, table: TableId, branch: str, tbl: Table | None = None) -> ReviewStatus:
@@ -394,7 +483,7 @@ def review_state(lh: Lakehouse, table: TableId, branch: str, tbl: Table | None =
         branch,
         head,
         policy_for(lh, table),
-        author_of(lh, table, branch),
+        authors_of(lh, table, branch),
         reviews(lh, table, branch),
     )
 
@@ -502,8 +591,7 @@ def approve(
     authorize(lh, user, Permission.APPROVE, table=table, branch=branch)
     text = _clean_text(comment, "the comment", required=False)
     policy = policy_for(lh, table)
-    author = author_of(lh, table, branch)
-    if policy.author_cannot_approve and _same(author, user):
+    if policy.author_cannot_approve and is_author(user, authors_of(lh, table, branch)):
         msg = f"{user} may not approve {table} {branch}: the author of a branch cannot approve it (policy {policy.source})"
         lh.journal.record(
             user=user,
@@ -530,7 +618,6 @@ def request_changes(
     _, head = _record_review(
         lh, user, table, branch, Verdict.CHANGES_REQUESTED, text, access_policy(lh).role_of(user)
     )
-    from wap_core.notify import Event, emit
 
     emit(
         lh,
@@ -603,6 +690,6 @@ def approve_decision(lh: Lakehouse, table: TableId, branch: str, user: str) -> t
     if not d.allowed:
         return False, d.message
     policy = policy_for(lh, table)
-    if policy.author_cannot_approve and _same(author_of(lh, table, branch), user):
+    if policy.author_cannot_approve and is_author(user, authors_of(lh, table, branch)):
         return False, f"the author of a branch cannot approve it (policy {policy.source})"
     return True, d.message

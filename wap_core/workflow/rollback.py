@@ -28,6 +28,7 @@ from wap_core.faults import fault_point
 from wap_core.identifiers import MAIN, TableId, validate_branch
 from wap_core.lake import catalog as cat
 from wap_core.lake.refs import commit_with_retry
+from wap_core.notify import Event, emit
 from wap_core.security.access import Permission, authorize
 from wap_core.states import Action, Outcome
 from wap_core.store.journal import Intent
@@ -227,7 +228,6 @@ def rollback(
         fault_point("after_rollback_commit")
         lh.journal.resolve_intent(intent, outcome=Outcome.ROLLED_BACK, done=True, snapshot_after=to_snapshot)
     result = RollbackResult(str(table), main_before, to_snapshot, reason.strip(), tuple(dropped))
-    from wap_core.notify import Event, emit
 
     emit(
         lh,

@@ -1,0 +1,192 @@
+"""The house rules of wap_core, checked on its source (an import-linter style contract, no extra tool).
+
+- **Layers**: a module imports only modules of its own layer or of the layers below it (runtime
+  imports; ``if TYPE_CHECKING:`` imports are annotations and may point anywhere).
+- **No import circle** between modules.
+- **No function-level import** of a wap_core module (an import inside a function hides a circle).
+- **No Streamlit** in the core; every package says what it is for in its docstring.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CORE = ROOT / "wap_core"
+
+# Top to bottom. A module belongs to the first layer one of whose prefixes it starts with.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("wap_core.__main__", "wap_core.cli"),
+    ("wap_core.integrations",),  # orchestrator operators (optional extras)
+    ("wap_core.pipeline",),  # the Python API for pipelines
+    ("wap_core.workflow",),  # actions: validate, authorize, move refs, journal, notify
+    ("wap_core.analysis",),  # read-only looks at a branch (diff, keyed diff, explore)
+    ("wap_core.security.access",),  # authorization (journals and notifies refusals)
+    ("wap_core.notify",),  # events, outbox, delivery
+    ("wap_core.lakehouse",),  # the factory tying settings, catalog, journal and Spark
+    ("wap_core.lake", "wap_core.store", "wap_core.checks", "wap_core.security"),
+    (
+        "wap_core.config",
+        "wap_core.exceptions",
+        "wap_core.identifiers",
+        "wap_core.states",
+        "wap_core.values",
+        "wap_core.durations",
+        "wap_core.faults",
+        "wap_core.samples",
+    ),
+)
+FACADE = "wap_core"  # the package root re-exports Lakehouse, Settings, TableId for users; not a layer
+
+
+def _modules() -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for p in CORE.rglob("*.py"):
+        if "migrations" in p.parts:
+            continue  # Alembic scripts, run by the migration tool
+        name = ".".join(p.relative_to(ROOT).with_suffix("").parts)
+        out[name.removesuffix(".__init__")] = p
+    return out
+
+
+MODULES = _modules()
+
+
+def _targets(module: str, node: ast.Import | ast.ImportFrom) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names if a.name in MODULES]
+    if node.level:
+        base = module.split(".")
+        if MODULES[module].name != "__init__.py":
+            base = base[:-1]
+        base = base[: len(base) - (node.level - 1)]
+        target = ".".join([*base, *([node.module] if node.module else [])])
+    else:
+        target = node.module or ""
+    subs = [f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in MODULES]
+    if subs and len(subs) == len(node.names):
+        return subs  # ``from pkg import mod``: the modules, not the package's __init__
+    return [t for t in [target, *subs] if t in MODULES]
+
+
+def _runtime_imports(module: str) -> set[str]:
+    """Imports executed when ``module`` is imported (module level, ``if``/``try`` blocks; not TYPE_CHECKING)."""
+    found: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                found.update(t for t in _targets(module, node) if t != module)
+            elif isinstance(node, ast.If):
+                if "TYPE_CHECKING" not in ast.unparse(node.test):
+                    visit(node.body)
+                visit(node.orelse)
+            elif isinstance(node, ast.Try):
+                visit(node.body)
+                for h in node.handlers:
+                    visit(h.body)
+
+    visit(ast.parse(MODULES[module].read_text()).body)
+    return found
+
+
+GRAPH = {m: _runtime_imports(m) for m in MODULES}
+
+
+def layer_of(module: str) -> int:
+    for i, prefixes in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return i
+    raise AssertionError(f"{module} is in no layer: add it to LAYERS in {Path(__file__).name}")
+
+
+def test_every_module_has_a_layer() -> None:
+    for m in MODULES:
+        if m != FACADE:
+            layer_of(m)
+
+
+def test_a_module_imports_only_its_layer_or_the_layers_below() -> None:
+    wrong = [
+        f"{m} (layer {layer_of(m)}) imports {t} (layer {layer_of(t)})"
+        for m, targets in sorted(GRAPH.items())
+        if m != FACADE
+        for t in sorted(targets)
+        if t != FACADE and layer_of(t) < layer_of(m)
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_module_imports_the_package_root() -> None:
+    """``from wap_core import Lakehouse`` inside the core would make every module depend on the facade."""
+    wrong = [m for m, targets in GRAPH.items() if m != FACADE and FACADE in targets]
+    assert not wrong, wrong
+
+
+def test_no_import_circle() -> None:
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def strong(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in GRAPH[v]:
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part: list[str] = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                part.append(w)
+                if w == v:
+                    break
+            if len(part) > 1:
+                circles.append(sorted(part))
+
+    for v in sorted(GRAPH):
+        if v not in index:
+            strong(v)
+    assert not circles, circles
+
+
+def test_no_function_level_import_of_wap_core() -> None:
+    found = []
+    for m, path in sorted(MODULES.items()):
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                for node in ast.walk(fn):
+                    if isinstance(node, ast.Import | ast.ImportFrom) and _targets(m, node):
+                        found.append(f"{path.relative_to(ROOT)}:{node.lineno} in {fn.name}()")
+    assert not found, "\n".join(found)
+
+
+def test_no_streamlit_in_the_core() -> None:
+    found = []
+    for m, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            found += [m for n in names if n.split(".")[0] == "streamlit"]
+    assert not found, found
+
+
+@pytest.mark.parametrize("package", sorted(m for m, p in MODULES.items() if p.name == "__init__.py"))
+def test_every_package_says_what_it_is_for(package: str) -> None:
+    doc = ast.get_docstring(ast.parse(MODULES[package].read_text()))
+    assert doc and len(doc.split()) >= 12, f"{package}: a one-paragraph docstring on what the package is for"

@@ -10,6 +10,7 @@ outcome row (see README "Journal guarantees").
 from __future__ import annotations
 
 import os
+import time
 
 FAULT_ENV = "WAP_FAULT"
 FAULT_EXIT_CODE = 137  # what a shell reports for a process killed by SIGKILL
@@ -42,3 +43,23 @@ def fault_point(name: str) -> None:
         raise ValueError(f"unknown fault point {name!r}")
     if os.environ.get(FAULT_ENV) == name:
         os._exit(FAULT_EXIT_CODE)
+
+
+PAUSE_ENV = "WAP_PAUSE"
+PAUSE_POINTS: tuple[str, ...] = (
+    # a ref move has read its precondition and not announced its intent yet: a concurrent action
+    # may win in between (the race tests hold the loser here)
+    "before_publish_intent",
+    "before_discard_intent",
+)
+
+
+def pause_point(name: str) -> None:
+    """Sleep when ``$WAP_PAUSE`` is ``<name>=<seconds>`` (test-only: widens a race window to a certainty)."""
+    if name not in PAUSE_POINTS:
+        raise ValueError(f"unknown pause point {name!r}")
+    spec = os.environ.get(PAUSE_ENV)
+    if spec:
+        point, _, seconds = spec.partition("=")
+        if point == name:
+            time.sleep(float(seconds or "1"))

@@ -24,7 +24,7 @@ from wap_core.exceptions import (
     RefusedError,
     ValidationError,
 )
-from wap_core.faults import fault_point
+from wap_core.faults import fault_point, pause_point
 from wap_core.identifiers import MAIN, TableId, validate_branch
 from wap_core.lake import catalog as cat
 from wap_core.lake.batch import batch_frame
@@ -319,6 +319,7 @@ def publish(
                 ),
                 main_before,
             )
+    pause_point("before_publish_intent")
     intent = _begin(
         lh,
         user,
@@ -393,6 +394,7 @@ def discard(
     authorize(lh, user, Permission.DISCARD, table=table, branch=branch)
     tbl = reconciled_table(lh, table)
     head = cat.require_branch(tbl, table, branch)
+    pause_point("before_discard_intent")
     intent = _begin(lh, user, table, branch, Action.DISCARD, head, reason=reason)
     with acting(lh, intent):
         fault_point("after_discard_intent")

@@ -1,0 +1,191 @@
+"""One query cannot starve everyone (issue 19, item 1): job groups, per-user FAIR pools, a time limit, cancel.
+
+Real Spark, real Iceberg. A runaway query (a four-way cross join of a 1,000-row table: 10^12 rows, through the
+real SQL box entry points; a cross join of ``range()`` at the jobs layer) is cancelled after a short
+``WAP_QUERY_TIMEOUT`` with the one-line message, and Spark's status tracker shows no job of its group still
+running; ``cancel()`` from another thread ends it; a query whose ``alive()`` turns false (the browser
+session ended) is cancelled; two users' jobs run in two different FAIR pools, and one user's runaway query
+does not keep the other's query from finishing.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from wap_core import Lakehouse, Settings, TableId
+from wap_core.analysis import explore
+from wap_core.exceptions import QueryCancelledError, QueryTimeoutError, ValidationError
+from wap_core.lake import jobs
+from wap_core.lake.spark import FAIR_SCHEDULER_XML
+from wap_core.workflow.ingest import ingest
+from wap_core.workflow.publish import publish
+
+T = TableId("jobs", "wide")
+RUNAWAY_SQL = (
+    "SELECT count(*) AS n, sum(a.id + b.id + c.id + d.id) AS s "
+    "FROM ref_view a CROSS JOIN ref_view b CROSS JOIN ref_view c CROSS JOIN ref_view d"
+)
+QUICK_SQL = "SELECT count(*) AS n FROM ref_view"
+
+
+@pytest.fixture
+def lh(make_lakehouse: Callable[..., Lakehouse], tmp_path: Path) -> Lakehouse:
+    lake = make_lakehouse("", query_timeout=3)
+    src = tmp_path / "src" / "wide.parquet"
+    src.parent.mkdir(parents=True)
+    pq.write_table(pa.table({"id": pa.array(range(1000), pa.int64())}), src)
+    ingest(lake, T, [str(src)], create=True, branch="b1")
+    publish(lake, T, "b1")
+    return lake
+
+
+def _patient(lh: Lakehouse) -> Lakehouse:
+    """The same lakehouse with a time limit the test never reaches (only a cancel ends its queries)."""
+    return Lakehouse(lh.settings.with_(query_timeout=600))
+
+
+def _main(lh: Lakehouse) -> int:
+    snap = lh.table(T).metadata.refs["main"].snapshot_id
+    return int(snap)
+
+
+def _wait(cond: Callable[[], bool], seconds: float, what: str) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if cond():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _no_job_left(lh: Lakehouse, group: jobs.JobGroup) -> None:
+    """Every job the group started has ended (the status tracker is fed asynchronously: allow it a moment)."""
+    tracker = lh.spark.sparkContext.statusTracker()
+    started = list(tracker.getJobIdsForGroup(group.id))
+    assert started, "the query never started a Spark job"
+    _wait(lambda: group.running_jobs() == [], 10, f"the jobs of {group.id} to end")
+    assert not set(started) & set(tracker.getActiveJobsIds())
+
+
+def _pools_of(lh: Lakehouse, group: jobs.JobGroup) -> set[str]:
+    """The FAIR pools the group's stages ran in (Spark's status store, as the Spark UI shows them)."""
+    sc: Any = lh.spark.sparkContext
+    store = sc._jsc.sc().statusStore()
+    pools = set()
+    for job in sc.statusTracker().getJobIdsForGroup(group.id):
+        info = sc.statusTracker().getJobInfo(job)
+        for stage in info.stageIds if info is not None else ():
+            attempts = store.stageData(int(stage), False, None, False, None)
+            for i in range(attempts.size()):
+                data = attempts.apply(i)
+                if str(data.status()) not in ("SKIPPED", "PENDING"):  # never submitted: no pool of its own
+                    pools.add(str(data.schedulingPool()))
+    return pools
+
+
+def test_query_timeout_setting() -> None:
+    assert Settings().query_timeout == 60
+    assert Settings.from_env({"WAP_QUERY_TIMEOUT": "3"}).query_timeout == 3.0
+    assert Settings.from_env({"WAP_QUERY_TIMEOUT": "2.5"}).query_timeout == 2.5
+    for bad in ("0", "-1", "soon", "nan"):
+        with pytest.raises(ValidationError, match="query_timeout"):
+            Settings.from_env({"WAP_QUERY_TIMEOUT": bad})
+
+
+def test_session_runs_fair_with_the_shipped_allocation_file(lh: Lakehouse) -> None:
+    sc: Any = lh.spark.sparkContext
+    assert sc.getConf().get("spark.scheduler.mode") == "FAIR"
+    assert sc.getConf().get("spark.scheduler.allocation.file") == FAIR_SCHEDULER_XML.as_uri()
+    assert FAIR_SCHEDULER_XML.is_file()
+    default = sc._jsc.sc().getPoolForName("default").get()
+    assert str(default.schedulingMode()) == "FAIR"  # read from the shipped file (Spark's own default is FIFO)
+    assert jobs.pool_for("ann@corp.test") == "user:ann@corp.test"
+    assert jobs.pool_for("a b") != jobs.pool_for("a_b")
+
+
+def test_runaway_query_is_cancelled_after_the_time_limit(lh: Lakehouse) -> None:
+    t0 = time.monotonic()
+    handle = explore.start_query(lh, T, _main(lh), RUNAWAY_SQL, user="ann")
+    with pytest.raises(QueryTimeoutError) as timed_out:
+        handle.result(timeout=60)
+    took = time.monotonic() - t0
+    msg = str(timed_out.value)
+    assert "\n" not in msg
+    assert msg.startswith("cancelled: the query on jobs.wide") and "WAP_QUERY_TIMEOUT (3 s)" in msg, msg
+    assert 3 <= took < 30, took
+    assert handle.group.pool == "user:ann"
+    _no_job_left(lh, handle.group)
+    # the synchronous entry points (SQL box, `query`) keep the same limit
+    with pytest.raises(QueryTimeoutError, match="WAP_QUERY_TIMEOUT"):
+        explore.run_sql(lh, T, _main(lh), RUNAWAY_SQL, user="ann")
+    with pytest.raises(QueryTimeoutError, match="WAP_QUERY_TIMEOUT"):
+        explore.query_rows(lh, T, _main(lh), RUNAWAY_SQL, user="ann")
+    # and the driver is free again: a quick query answers (a patient limit: the machine may be loaded)
+    assert explore.run_sql(_patient(lh), T, _main(lh), QUICK_SQL, user="ann")["n"].tolist() == [1000]
+
+
+def test_a_range_cross_join_is_cancelled_at_the_jobs_layer(lh: Lakehouse) -> None:
+    spark = lh.spark
+    big = spark.range(0, 10**7, numPartitions=8)
+    t0 = time.monotonic()
+    with (
+        pytest.raises(QueryTimeoutError, match=r"WAP_QUERY_TIMEOUT \(2 s\)"),
+        jobs.user_jobs(spark, "ann", "the cross join", timeout=2) as group,
+    ):
+        big.alias("a").crossJoin(big.alias("b")).selectExpr("sum(a.id * b.id)").collect()
+    assert time.monotonic() - t0 < 30
+    _no_job_left(lh, group)
+    sc = spark.sparkContext
+    assert sc.getLocalProperty("spark.jobGroup.id") is None  # the thread's properties are restored
+    assert sc.getLocalProperty(jobs.POOL_PROPERTY) is None
+
+
+def test_cancel_from_another_thread_ends_the_query(lh: Lakehouse) -> None:
+    handle = explore.start_query(_patient(lh), T, _main(lh), RUNAWAY_SQL, user="ann")
+    _wait(lambda: bool(handle.group.running_jobs()), 30, "the runaway query's first job")
+    assert not handle.done()
+    t0 = time.monotonic()
+    threading.Thread(target=handle.cancel).start()
+    with pytest.raises(QueryCancelledError) as cancelled:
+        handle.result(timeout=30)
+    assert not isinstance(cancelled.value, QueryTimeoutError)
+    assert cancelled.value.reason == "cancelled" and "was cancelled" in str(cancelled.value)
+    assert time.monotonic() - t0 < 15
+    _no_job_left(lh, handle.group)
+
+
+def test_query_of_an_ended_session_is_cancelled(lh: Lakehouse) -> None:
+    connected = threading.Event()
+    connected.set()
+    handle = explore.start_query(_patient(lh), T, _main(lh), RUNAWAY_SQL, user="ann", alive=connected.is_set)
+    _wait(lambda: bool(handle.group.running_jobs()), 30, "the runaway query's first job")
+    connected.clear()  # the browser tab closed
+    with pytest.raises(QueryCancelledError) as ended:
+        handle.result(timeout=30)
+    assert ended.value.reason == "session_ended"
+    _no_job_left(lh, handle.group)
+
+
+def test_two_users_get_different_pools_and_the_second_is_not_starved(lh: Lakehouse) -> None:
+    runaway = explore.start_query(_patient(lh), T, _main(lh), RUNAWAY_SQL, user="ann")
+    try:
+        _wait(lambda: bool(runaway.group.running_jobs()), 30, "the runaway query's first job")
+        time.sleep(1)  # its tasks hold every slot
+        quick = explore.start_query(_patient(lh), T, _main(lh), QUICK_SQL, user="sam")
+        assert quick.result(timeout=60)["n"].tolist() == [1000]
+        assert not runaway.done()  # sam's answer came while ann's query still ran
+        assert _pools_of(lh, quick.group) == {"user:sam"}
+        assert _pools_of(lh, runaway.group) == {"user:ann"}
+    finally:
+        runaway.cancel()
+    with pytest.raises(QueryCancelledError):
+        runaway.result(timeout=30)
+    _no_job_left(lh, runaway.group)

@@ -1,0 +1,268 @@
+"""Spark work started for a user: its own job group, the user's FAIR pool, a time limit and cancel.
+
+One Spark driver serves every console session and the CLI's commands of a process. So that one user's
+runaway query cannot starve the others:
+
+- every query, diff, keyed diff and audit started for a user runs in its **own job group**
+  (``SparkContext.setJobGroup(group, description, interruptOnCancel=True)``: PySpark's pinned-thread mode
+  keeps it per Python thread; ``SparkSession.addTag`` is Spark Connect only in 3.5);
+- in the **user's FAIR pool** ``user:<name>`` (the ``spark.scheduler.pool`` local property; the session runs
+  with ``spark.scheduler.mode=FAIR`` and the allocation file ``lake/fairscheduler.xml`` shipped with
+  wap_core, see :mod:`wap_core.lake.spark`). Pools not in that file are created by Spark on first use with
+  the defaults (weight 1, minShare 0, FIFO inside the pool): every user gets an equal share of the task
+  slots, whatever one of them runs;
+- with a **time limit** (``WAP_QUERY_TIMEOUT``, :attr:`wap_core.config.Settings.query_timeout`) after which
+  the group is cancelled and the caller gets :class:`~wap_core.exceptions.QueryTimeoutError`, one line;
+- **cancellable** from any thread (:meth:`JobGroup.cancel`, :meth:`QueryHandle.cancel`: the console's
+  Cancel button) and when the one who started it is gone (``alive()`` turns false: the console passes
+  "this browser session is still connected").
+
+Spark 3.5 cancels a group's *active* jobs only: a cancelled group is therefore cancelled again every
+:data:`CANCEL_REPEAT_SECONDS` until its work returns, so a job it starts later dies at once too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Generic, TypeVar, cast
+
+from wap_core.exceptions import QueryCancelledError, QueryTimeoutError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+POOL_PROPERTY = "spark.scheduler.pool"
+#: The thread-local properties a group sets (and restores afterwards).
+_LOCAL_PROPERTIES = (
+    "spark.jobGroup.id",
+    "spark.job.description",
+    "spark.job.interruptOnCancel",
+    POOL_PROPERTY,
+)
+#: How often a cancelled group is cancelled again while its work has not returned.
+CANCEL_REPEAT_SECONDS = 0.2
+#: How often the watcher looks at the deadline and ``alive()``.
+WATCH_SECONDS = 0.5
+_POOL_UNSAFE = re.compile(r"[^A-Za-z0-9._@+-]")
+
+CANCELLED = "cancelled"
+TIMEOUT = "timeout"
+SESSION_ENDED = "session_ended"
+
+
+def pool_for(user: str) -> str:
+    """The FAIR pool of ``user``: ``user:<name>`` (other characters replaced, then a hash keeps names apart)."""
+    safe = _POOL_UNSAFE.sub("_", user)[:64]
+    if safe != user:
+        safe += "-" + hashlib.sha256(user.encode("utf-8")).hexdigest()[:8]
+    return f"user:{safe or 'anonymous'}"
+
+
+class JobGroup:
+    """One group of Spark jobs started for ``user``; cancel it from any thread.
+
+    Run the work inside :meth:`running` (in the thread that starts the jobs). After ``timeout`` seconds,
+    on :meth:`cancel`, or once ``alive()`` returns false, every job of the group is cancelled and the work
+    raises :class:`QueryCancelledError` (:class:`QueryTimeoutError` for the time limit) instead of
+    whatever Spark raised.
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        user: str,
+        description: str,
+        *,
+        timeout: float | None = None,
+        alive: Callable[[], bool] | None = None,
+    ) -> None:
+        self.id = f"wap-{uuid.uuid4().hex}"
+        self.user = user
+        self.pool = pool_for(user)
+        self.description = description
+        self.timeout = timeout
+        self._alive = alive
+        self._sc = spark.sparkContext
+        self._lock = threading.Lock()
+        self._reason: str | None = None
+        self._finished = threading.Event()
+        self._wake = threading.Event()
+
+    @property
+    def reason(self) -> str | None:
+        """Why the group was cancelled (``cancelled`` | ``timeout`` | ``session_ended``), or None."""
+        return self._reason
+
+    def cancel(self, reason: str = CANCELLED) -> None:
+        """Cancel every job of the group, now and until its work returns (no effect once it has returned)."""
+        with self._lock:
+            if self._reason is not None or self._finished.is_set():
+                return
+            self._reason = reason
+        log.info("cancelling job group %s (%s, user %s): %s", self.id, self.description, self.user, reason)
+        self._wake.set()
+
+    def running_jobs(self) -> list[int]:
+        """Ids of the group's jobs Spark still runs (its status tracker)."""
+        tracker = self._sc.statusTracker()
+        out = []
+        for job in tracker.getJobIdsForGroup(self.id):
+            info = tracker.getJobInfo(job)
+            if info is not None and info.status == "RUNNING":
+                out.append(int(job))
+        return out
+
+    def error(self) -> QueryCancelledError:
+        """The one-line error of a cancelled group."""
+        what = self.description
+        if self._reason == TIMEOUT:
+            return QueryTimeoutError(
+                f"cancelled: {what} ran longer than WAP_QUERY_TIMEOUT ({self.timeout:g} s) and its Spark jobs "
+                "were stopped; narrow it (filters, fewer joins, a LIMIT) or ask an admin to raise WAP_QUERY_TIMEOUT"
+            )
+        if self._reason == SESSION_ENDED:
+            return QueryCancelledError(
+                f"cancelled: the console session that started {what} ended, so its Spark jobs were stopped",
+                reason=SESSION_ENDED,
+            )
+        return QueryCancelledError(f"cancelled: {what} was cancelled and its Spark jobs were stopped")
+
+    @contextmanager
+    def running(self) -> Iterator[JobGroup]:
+        """Run the block's Spark jobs (this thread's) in this group and pool, under the watcher."""
+        sc = self._sc
+        saved = {k: sc.getLocalProperty(k) for k in _LOCAL_PROPERTIES}
+        sc.setJobGroup(self.id, self.description, interruptOnCancel=True)
+        sc.setLocalProperty(POOL_PROPERTY, self.pool)
+        watcher = threading.Thread(target=self._watch, name=f"wap-watch-{self.id}", daemon=True)
+        watcher.start()
+        try:
+            if self._reason is not None:
+                raise self.error()
+            yield self
+        except Exception as exc:
+            if self._reason is not None and not isinstance(exc, QueryCancelledError):
+                raise self.error() from exc
+            raise
+        finally:
+            with self._lock:
+                self._finished.set()
+            self._wake.set()
+            for k, v in saved.items():  # None (Py4J: null) removes the property again
+                sc.setLocalProperty(k, v)  # type: ignore[arg-type]
+
+    def _watch(self) -> None:
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        while not self._finished.is_set():
+            if self._reason is None:
+                if deadline is not None and time.monotonic() >= deadline:
+                    self.cancel(TIMEOUT)
+                elif self._alive is not None and not self._still_alive():
+                    self.cancel(SESSION_ENDED)
+            if self._reason is not None:
+                try:
+                    self._sc.cancelJobGroup(self.id)
+                except Exception:  # the context may be stopping; the work fails or returns on its own
+                    log.warning("could not cancel job group %s", self.id, exc_info=True)
+                wait = CANCEL_REPEAT_SECONDS
+            else:
+                wait = WATCH_SECONDS
+                if deadline is not None:
+                    wait = max(0.0, min(wait, deadline - time.monotonic()))
+            self._wake.wait(wait)
+            self._wake.clear()
+
+    def _still_alive(self) -> bool:
+        assert self._alive is not None
+        try:
+            return bool(self._alive())
+        except Exception:  # a failing liveness probe keeps the work running (the time limit still holds)
+            log.warning("liveness check of job group %s failed", self.id, exc_info=True)
+            return True
+
+
+@contextmanager
+def user_jobs(
+    spark: SparkSession,
+    user: str,
+    description: str,
+    *,
+    timeout: float | None = None,
+    alive: Callable[[], bool] | None = None,
+) -> Iterator[JobGroup]:
+    """Run the block's Spark jobs in a new group in ``user``'s pool, cancelled after ``timeout`` seconds."""
+    group = JobGroup(spark, user, description, timeout=timeout, alive=alive)
+    with group.running():
+        yield group
+
+
+class QueryHandle(Generic[T]):
+    """Work running in a background thread in its own job group: :meth:`cancel` it, wait for :meth:`result`."""
+
+    def __init__(self, group: JobGroup, work: Callable[[], T]) -> None:
+        from pyspark import InheritableThread  # pinned-thread mode: the JVM thread ends with this one
+
+        self.group = group
+        self._work = work
+        self._done = threading.Event()
+        self._value: T | None = None
+        self._error: Exception | None = None
+        self.started = time.monotonic()
+        self.ended: float | None = None
+        self._thread = InheritableThread(target=self._run, name=f"wap-query-{group.id}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            with self.group.running():
+                self._value = self._work()
+        except Exception as exc:  # noqa: BLE001 - not swallowed: result() raises it in the caller
+            log.debug("work of job group %s failed: %s", self.group.id, exc)
+            self._error = exc
+        finally:
+            self.ended = time.monotonic()
+            self._done.set()
+
+    def cancel(self) -> None:
+        """Cancel the work's Spark jobs (its result raises :class:`QueryCancelledError`)."""
+        self.group.cancel(CANCELLED)
+
+    def done(self) -> bool:
+        """True once the work returned or failed."""
+        return self._done.is_set()
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since start (until the end once done)."""
+        return (self.ended if self.ended is not None else time.monotonic()) - self.started
+
+    def result(self, timeout: float | None = None) -> T:
+        """The work's value; its error re-raised; TimeoutError if it is still running after ``timeout`` seconds."""
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"{self.group.description} is still running")
+        if self._error is not None:
+            raise self._error
+        return cast(T, self._value)
+
+
+def start(
+    spark: SparkSession,
+    user: str,
+    description: str,
+    work: Callable[[], T],
+    *,
+    timeout: float | None = None,
+    alive: Callable[[], bool] | None = None,
+) -> QueryHandle[T]:
+    """Start ``work`` in a background thread, in its own job group in ``user``'s pool."""
+    return QueryHandle(JobGroup(spark, user, description, timeout=timeout, alive=alive), work)

@@ -13,6 +13,7 @@ from pages import _common as ui
 from wap_core import TableId
 from wap_core.analysis.diff import ColumnChange, ColumnDiff, ColumnProfile, DiffResult, rank_changes
 from wap_core.checks import CheckResult
+from wap_core.checks.registry import key_columns as checks_key_columns
 from wap_core.lake.catalog import MetadataDiff
 from wap_core.states import BranchStatus, CheckStatus, branch_status
 from wap_core.workflow.audit import AuditResult
@@ -105,12 +106,8 @@ PROBLEM_COLUMNS = ("__problem", "__file", "__line", "__check")
 
 
 def key_columns(audit: AuditResult) -> list[str]:
-    """The table's key: the columns of its ``unique`` check(s), in suite order."""
-    out: list[str] = []
-    for c in audit.checks:
-        if c.type == "unique":
-            out += [col for col in c.columns or [] if col not in out]
-    return out
+    """The table's key: the columns of its key-defining check(s) (``unique``), in suite order."""
+    return checks_key_columns(audit.checks)
 
 
 def failing_columns(c: CheckResult, columns: list[str]) -> list[str]:

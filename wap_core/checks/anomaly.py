@@ -99,6 +99,10 @@ class Anomaly(CheckSpec):
             "mean": {"mean": f"avg(CAST({c} AS DOUBLE))"},
         }[self.metric]
 
+    def history_metric(self, m: Measurement) -> tuple[str, float] | None:
+        value = self.value(m)
+        return None if value is None else (self.key, value)
+
     def value(self, m: Measurement) -> float | None:
         """The batch's metric from its measurement."""
         rows = int(m.get("_rows") or 0)

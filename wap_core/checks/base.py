@@ -164,6 +164,7 @@ class CheckSpec:
     type: ClassVar[str] = ""  # the YAML key, set by each check type
     row_level: ClassVar[bool] = False  # a per-row predicate counted in the one pass (and sampled)
     builtin: ClassVar[bool] = False  # added by wap_core itself, not allowed in the checks file
+    defines_key: ClassVar[bool] = False  # its columns are the table's key (review samples, keyed diff)
     # fields that only change how a measurement is judged: a change of them needs no new measurement
     judge_fields: ClassVar[tuple[str, ...]] = ()
 
@@ -195,6 +196,10 @@ class CheckSpec:
 
     def fail_sql(self) -> str | None:
         """For row-level checks: the SQL predicate TRUE for a failing row (counted and sampled)."""
+        return None
+
+    def history_metric(self, m: Measurement) -> tuple[str, float] | None:
+        """The metric this check keeps in the batch history for later batches to compare with (None: none)."""
         return None
 
     def reads(self, ctx: MainContext) -> tuple[Any, ...]:

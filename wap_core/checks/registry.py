@@ -6,9 +6,11 @@ subclass) and one line here.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from wap_core.checks.accepted_values import AcceptedValues
 from wap_core.checks.anomaly import Anomaly
-from wap_core.checks.base import CheckSpec
+from wap_core.checks.base import CheckResult, CheckSpec
 from wap_core.checks.drift import Drift
 from wap_core.checks.expression import Expression
 from wap_core.checks.freshness import Freshness
@@ -53,3 +55,13 @@ def yaml_types() -> list[str]:
 
 ROW_LEVEL = frozenset(k for k, c in AVAILABLE_CHECKS.items() if c.row_level)
 CHECK_TYPES = frozenset(AVAILABLE_CHECKS)
+
+
+def key_columns(checks: Iterable[CheckResult]) -> list[str]:
+    """The table's key from an audit's results: the columns of its key-defining checks, in suite order."""
+    out: list[str] = []
+    for c in checks:
+        cls = AVAILABLE_CHECKS.get(c.type)
+        if cls is not None and cls.defines_key:
+            out += [col for col in c.columns or [] if col not in out]
+    return out

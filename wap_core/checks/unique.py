@@ -33,6 +33,7 @@ class Unique(CheckSpec):
     """No two rows of the batch share the key, nor a row of main (if ``against_main``)."""
 
     type: ClassVar[str] = "unique"
+    defines_key: ClassVar[bool] = True
     against_main: bool = True
 
     @classmethod

@@ -24,7 +24,6 @@ from wap_core.checks import (
     suite_for,
     summarize,
 )
-from wap_core.checks.anomaly import Anomaly
 from wap_core.checks.malformed_rows import MalformedRows
 from wap_core.checks.store import ResultCache, StoredHistory, save_batch_metrics
 from wap_core.identifiers import MAIN, TableId
@@ -128,10 +127,9 @@ def batch_metrics(suite: Suite, evaluation: Evaluation) -> dict[str, float]:
     metrics: dict[str, float] = {"row_count": float(evaluation.rows)}
     for spec in suite.checks:
         m = evaluation.measurements.get(spec.name)
-        if isinstance(spec, Anomaly) and m is not None:
-            value = spec.value(m)
-            if value is not None:
-                metrics[spec.key] = value
+        kept = spec.history_metric(m) if m is not None else None
+        if kept is not None:
+            metrics[kept[0]] = kept[1]
     return metrics
 
 

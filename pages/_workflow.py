@@ -80,11 +80,11 @@ def review_panel(lh: Lakehouse, user: str, tid: TableId, branch: str) -> None:
     pol = rs.policy
     rules = [f"{pol.approvals} approval{'s' if pol.approvals != 1 else ''} required"]
     if pol.author_cannot_approve:
-        rules.append("the author cannot approve")
+        rules.append("no author of the batch may approve")
     if pol.force_needs_second_admin:
         rules.append("a forced publish needs a second admin's approval")
     st.caption(
-        f"Policy ({ui.md(pol.source)}): {ui.md('; '.join(rules))}. Author: {ui.md(rs.author or 'unknown')}. "
+        f"Policy ({ui.md(pol.source)}): {ui.md('; '.join(rules))}. Authors: {ui.md(', '.join(rs.authors) or 'unknown')}. "
         f"Reviews count for the head snapshot {rs.head} only."
     )
     label = {
@@ -110,7 +110,7 @@ def review_panel(lh: Lakehouse, user: str, tid: TableId, branch: str) -> None:
             + (f": {ui.md(r.comment)}" if r.comment else "")
         )
     for r in rs.ignored:
-        st.caption(f"Not counted: {ui.md(r.user)} is the author of this branch.")
+        st.caption(f"Not counted: {ui.md(r.user)} is an author of this batch.")
     for r in rs.dismissed:
         st.caption(
             f":material/history: Dismissed: {ui.md(r.user)}'s review ({ui.md(r.verdict.replace('_', ' '))}) of snapshot "

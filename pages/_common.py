@@ -420,33 +420,26 @@ def zoned_times(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-_TICKS = (  # (span up to, seconds) -> Vega time interval, step, label format: ticks at whole units, each label distinct
-    (20, "second", 2, "%H:%M:%S"),
-    (90, "second", 10, "%H:%M:%S"),
-    (600, "minute", 1, "%H:%M:%S"),
-    (3600, "minute", 10, "%H:%M"),
-    (6 * 3600, "hour", 1, "%b %d %H:%M"),
-    (2 * 86400, "hour", 6, "%b %d %H:%M"),
-    (30 * 86400, "day", 1, "%b %d"),
-    (365 * 86400, "month", 1, "%b %Y"),
+TICKS = 6  # about this many ticks on a time axis; Vega puts them on whole seconds, minutes, hours, days...
+# A label format precise to the finest tick interval Vega may choose for a span (its step is at least
+# about span / (2 * TICKS)), so no two ticks read the same: (span up to, in seconds, format).
+_TICK_FORMATS = (
+    (2 * TICKS, "%H:%M:%S.%L"),  # a step under a second
+    (2 * TICKS * 60, "%H:%M:%S"),  # under a minute
+    (2 * TICKS * 86400, "%b %d %H:%M"),  # under a day
+    (2 * TICKS * 86400 * 30, "%b %d"),  # under a month
 )
 
 
 def time_axis(times: pd.Series, title: str) -> Any:
-    """An Altair x axis for ``times`` (UTC datetimes) whose ticks sit on whole seconds, minutes, hours or
-    days fitted to the span, each formatted precisely enough that no two ticks read the same."""
+    """An Altair x axis for ``times`` (datetimes) whose tick labels are precise enough for the span:
+    seconds for commits a few seconds or minutes apart, never one minute printed on every tick."""
     import altair as alt
 
     valid = times.dropna()
     span = (valid.max() - valid.min()).total_seconds() if len(valid) > 1 else 0.0
-    interval, step, fmt = next(((i, n, f) for limit, i, n, f in _TICKS if span <= limit), ("year", 1, "%Y"))
-    return alt.Axis(
-        title=title,
-        format=fmt,
-        labelAngle=-30,
-        labelOverlap=True,
-        tickCount={"interval": interval, "step": step},
-    )
+    fmt = next((f for limit, f in _TICK_FORMATS if span <= limit), "%b %Y")
+    return alt.Axis(title=title, format=fmt, labelAngle=-30, labelOverlap=True, tickCount=TICKS)
 
 
 def latest_table(infos: list[dict[str, Any]], tables: list[str]) -> str | None:

@@ -193,9 +193,12 @@ def test_display_helpers_zone_blank_counts_ticks_and_latest_table() -> None:
     # ticks on whole units fitted to the span, formatted to that unit: 40 s of commits -> seconds
     times = pd.Series(pd.to_datetime(["2026-11-24 13:00:01", "2026-11-24 13:00:41"], utc=True))
     axis = ui.time_axis(times, "commit time").to_dict()
-    assert axis["format"] == "%H:%M:%S" and axis["tickCount"] == {"interval": "second", "step": 10}
-    days = pd.Series(pd.to_datetime(["2026-11-01", "2026-11-20"], utc=True))
-    assert ui.time_axis(days, "t").to_dict()["tickCount"]["interval"] == "day"
+    assert axis["format"] == "%H:%M:%S" and axis["tickCount"] == ui.TICKS
+    days = pd.Series(pd.to_datetime(["2026-11-01", "2026-11-11"], utc=True))  # ticks may fall every 12 hours
+    assert ui.time_axis(days, "t").to_dict()["format"] == "%b %d %H:%M"
+    days = pd.Series(pd.to_datetime(["2026-11-01", "2026-11-20"], utc=True))  # every day at the finest
+    assert ui.time_axis(days, "t").to_dict()["format"] == "%b %d"
+    assert ui.time_axis(times[:1], "t").to_dict()["format"] == "%H:%M:%S.%L"
     infos = [
         {"table": "demo.airlines", "last_updated": "2026-11-24T13:00:00+00:00"},
         {"table": "demo.flights", "last_updated": "2026-11-24T13:05:00+00:00"},

@@ -5,7 +5,7 @@
 - Secrets: catalog passwords masked in CLI errors, the journal and log records.
 - Identifiers: full match (no trailing newline, ASCII only), every validation error one line.
 - CSV as RFC 4180: quoted line breaks and doubled quotes, malformed rows located at their first
-  physical line, an over-long field named with its file.
+  physical line; an unterminated quote or an over-long field is a malformed row on its line (issue 19).
 """
 
 from __future__ import annotations
@@ -415,25 +415,100 @@ def test_malformed_rows_after_multiline_records_are_located_at_their_first_line(
     assert names == {1: "ann", 2: "dee\nof two lines", 6: "hal"}
 
 
-def test_a_field_longer_than_the_limit_names_the_file(people, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def _unreadable_result(lh, src: Path, branch: str) -> tuple[object, list[tuple[str, int]], set[int]]:  # type: ignore[no-untyped-def]
+    r = ingest(lh, T, [str(src)], branch=branch)
+    check = next(c for c in r.audit.checks if c.name == "malformed_rows")
+    assert check.status == "failed" and r.audit.status == "failed", r.audit.to_dict()
+    assert check.failing_rows == r.malformed_rows
+    lines = sorted((s["__file"], s["__line"]) for s in check.sample)
+    ids = {row.id for row in lh.spark.table(lh.spark_name(T, branch)).select("id").collect()}
+    return r, lines, ids
+
+
+# issue 19 item 6: an unterminated quote, or a field over the limit, is a malformed record on its line
+UNREADABLE = [
+    pytest.param(  # no line break after the last line
+        'id,name,age\n2,ok,20\n3,bo,21\n4,"never closed,22',
+        [4],
+        {1, 2, 3},
+        id="at-end-of-file",
+    ),
+    pytest.param(  # in the middle, the next quote in the file "closes" it: text after a closing quote
+        'id,name,age\n2,ok,20\n3,"open,21\n4,dee,22\n5,"quoted, fine",23\n6,"multi\nline",24\n7,gus,25\n',
+        [3],  # the quote of "quoted, fine" closed the one of line 3: reading resumes on line 4
+        {1, 2, 4, 5, 6, 7},
+        id="in-the-middle",
+    ),
+    pytest.param(  # in the middle of a long file, no other quote after it
+        'id,name,age\n2,"never closed,20\n' + "".join(f"{i},n{i},{i}\n" for i in range(3, 100_000)),
+        [2],
+        {1, *range(3, 100_000)},
+        id="in-the-middle-of-a-long-file",
+    ),
+    pytest.param(
+        f'id,name,age\n2,ok,20\n3,"{"x" * (CSV_MAX_FIELD_CHARS + 10)}",21\n4,dee,22\n',
+        [3],
+        {1, 2, 4},
+        id="field-over-the-limit",
+    ),
+]
+
+
+def test_the_unterminated_quote_of_issue_19_no_longer_swallows_the_next_record(
+    make_lakehouse, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    lh = make_lakehouse(None, name="codes")
+    codes = TableId("demo", "codes")
+    seed = ingest(
+        lh, codes, [write_csv(tmp_path / "seed.csv", ["code", "label"], [("Z1", "a")])], create=True
+    )
+    from wap_core.workflow.publish import publish
+
+    publish(lh, codes, seed.branch)
+    src = tmp_path / "codes.csv"
+    src.write_text('code,label\nZ2,b\nZ3,"unterminated\nZ4,x')  # the reproducer, exactly
+    r = ingest(lh, codes, [str(src)], branch="repro")
+    check = next(c for c in r.audit.checks if c.name == "malformed_rows")
+    assert (r.malformed_rows, r.rows_written, r.audit.status, check.status) == (1, 2, "failed", "failed")
+    assert [(s["__file"], s["__line"]) for s in check.sample] == [("codes.csv", 3)]
+    assert check.sample[0]["_corrupt_record"] == 'Z3,"unterminated'
+    got = {(row.code, row.label) for row in lh.spark.table(lh.spark_name(codes, "repro")).collect()}
+    assert got == {("Z1", "a"), ("Z2", "b"), ("Z4", "x")}  # Z4 lands as its own record
+
+
+@pytest.mark.parametrize(("text", "bad_lines", "landed"), UNREADABLE)
+def test_unreadable_csv_records_are_malformed_rows_on_their_line(  # type: ignore[no-untyped-def]
+    people, tmp_path: Path, text: str, bad_lines: list[int], landed: set[int]
+) -> None:
     lh = people
-    src = tmp_path / "huge.csv"
-    src.write_text(f'id,name,age\n2,ok,20\n3,"{"x" * (CSV_MAX_FIELD_CHARS + 10)}",21\n')
-    before = refs(lh, T)
-    with pytest.raises(SourceError) as info:
-        ingest(lh, T, [str(src)], branch="huge")
-    msg = str(info.value)
-    assert (
-        str(src) in msg
-        and "line 3" in msg
-        and f"{CSV_MAX_FIELD_CHARS:,} characters" in msg
-        and len(msg.splitlines()) == 1
-    )
-    assert refs(lh, T) == before  # nothing written, no branch
-    # an unterminated quote swallows the rest of the file into one field: the same clear error, not a hang or a traceback
-    src2 = tmp_path / "unterminated.csv"
-    src2.write_text(
-        'id,name,age\n2,"never closed,20\n' + "".join(f"{i},n{i},{i}\n" for i in range(3, 100_000))
-    )
-    with pytest.raises(SourceError, match=r"unterminated\.csv: the record starting on line 2"):
-        ingest(lh, T, [str(src2)], branch="unterminated")
+    src = tmp_path / "broken.csv"
+    src.write_text(text)
+    main_before = refs(lh, T)["main"]
+    r, lines, ids = _unreadable_result(lh, src, "broken")
+    assert r.malformed_rows == len(bad_lines), r.audit.to_dict()  # type: ignore[attr-defined]
+    assert lines == [("broken.csv", n) for n in bad_lines]
+    assert ids == landed  # the good rows land in the branch, the unreadable ones never
+    assert r.rows_written == len(landed) - 1  # type: ignore[attr-defined]
+    assert refs(lh, T)["main"] == main_before
+
+
+def test_unreadable_records_and_ragged_rows_are_located_together(people, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    lh = people
+    a = tmp_path / "a" / "part.csv"
+    b = tmp_path / "b" / "part.csv"  # the same file name in another folder
+    a.parent.mkdir()
+    b.parent.mkdir()
+    a.write_text('id,name,age\n2,"two\nlines",20\n3,eve\n4,"open,21\n5,fay,x7\n6,gus,22\n')
+    b.write_text("id,name,age\n7,hal,23\n8,ivy\n")
+    r = ingest(lh, T, [str(a), str(b)], branch="both")
+    check = next(c for c in r.audit.checks if c.name == "malformed_rows")
+    assert (r.malformed_rows, r.rows_written, check.status) == (4, 3, "failed")
+    got = sorted((s["__file"], s["__line"], s["__problem"].split(":")[0]) for s in check.sample)
+    assert got == [
+        ("part.csv", 3, "ragged or unparsable line"),  # b
+        ("part.csv", 4, "ragged or unparsable line"),  # a
+        ("part.csv", 5, "unterminated quote"),  # a
+        ("part.csv", 6, "bad value in age"),  # a
+    ], check.sample
+    ids = {row.id for row in lh.spark.table(lh.spark_name(T, "both")).select("id").collect()}
+    assert ids == {1, 2, 6, 7}

@@ -16,8 +16,12 @@ import hashlib
 import io
 import logging
 import os
+import shutil
+import tempfile
 import time
 import uuid
+import weakref
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -219,8 +223,14 @@ def _prepare(
     target: StructType,
     mapping: dict[str, str],
     locate: Callable[[list[dict[str, Any]]], None],
+    unreadable: int = 0,
+    unreadable_sample: Sequence[dict[str, Any]] = (),
 ) -> _Prepared:
-    """Cast ``raw`` to ``target``; count and sample rows that do not parse (one pass)."""
+    """Cast ``raw`` to ``target``; count and sample rows that do not parse (one pass).
+
+    ``unreadable``: how many CSV records could not even be read (kept out of ``raw`` already, see
+    :func:`_unreadable_records`); they count as malformed rows, ``unreadable_sample`` first in the sample.
+    """
     from pyspark.sql import functions as F
 
     problems = [
@@ -251,7 +261,7 @@ def _prepare(
         *[F.sum(p.cast("int")).alias(f"nn{i}") for i, p in enumerate(present)],
     ).collect()[0]
     rows, bad = int(stats["rows"]), int(stats["bad"] or 0)
-    if rows == 0:
+    if rows == 0 and not unreadable:
         raise SourceError("the source has no data rows")
     hopeless = [
         f"column {f.name}: no value casts to {f.dataType.simpleString()}"
@@ -261,9 +271,10 @@ def _prepare(
     if hopeless:
         raise SchemaMismatchError(table, hopeless)
     if bad == rows:
-        raise SourceError(f"none of the {rows} source rows could be parsed")
-    sample: list[dict[str, Any]] = []
+        raise SourceError(f"none of the {rows + unreadable} source rows could be parsed")
+    sample: list[dict[str, Any]] = [dict(u) for u in unreadable_sample[:SAMPLE]]
     if bad:
+        located: list[dict[str, Any]] = []
         bad_cols = F.array_compact(
             F.array(*[F.when(b, F.lit(f.name)) for b, f in zip(bads, target.fields, strict=False)])
         )
@@ -279,10 +290,11 @@ def _prepare(
             d["__problem"] = (
                 "ragged or unparsable line" if d.get(CORRUPT) else f"bad value in {', '.join(r['__cols'])}"
             )
-            sample.append(d)
-        locate(sample)
+            located.append(d)
+        locate(located)
+        sample += located
     good = flagged.where(~F.col("__bad")).select(*casts)
-    return _Prepared(good, rows - bad, bad, sample)
+    return _Prepared(good, rows - bad, bad + unreadable, sample[:SAMPLE])
 
 
 def _q(name: str) -> str:
@@ -310,6 +322,147 @@ def _records(fh: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
         if row is None:
             return
         yield start, row
+
+
+def _csv_problem(exc: csv.Error) -> str:
+    """What is wrong with a record Python's strict RFC 4180 reader refused, in words."""
+    text = str(exc)
+    if "field larger than field limit" in text:
+        return f"a field longer than {CSV_MAX_FIELD_CHARS:,} characters (an unterminated quote?)"
+    if "unexpected end of data" in text:
+        return "unterminated quote: the file ends inside a quoted field"
+    if "expected after" in text:
+        return "text after a closing quote (an unterminated quote?)"
+    return f"unreadable record ({text})"
+
+
+def _strict_records(fh: Iterable[str]) -> Iterator[tuple[int, list[str] | str]]:
+    """Every record of an open CSV file (after none skipped), read as strict RFC 4180, with the
+    physical line it starts on (1-based).
+
+    A record that cannot be read (an unterminated quote, text after a closing quote, a field longer
+    than CSV_MAX_FIELD_CHARS) is yielded as the problem (a str) instead of its fields, and reading
+    resumes on the line after its first: the lines an unterminated quote swallowed are records again.
+    """
+    _allow_long_csv_fields()
+    source = iter(fh)
+    replay: deque[str] = deque()
+    taken: list[str] = []  # the physical lines of the record being read
+
+    def lines() -> Iterator[str]:
+        while True:
+            if replay:
+                line = replay.popleft()
+            else:
+                nxt = next(source, None)
+                if nxt is None:
+                    return
+                line = nxt
+            taken.append(line)
+            yield line
+
+    reader = csv.reader(lines(), strict=True)
+    start = 1
+    while True:
+        taken.clear()
+        try:
+            row = next(reader, None)
+            if row is not None and any(len(v) > CSV_MAX_FIELD_CHARS for v in row):
+                raise csv.Error(f"field larger than field limit ({CSV_MAX_FIELD_CHARS})")
+        except csv.Error as exc:
+            replay.extendleft(reversed(taken[1:]))
+            yield start, _csv_problem(exc)
+            start += 1
+            reader = csv.reader(lines(), strict=True)  # a fresh reader (and feed) from the next line
+            continue
+        if row is None:
+            return
+        yield start, row
+        start += len(taken)
+
+
+def _strictly_readable(path: str) -> bool:
+    """True if every record of the CSV file reads as strict RFC 4180 (one pass at the csv module's C speed)."""
+    _allow_long_csv_fields()
+    if csv.field_size_limit() > CSV_MAX_FIELD_CHARS:  # raised elsewhere in the process: check each field
+        return False
+    with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+        try:
+            for _ in csv.reader(fh, strict=True):
+                pass
+        except csv.Error:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class _Unreadable:
+    """The CSV records of one file that cannot be read at all (see :func:`_strict_records`)."""
+
+    file: str
+    records: list[tuple[int, str]]  # (line the record starts on, problem)
+
+    def sample(self, header: Sequence[str]) -> list[dict[str, Any]]:
+        """The malformed-row sample form of the first records (their first line as the raw text)."""
+        wanted = dict(self.records[:SAMPLE])
+        out: list[dict[str, Any]] = []
+        with open(self.file, newline="", encoding="utf-8", errors="replace") as fh:
+            for n, line in enumerate(fh, start=1):
+                if n in wanted:
+                    d: dict[str, Any] = dict.fromkeys(header)
+                    d.update(
+                        {
+                            CORRUPT: line.rstrip("\r\n"),
+                            "__problem": wanted.pop(n),
+                            "__file": Path(self.file).name,
+                            "__line": n,
+                        }
+                    )
+                    out.append(d)
+                    if not wanted:
+                        break
+        return out
+
+
+def _unreadable_records(files: Sequence[str]) -> list[_Unreadable]:
+    """The files (of those small enough to scan) with records that cannot be read, and those records.
+
+    Spark's CSV reader would read an unterminated quote as a field running on into the next records
+    (silently swallowing them) and stop the whole read at a field longer than CSV_MAX_FIELD_CHARS.
+    """
+    found: list[_Unreadable] = []
+    for f in files:
+        if Path(f).stat().st_size > _LINE_SCAN_LIMIT or _strictly_readable(f):
+            continue
+        with open(f, newline="", encoding="utf-8", errors="replace") as fh:
+            records = _strict_records(fh)
+            next(records, None)  # the header (read and checked by _csv_header)
+            bad = [(line, row) for line, row in records if isinstance(row, str)]
+        if bad:
+            found.append(_Unreadable(f, bad))
+    return found
+
+
+def _without_unreadable(files: Sequence[str], unreadable: Sequence[_Unreadable], into: Path) -> list[str]:
+    """``files`` with a copy (same name, under ``into``) of each one that has unreadable records, in which
+    the first line of each such record is blank: Spark (which skips blank lines) then reads exactly the
+    records :func:`_strict_records` read, on the same line numbers."""
+    blank = {u.file: {line for line, _ in u.records} for u in unreadable}
+    out: list[str] = []
+    for i, f in enumerate(files):
+        if f not in blank:
+            out.append(f)
+            continue
+        dst = into / str(i) / Path(f).name
+        dst.parent.mkdir(parents=True)
+        with (
+            open(f, newline="", encoding="utf-8", errors="replace") as src,
+            open(dst, "w", newline="", encoding="utf-8") as copy,
+        ):
+            for n, line in enumerate(src, start=1):
+                copy.write(line[len(line.rstrip("\r\n")) :] if n in blank[f] else line)
+        out.append(str(dst))
+    return out
 
 
 def _read_csv_header(path: str) -> list[str]:
@@ -453,6 +606,17 @@ def read_source(
     spark = lh.spark
     if fmt == "csv":
         header = _csv_header(files)
+        unreadable = _unreadable_records(files)
+        copies: Path | None = None
+        if unreadable:  # Spark reads copies without them (removed with the prepared batch)
+            copies = Path(tempfile.mkdtemp(prefix="wap-csv-"))
+            files = _without_unreadable(files, unreadable, copies)
+            log.warning(
+                "%d CSV record(s) cannot be read (e.g. %s line %d: %s); they are kept out of the batch",
+                sum(len(u.records) for u in unreadable),
+                Path(unreadable[0].file).name,
+                *unreadable[0].records[0],
+            )
         try:
             if target is None:
                 inferred = _csv_reader(spark.read).option("inferSchema", "true").csv(files).schema
@@ -471,10 +635,25 @@ def read_source(
             raw = (
                 _csv_reader(spark.read).option("columnNameOfCorruptRecord", CORRUPT).schema(schema).csv(files)
             )
-            return _prepare(table, raw, target, mapping, _csv_locator(files, header)), target
+            prepared = _prepare(
+                table,
+                raw,
+                target,
+                mapping,
+                _csv_locator(files, header),
+                sum(len(u.records) for u in unreadable),
+                [d for u in unreadable for d in u.sample(header)],
+            )
+            if copies is not None:
+                weakref.finalize(prepared, shutil.rmtree, copies, True)
+            return prepared, target
         except WapError:
+            if copies is not None:
+                shutil.rmtree(copies, ignore_errors=True)
             raise
         except Exception as exc:
+            if copies is not None:
+                shutil.rmtree(copies, ignore_errors=True)
             if _is_field_too_long(exc):
                 raise _field_too_long(files) from None
             raise

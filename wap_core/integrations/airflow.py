@@ -1,0 +1,279 @@
+"""Airflow 3 operators for Write-Audit-Publish, with the console as the human gate (``wap-console[airflow]``).
+
+::
+
+    ingest = WapIngestOperator(task_id="ingest", table="demo.orders", sources=["/landing/orders.csv"])
+    audit = WapAuditOperator(task_id="audit")  # table and branch from the "ingest" task's XCom
+    decision = WapDecisionSensor(task_id="decision", mode="reschedule", poke_interval=60, timeout=86400)
+    publish = WapPublishOperator(task_id="publish")
+    ingest >> audit >> decision >> publish
+
+Each task acts as the pipeline's service identity (``WAP_USER``; the lakehouse of ``WAP_HOME`` /
+``WAP_CONFIG``, :meth:`wap_core.Lakehouse.from_env`). XComs: ``table``, ``branch``, ``snapshot_id``
+(and the return value, a dict). Every operator has the extra link "Open review": the console's Review
+page of the batch (``console_url`` of the notifications file).
+
+The sensor waits for a person in the console: it succeeds when the branch is publishable (audit passed,
+review policy satisfied) or was published by a person, and fails (no retry) when the batch was discarded
+or changes were requested. ``mode="reschedule"`` frees the worker slot between looks; ``deferrable=True``
+hands the wait to the triggerer (:class:`WapDecisionTrigger`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from datetime import timedelta
+from typing import Any
+
+from airflow.sdk import BaseOperator, BaseOperatorLink, BaseSensorOperator, PokeReturnValue
+from airflow.sdk.exceptions import AirflowFailException
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from wap_core import pipeline
+from wap_core.exceptions import WapError
+
+INGEST_TASK = "ingest"  # the default upstream task whose XCom names the table and branch
+REVIEW_URL_KEY = "review_url"
+
+
+class OpenReviewLink(BaseOperatorLink):  # type: ignore[misc]
+    """The extra link "Open review": the console's Review page of the task's batch."""
+
+    name = "Open review"
+
+    def get_link(self, operator: Any, *, ti_key: Any) -> str:
+        url = getattr(operator, "_wap_review_url", None)
+        if url:
+            return str(url)
+        from airflow.sdk.bases.xcom import BaseXCom
+
+        return str(BaseXCom.get_value(ti_key=ti_key, key=REVIEW_URL_KEY) or "")
+
+
+def _push(context: Any, operator: Any, table: str, branch: str, snapshot_id: int | None) -> None:
+    ti = context["ti"]
+    url = pipeline.review_url(table, branch)
+    operator._wap_review_url = url
+    ti.xcom_push(key="table", value=table)
+    ti.xcom_push(key="branch", value=branch)
+    ti.xcom_push(key="snapshot_id", value=snapshot_id)
+    ti.xcom_push(key=REVIEW_URL_KEY, value=url)
+
+
+def _fail(exc: WapError) -> AirflowFailException:
+    """A refusal (exit code 1) is final: no retry repeats a failed audit or a person's decision."""
+    return AirflowFailException(f"{type(exc).__name__} (exit {exc.exit_code}): {exc}")
+
+
+class _BatchTask:
+    """Table and branch: given, or from the XCom of ``source_task_id`` (the ingest task)."""
+
+    table: str | None
+    branch: str | None
+    source_task_id: str
+
+    def batch(self, context: Any) -> tuple[str, str]:
+        ti = context["ti"]
+        table = self.table or ti.xcom_pull(task_ids=self.source_task_id, key="table")
+        branch = self.branch or ti.xcom_pull(task_ids=self.source_task_id, key="branch")
+        if not table or not branch:
+            raise AirflowFailException(
+                f"no table/branch given and none in the XCom of task {self.source_task_id!r}"
+            )
+        return str(table), str(branch)
+
+
+class WapIngestOperator(BaseOperator):  # type: ignore[misc]
+    """Write ``sources`` into a new audit branch of ``table`` (and audit it); XCom: table, branch, snapshot_id."""
+
+    template_fields: Sequence[str] = ("table", "sources", "branch")
+    operator_extra_links = (OpenReviewLink(),)
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        sources: Sequence[str] | str,
+        branch: str | None = None,
+        fmt: str | None = None,
+        create: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.table = table
+        self.sources = sources if isinstance(sources, str) else list(sources)  # a str: one file or a template
+        self.branch = branch
+        self.fmt = fmt
+        self.create = create
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        try:
+            srcs = [self.sources] if isinstance(self.sources, str) else list(self.sources)
+            b = pipeline.ingest(
+                self.table, srcs, branch=self.branch or None, fmt=self.fmt, create=self.create
+            )
+        except WapError as exc:
+            if exc.exit_code == 1:
+                raise _fail(exc) from exc
+            raise
+        _push(context, self, b.table, b.branch, b.snapshot_id)
+        self.log.info("ingested %s rows into %s %s: audit %s", b.rows_written, b.table, b.branch, b.status)
+        return b.to_dict()
+
+
+class WapAuditOperator(_BatchTask, BaseOperator):  # type: ignore[misc]
+    """(Re-)audit the batch; ``require_pass=True`` fails the task on a failed audit (else the sensor waits)."""
+
+    template_fields: Sequence[str] = ("table", "branch")
+    operator_extra_links = (OpenReviewLink(),)
+
+    def __init__(
+        self,
+        *,
+        table: str | None = None,
+        branch: str | None = None,
+        source_task_id: str = INGEST_TASK,
+        require_pass: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.table = table
+        self.branch = branch
+        self.source_task_id = source_task_id
+        self.require_pass = require_pass
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        table, branch = self.batch(context)
+        try:
+            a = pipeline.audit(table, branch, require_pass=self.require_pass)
+        except WapError as exc:
+            if exc.exit_code == 1:
+                raise _fail(exc) from exc
+            raise
+        finally:
+            self._wap_review_url = pipeline.review_url(table, branch)
+        _push(context, self, a.table, a.branch, a.snapshot_id)
+        return a.to_dict()
+
+
+class WapDecisionTrigger(BaseTrigger):  # type: ignore[misc]
+    """Looks at the journal every ``poll`` seconds (in a thread: the core is synchronous) until a decision."""
+
+    def __init__(self, table: str, branch: str, poll: float) -> None:
+        super().__init__()
+        self.table = table
+        self.branch = branch
+        self.poll = poll
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {"table": self.table, "branch": self.branch, "poll": self.poll},
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        while True:
+            d = await asyncio.to_thread(pipeline.decision_now, self.table, self.branch)
+            if d is not None:
+                yield TriggerEvent({"decision": d.value})
+                return
+            await asyncio.sleep(self.poll)
+
+
+class WapDecisionSensor(_BatchTask, BaseSensorOperator):  # type: ignore[misc]
+    """Wait for the console: success when publishable or published, failure when discarded or changes requested.
+
+    Reads the journal and the reviews (never Spark). ``timeout`` (seconds) ends the wait as a failure
+    (the decision ``timed_out``); ``deferrable=True`` waits in the triggerer instead of a worker.
+    """
+
+    template_fields: Sequence[str] = ("table", "branch")
+    operator_extra_links = (OpenReviewLink(),)
+
+    def __init__(
+        self,
+        *,
+        table: str | None = None,
+        branch: str | None = None,
+        source_task_id: str = INGEST_TASK,
+        deferrable: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("mode", "reschedule")
+        super().__init__(**kwargs)
+        self.table = table
+        self.branch = branch
+        self.source_task_id = source_task_id
+        self.deferrable = deferrable
+
+    def _outcome(self, context: Any, table: str, branch: str, decision: pipeline.Decision) -> dict[str, Any]:
+        self.log.info("decision on %s %s: %s", table, branch, decision)
+        try:
+            pipeline.require_go(decision, table, branch)
+        except WapError as exc:
+            raise _fail(exc) from exc
+        _push(context, self, table, branch, None)
+        return {"table": table, "branch": branch, "decision": decision.value}
+
+    def execute(self, context: Any) -> Any:
+        table, branch = self.batch(context)
+        self._wap_review_url = pipeline.review_url(table, branch)
+        if not self.deferrable:
+            return super().execute(context)
+        d = pipeline.decision_now(table, branch)
+        if d is not None:
+            return self._outcome(context, table, branch, d)
+        self.defer(
+            trigger=WapDecisionTrigger(table, branch, float(self.poke_interval)),
+            method_name="execute_complete",
+            timeout=timedelta(seconds=float(self.timeout)) if self.timeout else None,
+        )
+        return None  # pragma: no cover - defer raises
+
+    def execute_complete(self, context: Any, event: dict[str, Any] | None = None) -> dict[str, Any]:
+        table, branch = self.batch(context)
+        if not event or "decision" not in event:
+            raise AirflowFailException(f"{table} {branch}: the wait ended without a decision ({event!r})")
+        return self._outcome(context, table, branch, pipeline.Decision(event["decision"]))
+
+    def poke(self, context: Any) -> bool | PokeReturnValue:
+        table, branch = self.batch(context)
+        d = pipeline.decision_now(table, branch)
+        if d is None:
+            self.log.info("waiting for a decision on %s %s in the console", table, branch)
+            return False
+        return PokeReturnValue(is_done=True, xcom_value=self._outcome(context, table, branch, d))
+
+
+class WapPublishOperator(_BatchTask, BaseOperator):  # type: ignore[misc]
+    """Publish the batch if its audit and review policy allow it (never forced); a person's publish is a no-op."""
+
+    template_fields: Sequence[str] = ("table", "branch")
+    operator_extra_links = (OpenReviewLink(),)
+
+    def __init__(
+        self,
+        *,
+        table: str | None = None,
+        branch: str | None = None,
+        source_task_id: str = INGEST_TASK,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.table = table
+        self.branch = branch
+        self.source_task_id = source_task_id
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        table, branch = self.batch(context)
+        self._wap_review_url = pipeline.review_url(table, branch)
+        try:
+            r = pipeline.publish_if_passed(table, branch)
+        except WapError as exc:
+            if exc.exit_code == 1:
+                raise _fail(exc) from exc
+            raise
+        _push(context, self, table, branch, r.main_after)
+        self.log.info("%s %s: %s (main %s -> %s)", table, branch, r.outcome, r.main_before, r.main_after)
+        return r.to_dict()

@@ -1,0 +1,274 @@
+"""The Python API for pipelines: Write-Audit-Publish steps an orchestrator calls, with a person as the gate.
+
+Each step is a thin call of the core (:mod:`wap_core.workflow`): no logic of its own beyond the decision
+a waiting pipeline reads. The orchestrator adapters (``wap_core.integrations.airflow`` / ``.prefect`` /
+``.dbos``, each an extra: ``pip install wap-console[airflow]``) are built on these functions; any other
+orchestrator can call them, or the CLI (same exit codes).
+
+* :func:`ingest` writes a batch into a fresh audit branch (and audits it): a :class:`Branch`.
+* :func:`audit` re-audits a branch: an :class:`Audit` (``require_pass=True`` raises :class:`AuditFailedError`).
+* :func:`wait_for_decision` waits until the branch is publishable or a person decided in the console:
+  a :class:`Decision`. It reads the journal, the reviews and the catalog's metadata (PyIceberg), never
+  Spark, once per ``poll`` seconds.
+* :func:`publish_if_passed` publishes the branch when the audit and the review policy allow it (a branch a
+  person already published, e.g. forced over a failed audit, is ``already_published``).
+* :func:`discard` removes the branch (a pipeline's rollback).
+
+Errors are :class:`wap_core.exceptions.WapError` with ``exit_code`` as the CLI's: 1 a refusal (failed audit,
+a batch rejected by a person, a publish the guard refused), 2 bad input or an error.
+
+Identity: every step acts as the lakehouse's user, i.e. the pipeline's service identity ``WAP_USER``
+(``Lakehouse.from_env()`` when no lakehouse is given); the access file gives that user its role.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from enum import Enum
+from typing import Any
+
+from wap_core.exceptions import AuditFailedError, BatchRejectedError, NotFoundError
+from wap_core.identifiers import TableId
+from wap_core.lakehouse import Lakehouse
+from wap_core.security.paths import SourcePolicy
+from wap_core.states import Action, Outcome
+from wap_core.workflow.publish import PublishResult
+from wap_core.workflow.review import ReviewState
+
+log = logging.getLogger(__name__)
+
+DEFAULT_POLL = 30.0  # seconds between two looks at the journal while waiting for a person
+
+
+class Decision(str, Enum):
+    """Where a waiting pipeline's branch stands once :func:`wait_for_decision` returns."""
+
+    APPROVED = "approved"  # publishable now: the audit passed and the table's review policy is satisfied
+    PUBLISHED = "published"  # a person published it (e.g. an admin forced it over a failed audit)
+    DISCARDED = "discarded"  # a person (or gc) removed the branch
+    CHANGES_REQUESTED = "changes_requested"  # a reviewer asked for changes on the head
+    TIMED_OUT = "timed_out"  # nobody decided within the timeout
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    @property
+    def go(self) -> bool:
+        """The pipeline may go on to publish (publish of an already published branch is a no-op)."""
+        return self in (Decision.APPROVED, Decision.PUBLISHED)
+
+
+@dataclass(frozen=True)
+class Branch:
+    """A batch written by :func:`ingest`: where it is, and how its audit went."""
+
+    table: str
+    branch: str
+    snapshot_id: int
+    fork_snapshot_id: int | None
+    rows_written: int
+    status: str  # the audit's status: passed | warned | failed
+    failed_checks: tuple[str, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        """The audit passed (possibly with warnings)."""
+        return self.status in ("passed", "warned")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (what orchestrators pass between steps: XCom, task results)."""
+        d = asdict(self)
+        d["failed_checks"] = list(self.failed_checks)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Branch:
+        """Back from :meth:`to_dict`."""
+        return cls(
+            table=str(d["table"]),
+            branch=str(d["branch"]),
+            snapshot_id=int(d["snapshot_id"]),
+            fork_snapshot_id=None if d.get("fork_snapshot_id") is None else int(d["fork_snapshot_id"]),
+            rows_written=int(d.get("rows_written", 0)),
+            status=str(d["status"]),
+            failed_checks=tuple(d.get("failed_checks", ())),
+        )
+
+
+@dataclass(frozen=True)
+class Audit:
+    """The outcome of :func:`audit`."""
+
+    table: str
+    branch: str
+    snapshot_id: int
+    status: str
+    failed_checks: tuple[str, ...]
+
+    @property
+    def passed(self) -> bool:
+        """The audit passed (possibly with warnings)."""
+        return self.status in ("passed", "warned")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form."""
+        d = asdict(self)
+        d["failed_checks"] = list(self.failed_checks)
+        return d
+
+
+def lakehouse(lh: Lakehouse | None = None) -> Lakehouse:
+    """``lh``, or the lakehouse of the environment (``WAP_HOME``, ``WAP_USER``...)."""
+    return lh if lh is not None else Lakehouse.from_env()
+
+
+def _tid(table: TableId | str) -> TableId:
+    return table if isinstance(table, TableId) else TableId.parse(table)
+
+
+def ingest(
+    table: TableId | str,
+    sources: Sequence[str],
+    *,
+    branch: str | None = None,
+    fmt: str | None = None,
+    create: bool = False,
+    lh: Lakehouse | None = None,
+) -> Branch:
+    """Write ``sources`` into a new audit branch of ``table`` and audit it (as the service user).
+
+    Sources are read as the CLI reads them (any path the process can read). A failed audit is not an
+    error here: the batch waits in its branch for a person (see :func:`wait_for_decision`).
+    """
+    from wap_core.workflow.ingest import ingest as core_ingest
+
+    lh = lakehouse(lh)
+    r = core_ingest(
+        lh, _tid(table), list(sources), branch=branch, fmt=fmt, create=create, source_policy=SourcePolicy.ANY
+    )
+    return Branch(
+        table=r.table,
+        branch=r.branch,
+        snapshot_id=r.snapshot_id,
+        fork_snapshot_id=r.fork_snapshot_id,
+        rows_written=r.rows_written,
+        status=r.audit.status.value,
+        failed_checks=tuple(r.audit.failed_checks),
+    )
+
+
+def audit(
+    table: TableId | str, branch: str, *, require_pass: bool = False, lh: Lakehouse | None = None
+) -> Audit:
+    """(Re-)audit ``branch``; with ``require_pass`` a failed audit raises :class:`AuditFailedError` (exit 1)."""
+    from wap_core.workflow.audit import run_audit
+
+    lh = lakehouse(lh)
+    r = run_audit(lh, _tid(table), branch)
+    out = Audit(r.table, r.branch, r.snapshot_id, r.status.value, tuple(r.failed_checks))
+    if require_pass and not out.passed:
+        raise AuditFailedError(
+            f"audit of {out.table} {out.branch} failed: {', '.join(out.failed_checks)}",
+            list(out.failed_checks),
+        )
+    return out
+
+
+def decision_now(table: TableId | str, branch: str, *, lh: Lakehouse | None = None) -> Decision | None:
+    """One look: the decision on ``branch`` if there is one yet, else None (metadata and journal only).
+
+    An open branch is APPROVED once it is publishable (audit passed on the head, review policy
+    satisfied), CHANGES_REQUESTED while a reviewer's request is open on the head. A branch that is gone
+    was PUBLISHED or DISCARDED, as the journal says; gone without either raises :class:`NotFoundError`.
+    """
+    from wap_core.lake import catalog as cat
+    from wap_core.workflow.publish import publish_readiness
+
+    lh = lakehouse(lh)
+    tid = _tid(table)
+    tbl = lh.table(tid)
+    if branch not in tbl.metadata.refs:
+        for e in lh.journal.history(str(tid), branch=branch, limit=50):  # newest first
+            if e.action is Action.PUBLISH and e.outcome in (Outcome.PUBLISHED, Outcome.FORCED):
+                return Decision.PUBLISHED
+            if e.outcome in (Outcome.DISCARDED, Outcome.EXPIRED):
+                return Decision.DISCARDED
+        cat.require_branch(tbl, tid, branch)  # raises NotFoundError naming the open branches
+        raise NotFoundError(f"branch {branch} of {tid} is gone")  # pragma: no cover - require_branch raised
+    ready = publish_readiness(lh, tid, branch, tbl)
+    if ready.allowed:
+        return Decision.APPROVED
+    if ready.review is not None and ready.review.state is ReviewState.CHANGES_REQUESTED:
+        return Decision.CHANGES_REQUESTED
+    return None
+
+
+def wait_for_decision(
+    table: TableId | str,
+    branch: str,
+    timeout: float,
+    poll: float = DEFAULT_POLL,
+    *,
+    lh: Lakehouse | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Decision:
+    """Wait (at most ``timeout`` seconds, one look per ``poll`` seconds) for a decision on ``branch``.
+
+    Returns at once when the branch is publishable already; else when a person published, discarded or
+    requested changes (:func:`decision_now`); TIMED_OUT when ``timeout`` passed first.
+    """
+    lh = lakehouse(lh)
+    deadline = time.monotonic() + timeout
+    while True:
+        d = decision_now(table, branch, lh=lh)
+        if d is not None:
+            log.info("decision on %s %s: %s", table, branch, d)
+            return d
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return Decision.TIMED_OUT
+        sleep(min(poll, left))
+
+
+def require_go(decision: Decision, table: TableId | str, branch: str) -> Decision:
+    """``decision`` when the pipeline may publish; else :class:`BatchRejectedError` (exit 1) naming it."""
+    if decision.go:
+        return decision
+    raise BatchRejectedError(f"{table} {branch}: {decision.value.replace('_', ' ')}", decision.value)
+
+
+def publish_if_passed(table: TableId | str, branch: str, *, lh: Lakehouse | None = None) -> PublishResult:
+    """Publish ``branch`` when its audit and the table's review policy allow it (never forced).
+
+    A refusal raises :class:`wap_core.exceptions.RefusedError` (exit 1) and is journaled; a branch a
+    person already published returns ``outcome == "already_published"``.
+    """
+    from wap_core.workflow.publish import publish
+
+    lh = lakehouse(lh)
+    return publish(lh, _tid(table), branch)
+
+
+def discard(
+    table: TableId | str, branch: str, *, reason: str | None = None, lh: Lakehouse | None = None
+) -> bool:
+    """Discard ``branch`` (a pipeline's rollback); False when it is gone already (published or discarded)."""
+    from wap_core.workflow.publish import discard as core_discard
+
+    lh = lakehouse(lh)
+    tid = _tid(table)
+    if branch not in lh.table(tid).metadata.refs:
+        return False
+    core_discard(lh, tid, branch, reason=reason)
+    return True
+
+
+def review_url(table: TableId | str, branch: str, *, lh: Lakehouse | None = None) -> str:
+    """The console's Review page of the branch (``console_url`` of the notifications file)."""
+    from wap_core.notify import config_for, review_link
+
+    lh = lakehouse(lh)
+    return review_link(config_for(lh.settings).console_url, str(table), branch)

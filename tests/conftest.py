@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from s3_server import SeaweedS3
 
 from wap_core import Lakehouse, Settings
 from wap_core.lake.spark import current_spark, stop_spark
@@ -32,7 +33,12 @@ from wap_core.lake.spark import current_spark, stop_spark
 _counter = itertools.count(1)
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-BACKENDS = ("local-sqlite", "cluster-postgres")
+BACKENDS = ("local-sqlite", "cluster-postgres", "s3-seaweedfs", "rest-seaweedfs")
+# The object-store backends (tests/test_s3.py runs them in a subprocess): ``s3-seaweedfs`` is the SQLite JDBC
+# catalog with the warehouse in a SeaweedFS bucket (S3A / PyArrow S3), ``rest-seaweedfs`` SeaweedFS's Iceberg
+# REST catalog (one table bucket per lakehouse) with the journal in SQLite under the home. ``--backend`` takes
+# several, comma-separated (``s3-seaweedfs,rest-seaweedfs``): one process, one Spark session, both catalogs.
+S3_BACKENDS = ("s3-seaweedfs", "rest-seaweedfs")
 PG_BIN = Path(os.environ.get("WAP_PG_BIN", "/usr/lib/postgresql/15/bin"))
 # Set by tests/test_cluster.py for its pytest subprocess:
 PG_URL_ENV = "WAP_TEST_POSTGRES_URL"  # reuse the parent's PostgreSQL server
@@ -43,17 +49,33 @@ PROBE_ENV = "WAP_TEST_CLUSTER_PROBE"  # where the cluster run writes what its ex
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--backend",
-        choices=BACKENDS,
+        type=_backend_list,
         default="local-sqlite",
         help="where backend-parametrized tests run (one SparkContext per process: one backend per run)",
     )
 
 
+def _backend_list(value: str) -> str:
+    names = [v for v in value.split(",") if v]
+    bad = [v for v in names if v not in BACKENDS]
+    if not names or bad or (len(names) > 1 and not set(names) <= set(S3_BACKENDS)):
+        raise ValueError(f"--backend: one of {', '.join(BACKENDS)} (or several object-store backends)")
+    return ",".join(names)
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" in metafunc.fixturenames:
-        metafunc.parametrize(
-            "backend", [metafunc.config.getoption("backend")], indirect=True, scope="session"
-        )
+        names = str(metafunc.config.getoption("backend")).split(",")
+        metafunc.parametrize("backend", names, indirect=True, scope="session")
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """The object-store-only module is collected on the object-store backends only (tests/test_s3.py runs it)."""
+    if collection_path.name == "test_s3_store.py" and not set(
+        str(config.getoption("backend")).split(",")
+    ) & set(S3_BACKENDS):
+        return True
+    return None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -180,12 +202,31 @@ def make_settings(home: Path, checks: str | None = None, **kw: object) -> Settin
 class Backend:
     """Builds the settings of a fresh lakehouse on one backend."""
 
-    def __init__(self, name: str, pg_url: str | None = None) -> None:
+    def __init__(self, name: str, pg_url: str | None = None, s3: SeaweedS3 | None = None) -> None:
         self.name = name
         self.pg_url = pg_url
+        self.s3 = s3  # the object-store backends' SeaweedFS
 
     def settings(self, home: Path, checks: str | None = None, **kw: object) -> Settings:
         if self.name == "local-sqlite":
+            return make_settings(home, checks, **kw)
+        if self.name in S3_BACKENDS:
+            assert self.s3 is not None
+            n = next(_counter)
+            store: dict[str, object] = {
+                "s3_endpoint": self.s3.endpoint,
+                "s3_access_key": self.s3.access_key,
+                "s3_secret_key": self.s3.secret_key,
+            }
+            if self.name == "rest-seaweedfs":  # a REST catalog (its own table bucket) + the journal in SQLite
+                bucket = self.s3.create_table_bucket(f"wapt-{os.getpid()}-{n}")
+                store["catalog_uri"] = "rest+" + self.s3.rest_uri
+                store["warehouse"] = f"s3://{bucket}"
+                store["catalog_properties"] = (("credential", f"{self.s3.access_key}:{self.s3.secret_key}"),)
+            else:
+                store["warehouse"] = f"s3a://{S3_BUCKET}/lh_{os.getpid()}_{n}"
+            for k, v in store.items():
+                kw.setdefault(k, v)
             return make_settings(home, checks, **kw)
         assert self.pg_url is not None
         n = next(_counter)
@@ -210,9 +251,38 @@ class Backend:
         )
 
 
+S3_BUCKET = "wap-lake"
+
+
+@pytest.fixture(scope="session")
+def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
+    """A real SeaweedFS (S3 gateway + Iceberg REST catalog) on free loopback ports with bucket ``wap-lake``."""
+    server = SeaweedS3(tmp_path_factory.mktemp("seaweedfs")).start()
+    try:
+        server.create_bucket(S3_BUCKET)
+        yield server
+    finally:
+        server.stop()
+
+
+def backend_env(settings: Settings) -> dict[str, str]:
+    """The WAP_* variables that reach the settings' catalog and storage (for CLI runs of a test lakehouse)."""
+    env = {
+        "WAP_CATALOG_URI": settings.catalog_uri,
+        "WAP_WAREHOUSE": settings.warehouse,
+        "WAP_S3_ENDPOINT": settings.s3_endpoint,
+        "WAP_S3_ACCESS_KEY": settings.s3_access_key,
+        "WAP_S3_SECRET_KEY": settings.s3_secret_key,
+        "WAP_CATALOG_PROPERTIES": " ".join(f"{k}={v}" for k, v in settings.catalog_properties) or None,
+    }
+    return {k: v for k, v in env.items() if v}
+
+
 @pytest.fixture(scope="session")
 def backend(request: pytest.FixtureRequest) -> Backend:
     name = str(request.param)
+    if name in S3_BACKENDS:
+        return Backend(name, s3=request.getfixturevalue("seaweed"))
     if name == "cluster-postgres":
         if not os.environ.get("WAP_SPARK_MASTER", "").startswith("spark://"):
             pytest.fail(
@@ -272,8 +342,10 @@ def make_lakehouse(
 
     yield factory
     for lh in made:  # give the catalog database connections back (PostgreSQL counts them)
-        if "catalog" in lh.__dict__:
+        if "catalog" in lh.__dict__ and hasattr(lh.catalog, "engine"):
             lh.catalog.engine.dispose()
+        if "journal" in lh.__dict__:  # a REST catalog's journal has its own database
+            lh.journal.engine.dispose()
 
 
 @pytest.fixture(scope="session")

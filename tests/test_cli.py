@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import backend_env
 from helpers import refs, write_csv
 
 from wap_core import TableId
@@ -32,10 +33,8 @@ def cli(make_lakehouse, monkeypatch, capsys):  # type: ignore[no-untyped-def]
         "WAP_SHUFFLE_PARTITIONS": "2",
     }.items():
         monkeypatch.setenv(k, v)
-    if s.catalog_uri:  # the cluster-postgres backend
-        monkeypatch.setenv("WAP_CATALOG_URI", s.catalog_uri)
-    if s.warehouse:
-        monkeypatch.setenv("WAP_WAREHOUSE", s.warehouse)
+    for k, v in backend_env(s).items():  # the cluster-postgres and object-store backends
+        monkeypatch.setenv(k, v)
 
     def run(*args: str) -> tuple[int, str, str]:
         capsys.readouterr()

@@ -12,28 +12,63 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot
-from sqlalchemy import event
+from sqlalchemy import Engine, event
 
-from wap_core.config import Settings
-from wap_core.exceptions import NotFoundError
+from wap_core.config import Settings, mask_secrets
+from wap_core.exceptions import NotFoundError, ValidationError
 from wap_core.identifiers import MAIN, TableId, validate_branch
+from wap_core.lake import s3
+
+REST_PREFIX = "rest+"
 
 
-def open_catalog(settings: Settings) -> SqlCatalog:
-    """The PyIceberg SqlCatalog over the same database (and catalog name) Spark uses."""
+def is_rest(settings: Settings) -> bool:
+    """True for an Iceberg REST catalog: ``WAP_CATALOG_TYPE=rest`` or ``WAP_CATALOG_URI=rest+http(s)://...``."""
+    return settings.catalog_type == "rest" or (settings.catalog_uri or "").startswith(REST_PREFIX)
+
+
+def rest_uri(settings: Settings) -> str:
+    """The REST catalog's HTTP(S) URI (``catalog_uri`` without its ``rest+`` prefix)."""
+    uri = (settings.catalog_uri or "").removeprefix(REST_PREFIX)
+    if not uri.startswith(("http://", "https://")):
+        raise ValidationError(
+            "a REST catalog needs WAP_CATALOG_URI=rest+http(s)://host:port[/prefix] "
+            f"(got {mask_secrets(settings.catalog_uri or 'nothing')})"
+        )
+    return uri
+
+
+def file_io_properties(settings: Settings) -> dict[str, str]:
+    """PyIceberg's FileIO properties: the S3 settings' ``s3.*``, then WAP_CATALOG_PROPERTIES (which win)."""
+    base = s3.pyiceberg_properties(settings) if s3.uses_s3(settings) else {}
+    return {**base, **dict(settings.catalog_properties)}
+
+
+def open_catalog(settings: Settings) -> Catalog:
+    """The PyIceberg catalog Spark also uses: the SqlCatalog over the same database (and catalog name),
+    or the REST catalog at ``WAP_CATALOG_URI`` (:func:`is_rest`)."""
+    if is_rest(settings):
+        from pyiceberg.catalog.rest import RestCatalog
+
+        settings.home.mkdir(parents=True, exist_ok=True)  # the journal's database lives there
+        extra = {"warehouse": settings.warehouse} if settings.warehouse else {}
+        return RestCatalog(
+            settings.catalog_name, **file_io_properties(settings), **extra, uri=rest_uri(settings)
+        )
     if settings.is_sqlite:
         settings.home.mkdir(parents=True, exist_ok=True)
     (settings.home / "warehouse").mkdir(parents=True, exist_ok=True) if settings.warehouse is None else None
     ensure_v1_catalog_tables(settings.sqlalchemy_uri)
-    # catalog_properties: e.g. the object store's s3.* FileIO properties (the same names Spark's catalog gets)
+    # the object store's s3.* FileIO properties (from WAP_S3_* and WAP_CATALOG_PROPERTIES)
     catalog = SqlCatalog(
         settings.catalog_name,
-        **dict(settings.catalog_properties),
+        **file_io_properties(settings),
         uri=settings.sqlalchemy_uri,
         warehouse=settings.warehouse_uri,
     )
@@ -73,9 +108,32 @@ def ensure_v1_catalog_tables(uri: str) -> None:
         engine.dispose()
 
 
-def _sqlite_pragmas(catalog: SqlCatalog) -> None:
-    engine = catalog.engine
+def journal_uri(settings: Settings) -> str:
+    """The journal's database with a REST catalog: ``WAP_JOURNAL_URI`` or SQLite at ``$WAP_HOME/journal.db``."""
+    if settings.journal_uri:
+        return settings.journal_uri
+    return f"sqlite:///{(settings.home / 'journal.db').resolve()}"
 
+
+def journal_engine(settings: Settings, catalog: Catalog) -> Engine:
+    """Where the journal, intents, reviews and profiles live: the SQL catalog's own database, or (REST
+    catalog, which has no database of ours) :func:`journal_uri`."""
+    if isinstance(catalog, SqlCatalog):
+        return catalog.engine
+    from sqlalchemy import create_engine
+
+    uri = journal_uri(settings)
+    engine = create_engine(uri)
+    if uri.startswith("sqlite"):
+        _sqlite_engine_pragmas(engine)
+    return engine
+
+
+def _sqlite_pragmas(catalog: SqlCatalog) -> None:
+    _sqlite_engine_pragmas(catalog.engine)
+
+
+def _sqlite_engine_pragmas(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record):  # type: ignore[no-untyped-def]
         cur = dbapi_conn.cursor()
@@ -86,7 +144,7 @@ def _sqlite_pragmas(catalog: SqlCatalog) -> None:
     engine.dispose()  # connections made during init lacked the pragmas
 
 
-def load_table(catalog: SqlCatalog, table: TableId) -> Table:
+def load_table(catalog: Catalog, table: TableId) -> Table:
     """The table's metadata from the catalog; NotFoundError if it does not exist."""
     try:
         return catalog.load_table(table.tuple)
@@ -94,7 +152,7 @@ def load_table(catalog: SqlCatalog, table: TableId) -> Table:
         raise NotFoundError(f"table {table} does not exist") from exc
 
 
-def table_exists(catalog: SqlCatalog, table: TableId) -> bool:
+def table_exists(catalog: Catalog, table: TableId) -> bool:
     """True if the catalog has the table."""
     return catalog.table_exists(table.tuple)
 
@@ -104,7 +162,7 @@ _SHARED_MAX = 2048
 _SHARED_LOCK = threading.Lock()
 
 
-def load_tables(catalog: SqlCatalog) -> list[tuple[TableId, Table]]:
+def load_tables(catalog: Catalog) -> list[tuple[TableId, Table]]:
     """Every table of the catalog at its current metadata, for read-only overviews (sorted by id).
 
     One SQL query gives every table's current metadata location. A metadata file is immutable
@@ -114,6 +172,14 @@ def load_tables(catalog: SqlCatalog) -> list[tuple[TableId, Table]]:
     """
     from sqlalchemy import text
 
+    if not isinstance(catalog, SqlCatalog):  # a REST catalog: no table of ours to query, one load each
+        out_rest: list[tuple[TableId, Table]] = []
+        for tid in list_table_ids(catalog):
+            try:
+                out_rest.append((tid, load_table(catalog, tid)))
+            except NotFoundError:
+                continue  # dropped since the listing
+        return out_rest
     with catalog.engine.connect() as conn:
         rows = conn.execute(
             text(
@@ -141,7 +207,7 @@ def load_tables(catalog: SqlCatalog) -> list[tuple[TableId, Table]]:
     return out
 
 
-def _table_at(catalog: SqlCatalog, table: TableId, location: str) -> Table | None:
+def _table_at(catalog: Catalog, table: TableId, location: str) -> Table | None:
     """``table`` parsed from its metadata file at ``location`` (what the catalog's load_table does, minus its query)."""
     from pyiceberg.io import load_file_io
     from pyiceberg.serializers import FromInputFile
@@ -161,7 +227,7 @@ def _table_at(catalog: SqlCatalog, table: TableId, location: str) -> Table | Non
     )
 
 
-def list_table_ids(catalog: SqlCatalog) -> list[TableId]:
+def list_table_ids(catalog: Catalog) -> list[TableId]:
     """Every table of every namespace, sorted."""
     out: list[TableId] = []
     for ns in catalog.list_namespaces():

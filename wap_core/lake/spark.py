@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 from wap_core.config import Settings, mask_secrets
 from wap_core.exceptions import EnvironmentSetupError
+from wap_core.lake import s3
+from wap_core.lake.catalog import is_rest, rest_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -60,9 +62,31 @@ def jdbc_jars(settings: Settings) -> list[str]:
     return [path] + [p for k, (p, _) in _DEBIAN_JARS.items() if k != kind and Path(p).is_file()]
 
 
+def catalog_key(settings: Settings) -> str:
+    """What a catalog name is bound to in this process: the REST catalog's URI or the JDBC URI."""
+
+    return rest_uri(settings) if is_rest(settings) else settings.jdbc_uri
+
+
 def catalog_conf(settings: Settings) -> dict[str, str]:
-    """Spark conf entries for the Iceberg JDBC catalog named ``settings.catalog_name``."""
+    """Spark conf entries for the Iceberg catalog named ``settings.catalog_name`` (JDBC, or REST)."""
+
     p = f"spark.sql.catalog.{settings.catalog_name}"
+    own = dict(settings.catalog_properties)
+    if is_rest(settings):
+        conf = {
+            p: "org.apache.iceberg.spark.SparkCatalog",
+            f"{p}.type": "rest",
+            f"{p}.uri": rest_uri(settings),
+            f"{p}.cache-enabled": "false",
+        }
+        if settings.warehouse:
+            conf[f"{p}.warehouse"] = settings.warehouse
+        if "io-impl" not in own:  # S3FileIO needs AWS SDK v2 (absent): S3A through Hadoop instead
+            conf[f"{p}.io-impl"] = "org.apache.iceberg.hadoop.HadoopFileIO"
+        for k, v in own.items():
+            conf[f"{p}.{k}"] = v
+        return conf
     conf = {
         p: "org.apache.iceberg.spark.SparkCatalog",
         f"{p}.type": "jdbc",
@@ -74,6 +98,10 @@ def catalog_conf(settings: Settings) -> dict[str, str]:
         # check leaves a metadata ResultSet open, whose stale SQLite read snapshot breaks later commits.
         f"{p}.jdbc.init-catalog-tables": "false",
     }
+    if s3.is_s3_url(settings.warehouse_uri) and "io-impl" not in own:
+        conf[f"{p}.io-impl"] = (
+            "org.apache.iceberg.hadoop.HadoopFileIO"  # S3A (hadoop-aws), one client for all
+        )
     if settings.is_sqlite:
         conf[f"{p}.jdbc.busy_timeout"] = "30000"
         conf[f"{p}.jdbc.journal_mode"] = "WAL"
@@ -95,17 +123,18 @@ def get_spark(settings: Settings) -> SparkSession:
     with _lock:
         if _session is None:
             _session = _build(settings)
-            _registered[settings.catalog_name] = settings.jdbc_uri
+            _registered[settings.catalog_name] = catalog_key(settings)
             return _session
         # Catalogs registered at run time are looked up through the thread's active session:
         # make ours active in this thread (Streamlit serves each session from its own thread).
         _session._jvm.SparkSession.setActiveSession(_session._jsparkSession)  # type: ignore[union-attr]
         known = _registered.get(settings.catalog_name)
         if known is None:
+            _add_s3(_session, settings)
             for k, v in catalog_conf(settings).items():
                 _session.conf.set(k, v)
-            _registered[settings.catalog_name] = settings.jdbc_uri
-        elif known != settings.jdbc_uri:
+            _registered[settings.catalog_name] = catalog_key(settings)
+        elif known != catalog_key(settings):
             raise EnvironmentSetupError(
                 f"catalog {settings.catalog_name!r} is already bound to {mask_secrets(known)} in this process; "
                 "use another catalog name for a second lakehouse"
@@ -128,20 +157,52 @@ def set_spark_log_level(level: str) -> None:
 
 
 def java_log_options() -> str:
-    """Driver JVM options: wap_core's log4j2 file (errors only unless asked), so no WARN screen at start."""
-    return f"-Dlog4j2.configurationFile=file:{LOG4J2_PROPERTIES} -Dwap.spark.log.level={_log_level}"
+    """Driver JVM options: wap_core's log4j2 file (errors only unless asked), so no WARN screen at start.
+
+    A failed task's ERROR lines (the row's error and its stack) are off at ``error``: the error reaches the
+    caller as one line (:mod:`wap_core.lake.errors`); ``--debug`` (``warn``) shows them.
+    """
+    task = "off" if _log_level == "error" else _log_level
+    return (
+        f"-Dlog4j2.configurationFile=file:{LOG4J2_PROPERTIES} -Dwap.spark.log.level={_log_level}"
+        f" -Dwap.spark.task.log.level={task}"
+    )
+
+
+_s3_session = False  # the session was built with the S3A jars
+
+
+def _add_s3(session: SparkSession, settings: Settings) -> None:
+    """A later lakehouse on S3: its S3A settings on the running session's Hadoop configuration."""
+
+    if not s3.uses_s3(settings):
+        return
+    if not _s3_session:
+        raise EnvironmentSetupError(
+            "this process's Spark session started without the S3A jars (its first lakehouse was not on S3): "
+            "start another process for a lakehouse on S3"
+        )
+    hadoop = session.sparkContext._jsc.hadoopConfiguration()
+    for k, v in s3.spark_conf(settings).items():
+        hadoop.set(k.removeprefix("spark.hadoop."), v)
 
 
 def _build(settings: Settings) -> SparkSession:
     from pyspark.sql import SparkSession
 
+    global _s3_session
+
     # Python workers (driver-side and on executors) run this process's interpreter unless told otherwise:
     # on a cluster the executors need the same Python (and pyspark) at the same path.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     extra = dict(settings.spark_conf)
-    # jars named in WAP_SPARK_CONF (e.g. iceberg-aws-bundle for S3) come on top of the Iceberg runtime and JDBC drivers
+    on_s3 = s3.uses_s3(settings)
+    # S3: the S3A jars and the fs.s3a.* conf from the WAP_S3_* settings (WAP_SPARK_CONF still wins)
+    s3_jars, s3_conf = (s3.s3a_jars(), s3.spark_conf(settings)) if on_s3 else ([], {})
+    db_jars = [] if is_rest(settings) else jdbc_jars(settings)
+    # jars named in WAP_SPARK_CONF come on top of the Iceberg runtime, the JDBC drivers and the S3A jars
     jars = ",".join(
-        [iceberg_jar(), *jdbc_jars(settings), *(j for j in extra.pop("spark.jars", "").split(",") if j)]
+        [iceberg_jar(), *db_jars, *s3_jars, *(j for j in extra.pop("spark.jars", "").split(",") if j)]
     )
     builder = (
         SparkSession.builder.master(settings.spark_master)
@@ -162,11 +223,14 @@ def _build(settings: Settings) -> SparkSession:
         .config("spark.scheduler.allocation.file", FAIR_SCHEDULER_XML.as_uri())
         .config("spark.ui.showConsoleProgress", "false")
     )
+    for k, v in s3_conf.items():
+        builder = builder.config(k, v)
     for k, v in extra.items():  # WAP_SPARK_CONF: cluster settings (executor memory, driver host, ...) win
         builder = builder.config(k, v)
     for k, v in catalog_conf(settings).items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
+    _s3_session = on_s3
     spark.sparkContext.setLogLevel(_log_level.upper())
     return spark
 

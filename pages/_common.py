@@ -86,6 +86,7 @@ def _lakehouse_for(env_key: tuple[tuple[str, str], ...]) -> Lakehouse:
     from wap_core.notify import start_deliverer
 
     lh = Lakehouse.from_env()
+    lh.settings.check_configured_paths()  # a configured file or folder that is not there: app.py shows it, stops
     # Recovery is a step of its own: crashed actions are reconciled at the console's start and on a
     # background tick (reads never repair); the console then delivers the outbox, also what exited
     # CLI commands left (never raises).
@@ -408,6 +409,18 @@ def grid(data: Any, **kw: Any) -> Any:
     return st.dataframe(data, **kw)
 
 
+def text_table(df: pd.DataFrame, *, nowrap: tuple[str, ...] = ()) -> None:
+    """A small static table whose long texts wrap (shown whole, never cut off like a grid cell).
+
+    ``st.table`` renders its cells as Markdown: every cell goes through :func:`md`; the ``nowrap``
+    columns (times) keep their words on one line."""
+    shown = df.copy()
+    for c in shown.columns:
+        glue = "\u00a0" if c in nowrap else " "
+        shown[c] = [md(blank(v)).replace(" ", glue) for v in shown[c]]
+    st.table(shown, hide_index=True)
+
+
 def zoned_times(df: pd.DataFrame) -> pd.DataFrame:
     """A copy of ``df`` whose datetime columns read as local time with the zone (naive ones are UTC:
     Spark's session time zone); blank for NaT. Other columns untouched."""
@@ -447,13 +460,6 @@ def latest_table(infos: list[dict[str, Any]], tables: list[str]) -> str | None:
     stamps = {i["table"]: to_datetime(pd.Series([i.get("last_updated")]))[0] for i in infos}
     dated = [(stamps[t], t) for t in tables if t in stamps and not pd.isna(stamps[t])]
     return max(dated)[1] if dated else (tables[0] if tables else None)
-
-
-def fit_width(values: Any, *, minimum: int = 80, maximum: int = 720) -> int:
-    """A grid column width (px) that shows the longest of ``values`` whole (about 8 px a character
-    in the grid's font, plus the cell's padding), within ``minimum``..``maximum``."""
-    longest = max((len(blank(v)) for v in values), default=0)
-    return max(minimum, min(maximum, int(longest * 8) + 32))
 
 
 def human_bytes(n: int | float | None) -> str:

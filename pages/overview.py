@@ -14,18 +14,10 @@ from wap_core.states import BranchStatus
 
 def _recent(rows: list[dict[str, object]], columns: list[str]) -> None:
     """Outcome and reason first (a forced publish must not look like any other); blanks for none; local
-    times. Full width, the reason and time columns as wide as their longest text: never cut off."""
+    times. A static table whose reasons wrap: the reason and the time are always shown whole."""
     df = ui.frame(rows, columns)
     df["reason"] = df["reason"].map(ui.blank)
-    df = ui.times_for_display(df, "at")
-    ui.grid(
-        df,
-        column_config={
-            "outcome": st.column_config.TextColumn("outcome", pinned=True),
-            "reason": st.column_config.TextColumn("reason", width=ui.fit_width(df["reason"], minimum=160)),
-            "at": st.column_config.TextColumn("at", width=ui.fit_width(df["at"])),
-        },
-    )
+    ui.text_table(ui.times_for_display(df, "at"), nowrap=("at",))
 
 
 ui.page_header(
@@ -110,13 +102,13 @@ with ui.wap_errors():
     st.subheader("Recent publishes")
     pubs = [e for e in entries if e["action"] == "publish" and e["outcome"] in ("published", "forced")][:10]
     if pubs:
-        _recent(pubs, ["outcome", "table", "branch", "reason", "at", "user"])
+        _recent(pubs, ["outcome", "reason", "at", "table", "branch", "user"])
     else:
         st.caption("Nothing published yet.")
     st.subheader("Recent refusals and discards")
     refusals = [e for e in entries if e["outcome"] in ("refused", "discarded", "error")][:10]
     if refusals:
-        _recent(refusals, ["outcome", "action", "table", "branch", "reason", "at", "user"])
+        _recent(refusals, ["outcome", "action", "reason", "at", "table", "branch", "user"])
     else:
         st.caption("No refusals.")
 

@@ -296,8 +296,6 @@ def metadata_profile(
     The limits default to the module's ``SAMPLE_ROWS``, ``SAMPLE_FILES`` and ``SCAN_MAX_ROWS``.
     """
     import pyarrow as pa
-    import pyarrow.compute as pc
-    from pyiceberg.types import DoubleType, FloatType, PrimitiveType
 
     sample_rows = SAMPLE_ROWS if sample_rows is None else sample_rows
     sample_files = SAMPLE_FILES if sample_files is None else sample_files
@@ -326,91 +324,18 @@ def metadata_profile(
     cats: list[str] = []
     puffin_cols = 0
     for sf in spark_schema.fields:
-        name, typ = sf.name, sf.dataType.simpleString()
-        kind = column_kind(typ)
-        field = schema.find_field(name)
-        acc = dict.fromkeys(FIELDS, EXACT)
+        name = sf.name
         values = sample.column(name).combine_chunks() if name in sample.column_names else pa.nulls(n)
-        mode = metrics_mode(props, name)
-        primitive = isinstance(field.field_type, PrimitiveType)
-        floating = isinstance(field.field_type, (FloatType, DoubleType))
-        st = _column_stats(files, field.field_id, field.field_type, floating) if primitive else None
-
-        nulls = st.nulls if st is not None and mode.has_counts else None
-        if nulls is None:
-            nulls = round(rows * values.null_count / n) if n else 0
-            acc["nulls"] = acc["null_pct"] = APPROXIMATE
-        non_null = rows - nulls
-
-        mn = mx = None
-        if kind in ("numeric", "temporal") or typ in ("string", "date"):
-            if st is not None and mode.has_bounds and st.lower is not None:
-                mn, mx = _to_spark_value(st.lower, sf.dataType), _to_spark_value(st.upper, sf.dataType)
-                exact_min = exact_max = st.bounds_complete
-                if typ == "string" and mode.kind == "truncate":
-                    limit = mode.length or DEFAULT_TRUNCATE
-                    exact_min = exact_min and len(st.lower) < limit
-                    exact_max = exact_max and len(st.upper) < limit
-                if floating:
-                    exact_max = exact_max and st.nan_free
-                acc["min"], acc["max"] = (
-                    (EXACT if exact_min else APPROXIMATE),
-                    (EXACT if exact_max else APPROXIMATE),
-                )
-            elif non_null:
-                nn_vals = values.drop_null()
-                if len(nn_vals):
-                    mm = pc.min_max(nn_vals).as_py()
-                    mn, mx = jsonable(mm["min"]), jsonable(mm["max"])
-                acc["min"] = acc["max"] = APPROXIMATE
-
-        if non_null == 0 and acc["nulls"] == EXACT:
-            distinct = 0
-        elif field.field_id in ndv:
-            distinct = min(ndv[field.field_id], non_null)
-            acc["distinct"] = APPROXIMATE  # a theta sketch's estimate over every row
-            puffin_cols += 1
-        elif acc["min"] == acc["max"] == EXACT and mn is not None and mn == mx:
-            distinct = 1
-        else:
-            distinct = _sample_distinct(values, non_null)
-            acc["distinct"] = APPROXIMATE
-
-        mean = quantiles = None
-        if kind == "numeric":
-            acc["mean"] = acc["quantiles"] = APPROXIMATE
-            nums = values.drop_null().cast(pa.float64())
-            if len(nums):
-                mean = float(pc.mean(nums).as_py())
-                qs = pc.quantile(nums, q=list(QUANTILES), interpolation="lower").to_pylist()
-                quantiles = {str(q): float(v) for q, v in zip(QUANTILES, qs, strict=False)}
-                if acc["min"] == EXACT and mn is not None:
-                    quantiles["0.0"] = float(mn)
-                if acc["max"] == EXACT and mx is not None:
-                    quantiles["1.0"] = float(mx)
-            elif non_null == 0 and acc["nulls"] == EXACT:
-                acc["mean"] = acc["quantiles"] = EXACT
-        top = None
-        if kind == "categorical" and len(cats) < max_top_columns and distinct <= TOP_VALUES_MAX_DISTINCT:
+        col = _ColumnFacts(sf, schema.find_field(name), files, rows, values, metrics_mode(props, name))
+        top_wanted = len(cats) < max_top_columns
+        cols[name], from_puffin = col.profile(ndv, top_wanted)
+        puffin_cols += from_puffin
+        if (
+            cols[name]["kind"] == "categorical"
+            and top_wanted
+            and cols[name]["distinct"] <= TOP_VALUES_MAX_DISTINCT
+        ):
             cats.append(name)
-            top = _top_values(values, rows, n, TOP_N) if rows else None
-            acc["top_values"] = APPROXIMATE if top else EXACT
-        cols[name] = {
-            "type": typ,
-            "kind": kind,
-            "rows": rows,
-            "nulls": nulls,
-            "null_pct": round(100.0 * nulls / rows, 4) if rows else 0.0,
-            "distinct": distinct,
-            "hll": None,
-            "min": mn,
-            "max": mx,
-            "mean": mean,
-            "quantiles": quantiles,
-            "top_values": top,
-            "accuracy": acc,
-            "approximate": [f for f in FIELDS if acc[f] == APPROXIMATE],
-        }
     basis = (
         f"rows, nulls, min and max from the manifests of {len(files):,} data files; distinct, mean, quantiles and "
         f"top values from a sample of {n:,} rows in {len(chosen)} files"
@@ -425,3 +350,123 @@ def metadata_profile(
         "sample": {"rows": n, "files": len(chosen), "files_total": len(files)},
     }
     return prof, basis
+
+
+class _ColumnFacts:
+    """One column of a metadata profile: the manifests' statistics first, the bounded sample for the rest.
+
+    Each measure records whether it is exact (from every data file's statistics) or approximate
+    (from the sample, or a sketch).
+    """
+
+    def __init__(
+        self, sf: Any, field: Any, files: list[Any], rows: int, values: Any, mode: MetricsMode
+    ) -> None:
+        from pyiceberg.types import DoubleType, FloatType, PrimitiveType
+
+        self.sf, self.field, self.rows, self.values, self.mode = sf, field, rows, values, mode
+        self.typ = sf.dataType.simpleString()
+        self.kind = column_kind(self.typ)
+        self.floating = isinstance(field.field_type, (FloatType, DoubleType))
+        primitive = isinstance(field.field_type, PrimitiveType)
+        self.st = _column_stats(files, field.field_id, field.field_type, self.floating) if primitive else None
+        self.acc = dict.fromkeys(FIELDS, EXACT)
+
+    def profile(self, ndv: dict[int, int], top_wanted: bool) -> tuple[dict[str, Any], bool]:
+        """``(the column's profile, whether its distinct count came from a Puffin sketch)``."""
+        rows, acc = self.rows, self.acc
+        nulls = self._nulls()
+        non_null = rows - nulls
+        mn, mx = self._bounds(non_null)
+        distinct, from_puffin = self._distinct(ndv, non_null, mn, mx)
+        mean, quantiles = self._moments(non_null, mn, mx)
+        top = None
+        if self.kind == "categorical" and top_wanted and distinct <= TOP_VALUES_MAX_DISTINCT:
+            n = len(self.values)
+            top = _top_values(self.values, rows, n, TOP_N) if rows else None
+            acc["top_values"] = APPROXIMATE if top else EXACT
+        return {
+            "type": self.typ,
+            "kind": self.kind,
+            "rows": rows,
+            "nulls": nulls,
+            "null_pct": round(100.0 * nulls / rows, 4) if rows else 0.0,
+            "distinct": distinct,
+            "hll": None,
+            "min": mn,
+            "max": mx,
+            "mean": mean,
+            "quantiles": quantiles,
+            "top_values": top,
+            "accuracy": acc,
+            "approximate": [f for f in FIELDS if acc[f] == APPROXIMATE],
+        }, from_puffin
+
+    def _nulls(self) -> int:
+        nulls = self.st.nulls if self.st is not None and self.mode.has_counts else None
+        if nulls is None:
+            n = len(self.values)
+            nulls = round(self.rows * self.values.null_count / n) if n else 0
+            self.acc["nulls"] = self.acc["null_pct"] = APPROXIMATE
+        return int(nulls)
+
+    def _bounds(self, non_null: int) -> tuple[Any, Any]:
+        import pyarrow.compute as pc
+
+        st, mode, acc, typ = self.st, self.mode, self.acc, self.typ
+        if not (self.kind in ("numeric", "temporal") or typ in ("string", "date")):
+            return None, None
+        if st is not None and mode.has_bounds and st.lower is not None:
+            mn, mx = _to_spark_value(st.lower, self.sf.dataType), _to_spark_value(st.upper, self.sf.dataType)
+            exact_min = exact_max = st.bounds_complete
+            if typ == "string" and mode.kind == "truncate":
+                limit = mode.length or DEFAULT_TRUNCATE
+                exact_min = exact_min and len(st.lower) < limit
+                exact_max = exact_max and len(st.upper) < limit
+            if self.floating:
+                exact_max = exact_max and st.nan_free
+            acc["min"] = EXACT if exact_min else APPROXIMATE
+            acc["max"] = EXACT if exact_max else APPROXIMATE
+            return mn, mx
+        mn = mx = None
+        if non_null:
+            nn_vals = self.values.drop_null()
+            if len(nn_vals):
+                mm = pc.min_max(nn_vals).as_py()
+                mn, mx = jsonable(mm["min"]), jsonable(mm["max"])
+            acc["min"] = acc["max"] = APPROXIMATE
+        return mn, mx
+
+    def _distinct(self, ndv: dict[int, int], non_null: int, mn: Any, mx: Any) -> tuple[int, bool]:
+        acc, fid = self.acc, self.field.field_id
+        if non_null == 0 and acc["nulls"] == EXACT:
+            return 0, False
+        if fid in ndv:
+            acc["distinct"] = APPROXIMATE  # a theta sketch's estimate over every row
+            return min(ndv[fid], non_null), True
+        if acc["min"] == acc["max"] == EXACT and mn is not None and mn == mx:
+            return 1, False
+        acc["distinct"] = APPROXIMATE
+        return _sample_distinct(self.values, non_null), False
+
+    def _moments(self, non_null: int, mn: Any, mx: Any) -> tuple[float | None, dict[str, float] | None]:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        acc = self.acc
+        if self.kind != "numeric":
+            return None, None
+        acc["mean"] = acc["quantiles"] = APPROXIMATE
+        nums = self.values.drop_null().cast(pa.float64())
+        if not len(nums):
+            if non_null == 0 and acc["nulls"] == EXACT:
+                acc["mean"] = acc["quantiles"] = EXACT
+            return None, None
+        mean = float(pc.mean(nums).as_py())
+        qs = pc.quantile(nums, q=list(QUANTILES), interpolation="lower").to_pylist()
+        quantiles = {str(q): float(v) for q, v in zip(QUANTILES, qs, strict=False)}
+        if acc["min"] == EXACT and mn is not None:
+            quantiles["0.0"] = float(mn)
+        if acc["max"] == EXACT and mx is not None:
+            quantiles["1.0"] = float(mx)
+        return mean, quantiles

@@ -1,0 +1,92 @@
+"""Prefect 3 tasks and a flow for Write-Audit-Publish (``wap-console[prefect]``).
+
+The flow runs its steps inside one Prefect transaction: when any step after the write fails (a failed
+audit nobody decided on in time, a batch a person rejected, a publish the guard refused, an error), the
+transaction rolls back and the ingest task's rollback hook discards the branch, so the batch never lingers
+(the reference design's "outer layer"). Main is only ever moved by the publish, the last step.
+
+::
+
+    from wap_core.integrations.prefect import wap_flow
+    wap_flow("demo.orders", ["/landing/orders.csv"], wait_timeout=3600, poll=60)
+
+Each task acts as the service identity ``WAP_USER`` on the lakehouse of the environment.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+from prefect.transactions import Transaction, get_transaction, transaction
+
+from wap_core import pipeline
+
+log = logging.getLogger(__name__)
+
+BRANCH_KEY = "wap_branch"  # the ingest task's transaction value its rollback hook reads
+
+
+@task(name="wap-ingest", cache_policy=NO_CACHE)
+def ingest_task(
+    table: str, sources: Sequence[str], create: bool = False, branch: str | None = None
+) -> dict[str, Any]:
+    """Write the batch into a new audit branch (and audit it); its rollback discards the branch."""
+    b = pipeline.ingest(table, list(sources), create=create, branch=branch)
+    txn = get_transaction()
+    if txn is not None:
+        txn.set(BRANCH_KEY, b.to_dict())
+    get_run_logger().info(
+        "ingested %s rows into %s %s: audit %s", b.rows_written, b.table, b.branch, b.status
+    )
+    return b.to_dict()
+
+
+@ingest_task.on_rollback
+def _discard_on_rollback(txn: Transaction) -> None:
+    b = txn.get(BRANCH_KEY, None)
+    if b is None:
+        return
+    discarded = pipeline.discard(b["table"], b["branch"], reason="prefect: the flow failed after the write")
+    log.info(
+        "rolled back: %s %s %s", b["table"], b["branch"], "discarded" if discarded else "was gone already"
+    )
+
+
+@task(name="wap-audit", cache_policy=NO_CACHE)
+def audit_task(table: str, branch: str, require_pass: bool = False) -> dict[str, Any]:
+    """(Re-)audit the branch; ``require_pass`` raises on a failed audit (exit code 1)."""
+    return pipeline.audit(table, branch, require_pass=require_pass).to_dict()
+
+
+@task(name="wap-decision", cache_policy=NO_CACHE)
+def decision_task(table: str, branch: str, timeout: float, poll: float) -> str:
+    """Wait for the console (journal and reviews only); raises unless the batch may be published."""
+    d = pipeline.wait_for_decision(table, branch, timeout, poll)
+    get_run_logger().info("decision on %s %s: %s", table, branch, d)
+    return pipeline.require_go(d, table, branch).value
+
+
+@task(name="wap-publish", cache_policy=NO_CACHE)
+def publish_task(table: str, branch: str) -> dict[str, Any]:
+    """Publish if the audit and the review policy allow it (never forced)."""
+    return pipeline.publish_if_passed(table, branch).to_dict()
+
+
+@flow(name="wap")
+def wap_flow(
+    table: str,
+    sources: list[str],
+    create: bool = False,
+    wait_timeout: float = 0.0,
+    poll: float = pipeline.DEFAULT_POLL,
+) -> dict[str, Any]:
+    """Ingest → audit → wait for a decision (up to ``wait_timeout`` s) → publish, all or nothing."""
+    with transaction():
+        b = ingest_task(table, sources, create=create)
+        audit_task(b["table"], b["branch"])
+        decision_task(b["table"], b["branch"], wait_timeout, poll)
+        return publish_task(b["table"], b["branch"])

@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 BRANCH_KEY = "wap_branch"  # the ingest task's transaction value its rollback hook reads
 
 
-@task(name="wap-ingest", cache_policy=NO_CACHE)
+@task(name="wap-ingest", cache_policy=NO_CACHE)  # type: ignore[untyped-decorator]
 def ingest_task(
     table: str, sources: Sequence[str], create: bool = False, branch: str | None = None
 ) -> dict[str, Any]:
@@ -45,7 +45,7 @@ def ingest_task(
     return b.to_dict()
 
 
-@ingest_task.on_rollback
+@ingest_task.on_rollback  # type: ignore[untyped-decorator]
 def _discard_on_rollback(txn: Transaction) -> None:
     b = txn.get(BRANCH_KEY, None)
     if b is None:
@@ -56,13 +56,13 @@ def _discard_on_rollback(txn: Transaction) -> None:
     )
 
 
-@task(name="wap-audit", cache_policy=NO_CACHE)
+@task(name="wap-audit", cache_policy=NO_CACHE)  # type: ignore[untyped-decorator]
 def audit_task(table: str, branch: str, require_pass: bool = False) -> dict[str, Any]:
     """(Re-)audit the branch; ``require_pass`` raises on a failed audit (exit code 1)."""
     return pipeline.audit(table, branch, require_pass=require_pass).to_dict()
 
 
-@task(name="wap-decision", cache_policy=NO_CACHE)
+@task(name="wap-decision", cache_policy=NO_CACHE)  # type: ignore[untyped-decorator]
 def decision_task(table: str, branch: str, timeout: float, poll: float) -> str:
     """Wait for the console (journal and reviews only); raises unless the batch may be published."""
     d = pipeline.wait_for_decision(table, branch, timeout, poll)
@@ -70,13 +70,13 @@ def decision_task(table: str, branch: str, timeout: float, poll: float) -> str:
     return pipeline.require_go(d, table, branch).value
 
 
-@task(name="wap-publish", cache_policy=NO_CACHE)
+@task(name="wap-publish", cache_policy=NO_CACHE)  # type: ignore[untyped-decorator]
 def publish_task(table: str, branch: str) -> dict[str, Any]:
     """Publish if the audit and the review policy allow it (never forced)."""
     return pipeline.publish_if_passed(table, branch).to_dict()
 
 
-@flow(name="wap")
+@flow(name="wap")  # type: ignore[untyped-decorator]
 def wap_flow(
     table: str,
     sources: list[str],
@@ -89,4 +89,5 @@ def wap_flow(
         b = ingest_task(table, sources, create=create)
         audit_task(b["table"], b["branch"])
         decision_task(b["table"], b["branch"], wait_timeout, poll)
-        return publish_task(b["table"], b["branch"])
+        result: dict[str, Any] = publish_task(b["table"], b["branch"])
+        return result

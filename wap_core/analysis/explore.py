@@ -16,10 +16,11 @@ from datetime import UTC, date, datetime, time
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from wap_core.exceptions import NotFoundError, ValidationError
+from wap_core.exceptions import NotFoundError, ValidationError, WapError
 from wap_core.identifiers import MAIN, TableId, quote_column
 from wap_core.lake import catalog as cat
 from wap_core.lake import jobs
+from wap_core.lake.errors import spark_job_error
 from wap_core.lake.spark import catalog_conf
 from wap_core.security import sql_guard
 from wap_core.security.access import Permission, authorize
@@ -216,9 +217,10 @@ def _with_ref_view(
         df = sql_guard.read_only_query(session, sql, sql_guard.bound_relation(frame))
         try:
             return run(df)
-        except Exception as exc:  # a runtime SQL error (bad cast, division) from the JVM
-            lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-            raise ValidationError(f"SQL error: {(lines[0] if lines else type(exc).__name__)[:500]}") from exc
+        except WapError:
+            raise
+        except Exception as exc:  # a runtime SQL error (bad cast, division) from the JVM: ERROR_CLASS: message
+            raise spark_job_error(exc) from exc
     finally:
         jvm.SparkSession.setActiveSession(shared._jsparkSession)
 

@@ -619,8 +619,9 @@ class CheckedQuery:
 
 
 def _one_line(exc: BaseException) -> str:
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    return (lines[0] if lines else type(exc).__name__)[:500]
+    from wap_core.lake.errors import spark_error_line  # ERROR_CLASS: message, never a Py4J object name
+
+    return spark_error_line(exc)
 
 
 def _seq(scala_seq: Any) -> list[Any]:

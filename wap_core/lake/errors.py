@@ -1,0 +1,124 @@
+"""Spark's errors as one line a person can act on: ``ERROR_CLASS: message``, never a Py4J object name.
+
+PySpark turns some JVM exceptions into its own (``AnalysisException``, ``SparkRuntimeException``...,
+all ``CapturedException``) and leaves the rest as ``Py4JJavaError``, whose text starts with
+"An error occurred while calling o2209.collectToPython". A failed task is the second kind: a
+``SparkException`` "Job aborted due to stage failure" whose cause is the error of the row
+(e.g. ``[DUPLICATED_MAP_KEY] Duplicate map key 1 was found...``). :func:`spark_error_line` walks the
+JVM cause chain and reports the innermost error that has a Spark error class, else the root cause.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from wap_core.config import mask_secrets
+from wap_core.exceptions import SparkJobError, one_line
+
+MAX_CHARS = 500
+_CLASS_PREFIX = re.compile(r"^\[(?P<cls>[A-Z][A-Z0-9_]*(?:\.[A-Z][A-Z0-9_]*)*)\]\s*")
+_EMBEDDED = re.compile(r"\[(?P<cls>[A-Z][A-Z0-9_]*(?:\.[A-Z][A-Z0-9_]*)*)\]\s*(?P<msg>[^\n]*)")
+_PY4J_CALL = re.compile(r"An error occurred while calling \S+")
+
+
+def _java_exception(exc: BaseException) -> Any | None:
+    """The JVM throwable behind a PySpark or Py4J exception, if any."""
+    origin = getattr(exc, "_origin", None)  # pyspark.errors CapturedException
+    if origin is not None:
+        return getattr(origin, "java_exception", origin)
+    return getattr(exc, "java_exception", None)  # py4j.protocol.Py4JJavaError
+
+
+def _first_line(text: str | None) -> str:
+    lines = [ln.strip() for ln in str(text or "").splitlines() if ln.strip()]
+    return lines[0] if lines else ""
+
+
+def _split(message: str, error_class: str | None) -> tuple[str | None, str]:
+    """``[CLASS] text`` -> (CLASS, text); a message without the prefix keeps ``error_class``."""
+    m = _CLASS_PREFIX.match(message)
+    if m:
+        return m.group("cls"), message[m.end() :].strip()
+    return error_class, message
+
+
+def _chain(throwable: Any, limit: int = 32) -> list[Any]:
+    out: list[Any] = []
+    seen: set[int] = set()
+    t = throwable
+    while t is not None and len(out) < limit:
+        try:
+            key = int(t.hashCode())
+        except Exception:  # noqa: BLE001 - a throwable whose hashCode fails: stop walking, keep what we have
+            break
+        if key in seen:
+            break
+        seen.add(key)
+        out.append(t)
+        try:
+            t = t.getCause()
+        except Exception:  # noqa: BLE001 - the JVM object went away: the chain ends here
+            break
+    return out
+
+
+def _error_class(throwable: Any) -> str | None:
+    try:
+        value = throwable.getErrorClass()  # every org.apache.spark.SparkThrowable
+    except Exception:  # noqa: BLE001 - not a SparkThrowable (no such method through Py4J)
+        return None
+    return str(value) if value else None
+
+
+def _simple_name(throwable: Any) -> str:
+    try:
+        return str(throwable.getClass().getSimpleName())
+    except Exception:  # noqa: BLE001 - a JVM object we cannot ask: name it generically
+        return "Error"
+
+
+def spark_error_parts(exc: BaseException) -> tuple[str | None, str]:
+    """(Spark's error class or None, the first line of its message) for ``exc``; no Py4J object name."""
+    throwable = _java_exception(exc)
+    if throwable is not None:
+        chain = _chain(throwable)
+        classified = [(t, c) for t in chain if (c := _error_class(t)) and not c.startswith("_LEGACY_ERROR")]
+        if classified:
+            inner, inner_class = classified[-1]
+            return _split(_first_line(inner.getMessage()), inner_class)
+        for t in reversed(chain):  # the root cause first
+            msg = _first_line(t.getMessage())
+            if msg:
+                prefixed, text = _split(msg, None)
+                return (prefixed, text) if prefixed else (None, f"{_simple_name(t)}: {text}")
+        if chain:
+            return None, _simple_name(chain[-1])
+    getter = getattr(exc, "getErrorClass", None)
+    text = _first_line(getattr(exc, "desc", None) or str(exc))
+    cls: str | None = None
+    if callable(getter):
+        try:
+            cls = getter()
+        except Exception:  # noqa: BLE001 - the JVM is gone: the text alone
+            cls = None
+    m = _EMBEDDED.search(str(exc)) if not cls else None
+    if m:  # "Job aborted ... : org.apache.spark.SparkRuntimeException: [CLASS] message"
+        return m.group("cls"), m.group("msg").strip()
+    text = _PY4J_CALL.sub("", text).strip(" .:") or type(exc).__name__
+    return _split(text, str(cls) if cls else None)
+
+
+def _line(cls: str | None, text: str) -> str:
+    return one_line(mask_secrets(f"{cls}: {text}" if cls else text))[:MAX_CHARS]
+
+
+def spark_error_line(exc: BaseException) -> str:
+    """``ERROR_CLASS: message`` (or the message alone), one line, secrets masked, at most 500 characters."""
+    return _line(*spark_error_parts(exc))
+
+
+def spark_job_error(exc: BaseException, prefix: str = "SQL error") -> SparkJobError:
+    """The domain error for a Spark failure: ``<prefix>: ERROR_CLASS: message`` in one line."""
+    cls, text = spark_error_parts(exc)
+    return SparkJobError(f"{prefix}: {_line(cls, text)}", error_class=cls)

@@ -60,7 +60,11 @@ def live_spark_status() -> None:
 
 
 nav = st.navigation(PAGES)
-lh = lakehouse()
+try:
+    lh = lakehouse()
+except WapError as exc:  # a configured file or folder that is not there (WAP_ACCESS...): one line, and stop
+    st.error(md(str(exc)))
+    st.stop()
 start_spark_in_background()  # once per process (WAP_SPARK_EAGER=0 turns it off); pages never block on it
 user = current_user(lh)
 try:

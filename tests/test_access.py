@@ -229,9 +229,12 @@ def lake(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Lakeh
     return lh
 
 
+ACCESS_UNSET = Path("(WAP_ACCESS unset)")  # cli(access=...): no WAP_ACCESS (and no $WAP_HOME/access.yml)
+
+
 def _env(lh: Lakehouse, user: str, access: Path | None = None) -> dict[str, str]:
     s = lh.settings
-    return {
+    env = {
         "WAP_HOME": str(s.home),
         "WAP_CHECKS": str(s.checks_file),
         "WAP_CATALOG_NAME": s.catalog_name,
@@ -239,6 +242,10 @@ def _env(lh: Lakehouse, user: str, access: Path | None = None) -> dict[str, str]
         "WAP_USER": user,
         "WAP_SHUFFLE_PARTITIONS": "2",
     }
+    if access == ACCESS_UNSET:
+        assert not (s.home / "access.yml").exists()
+        del env["WAP_ACCESS"]
+    return env
 
 
 def cli(lh: Lakehouse, user: str, *args: str, access: Path | None = None) -> tuple[int, str, str]:
@@ -247,8 +254,9 @@ def cli(lh: Lakehouse, user: str, *args: str, access: Path | None = None) -> tup
     with pytest.MonkeyPatch.context() as mp:
         for k, v in _env(lh, user, access).items():
             mp.setenv(k, v)
-        for k in ("WAP_CONFIG", "WAP_CATALOG_URI", "WAP_CATALOG_JDBC_URI", "WAP_WAREHOUSE"):
-            mp.delenv(k, raising=False)
+        for k in ("WAP_CONFIG", "WAP_CATALOG_URI", "WAP_CATALOG_JDBC_URI", "WAP_WAREHOUSE", "WAP_ACCESS"):
+            if k not in _env(lh, user, access):
+                mp.delenv(k, raising=False)
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main(list(args))
     return code, out.getvalue(), err.getvalue()
@@ -399,14 +407,17 @@ def test_whoami(lake: Lakehouse, tmp_path: Path) -> None:
     assert code == 0 and json.loads(out) == {"user": "eve@x", "roles": []}
     code, out, _ = cli(lake, "root", "whoami")
     assert code == 0 and out == "root\nroles: viewer, steward, approver, admin\n"
-    # No access file: everyone is admin (today's behaviour), and whoami says so.
-    code, out, err = cli(lake, "anybody", "whoami", "--json", access=tmp_path / "none.yml")
+    # No access file (WAP_ACCESS unset, no $WAP_HOME/access.yml): everyone is admin, and whoami says so.
+    code, out, err = cli(lake, "anybody", "whoami", "--json", access=ACCESS_UNSET)
     assert code == 0 and json.loads(out) == {
         "user": "anybody",
         "roles": ["viewer", "steward", "approver", "admin"],
     }
-    code, out, err = cli(lake, "anybody", "whoami", access=tmp_path / "none.yml")
+    code, out, err = cli(lake, "anybody", "whoami", access=ACCESS_UNSET)
     assert "access control is off" in err
+    # WAP_ACCESS naming a file that is not there is an error naming it, never "everyone is admin"
+    code, out, err = cli(lake, "anybody", "whoami", "--json", access=tmp_path / "none.yml")
+    assert (code, out) == (2, "") and err.startswith(f"error: {tmp_path / 'none.yml'}: the access file")
 
 
 def test_no_access_file_everyone_is_admin_and_broken_file_is_exit_2(lake: Lakehouse, tmp_path: Path) -> None:
@@ -421,7 +432,7 @@ def test_no_access_file_everyone_is_admin_and_broken_file_is_exit_2(lake: Lakeho
         "--force",
         "--reason",
         "r",
-        access=tmp_path / "none.yml",
+        access=ACCESS_UNSET,
     )
     assert code == 2 and "does not exist" in err
     broken = tmp_path / "broken.yml"
@@ -588,7 +599,16 @@ def test_console_no_role_broken_file_and_access_off(
     at = _app("root")
     assert f"{broken}:2: role 'viewer' must be a list of users" in _plain(_texts(at.error))
     assert not at.dataframe and not at.title
+    # a configured access file that is not there stops the console naming it (issue 19 item 4: never fail open)
     monkeypatch.setenv("WAP_ACCESS", str(tmp_path / "none.yml"))
+    at = _app("eve@x")
+    assert _plain(_texts(at.error)).replace("\u2060", "") == (
+        f"{tmp_path / 'none.yml'}: the access file (WAP_ACCESS) does not exist; a configured access file "
+        "never means 'access control off' (unset WAP_ACCESS for that)"
+    )
+    assert not at.dataframe and not at.title and "Catalog" not in _texts(at.sidebar.caption)
+    monkeypatch.delenv("WAP_ACCESS")  # unset, and no $WAP_HOME/access.yml: access control is off
+    assert not (console.settings.home / "access.yml").exists()
     at = _app("eve@x")
     captions = _texts(at.sidebar.caption)
     assert (

@@ -727,6 +727,11 @@ delivery: {{attempts: 2, backoff_seconds: 0.05, timeout_seconds: 5}}
     err = capsys.readouterr().err
     assert err.strip() == f"error: {lh.settings.notify_file}:3: format must be json or slack, not 'csv'"
     lh.settings.notify_file.unlink()
+    # a configured notifications file (WAP_NOTIFY) that is not there is an error naming it (issue 19 item 4)
+    assert main(["notify-test"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {lh.settings.notify_file}: the notifications file (WAP_NOTIFY) does not exist\n"
+    monkeypatch.delenv("WAP_NOTIFY")  # only the default file may be absent: no targets
     assert main(["notify-test"]) == 0
     assert "no notification targets" in capsys.readouterr().err
 

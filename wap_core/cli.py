@@ -22,6 +22,7 @@ from wap_core.config import mask_secrets
 from wap_core.exceptions import WapError
 from wap_core.identifiers import TableId
 from wap_core.states import CheckStatus
+from wap_core.workflow import tokens as token_actions
 from wap_core.workflow.status import BRANCH_STATUSES
 
 if TYPE_CHECKING:
@@ -167,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("table", nargs="?")
     h.add_argument("--json", action="store_true")
     h.add_argument("--limit", type=int, default=100)
+    _add_token_parser(sub)
     return p
 
 
@@ -292,6 +294,9 @@ def _run(args: argparse.Namespace) -> int:
     # Identity: $WAP_USER or the OS user. Whoever runs the CLI already holds the catalog's
     # credentials; roles still apply (the access file), the same as in the console.
     lh = Lakehouse.from_env(home=args.home)
+    lh.settings.check_configured_paths()  # a configured file or folder that is not there: exit 2, naming it
+    # the acting user: WAP_TOKEN's, or WAP_USER / the OS user unless access.yml says cli_identity: token
+    lh = token_actions.cli_identity(lh)
     if args.command not in _NO_RECONCILE:
         reconcile(lh)  # recovery is a step: crashed actions are resolved once, before the command reads
     return COMMANDS[args.command](args, lh)
@@ -561,6 +566,47 @@ def _reopen(args: argparse.Namespace, lh: Lakehouse) -> int:
     return EXIT_OK
 
 
+# --------------------------------------------------------------------------- token (issue 19 item 9)
+def _add_token_parser(sub: Any) -> None:
+    """``token create|list|revoke``: service tokens for the CLI (admin role)."""
+    tk = sub.add_parser("token", help="service tokens for the CLI (admin): create, list, revoke")
+    tks = tk.add_subparsers(dest="token_command", required=True)
+    c = tks.add_parser("create", help="a token acting as --user with --role; printed once (WAP_TOKEN)")
+    c.add_argument("--user", required=True, help="the user the token acts as, e.g. ci-bot")
+    c.add_argument("--role", required=True, choices=["viewer", "steward", "approver", "admin"])
+    c.add_argument("--expires", default="30d", metavar="DURATION", help="lifetime, e.g. 30d (default)")
+    c.add_argument("--json", action="store_true")
+    ls = tks.add_parser("list", help="every token (never the token itself)")
+    ls.add_argument("--json", action="store_true")
+    rv = tks.add_parser("revoke", help="revoke a token at once")
+    rv.add_argument("id", type=int, metavar="TOKEN_ID")
+    rv.add_argument("--json", action="store_true")
+
+
+def _token(args: argparse.Namespace, lh: Lakehouse) -> int:
+    """``token create`` prints the token once (stdout; only its SHA-256 is stored); ``list``, ``revoke``."""
+    if args.token_command == "create":
+        token, info = token_actions.create_token(lh, args.user, args.role, args.expires)
+        if args.json:  # not _print_json: the token is a registered secret and would be masked
+            print(json.dumps({**info.to_dict(), "token": token}, indent=2))
+        else:
+            print(token)
+        print(
+            f"service token {info.id} for {info.user} ({info.role}), expires {info.expires_at.isoformat(timespec='seconds')}: "
+            "shown once, store it now (pass it as WAP_TOKEN)",
+            file=sys.stderr,
+        )
+    elif args.token_command == "list":
+        rows = [t.to_dict() for t in token_actions.list_tokens(lh)]
+        _print_json(rows) if args.json else _table(
+            rows, ["id", "user", "role", "status", "expires_at", "created_by", "revoked_by"]
+        )
+    else:
+        info = token_actions.revoke_token(lh, args.id)
+        _print_json(info.to_dict()) if args.json else print(f"revoked service token {info.id} ({info.user})")
+    return EXIT_OK
+
+
 def _notify_test(args: argparse.Namespace, lh: Lakehouse) -> int:
     """``notify-test``: exit 0 when every target took the test event, 1 when one did not, 2 on a bad notify file."""
     from wap_core.notify import notify_test
@@ -652,5 +698,6 @@ COMMANDS: dict[str, Handler] = {
     "rollback": _rollback,
     "reopen": _reopen,
     "history": _history,
+    "token": _token,
 }
 """One handler per subcommand of :func:`build_parser` (the same names)."""

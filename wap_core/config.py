@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from wap_core.durations import parse_duration
-from wap_core.exceptions import ValidationError
+from wap_core.exceptions import AccessFileError, NotifyFileError, ValidationError
 from wap_core.identifiers import validate_identifier
 
 _ENV = {
@@ -53,6 +53,10 @@ _ENV = {
     "s3_path_style": "WAP_S3_PATH_STYLE",
     "reconcile_seconds": "WAP_RECONCILE_SECONDS",
 }
+
+
+# Fields no wap.toml may set (an identity proven by a service token, not configured).
+_NOT_FROM_FILE = frozenset({"token_role"})
 
 
 def _os_user() -> str:
@@ -106,6 +110,9 @@ class Settings:
     # a user's query (SQL box, `query`) or diff is cancelled after this many seconds (WAP_QUERY_TIMEOUT)
     query_timeout: float = 60.0
     reconcile_seconds: int = 30  # the console's background reconciliation tick (WAP_RECONCILE_SECONDS)
+    # The role a verified service token (WAP_TOKEN) grants ``user``: set by the CLI after it checked the
+    # token (wap_core.security.tokens), never read from the environment or wap.toml.
+    token_role: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
 
@@ -189,6 +196,39 @@ class Settings:
         """The configured ingest roots, or the default ``$WAP_HOME/landing`` (not resolved, maybe missing)."""
         return self.ingest_roots if self.ingest_roots else (self.home / "landing",)
 
+    def check_configured_paths(self) -> None:
+        """Every file or folder a setting names must be there: called at the start of the CLI and the console.
+
+        A configured access file (``WAP_ACCESS`` / ``access_path``) or notifications file (``WAP_NOTIFY`` /
+        ``notify_path``) that is missing or not a readable regular file, and a configured ingest root
+        (``WAP_INGEST_ROOTS``) that is not a readable folder, is an error naming the path: a typo never
+        turns access control off, silences notifications or allows nothing. Only the defaults may be
+        absent (no ``$WAP_HOME/access.yml``: access control is off; no ``$WAP_HOME/notify.yml``: no
+        targets; ``$WAP_HOME/landing`` is created on first use).
+        """
+        if self.access_path is not None:
+            problem = _file_problem(self.access_path)
+            if problem:
+                raise AccessFileError(
+                    str(self.access_path),
+                    None,
+                    f"the access file (WAP_ACCESS) {problem}; a configured access file never means "
+                    "'access control off' (unset WAP_ACCESS for that)",
+                )
+        if self.notify_path is not None:
+            problem = _file_problem(self.notify_path)
+            if problem:
+                raise NotifyFileError(
+                    str(self.notify_path), None, f"the notifications file (WAP_NOTIFY) {problem}"
+                )
+        for root in self.ingest_roots:
+            path = root.expanduser()
+            if not path.is_dir():
+                what = "is not a folder" if path.exists() else "does not exist"
+                raise ValidationError(f"{root}: the ingest root (WAP_INGEST_ROOTS) {what}")
+            if not os.access(path, os.R_OK | os.X_OK):
+                raise ValidationError(f"{root}: the ingest root (WAP_INGEST_ROOTS) cannot be read")
+
     # ----- construction ----------------------------------------------------
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -202,7 +242,7 @@ class Settings:
                 values.update(tomllib.loads(toml_path.read_text()))
             except tomllib.TOMLDecodeError as exc:
                 raise ValidationError(f"{toml_path}: invalid TOML: {exc}") from exc
-            unknown = set(values) - {f.name for f in fields(cls)}
+            unknown = set(values) - ({f.name for f in fields(cls)} - _NOT_FROM_FILE)
             if unknown:
                 raise ValidationError(f"{toml_path}: unknown setting(s): {', '.join(sorted(unknown))}")
         for name, var in _ENV.items():
@@ -215,6 +255,18 @@ class Settings:
     def with_(self, **changes: Any) -> Settings:
         """A copy with some settings changed."""
         return replace(self, **_coerce(changes))
+
+
+def _file_problem(path: Path) -> str | None:
+    """Why ``path`` is not a readable regular file (``"does not exist"``...), or None when it is one."""
+    p = path.expanduser()
+    if not p.exists():
+        return "is a dangling symbolic link" if p.is_symlink() else "does not exist"
+    if not p.is_file():
+        return "is not a regular file"
+    if not os.access(p, os.R_OK):
+        return "cannot be read"
+    return None
 
 
 def _coerce(values: dict[str, Any]) -> dict[str, Any]:

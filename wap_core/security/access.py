@@ -8,10 +8,17 @@ The access file (``WAP_ACCESS``, default ``$WAP_HOME/access.yml``)::
       approver: [ann@corp.test]
       admin: [ops-bot, root]
     policies: {...}             # per-table review policies (parsed by the review workflow)
+    cli_identity: token         # optional: the CLI acts only with a service token (WAP_TOKEN); default env
 
-No file: access control is off and everyone is admin (single-user local use). A broken file
-(bad YAML, unknown role or key, a non-list) is an :class:`AccessFileError` naming file and line,
-never "everyone is admin".
+No file at the default place (``$WAP_HOME/access.yml``, ``WAP_ACCESS`` unset): access control is off
+and everyone is admin (single-user local use). A configured file (``WAP_ACCESS``) that is missing is
+an error at start (:meth:`wap_core.config.Settings.check_configured_paths`) and, once read, its
+disappearance is an error too. A broken file (bad YAML, unknown role or key, a non-list) is an
+:class:`AccessFileError` naming file and line, never "everyone is admin".
+
+``cli_identity: token`` refuses the CLI's bare environment name (``WAP_USER`` / the OS user): the CLI
+then acts only as the user of a valid service token (``WAP_TOKEN``, :mod:`wap_core.security.tokens`),
+with the role the token grants.
 
 Every guarded core operation calls :func:`authorize` first: the CLI and every console page go
 through the same rules, and the core refuses even when a page forgot to disable a button.
@@ -24,7 +31,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum, IntEnum
 from pathlib import Path
 from types import MappingProxyType
@@ -43,7 +50,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 EVERYONE = "*"
-TOP_KEYS = ("roles", "policies")
+TOP_KEYS = ("roles", "policies", "cli_identity")
+CLI_IDENTITIES = ("env", "token")  # cli_identity: the CLI's user from the environment, or only from a token
 
 
 class Role(IntEnum):
@@ -135,6 +143,7 @@ class AccessPolicy:
     policies_line: int | None = None
     # The YAML node of ``policies:`` (line numbers for precise errors when it is parsed further).
     policies_node: yaml.Node | None = field(default=None, compare=False, repr=False)
+    cli_identity: str = "env"  # "token": the CLI refuses WAP_USER / the OS user without a service token
 
     @classmethod
     def off(cls, path: str) -> AccessPolicy:
@@ -162,6 +171,15 @@ class AccessPolicy:
     def members(self, role: Role) -> tuple[str, ...]:
         """The users listed under ``role`` itself (as written)."""
         return tuple(g.user for g in self.grants if g.role == role)
+
+    def with_token(self, user: str, role: Role) -> AccessPolicy:
+        """The policy for the user of a verified service token: ``user`` holds exactly ``role`` (the file's
+        own lines for that user are replaced; ``"*"`` still applies). Unchanged when access control is off."""
+        if not self.enabled:
+            return self
+        key = _key(user)
+        kept = tuple(g for g in self.grants if g.user == EVERYONE or _key(g.user) != key)
+        return replace(self, grants=(*kept, Grant(user, role, 0)))
 
 
 @dataclass(frozen=True)
@@ -231,6 +249,17 @@ def parse_access(text: str, source: str = "<access>") -> AccessPolicy:
         if key in top:
             raise AccessFileError(source, _line(key_node), f"{key!r} is given twice")
         top[key] = (key_node, val_node)
+    cli_identity = "env"
+    if "cli_identity" in top:
+        node = top["cli_identity"][1]
+        value = node.value if isinstance(node, yaml.ScalarNode) else None
+        if value not in CLI_IDENTITIES:
+            raise AccessFileError(
+                source,
+                _line(node),
+                f"'cli_identity' must be 'env' (WAP_USER / the OS user) or 'token' (WAP_TOKEN only), got {value!r}",
+            )
+        cli_identity = str(value)
     if "roles" not in top:
         raise AccessFileError(
             source, _line(root), "missing 'roles': map viewer, steward, approver, admin to lists of users"
@@ -267,6 +296,7 @@ def parse_access(text: str, source: str = "<access>") -> AccessPolicy:
         policies=policies,
         policies_line=policies_line,
         policies_node=policies_node,
+        cli_identity=cli_identity,
     )
 
 
@@ -316,10 +346,12 @@ _cache: dict[str, tuple[tuple[int, int, int], AccessPolicy]] = {}
 _cache_lock = threading.Lock()
 
 
-def load_access(path: str | Path) -> AccessPolicy:
+def load_access(path: str | Path, *, configured: bool = False) -> AccessPolicy:
     """The access policy in ``path``, re-parsed only when the file changed (mtime, size, inode).
 
-    A missing file turns access control off; an unreadable or invalid one raises AccessFileError.
+    A missing file turns access control off, unless it is ``configured`` (``WAP_ACCESS``) and was read
+    before in this process: a configured file that disappears never means "everyone is admin". An
+    unreadable or invalid file raises AccessFileError.
     """
     p = Path(path)
     try:
@@ -327,6 +359,12 @@ def load_access(path: str | Path) -> AccessPolicy:
     except FileNotFoundError:
         if p.is_symlink():
             raise AccessFileError(str(p), None, "the access file is a dangling symbolic link") from None
+        with _cache_lock:
+            seen = str(p) in _cache
+        if configured and seen:
+            raise AccessFileError(
+                str(p), None, "the access file (WAP_ACCESS) is gone; access control never turns off by itself"
+            ) from None
         return AccessPolicy.off(str(p))
     except OSError as exc:
         raise AccessFileError(str(p), None, f"cannot read: {exc.strerror}") from exc
@@ -352,9 +390,29 @@ def load_access(path: str | Path) -> AccessPolicy:
 PolicySource = Union["Lakehouse", AccessPolicy]
 
 
+_token_policies: dict[tuple[int, str, Role], tuple[AccessPolicy, AccessPolicy]] = {}
+
+
 def access_policy(lh: Lakehouse) -> AccessPolicy:
-    """The lakehouse's access policy (``settings.access_file``), cached by the file's mtime."""
-    return load_access(lh.settings.access_file)
+    """The lakehouse's access policy (``settings.access_file``), cached by the file's mtime.
+
+    When the acting user proved a service token (``settings.token_role``, set by the CLI), that user
+    holds exactly the token's role.
+    """
+    s = lh.settings
+    policy = load_access(s.access_file, configured=s.access_path is not None)
+    if s.token_role is None:
+        return policy
+    role = Role.parse(s.token_role)
+    key = (id(policy), s.user, role)
+    hit = _token_policies.get(key)
+    if hit is not None and hit[0] is policy:
+        return hit[1]
+    derived = policy.with_token(s.user, role)
+    if len(_token_policies) > 64:
+        _token_policies.clear()
+    _token_policies[key] = (policy, derived)
+    return derived
 
 
 def _policy(src: PolicySource) -> AccessPolicy:

@@ -268,6 +268,23 @@ comments_table = Table(
     Index("ix_wap_comments_table_branch", "table_name", "branch"),
 )
 
+# Service tokens of the CLI (migration 0006): only the SHA-256 of each token is stored
+# (wap_core.security.tokens); the token itself is shown once, when it is created.
+tokens_table = Table(
+    "wap_tokens",
+    _meta,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("token_hash", String(64), nullable=False),
+    Column("user_name", String(255), nullable=False),  # the user the token acts as
+    Column("role", String(16), nullable=False),  # the role it grants: viewer | steward | approver | admin
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("created_by", String(255), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Column("revoked_at", DateTime(timezone=True), nullable=True),
+    Column("revoked_by", String(255), nullable=True),
+    UniqueConstraint("token_hash", name="ux_wap_tokens_token_hash"),
+)
+
 
 HEARTBEAT_SECONDS = 15.0  # an in-flight intent's heartbeat_at is refreshed this often
 STALE_AFTER_SECONDS = 120.0  # a pending intent whose heartbeat is older belongs to a dead process

@@ -1,0 +1,196 @@
+"""Issue 19 item 4: rules never fail open. A configured path (WAP_ACCESS, WAP_NOTIFY, WAP_INGEST_ROOTS)
+that is not there is an error at start naming it — the CLI exits 2 with one line, the console shows one
+line and stops; only an unset WAP_ACCESS with no default file means "access control off".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from wap_core import Lakehouse, Settings
+from wap_core.cli import main
+from wap_core.exceptions import AccessFileError, NotifyFileError, ValidationError
+from wap_core.security.access import access_policy
+from wap_core.security.paths import allowed_roots
+
+ROOT = Path(__file__).resolve().parent.parent
+ACCESS = "roles:\n  viewer: ['*']\n  admin: [root]\n"
+
+
+def _home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    home.mkdir()
+    return home
+
+
+def _clean_env(mp: pytest.MonkeyPatch, home: Path, **extra: str) -> None:
+    for k in list(os.environ):
+        if k.startswith("WAP_"):
+            mp.delenv(k)
+    mp.setenv("WAP_HOME", str(home))
+    mp.setenv("WAP_USER", "root")
+    mp.setenv("WAP_CATALOG_NAME", "paths")
+    for k, v in extra.items():
+        mp.setenv(k, v)
+
+
+def cli(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return code, out.getvalue(), err.getvalue()
+
+
+# ----------------------------------------------------------------------------- the check itself
+def test_configured_paths_must_exist_and_defaults_may_be_absent(tmp_path: Path) -> None:
+    home = _home(tmp_path)
+    Settings(home=home).check_configured_paths()  # nothing configured, nothing there: fine
+    missing = tmp_path / "none.yml"
+    with pytest.raises(AccessFileError) as info:
+        Settings(home=home, access_path=missing).check_configured_paths()
+    assert str(info.value) == (
+        f"{missing}: the access file (WAP_ACCESS) does not exist; a configured access file never means "
+        "'access control off' (unset WAP_ACCESS for that)"
+    )
+    with pytest.raises(AccessFileError, match="is not a regular file"):
+        Settings(home=home, access_path=tmp_path).check_configured_paths()
+    dangling = tmp_path / "link.yml"
+    dangling.symlink_to(tmp_path / "gone.yml")
+    with pytest.raises(AccessFileError, match="is a dangling symbolic link"):
+        Settings(home=home, access_path=dangling).check_configured_paths()
+    with pytest.raises(NotifyFileError) as ninfo:
+        Settings(home=home, notify_path=tmp_path / "notify.yml").check_configured_paths()
+    assert (
+        str(ninfo.value) == f"{tmp_path / 'notify.yml'}: the notifications file (WAP_NOTIFY) does not exist"
+    )
+    land = tmp_path / "land"
+    land.mkdir()
+    with pytest.raises(ValidationError) as rinfo:
+        Settings(home=home, ingest_roots=(land, tmp_path / "typo")).check_configured_paths()
+    assert str(rinfo.value) == f"{tmp_path / 'typo'}: the ingest root (WAP_INGEST_ROOTS) does not exist"
+    (tmp_path / "file.csv").write_text("a\n1\n")
+    with pytest.raises(ValidationError, match="is not a folder"):
+        Settings(home=home, ingest_roots=(tmp_path / "file.csv",)).check_configured_paths()
+    # present: fine; the default landing folder is still created on first use
+    (tmp_path / "access.yml").write_text(ACCESS)
+    (tmp_path / "n.yml").write_text("webhooks: []\n")
+    Settings(
+        home=home, access_path=tmp_path / "access.yml", notify_path=tmp_path / "n.yml", ingest_roots=(land,)
+    ).check_configured_paths()
+    assert not (home / "landing").exists()
+    assert (home / "landing").resolve() in allowed_roots(Settings(home=home))
+
+
+def test_a_configured_access_file_that_disappears_is_an_error_not_access_off(tmp_path: Path) -> None:
+    home = _home(tmp_path)
+    path = tmp_path / "roles.yml"
+    path.write_text(ACCESS)
+    lh = Lakehouse(Settings(home=home, access_path=path, user="eve"))
+    assert access_policy(lh).enabled and access_policy(lh).role_of("eve") is not None
+    path.unlink()
+    with pytest.raises(AccessFileError, match="is gone"):
+        access_policy(lh)  # never "everyone is admin"
+    # the default file (WAP_ACCESS unset) may be deleted to turn access control off
+    (home / "access.yml").write_text(ACCESS)
+    default = Lakehouse(Settings(home=home, user="eve"))
+    assert access_policy(default).enabled
+    (home / "access.yml").unlink()
+    assert not access_policy(default).enabled
+
+
+# ----------------------------------------------------------------------------- the CLI
+def test_cli_exits_2_naming_a_configured_path_that_is_not_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = _home(tmp_path)
+    missing = tmp_path / "none.yml"
+    _clean_env(monkeypatch, home, WAP_ACCESS=str(missing))
+    code, out, err = cli("whoami", "--json")
+    assert (code, out) == (2, "")
+    assert err == (
+        f"error: {missing}: the access file (WAP_ACCESS) does not exist; a configured access file never "
+        "means 'access control off' (unset WAP_ACCESS for that)\n"
+    )
+    _clean_env(monkeypatch, home, WAP_NOTIFY=str(tmp_path / "notify.yml"))
+    assert cli("whoami") == (
+        2,
+        "",
+        f"error: {tmp_path / 'notify.yml'}: the notifications file (WAP_NOTIFY) does not exist\n",
+    )
+    (tmp_path / "land").mkdir()
+    _clean_env(monkeypatch, home, WAP_INGEST_ROOTS=f"{tmp_path / 'land'}:{tmp_path / 'lnad'}")
+    assert cli("whoami") == (
+        2,
+        "",
+        f"error: {tmp_path / 'lnad'}: the ingest root (WAP_INGEST_ROOTS) does not exist\n",
+    )
+    # unset WAP_ACCESS and no $WAP_HOME/access.yml: access control is off (the only way)
+    _clean_env(monkeypatch, home)
+    code, out, err = cli("whoami")
+    assert code == 0 and out.splitlines()[0] == "root" and "access control is off" in err
+    # a configured file that is there is used
+    (tmp_path / "roles.yml").write_text(ACCESS.replace("admin: [root]", "admin: [ops]"))
+    _clean_env(monkeypatch, home, WAP_ACCESS=str(tmp_path / "roles.yml"))
+    assert (
+        cli("whoami", "--json")[1].replace(" ", "").replace("\n", "") == '{"user":"root","roles":["viewer"]}'
+    )
+
+
+def test_cli_subprocess_refuses_a_missing_access_file_in_one_line(tmp_path: Path) -> None:
+    home = _home(tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WAP_")}
+    env.update({"WAP_HOME": str(home), "WAP_USER": "root", "WAP_ACCESS": str(tmp_path / "acess.yml")})
+    p = subprocess.run(
+        [sys.executable, "-m", "wap_core", "branches"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert (p.returncode, p.stdout) == (2, "")
+    assert p.stderr.splitlines() == [
+        f"error: {tmp_path / 'acess.yml'}: the access file (WAP_ACCESS) does not exist; a configured access "
+        "file never means 'access control off' (unset WAP_ACCESS for that)"
+    ]
+
+
+# ----------------------------------------------------------------------------- the console
+def _console(monkeypatch: pytest.MonkeyPatch, home: Path, **extra: str) -> AppTest:
+    import streamlit as st
+
+    _clean_env(monkeypatch, home, WAP_SPARK_EAGER="0", **extra)
+    st.cache_data.clear()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _errors(at: AppTest) -> list[str]:
+    return [str(e.value).replace("\\", "").replace("\u2060", "") for e in at.error]
+
+
+@pytest.mark.parametrize("var", ["WAP_ACCESS", "WAP_NOTIFY", "WAP_INGEST_ROOTS"])
+def test_console_start_shows_the_missing_path_in_one_line_and_stops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, var: str
+) -> None:
+    home = _home(tmp_path)
+    missing = tmp_path / "not_there"
+    at = _console(monkeypatch, home, **{var: str(missing)})
+    what = {
+        "WAP_ACCESS": "the access file (WAP_ACCESS) does not exist; a configured access file never means "
+        "'access control off' (unset WAP_ACCESS for that)",
+        "WAP_NOTIFY": "the notifications file (WAP_NOTIFY) does not exist",
+        "WAP_INGEST_ROOTS": "the ingest root (WAP_INGEST_ROOTS) does not exist",
+    }[var]
+    assert _errors(at) == [f"{missing}: {what}"]
+    assert not at.title and not at.sidebar.caption  # nothing else ran: no page, no sidebar

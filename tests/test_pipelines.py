@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-ORCHESTRATORS = ("airflow", "prefect")
+ORCHESTRATORS = ("airflow", "prefect", "dbos")
 
 
 def _pins(path: Path) -> dict[str, str]:

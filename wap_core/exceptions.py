@@ -183,6 +183,9 @@ class AuditFailedError(RefusedError):
         self.failed_checks = list(failed_checks)
         super().__init__(message, reason_code="audit_failed")
 
+    def __reduce__(self) -> tuple[type[AuditFailedError], tuple[str, list[str]]]:
+        return (type(self), (str(self), self.failed_checks))  # picklable: durable workflows store errors
+
 
 class BatchRejectedError(RefusedError):
     """A person decided against a pipeline's batch: discarded, or changes requested (``wap_core.pipeline``).
@@ -193,3 +196,6 @@ class BatchRejectedError(RefusedError):
     def __init__(self, message: str, decision: str) -> None:
         self.decision = decision
         super().__init__(message, reason_code=decision)
+
+    def __reduce__(self) -> tuple[type[BatchRejectedError], tuple[str, str]]:
+        return (type(self), (str(self), self.decision))  # picklable: durable workflows store errors

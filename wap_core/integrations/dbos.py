@@ -1,0 +1,78 @@
+"""A DBOS durable workflow for Write-Audit-Publish (``wap-console[dbos]``, PostgreSQL system database).
+
+``wap_workflow`` is ingest → audit → wait for a decision → publish, each a ``@DBOS.step`` whose output DBOS
+records. If the process dies (a deploy, a crash, a SIGKILL) while the workflow waits for a person, the
+next ``DBOS.launch()`` recovers it and replays the recorded steps without running them again: no second
+ingest, no second branch; it goes on waiting where it was and publishes once::
+
+    from dbos import DBOS, SetWorkflowID
+    from wap_core.integrations.dbos import wap_workflow
+
+    DBOS(config={"name": "wap-pipelines", "system_database_url": "postgresql://dbos@db/dbos"})
+    DBOS.launch()
+    with SetWorkflowID("orders-2026-11-24"):  # one id per batch: starting it twice runs it once
+        DBOS.start_workflow(wap_workflow, "demo.orders", ["/landing/orders.csv"], timeout=86400, poll=60)
+
+The wait is durable too: one recorded look at the journal (``decision_step``) then a durable
+``DBOS.sleep(poll)``, at most ``timeout / poll`` times. Steps act as the service identity ``WAP_USER``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from dbos import DBOS
+
+from wap_core import pipeline
+
+
+@DBOS.step()  # type: ignore[untyped-decorator]
+def ingest_step(table: str, sources: Sequence[str], create: bool = False) -> dict[str, Any]:
+    """Write the batch into a new audit branch (and audit it)."""
+    return pipeline.ingest(table, list(sources), create=create).to_dict()
+
+
+@DBOS.step()  # type: ignore[untyped-decorator]
+def audit_step(table: str, branch: str) -> dict[str, Any]:
+    """(Re-)audit the branch."""
+    return pipeline.audit(table, branch).to_dict()
+
+
+@DBOS.step()  # type: ignore[untyped-decorator]
+def decision_step(table: str, branch: str) -> str | None:
+    """One look at the journal and the reviews: the decision so far, or None."""
+    d = pipeline.decision_now(table, branch)
+    return None if d is None else d.value
+
+
+@DBOS.step()  # type: ignore[untyped-decorator]
+def publish_step(table: str, branch: str) -> dict[str, Any]:
+    """Publish if the audit and the review policy allow it (never forced)."""
+    return pipeline.publish_if_passed(table, branch).to_dict()
+
+
+@DBOS.workflow()  # type: ignore[untyped-decorator]
+def wap_workflow(
+    table: str,
+    sources: list[str],
+    create: bool = False,
+    timeout: float = 86400.0,
+    poll: float = pipeline.DEFAULT_POLL,
+) -> dict[str, Any]:
+    """Ingest → audit → wait (durably) for a decision → publish; a rejected batch ends the workflow in error."""
+    b = ingest_step(table, sources, create)
+    audit_step(b["table"], b["branch"])
+    looks = max(1, math.ceil(timeout / poll)) + 1
+    decision: str | None = None
+    for n in range(looks):
+        decision = decision_step(b["table"], b["branch"])
+        if decision is not None:
+            break
+        if n < looks - 1:
+            DBOS.sleep(poll)
+    d = pipeline.Decision(decision) if decision is not None else pipeline.Decision.TIMED_OUT
+    pipeline.require_go(d, b["table"], b["branch"])
+    result: dict[str, Any] = publish_step(b["table"], b["branch"])
+    return result

@@ -72,14 +72,21 @@ def _clean(flights: pd.DataFrame, airports: pd.DataFrame) -> pd.DataFrame:
 
 def seed_demo(lh: Lakehouse, force: bool = False) -> list[str]:
     """Seed the demo; refuses a lakehouse that already has tables unless ``force``."""
-    import pandas as pd
-
-    trusted = SourcePolicy.ANY  # the demo reads the files it just wrote itself, under $WAP_HOME/demo_sources
-
     if lh.tables() and not force:
         raise ValidationError(f"lakehouse {lh.settings.home} already has tables; use --force to seed anyway")
-    home = lh.settings.home
-    src = home / "demo_sources"
+    src = _write_sources(lh, force)
+    return _load_reference(lh, src) + _load_flights(lh, src)
+
+
+# The demo reads the files it just wrote itself, under $WAP_HOME/demo_sources.
+_TRUSTED = SourcePolicy.ANY
+
+
+def _write_sources(lh: Lakehouse, force: bool) -> Path:
+    """The checks file (unless one exists) and the demo's source files: reference CSVs, four flight batches."""
+    import pandas as pd
+
+    src = lh.settings.home / "demo_sources"
     src.mkdir(parents=True, exist_ok=True)
     checks = lh.settings.checks_file
     if force or not checks.exists():
@@ -99,25 +106,30 @@ def seed_demo(lh: Lakehouse, force: bool = False) -> list[str]:
     }
     for fname, frame in batches.items():
         frame.to_csv(src / fname, index=False)
+    return src
 
+
+def _load_reference(lh: Lakehouse, src: Path) -> list[str]:
+    """airlines, airports, planes: created, audited and published (forced with a reason where they fail)."""
     log: list[str] = []
     for name in ("airlines", "airports", "planes"):
+        tid = TableId("demo", name)
         res = ingest(
-            lh,
-            TableId("demo", name),
-            [str(src / f"{name}.csv")],
-            create=True,
-            branch=f"load_{name}",
-            source_policy=trusted,
+            lh, tid, [str(src / f"{name}.csv")], create=True, branch=f"load_{name}", source_policy=_TRUSTED
         )
         pub = publish(
             lh,
-            TableId("demo", name),
+            tid,
             res.branch,
             force=not res.audit.passed,
             reason=None if res.audit.passed else "initial load of reference data",
         )
         log.append(f"demo.{name}: {res.rows_written} rows, audit {res.audit.status}, {pub.outcome}")
+    return log
+
+
+def _load_flights(lh: Lakehouse, src: Path) -> list[str]:
+    """January published (the backfill forced with a reason); two February weeks left open, one failing."""
     flights_id = TableId("demo", "flights")
     res = ingest(
         lh,
@@ -125,14 +137,12 @@ def seed_demo(lh: Lakehouse, force: bool = False) -> list[str]:
         [str(src / "flights_2013_01_a.csv")],
         create=True,
         branch="load_2013_01_a",
-        source_policy=trusted,
+        source_policy=_TRUSTED,
     )
     publish(lh, flights_id, res.branch)
-    log.append(
-        f"demo.flights: {res.rows_written} rows (Jan 1-15, cleaned), audit {res.audit.status}, published"
-    )
+    log = [f"demo.flights: {res.rows_written} rows (Jan 1-15, cleaned), audit {res.audit.status}, published"]
     res = ingest(
-        lh, flights_id, [str(src / "flights_2013_01_b.csv")], branch="load_2013_01_b", source_policy=trusted
+        lh, flights_id, [str(src / "flights_2013_01_b.csv")], branch="load_2013_01_b", source_policy=_TRUSTED
     )
     publish(
         lh,
@@ -145,11 +155,11 @@ def seed_demo(lh: Lakehouse, force: bool = False) -> list[str]:
         f"demo.flights: {res.rows_written} rows (Jan 16-31, raw), audit {res.audit.status}, force-published with reason"
     )
     ok = ingest(
-        lh, flights_id, [str(src / "flights_2013_02_w1.csv")], branch=PASSING_BRANCH, source_policy=trusted
+        lh, flights_id, [str(src / "flights_2013_02_w1.csv")], branch=PASSING_BRANCH, source_policy=_TRUSTED
     )
     log.append(f"open branch {PASSING_BRANCH}: {ok.rows_written} rows, audit {ok.audit.status}")
     bad = ingest(
-        lh, flights_id, [str(src / "flights_2013_02_w2.csv")], branch=FAILING_BRANCH, source_policy=trusted
+        lh, flights_id, [str(src / "flights_2013_02_w2.csv")], branch=FAILING_BRANCH, source_policy=_TRUSTED
     )
     failed = ", ".join(c.name for c in bad.audit.checks if c.status is CheckStatus.FAILED)
     log.append(f"open branch {FAILING_BRANCH}: {bad.rows_written} rows, audit {bad.audit.status} ({failed})")

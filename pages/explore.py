@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import streamlit as st
@@ -14,6 +15,18 @@ from wap_core.exceptions import WapError
 ui.page_header("Explore", "Read-only: browse a table as of any branch, tag, snapshot or point in time.")
 lh = ui.lakehouse()
 user = ui.current_user(lh)
+
+def _session_alive() -> Callable[[], bool] | None:
+    """True while this browser session is connected (Streamlit's runtime: thread-safe, per its source)."""
+    from streamlit.runtime import Runtime
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    if ctx is None or not Runtime.exists():
+        return None
+    runtime, session_id = Runtime.instance(), ctx.session_id
+    return lambda: runtime.is_active_session(session_id)
+
 
 tables = ui.table_names()
 if not tables:
@@ -140,13 +153,44 @@ with tab_sql:
     with st.form("sql"):
         sql = st.text_area("SQL", value=f"SELECT * FROM {ex.VIEW} LIMIT 20", height=120)
         run = st.form_submit_button("Run query")
+    # The query runs in the background (its own Spark job group in this user's pool, WAP_QUERY_TIMEOUT):
+    # the fragment below polls it and offers Cancel; it is cancelled when this browser session ends.
+    _QUERY = "explore_sql_query"
+    where = (table, ref.snapshot_id)
+    shown = st.session_state.get(_QUERY)
+    if shown is not None and (run or shown[0] != where):
+        shown[1].cancel()  # a new query, or another table/ref: the old one stops
+        st.session_state.pop(_QUERY, None)
     if run:
         try:
             if not ui.wait_for_spark(lh):
                 st.stop()
-            with st.spinner("Running with Spark…"):
-                ui.grid(
-                    ex.run_sql(lh, tid, ref.snapshot_id, sql, user=user), hide_index=True, width="stretch"
-                )
+            st.session_state[_QUERY] = (
+                where,
+                ex.start_query(lh, tid, ref.snapshot_id, sql, user=user, alive=_session_alive()),
+            )
         except WapError as exc:
             ui.show_error(exc)
+    handle = st.session_state[_QUERY][1] if _QUERY in st.session_state else None
+    polling = handle is not None and not handle.done()
+
+    def _sql_result() -> None:
+        if handle is None:
+            return
+        if not handle.done():
+            c_wait, c_cancel = st.columns([4, 1])
+            c_wait.info(
+                f"Running with Spark… {handle.elapsed:.0f} s (stopped after {lh.settings.query_timeout:g} s)",
+                icon=":material/hourglass_top:",
+            )
+            if c_cancel.button("Cancel", icon=":material/cancel:", key="explore_sql_cancel"):
+                handle.cancel()
+            return
+        if polling:
+            st.rerun()  # done: one full run shows the result, without the polling fragment
+        try:
+            ui.grid(handle.result(0), hide_index=True, width="stretch")
+        except WapError as exc:
+            ui.show_error(exc)
+
+    st.fragment(_sql_result, run_every=0.5 if polling else None)()

@@ -412,3 +412,150 @@ def test_explore_selection_lives_in_the_url_and_back_restores_it(server: str) ->
             expect(page.get_by_text("Reading demo.planes at branch main")).to_be_visible()
         finally:
             browser.close()
+
+
+# ----------------------------------------------------------------------------- what a steward sees (issue 19, 8)
+# Every text the page draws on a canvas (the data grids draw their cells there), with where it is drawn:
+# the grid's cells as the steward sees them (formatted numbers, the NULL placeholder, what is cut off).
+DRAWN_TEXT_HOOK = """
+(() => {
+  const fill = CanvasRenderingContext2D.prototype.fillText;
+  CanvasRenderingContext2D.prototype.fillText = function (text, x, y, ...rest) {
+    const grid = this.canvas.isConnected && this.canvas.closest('[data-testid=stDataFrame]');
+    if (grid) {
+      const m = this.getTransform();
+      (grid.__drawn = grid.__drawn || []).push({
+        t: String(text), x: m.a * x + m.e, y: m.d * y + m.f,
+        w: this.measureText(String(text)).width * m.a,
+      });
+    }
+    return fill.call(this, text, x, y, ...rest);
+  };
+})();
+"""
+GROUPED = re.compile(r"^\d{1,3}(,\d{3})+$")  # 1,100,000
+
+
+def _drawn(frame) -> list[dict]:
+    """What one st.dataframe drew on its canvas so far (text, position and width in device pixels)."""
+    frame.wait_for()
+    frame.page.wait_for_timeout(800)  # let the grid draw
+    return frame.evaluate("el => el.__drawn || []")
+
+
+def _drawn_texts(page) -> set[str]:
+    return set(
+        page.evaluate(
+            "() => Array.from(document.querySelectorAll('[data-testid=stDataFrame]')).flatMap(g => (g.__drawn || []).map(d => d.t))"
+        )
+    )
+
+
+def _chart_svg(page, title: str):
+    """The axis labels and the bars of the Vega chart titled ``title`` (or an axis so titled), read off its SVG."""
+    return page.evaluate(
+        """title => {
+          const svg = Array.from(document.querySelectorAll('svg')).find(s =>
+            Array.from(s.querySelectorAll('.role-title-text, .role-axis-title text')).some(t => t.textContent === title));
+          if (!svg) return null;
+          const box = el => { const b = el.getBoundingClientRect(); return {x: b.x, y: b.y, w: b.width, h: b.height}; };
+          const axis = dir => Array.from(svg.querySelectorAll('.role-axis')).filter(a =>
+              (a.getAttribute('aria-label') || '').startsWith(dir))
+            .flatMap(a => Array.from(a.querySelectorAll('.role-axis-label text')))
+            .map(t => ({t: t.textContent, ...box(t)}));
+          return {x: axis('X-axis'), y: axis('Y-axis'),
+                  bars: Array.from(svg.querySelectorAll('.mark-rect path')).map(box)};
+        }""",
+        title,
+    )
+
+
+def test_what_a_steward_sees(server: str, demo_settings: Settings) -> None:
+    """Counts with separators, NULL blank, a readable null-rate chart, History's timeline on the table
+    that changed last with distinct ticks, Explore's times with their zone, Overview's recent publishes whole."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from wap_core.workflow.ingest import SourcePolicy, ingest
+
+    base = server
+    expect.set_options(timeout=120_000)
+    lh = Lakehouse(demo_settings)
+    # week 2 again (the demo's failing branch may be discarded by now): NULL dep_time, a null-rate jump
+    week2 = demo_settings.home / "demo_sources" / "flights_2013_02_w2.csv"
+    looked = ingest(lh, FLIGHTS, [str(week2)], branch="w2_look", source_policy=SourcePolicy.ANY)
+    assert looked.audit.status == "failed" and looked.rows_written >= 1000
+    mains = {str(t): max(s.timestamp_ms for s in lh.table(t).metadata.snapshots) for t in lh.tables()}
+    latest = max(mains, key=lambda t: mains[t])
+    reason = "January backfill: cancellations and island destinations accepted by the data owner"
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(120_000)
+            page.add_init_script(DRAWN_TEXT_HOOK)
+
+            # Branches: counts with thousands separators, as Review's metrics (6,139), never 6139.
+            page.goto(f"{base}/branches")
+            cells = [str(d["t"]) for d in _drawn(page.get_by_test_id("stDataFrame").first)]
+            assert f"{looked.rows_written:,}" in cells, cells
+            assert not [c for c in cells if re.fullmatch(r"\d{4,}", c)], cells
+
+            # Review: a null-rate chart with one band per side, NULL cells blank in samples and the profile.
+            page.goto(f"{base}/review?table=demo.flights&branch=w2_look")
+            expect(page.get_by_text("Diff computed on").first).to_be_visible(timeout=300_000)
+            expect(page.get_by_text("Distributions, main vs batch")).to_be_visible()
+            page.wait_for_timeout(1500)
+            chart = _chart_svg(page, "dep_time: null rate, main vs batch")
+            assert chart is not None
+            sides = {d["t"]: d for d in chart["y"]}
+            assert set(sides) == {"main", "batch"}, chart
+            assert abs(float(sides["main"]["y"]) - float(sides["batch"]["y"])) >= 12, chart
+            bars = chart["bars"]
+            assert len(bars) == 2 and all(float(b["h"]) >= 10 for b in bars), bars
+            assert abs(float(bars[0]["y"]) - float(bars[1]["y"])) >= 10, bars
+            sample = page.get_by_test_id("stExpander").filter(
+                has_text="Failing-row sample of not_null(dep_time)"
+            )
+            sample_cells = [str(d["t"]) for d in _drawn(sample.get_by_test_id("stDataFrame").first)]
+            assert "dep_time" in sample_cells and "None" not in sample_cells, sample_cells
+            assert "None" not in _drawn_texts(page)  # no grid on the page shows a NULL as "None"
+
+            # History: the timeline opens on the table whose main changed last, each tick reads differently.
+            page.goto(f"{base}/history")
+            expect(page.get_by_text("Main's snapshot timeline")).to_be_visible()
+            expect(page.get_by_role("combobox", name="Timeline of table")).to_have_value(latest)
+            assert latest != "demo.airlines"
+            page.wait_for_timeout(1500)
+            tl = _chart_svg(page, "commit time")
+            assert tl is not None
+            ticks = [d["t"] for d in tl["x"]]
+            assert len(ticks) >= 2 and len(set(ticks)) == len(ticks), ticks
+
+            # Explore: the ref's time and a timestamp cell read with their zone.
+            page.goto(f"{base}/explore?table=demo.flights")
+            caption = page.get_by_text("Reading demo.flights at branch main")
+            expect(caption).to_be_visible()
+            zoned = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d ([A-Z]{2,5}|[+-]\d{4})\b")
+            assert zoned.search(caption.inner_text()), caption.inner_text()
+
+            # Overview: the recent publishes show the reason and the time whole (wrapped, never cut off).
+            page.goto(f"{base}/")
+            expect(page.get_by_text("Recent publishes")).to_be_visible()
+            recent = page.get_by_test_id("stTable").first
+            expect(recent).to_contain_text("January backfill")
+            cells = recent.evaluate(
+                """t => Array.from(t.querySelectorAll('tr')).map(tr => Array.from(tr.querySelectorAll('th,td')).map(c => ({
+                     t: c.innerText.replaceAll('\\u2060', '').replaceAll('\\u00a0', ' ').trim(),
+                     cut: c.scrollWidth > c.clientWidth + 1 || c.scrollHeight > c.clientHeight + 1})))"""
+            )
+            header = [c["t"] for c in cells[0]]
+            assert header[:3] == ["outcome", "reason", "at"], header
+            rows = [[c["t"] for c in r] for r in cells[1:]]
+            assert any(r[1] == reason and r[0] in ("published", "forced") for r in rows), rows
+            assert all(zoned.fullmatch(r[2]) for r in rows), rows
+            assert not [c for r in cells for c in r if c["cut"]], cells
+            box = recent.evaluate("t => [t.scrollWidth, t.clientWidth]")
+            assert box[0] <= box[1] + 1, box  # no column pushed out of sight
+        finally:
+            browser.close()

@@ -340,7 +340,7 @@ def test_rollback_loses_a_race_with_a_publish_cleanly(
     racer_head = refs(lh, F)["racer"]
     main0 = refs(lh, F)["main"]
     target = lh.table(F).metadata.snapshot_by_id(main0).parent_snapshot_id  # type: ignore[union-attr]
-    import wap_core.workflow.rollback as rb
+    import wap_core.workflow.refmove as rb  # the ref-move path holds every action's fault points
 
     real = rb.fault_point
 

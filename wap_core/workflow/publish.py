@@ -10,21 +10,20 @@ nothing is half-applied and no write is lost. No data file is written.
 from __future__ import annotations
 
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.table import Table
 
 from wap_core import notify
 from wap_core.exceptions import (
-    BranchBusyError,
     CommitConflictError,
     ConflictError,
     NotFoundError,
     RefusedError,
     ValidationError,
 )
-from wap_core.faults import fault_point, pause_point
+from wap_core.faults import fault_point
 from wap_core.identifiers import MAIN, TableId, validate_branch
 from wap_core.lake import catalog as cat
 from wap_core.lake.batch import batch_frame
@@ -43,11 +42,11 @@ from wap_core.store.journal import Intent
 from wap_core.workflow.audit import latest_audit
 from wap_core.workflow.reconcile import (
     INTENT_PROPERTY,
-    acting,
     reconciled_table,
     temp_branch_name,
     temp_branches_of,
 )
+from wap_core.workflow.refmove import Moved, Notice, RefMove
 from wap_core.workflow.review import ReviewStatus, review_state, second_admin_approval
 
 if TYPE_CHECKING:
@@ -170,43 +169,6 @@ def publish_readiness(lh: Lakehouse, table: TableId, branch: str, tbl: Table | N
     )
 
 
-def _refuse(
-    lh: Lakehouse,
-    user: str,
-    table: TableId,
-    branch: str,
-    action: Action,
-    exc: RefusedError,
-    before: int | None = None,
-    *,
-    notify_it: bool = True,
-) -> RefusedError:
-    """Journal a refused action (and notify it unless ``notify_it`` is False); returns ``exc`` to raise."""
-    lh.journal.record(
-        user=user,
-        action=action,
-        table=str(table),
-        branch=branch,
-        snapshot_before=before,
-        outcome=Outcome.REFUSED,
-        reason=str(exc),
-        details={"code": exc.reason_code},
-    )
-    # (authorization refusals are journaled and notified by access.authorize)
-    if notify_it:
-        notify.emit(
-            lh,
-            notify.Event.REFUSED,
-            table=str(table),
-            branch=branch,
-            user=user,
-            status=exc.reason_code,
-            summary=str(exc),
-            snapshot_id=before,
-        )
-    return exc
-
-
 def _already_published(lh: Lakehouse, table: TableId, branch: str, tbl: Table) -> int | None:
     """The snapshot a previous publish of ``branch`` moved main to, if it is still in main's history.
 
@@ -247,26 +209,6 @@ def _record_untracked_publish(lh: Lakehouse, table: TableId, branch: str, snapsh
     )
 
 
-def _begin(
-    lh: Lakehouse,
-    user: str,
-    table: TableId,
-    branch: str,
-    action: Action,
-    before: int | None,
-    *,
-    notify_it: bool = True,
-    **kw: Any,
-) -> Intent:
-    """Announce a ref move (its intent row is committed before any Iceberg commit); a busy branch is a journaled refusal."""
-    try:
-        return lh.journal.begin_intent(
-            user=user, action=action, table=str(table), branch=branch, expected_before=before, **kw
-        )
-    except BranchBusyError as exc:
-        raise _refuse(lh, user, table, branch, action, exc, before, notify_it=notify_it) from exc
-
-
 def publish(
     lh: Lakehouse,
     table: TableId,
@@ -291,97 +233,65 @@ def publish(
         cat.require_branch(tbl, table, branch)  # raises NotFoundError naming the open branches
     ready = publish_readiness(lh, table, branch, tbl)
     head = tbl.metadata.refs[branch].snapshot_id
+    move = RefMove(lh, user, Action.PUBLISH, table, branch, main_before, head, reason)
     if not ready.allowed and not (force and ready.forceable):
-        raise _refuse(
-            lh,
-            user,
-            table,
-            branch,
-            Action.PUBLISH,
-            RefusedError(f"publish of {table} {branch} refused: {ready.message}", ready.code),
-            main_before,
-        )
+        raise move.refuse(RefusedError(f"publish of {table} {branch} refused: {ready.message}", ready.code))
     forced = not ready.allowed
     if forced:  # publishing over the audit (or the review policy) is the admins' call
         authorize(lh, user, Permission.FORCE_PUBLISH, table=table, branch=branch)
         rs = ready.review if ready.review is not None else review_state(lh, table, branch, tbl)
         if rs.policy.force_needs_second_admin and second_admin_approval(lh, rs, user) is None:
-            raise _refuse(
-                lh,
-                user,
-                table,
-                branch,
-                Action.PUBLISH,
+            raise move.refuse(
                 RefusedError(
                     f"forced publish of {table} {branch} refused: the policy ({rs.policy.source}) needs an approval of the head "
                     f"from an admin other than {user}",
                     "second_admin_missing",
-                ),
-                main_before,
-            )
-    pause_point("before_publish_intent")
-    intent = _begin(
-        lh,
-        user,
-        table,
-        branch,
-        Action.PUBLISH,
-        main_before,
-        expected_after=head,
-        reason=reason,
-        details={"forced": forced, "refusal_overridden": ready.code if forced else None},
-    )
-    with acting(lh, intent):
-        fault_point("after_publish_intent")
-
-        def move_main(t: Table) -> None:
-            main_ref = t.metadata.refs.get(MAIN)
-            (
-                t.manage_snapshots()
-                .create_branch(
-                    head,
-                    MAIN,
-                    max_ref_age_ms=main_ref.max_ref_age_ms if main_ref else None,
-                    max_snapshot_age_ms=main_ref.max_snapshot_age_ms if main_ref else None,
-                    min_snapshots_to_keep=main_ref.min_snapshots_to_keep if main_ref else None,
                 )
-                .remove_branch(branch)
-                .commit()
             )
+    move = replace(move, details={"forced": forced, "refusal_overridden": ready.code if forced else None})
 
-        def unrelated(t: Table) -> bool:  # another branch of the table committed: retry on fresh metadata
-            return cat.ref_snapshot_id(t, MAIN) == main_before and cat.ref_snapshot_id(t, branch) == head
+    def move_main(t: Table) -> None:
+        main_ref = t.metadata.refs.get(MAIN)
+        (
+            t.manage_snapshots()
+            .create_branch(
+                head,
+                MAIN,
+                max_ref_age_ms=main_ref.max_ref_age_ms if main_ref else None,
+                max_snapshot_age_ms=main_ref.max_snapshot_age_ms if main_ref else None,
+                min_snapshots_to_keep=main_ref.min_snapshots_to_keep if main_ref else None,
+            )
+            .remove_branch(branch)
+            .commit()
+        )
 
+    def unrelated(t: Table) -> bool:  # another branch of the table committed: retry on fresh metadata
+        return cat.ref_snapshot_id(t, MAIN) == main_before and cat.ref_snapshot_id(t, branch) == head
+
+    def commit(_: Intent) -> Moved:
         try:
             commit_with_retry(lh, table, move_main, retry_if=unrelated, tbl=tbl)
         except CommitConflictError as exc:
             if cat.ref_snapshot_id(lh.table(table), MAIN) == head:
-                lh.journal.resolve_intent(
-                    intent,
-                    outcome=Outcome.ABANDONED,
-                    done=False,
-                    details={"why": "main already reached the branch head by another commit"},
-                )
-                return PublishResult(str(table), branch, "already_published", main_before, head)
+                why = "main already reached the branch head by another commit"
+                return Moved(Outcome.ABANDONED, None, done=False, details={"why": why})
             # main or the branch changed under us: nothing was published, nothing is lost (journaled as refused)
             raise ConflictError(
                 f"publish of {table} {branch} lost a race: main or the branch changed during publish; nothing was published ({exc})"
             ) from exc
-        fault_point("after_publish_commit")
-        lh.journal.resolve_intent(
-            intent, outcome=Outcome.FORCED if forced else Outcome.PUBLISHED, done=True, snapshot_after=head
+        return Moved(Outcome.FORCED if forced else Outcome.PUBLISHED, head)
+
+    def notice(_: Moved) -> Notice:
+        return Notice(
+            notify.Event.PUBLISHED,
+            "forced" if forced else "published",
+            f"main of {table} moved from snapshot {main_before} to {head}"
+            + (f"; forced over '{ready.message}': {reason}" if forced else f" ({ready.message})"),
+            head,
         )
-    notify.emit(
-        lh,
-        notify.Event.PUBLISHED,
-        table=str(table),
-        branch=branch,
-        user=user,
-        status="forced" if forced else "published",
-        summary=f"main of {table} moved from snapshot {main_before} to {head}"
-        + (f"; forced over '{ready.message}': {reason}" if forced else f" ({ready.message})"),
-        snapshot_id=head,
-    )
+
+    if not move.run(commit, notice).done:
+        return PublishResult(str(table), branch, "already_published", main_before, head)
     return PublishResult(str(table), branch, "published", main_before, head, forced, reason)
 
 
@@ -394,10 +304,8 @@ def discard(
     authorize(lh, user, Permission.DISCARD, table=table, branch=branch)
     tbl = reconciled_table(lh, table)
     head = cat.require_branch(tbl, table, branch)
-    pause_point("before_discard_intent")
-    intent = _begin(lh, user, table, branch, Action.DISCARD, head, reason=reason)
-    with acting(lh, intent):
-        fault_point("after_discard_intent")
+
+    def commit(_: Intent) -> Moved:
         try:
             removed = remove_branch(lh, table, branch, head=head, tbl=tbl)
         except CommitConflictError as exc:
@@ -408,19 +316,18 @@ def discard(
             raise ConflictError(
                 f"discard of {table} {branch} lost a race with another change; nothing was discarded{why}"
             )
-        fault_point("after_discard_commit")
-        lh.journal.resolve_intent(intent, outcome=Outcome.DISCARDED, done=True)
-    notify.emit(
-        lh,
-        notify.Event.DISCARDED,
-        table=str(table),
-        branch=branch,
-        user=user,
-        status="discarded",
-        summary=f"branch {branch} of {table} discarded (head {head}); main untouched"
-        + (f": {reason}" if reason else ""),
-        snapshot_id=head,
-    )
+        return Moved(Outcome.DISCARDED)
+
+    def notice(_: Moved) -> Notice:
+        return Notice(
+            notify.Event.DISCARDED,
+            "discarded",
+            f"branch {branch} of {table} discarded (head {head}); main untouched"
+            + (f": {reason}" if reason else ""),
+            head,
+        )
+
+    RefMove(lh, user, Action.DISCARD, table, branch, head, reason=reason).run(commit, notice)
     return DiscardResult(str(table), branch, head, reason)
 
 
@@ -435,18 +342,13 @@ def rebase(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = Non
     if not lin.main_moved:
         return RebaseResult(str(table), branch, "up_to_date", lin.head, lin.head, lin.fork, lin.fork, 0)
     ops = [cat.snapshot_operation(s) for s in lin.new_snapshots]
+    move = RefMove(lh, user, Action.REBASE, table, branch, lin.head)
     if any(op != "append" for op in ops):
-        raise _refuse(
-            lh,
-            user,
-            table,
-            branch,
-            Action.REBASE,
+        raise move.refuse(
             RefusedError(
                 f"rebase of {table} {branch} refused: the branch holds non-append commits ({', '.join(sorted(set(ops)))}); only appended batches can be replayed",
                 "not_append",
-            ),
-            lin.head,
+            )
         )
     main_head = lin.main_head
     assert main_head is not None
@@ -462,42 +364,22 @@ def rebase(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = Non
     props["wap.malformed-rows"] = str(malformed)
     props["wap.malformed-sample"] = sample_json(samples)
     rows = sum(int(cat.summary_get(s, "added-records") or 0) for s in lin.new_snapshots)
-    intent = _begin(
-        lh,
-        user,
-        table,
-        branch,
-        Action.REBASE,
-        lin.head,
-        details={"tmp": tmp, "old_fork": lin.fork, "new_fork": main_head, "rows": rows},
-    )
-    props[INTENT_PROPERTY] = str(intent.id)
-    with acting(lh, intent):
-        fault_point("after_rebase_intent")
+    move = replace(move, details={"tmp": tmp, "old_fork": lin.fork, "new_fork": main_head, "rows": rows})
+
+    def commit(intent: Intent) -> Moved:
+        props[INTENT_PROPERTY] = str(intent.id)
+        t = tbl
         # temp branches left by crashed rebases of this branch (we hold the branch: none of its rebases is in flight)
         in_use = {p.details.get("tmp") for p in lh.journal.pending_intents(str(table)) if p.id != intent.id}
-        leftovers = [n for n in temp_branches_of(tbl, branch) if n not in in_use]
+        leftovers = [n for n in temp_branches_of(t, branch) if n not in in_use]
         if leftovers:
             remove_branches(lh, str(table), leftovers)
-            tbl = lh.table(table)
+            t = lh.table(table)
         with commit_conflicts():
-            tbl.manage_snapshots().create_branch(main_head, tmp).commit()
+            t.manage_snapshots().create_branch(main_head, tmp).commit()
         fault_point("after_rebase_temp_branch")
         try:
-            batch = batch_frame(lh, table, lin)
-            writer = batch.writeTo(lh.spark_name(table, tmp))
-            for k, v in props.items():
-                writer = writer.option(f"snapshot-property.{k}", v)
-            with_commit_retry(writer.append)
-            fault_point("after_rebase_write")
-            now = lh.table(table)
-            if cat.ref_snapshot_id(now, branch) != lin.head:
-                raise ConflictError(
-                    f"branch {branch} of {table} changed during the rebase; nothing was changed"
-                )
-            new_head = now.metadata.refs[tmp].snapshot_id
-            with commit_conflicts():
-                now.manage_snapshots().create_branch(new_head, branch).remove_branch(tmp).commit()
+            new_head = _replay_and_swap(lh, table, branch, lin, tmp, props)
         except CommitConflictError as exc:
             remove_branch_quietly(lh, table, tmp)
             raise ConflictError(
@@ -507,8 +389,30 @@ def rebase(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = Non
             remove_branch_quietly(lh, table, tmp)
             raise
         fault_point("after_rebase_swap")
-        lh.journal.resolve_intent(intent, outcome=Outcome.REBASED, done=True, snapshot_after=new_head)
+        return Moved(Outcome.REBASED, new_head)
+
+    new_head = move.run(commit).snapshot_after
+    assert new_head is not None
     return RebaseResult(str(table), branch, "rebased", lin.head, new_head, lin.fork, main_head, rows)
+
+
+def _replay_and_swap(
+    lh: Lakehouse, table: TableId, branch: str, lin: cat.Lineage, tmp: str, props: dict[str, str]
+) -> int:
+    """Append the branch's batch onto the temp branch ``tmp`` (at main), then swap it in as ``branch``; the new head."""
+    batch = batch_frame(lh, table, lin)
+    writer = batch.writeTo(lh.spark_name(table, tmp))
+    for k, v in props.items():
+        writer = writer.option(f"snapshot-property.{k}", v)
+    with_commit_retry(writer.append)
+    fault_point("after_rebase_write")
+    now = lh.table(table)
+    if cat.ref_snapshot_id(now, branch) != lin.head:
+        raise ConflictError(f"branch {branch} of {table} changed during the rebase; nothing was changed")
+    new_head = now.metadata.refs[tmp].snapshot_id
+    with commit_conflicts():
+        now.manage_snapshots().create_branch(new_head, branch).remove_branch(tmp).commit()
+    return new_head
 
 
 def require_known_table(lh: Lakehouse, table: TableId) -> None:

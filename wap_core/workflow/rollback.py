@@ -14,7 +14,7 @@ intent/outcome and reconciled after a crash (:mod:`wap_core.workflow.reconcile`)
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from wap_core.exceptions import (
@@ -24,17 +24,15 @@ from wap_core.exceptions import (
     RefusedError,
     ValidationError,
 )
-from wap_core.faults import fault_point
 from wap_core.identifiers import MAIN, TableId, validate_branch
 from wap_core.lake import catalog as cat
 from wap_core.lake.refs import commit_with_retry
-from wap_core.notify import Event, emit
+from wap_core.notify import Event
 from wap_core.security.access import Permission, authorize
 from wap_core.states import Action, Outcome
 from wap_core.store.journal import Intent
-from wap_core.workflow.publish import _begin as publish_begin
-from wap_core.workflow.publish import _refuse as publish_refuse
-from wap_core.workflow.reconcile import acting, reconciled_table
+from wap_core.workflow.reconcile import reconciled_table
+from wap_core.workflow.refmove import Moved, Notice, RefMove
 from wap_core.workflow.review import batch_authors
 
 if TYPE_CHECKING:
@@ -92,24 +90,21 @@ class ReopenResult:
         return asdict(self)
 
 
-def _refuse(
+def _move(
     lh: Lakehouse,
     user: str,
+    action: Action,
     table: TableId,
     branch: str,
-    action: Action,
-    exc: RefusedError,
     before: int | None,
-) -> RefusedError:
-    """A journaled refusal (publish's; a refused rollback or reopen is not notified)."""
-    return publish_refuse(lh, user, table, branch, action, exc, before, notify_it=False)
-
-
-def _begin(
-    lh: Lakehouse, user: str, table: TableId, branch: str, action: Action, before: int | None, **kw: Any
-) -> Intent:
-    """Announce a ref move (intent row first); a busy branch is a journaled refusal, not notified."""
-    return publish_begin(lh, user, table, branch, action, before, notify_it=False, **kw)
+    after: int | None = None,
+    reason: str | None = None,
+    details: dict[str, Any] | None = None,
+) -> RefMove:
+    """A rollback's or reopen's ref move: its refusals (a busy branch included) are journaled, not notified."""
+    return RefMove(
+        lh, user, action, table, branch, before, after, reason, details or {}, notify_refusal=False
+    )
 
 
 def rollback(
@@ -133,29 +128,18 @@ def rollback(
     main_before = cat.ref_snapshot_id(tbl, MAIN)
     if main_before is None:
         raise NotFoundError(f"table {table} has no main snapshot to roll back")
+    move = _move(lh, user, Action.ROLLBACK, table, MAIN, main_before, to_snapshot, reason)
     if expected_main is not None and expected_main != main_before:
-        raise _refuse(
-            lh,
-            user,
-            table,
-            MAIN,
-            Action.ROLLBACK,
+        raise move.refuse(
             ConflictError(
                 f"rollback of {table} refused: main moved since it was read (expected {expected_main}, now {main_before}); look again"
-            ),
-            main_before,
+            )
         )
     if to_snapshot == main_before:
-        raise _refuse(
-            lh,
-            user,
-            table,
-            MAIN,
-            Action.ROLLBACK,
+        raise move.refuse(
             RefusedError(
                 f"rollback of {table} refused: main is already at snapshot {to_snapshot}", "already_there"
-            ),
-            main_before,
+            )
         )
     dropped: list[RolledBackBatch] = []
     found = False
@@ -174,50 +158,33 @@ def rollback(
             )
         )
     if not found:
-        raise _refuse(
-            lh,
-            user,
-            table,
-            MAIN,
-            Action.ROLLBACK,
+        raise move.refuse(
             RefusedError(
                 f"rollback of {table} refused: snapshot {to_snapshot} is not an ancestor of main (main is at {main_before}); "
                 "only a snapshot in main's own history can be rolled back to",
                 "not_ancestor",
-            ),
-            main_before,
-        )
-    intent = _begin(
-        lh,
-        user,
-        table,
-        MAIN,
-        Action.ROLLBACK,
-        main_before,
-        expected_after=to_snapshot,
-        reason=reason,
-        details={"rolled_back": [b.snapshot_id for b in dropped]},
-    )
-    with acting(lh, intent):
-        fault_point("after_rollback_intent")
-
-        def move_main(t: Table) -> None:
-            main_ref = t.metadata.refs[MAIN]
-            (
-                t.manage_snapshots()
-                .create_branch(
-                    to_snapshot,
-                    MAIN,
-                    max_ref_age_ms=main_ref.max_ref_age_ms,
-                    max_snapshot_age_ms=main_ref.max_snapshot_age_ms,
-                    min_snapshots_to_keep=main_ref.min_snapshots_to_keep,
-                )
-                .commit()
             )
+        )
+    move = replace(move, details={"rolled_back": [b.snapshot_id for b in dropped]})
 
-        def main_unmoved(t: Table) -> bool:  # another branch of the table committed: retry on fresh metadata
-            return cat.ref_snapshot_id(t, MAIN) == main_before
+    def move_main(t: Table) -> None:
+        main_ref = t.metadata.refs[MAIN]
+        (
+            t.manage_snapshots()
+            .create_branch(
+                to_snapshot,
+                MAIN,
+                max_ref_age_ms=main_ref.max_ref_age_ms,
+                max_snapshot_age_ms=main_ref.max_snapshot_age_ms,
+                min_snapshots_to_keep=main_ref.min_snapshots_to_keep,
+            )
+            .commit()
+        )
 
+    def main_unmoved(t: Table) -> bool:  # another branch of the table committed: retry on fresh metadata
+        return cat.ref_snapshot_id(t, MAIN) == main_before
+
+    def commit(_: Intent) -> Moved:
         try:
             commit_with_retry(lh, table, move_main, retry_if=main_unmoved, tbl=tbl)
         except CommitConflictError as exc:
@@ -225,21 +192,14 @@ def rollback(
             raise ConflictError(
                 f"rollback of {table} lost a race: main changed during the rollback; nothing was rolled back ({exc})"
             ) from exc
-        fault_point("after_rollback_commit")
-        lh.journal.resolve_intent(intent, outcome=Outcome.ROLLED_BACK, done=True, snapshot_after=to_snapshot)
-    result = RollbackResult(str(table), main_before, to_snapshot, reason.strip(), tuple(dropped))
+        return Moved(Outcome.ROLLED_BACK, to_snapshot)
 
-    emit(
-        lh,
-        Event.ROLLED_BACK,
-        table=str(table),
-        branch=None,
-        user=user,
-        status="rolled_back",
-        summary=f"main rolled back from {main_before} to {to_snapshot}: {reason.strip()}"[:500],
-        snapshot_id=to_snapshot,
-    )
-    return result
+    def notice(_: Moved) -> Notice:
+        summary = f"main rolled back from {main_before} to {to_snapshot}: {reason.strip()}"[:500]
+        return Notice(Event.ROLLED_BACK, "rolled_back", summary, to_snapshot, branch=None)
+
+    move.run(commit, notice)
+    return RollbackResult(str(table), main_before, to_snapshot, reason.strip(), tuple(dropped))
 
 
 def rolled_back_snapshots(lh: Lakehouse, table: TableId) -> list[dict[str, Any]]:
@@ -294,52 +254,33 @@ def reopen(
         raise NotFoundError(f"snapshot {snapshot_id} does not exist in {table} (expired, or never there)")
     name = branch or default_reopen_name(tbl, snapshot_id)
     validate_branch(name)
+    # the batch's authors stay its authors on the new branch (author_cannot_approve applies to them)
+    move = _move(lh, user, Action.REOPEN, table, name, None, snapshot_id)
     if name in tbl.metadata.refs:
-        raise _refuse(
-            lh,
-            user,
-            table,
-            name,
-            Action.REOPEN,
-            RefusedError(f"reopen refused: {table} already has a ref named {name!r}", "exists"),
-            None,
-        )
+        raise move.refuse(RefusedError(f"reopen refused: {table} already has a ref named {name!r}", "exists"))
     main_ids = {s.snapshot_id for s in cat.ancestors(tbl, cat.ref_snapshot_id(tbl, MAIN))}
     if snapshot_id in main_ids:
-        raise _refuse(
-            lh,
-            user,
-            table,
-            name,
-            Action.REOPEN,
+        raise move.refuse(
             RefusedError(
                 f"reopen refused: snapshot {snapshot_id} is still in main's history; only a rolled-back batch can be reopened",
                 "in_main",
-            ),
-            None,
+            )
         )
-    intent = _begin(
-        lh,
-        user,
-        table,
-        name,
-        Action.REOPEN,
-        None,
-        expected_after=snapshot_id,
-        # the batch's authors stay its authors on the new branch (author_cannot_approve applies to them)
-        details={"snapshot_id": snapshot_id, "authors": list(batch_authors(lh, table, tbl, snapshot_id))},
-    )
-    with acting(lh, intent):
+    authors = list(batch_authors(lh, table, tbl, snapshot_id))
+    move = replace(move, details={"snapshot_id": snapshot_id, "authors": authors})
 
-        def create(t: Table) -> None:
-            t.manage_snapshots().create_branch(snapshot_id, name).commit()
+    def create(t: Table) -> None:
+        t.manage_snapshots().create_branch(snapshot_id, name).commit()
 
+    def commit(_: Intent) -> Moved:
         try:
             commit_with_retry(lh, table, create, retry_if=lambda t: name not in t.metadata.refs, tbl=tbl)
         except CommitConflictError as exc:
             raise ConflictError(
                 f"reopen of {snapshot_id} as {table} {name} lost a race with another change ({exc})"
             ) from exc
-        lh.journal.resolve_intent(intent, outcome=Outcome.REOPENED, done=True, snapshot_after=snapshot_id)
+        return Moved(Outcome.REOPENED, snapshot_id)
+
+    move.run(commit)
     lin = cat.lineage(lh.table(table), name)
     return ReopenResult(str(table), name, snapshot_id, lin.fork)

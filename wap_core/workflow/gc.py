@@ -34,7 +34,7 @@ plan.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -49,10 +49,12 @@ from wap_core.exceptions import BranchBusyError, CommitConflictError, Validation
 from wap_core.identifiers import MAIN, TableId
 from wap_core.lake import catalog as cat
 from wap_core.lake.refs import remove_branch
-from wap_core.notify import Event, emit
+from wap_core.notify import Event
 from wap_core.security.access import Permission, authorize
 from wap_core.states import Action, BranchStatus, Outcome
-from wap_core.workflow.reconcile import acting, reconciled_table
+from wap_core.store.journal import Intent
+from wap_core.workflow.reconcile import reconciled_table
+from wap_core.workflow.refmove import Moved, Notice, RefMove
 from wap_core.workflow.status import list_branches
 
 if TYPE_CHECKING:
@@ -388,6 +390,24 @@ def _remove_branch(lh: Lakehouse, table: TableId, name: str, head: int) -> bool:
         return False
 
 
+def _gc_removal(lh: Lakehouse, table: TableId, name: str, head: int, kind: str) -> Callable[[Intent], Moved]:
+    """gc's commit step: remove ``name`` while it is at ``head`` (``expired``/``removed``), else abandoned."""
+
+    def commit(_: Intent) -> Moved:
+        if _remove_branch(lh, table, name, head):
+            return Moved(Outcome.EXPIRED if kind == "expired" else Outcome.REMOVED)
+        return Moved(
+            Outcome.ABANDONED, done=False, details={"why": "the branch changed while gc looked at it"}
+        )
+
+    return commit
+
+
+def _gc_notice(kind: str, reason: str) -> Callable[[Moved], Notice | None]:
+    """An expired branch is notified; a removed leftover (temp, incomplete) is not."""
+    return lambda _: Notice(Event.EXPIRED, "expired", reason, None) if kind == "expired" else None
+
+
 def collect_garbage(
     lh: Lakehouse,
     *,
@@ -470,45 +490,18 @@ def _gc_table(
                 "ttl": format_duration(ttl),
                 "ttl_source": ttl_source,
             }
-            try:  # a branch removal is a ref move: intent before, outcome after (reconciled after a crash)
-                intent = lh.journal.begin_intent(
-                    user=user,
-                    action=Action.DISCARD,
-                    table=str(table),
-                    branch=name,
-                    expected_before=head,
-                    reason=reason,
-                    details=details,
-                )
+            # a branch removal is a ref move: intent before, outcome after (reconciled after a crash)
+            move = RefMove(lh, user, Action.DISCARD, table, name, head, reason=reason, details=details)
+            try:
+                intent = move.begin(journal_busy=False)
             except BranchBusyError:
                 kind, reason = "kept", "another action on the branch is in flight: not stale"
             else:
-                with acting(lh, intent):
-                    done = _remove_branch(lh, table, name, head)
-                    if done:
-                        lh.journal.resolve_intent(
-                            intent,
-                            outcome=Outcome.EXPIRED if kind == "expired" else Outcome.REMOVED,
-                            done=True,
-                        )
-                        if kind == "expired":
-                            emit(
-                                lh,
-                                Event.EXPIRED,
-                                table=str(table),
-                                branch=name,
-                                user=user,
-                                status="expired",
-                                summary=reason,
-                            )
-                    else:
-                        lh.journal.resolve_intent(
-                            intent,
-                            outcome=Outcome.ABANDONED,
-                            done=False,
-                            details={"why": "the branch changed while gc looked at it"},
-                        )
-                        kind, reason = "kept", "the branch changed while gc looked at it: not stale"
+                done = move.run(
+                    _gc_removal(lh, table, name, head, kind), _gc_notice(kind, reason), intent=intent
+                ).done
+                if not done:
+                    kind, reason = "kept", "the branch changed while gc looked at it: not stale"
         entry = BranchGc(name, kind, age.total_seconds(), format_duration(ttl), head, done, reason)
         {"expired": expired, "temp": removed, "incomplete": removed, "kept": kept}[kind].append(entry)
 

@@ -264,6 +264,36 @@ HOSTILE = [
     "SELECT spark_partition_id(), monotonically_increasing_id() FROM ref_view",
     "",
     "   ",
+    # issue 19.1: string/collection amplifiers and huge precision, refused or bounded on the analyzed plan
+    *(
+        AMPLIFIERS := [
+            "SELECT lpad(city, 1500000000, 'x') FROM ref_view",
+            "SELECT rpad(city, 1500000000, 'x') FROM ref_view",
+            "SELECT lpad(city, 10001, 'x') FROM ref_view",
+            "SELECT lpad(city, 1500000000L, 'x') FROM ref_view",
+            "SELECT lpad(city, CAST(1500000000 AS BIGINT), 'x') FROM ref_view",
+            "SELECT lpad(city, qty * 1000000000, 'x') FROM ref_view",
+            "SELECT rpad(city, id, 'x') FROM ref_view",
+            "SELECT lpad(unhex('00'), 1500000000, unhex('01')) FROM ref_view",
+            "SELECT lpad(city, (SELECT max(id) FROM ref_view), 'x') FROM ref_view",
+            "SELECT upper(lpad(city, 2000000000, '*')) FROM ref_view",
+            "SELECT nvl(lpad(city, 2000000000, '*'), '') FROM ref_view",
+            "SELECT repeat(city, 1000000000) FROM ref_view",
+            "SELECT space(1000000000) FROM ref_view",
+            "SELECT array_repeat(city, 1000000000) FROM ref_view",
+            "SELECT size(sequence(1, 1000000000)) FROM ref_view",
+            "SELECT approx_count_distinct(city, 0.0001) FROM ref_view",
+            "SELECT approx_count_distinct(city, 0.005) FROM ref_view",
+            "SELECT approx_percentile(amount, 0.5, 1000000000) FROM ref_view",
+            "SELECT percentile_approx(amount, 0.5, 100001) FROM ref_view",
+            "SELECT histogram_numeric(qty, 100000000) FROM ref_view",
+            "SELECT format_string('%1500000000s', city) FROM ref_view",
+            "SELECT printf('%.1500000000f', amount) FROM ref_view",
+            "SELECT format_string(city, id) FROM ref_view",
+            "SELECT format_number(amount, 1000000000) FROM ref_view",
+            "SELECT format_number(amount, qty) FROM ref_view",
+        ]
+    ),
 ]
 
 
@@ -328,7 +358,26 @@ ANALYZED_ONLY = [
     "SELECT 1",
     "VALUES (1)",
     "SELECT * FROM range(3)",
+    # issue 19.1: the amplifiers that pass the parser (allowed names) are refused by their arguments
+    *(
+        a
+        for a in AMPLIFIERS
+        if not a.startswith(("SELECT repeat", "SELECT space", "SELECT array_repeat", "SELECT size(seq"))
+        and "0.0001" not in a  # Spark sizes that sketch while analysing: refused before (test below)
+    ),
 ]
+
+
+def test_tiny_relative_error_is_refused_before_analysis(guarded: Guarded) -> None:
+    for sql in (
+        "SELECT approx_count_distinct(city, 0.0001) FROM ref_view",
+        "SELECT approx_count_distinct(city, 0.0099D) FROM ref_view",
+        "SELECT approx_count_distinct(city, -0.5) FROM ref_view",
+        "SELECT approx_count_distinct(city, qty / 1000) FROM ref_view",
+    ):
+        with pytest.raises(ValidationError, match="refused: approx_count_distinct"):
+            sql_guard.parse_query(guarded.session, sql)  # the parsed plan: nothing analysed yet
+    sql_guard.parse_query(guarded.session, "SELECT approx_count_distinct(city, 0.01) FROM ref_view")
 
 
 @pytest.mark.parametrize("template", ANALYZED_ONLY, ids=[f"a{i:02d}" for i in range(len(ANALYZED_ONLY))])
@@ -532,6 +581,18 @@ def _legit() -> list[tuple[str, str, list[tuple[Any, ...]]]]:
             [(None, 3), ("Lyon", 3)],
         ),
         ("ids", "SELECT id FROM ref_view ORDER BY id", [(i,) for i in ids]),
+        # issue 19.1: the bounded amplifiers answer within their bounds
+        (
+            "bounded pads, formats and precision",
+            "SELECT lpad(city, 8, '*'), rpad(city, 7, '.'), format_string('%5s|%.1f', city, 2.25D), "
+            "format_number(amount, 1), approx_count_distinct(city, 0.01) OVER () FROM ref_view WHERE id = 1",
+            [("***Paris", "Paris..", "Paris|2.3", "10.5", 1)],
+        ),
+        (
+            "bounded percentile and histogram",
+            "SELECT approx_percentile(qty, 0.5, 100000), size(histogram_numeric(qty, 3)) FROM ref_view",
+            [(sorted(r[4] for r in MAIN_ROWS)[4], 3)],
+        ),
     ]
 
 

@@ -33,16 +33,26 @@ Function choices (default: refused; the lists below are the whole of what is all
   ``shuffle``/``monotonically_increasing_id``/``spark_partition_id``.
 - refused because they only amplify data (memory exhaustion of the shared driver): ``sequence``,
   ``array_repeat``, ``repeat``, ``space``.
+- allowed with their size arguments bounded (:func:`_check_arguments`, on the analyzed plan: a literal
+  over the bound is refused, and so is any argument that is not a literal): ``lpad``/``rpad`` length at
+  most :data:`MAX_PAD_LENGTH`; ``format_string``/``printf`` only with a literal format whose widths and
+  precisions are at most :data:`MAX_PAD_LENGTH`; ``format_number`` at most :data:`MAX_FORMAT_DECIMALS`
+  decimals (or a literal pattern); ``approx_count_distinct`` relative error at least
+  :data:`MIN_RELATIVE_SD`; ``approx_percentile``/``percentile_approx`` accuracy at most
+  :data:`MAX_PERCENTILE_ACCURACY`; ``histogram_numeric`` at most :data:`MAX_HISTOGRAM_BINS` bins.
 - allowed although Spark marks them time- or order-dependent: ``current_date``/``current_timestamp``/
   ``now``/``curdate``/``localtimestamp`` (one value per query, read nothing but the clock; analysts need
   "last 30 days") and the order-sensitive aggregates ``first``/``last``/``any_value``/``collect_*``.
 
-Resource use is not bounded here (a self-join can be slow); the row count of a result is (by the caller).
+Time is not bounded here (a self-join can be slow): every query runs in its own Spark job group in the
+user's FAIR pool and is cancelled after ``WAP_QUERY_TIMEOUT`` (:mod:`wap_core.lake.jobs`); the row count
+of a result is bounded by the caller.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -58,6 +68,12 @@ VIEW = "ref_view"
 MAX_SQL_CHARS = 20_000
 #: Depth bound of the plan walk (a statement this deep is refused rather than walked).
 MAX_PLAN_NODES = 5_000
+#: Bounds of the size arguments of the amplifying functions (see :func:`_check_arguments`).
+MAX_PAD_LENGTH = 10_000  # lpad/rpad length; width and precision in a format_string/printf format
+MAX_FORMAT_DECIMALS = 100  # format_number decimals
+MIN_RELATIVE_SD = 0.01  # approx_count_distinct relative standard deviation (Spark's default 0.05)
+MAX_PERCENTILE_ACCURACY = 100_000  # approx_percentile accuracy (Spark's default 10000)
+MAX_HISTOGRAM_BINS = 1_000  # histogram_numeric bins
 
 _LOGICAL = "org.apache.spark.sql.catalyst.plans.logical."
 _ANALYSIS = "org.apache.spark.sql.catalyst.analysis."
@@ -715,6 +731,8 @@ def _check_parsed_expression(expr: Any, classes: _Classes, plans: list[Any]) -> 
             fn = ".".join(parts)
             if len(parts) != 1 or parts[0].lower() not in ALLOWED_FUNCTIONS:
                 raise _refuse(f"function {fn}() is not allowed")
+            if parts[0].lower() == "approx_count_distinct":
+                _check_parsed_relative_sd(e)
         elif name == _UNRESOLVED_GENERATOR:
             ident = e.name()
             fn = str(ident.funcName())
@@ -725,6 +743,23 @@ def _check_parsed_expression(expr: Any, classes: _Classes, plans: list[Any]) -> 
         if classes.isinstance(e, _SUBQUERY_EXPRESSION):
             plans.append(e.plan())
         stack.extend(_seq(e.children()))
+
+
+def _check_parsed_relative_sd(call: Any) -> None:
+    """approx_count_distinct's relative error, before analysis: Spark sizes (allocates) the sketch while it
+    analyses the call, so a tiny one would exhaust the driver before the analyzed plan could be judged."""
+    args = _seq(call.arguments())
+    if len(args) < 2:
+        return
+    arg = args[1]
+    if _class(arg) != _LITERAL:
+        raise _refuse("approx_count_distinct() needs a literal relative error (at least the bound)")
+    value = arg.value()
+    rsd = float(value if isinstance(value, (int, float)) else str(value.toString()))
+    if not rsd >= MIN_RELATIVE_SD:
+        raise _refuse(
+            f"approx_count_distinct() relative error {rsd:g} is under the bound {MIN_RELATIVE_SD:g}"
+        )
 
 
 # --------------------------------------------------------------------------- stage 2: the analyzed plan
@@ -813,6 +848,7 @@ def _check_expression(
             raise _refuse(
                 f"function or expression {e.prettyName()} ({name.rsplit('.', 1)[-1]}) is not allowed"
             )
+        _check_arguments(e, name)  # inside a replacement too: the user's arguments may sit there
         if classes.isinstance(e, _SUBQUERY_EXPRESSION):
             plans.append((e.plan(), False))
         if classes.isinstance(e, _INHERIT_ANALYSIS_RULES):
@@ -822,6 +858,73 @@ def _check_expression(
             continue
         inside = in_replacement or classes.isinstance(e, _RUNTIME_REPLACEABLE)
         stack.extend((c, inside) for c in _seq(e.children()))
+
+
+# --------------------------------------------------------------------------- size arguments
+_PAD = frozenset({_EXPR + "StringLPad", _EXPR + "StringRPad", _EXPR + "BinaryPad"})
+_FORMAT_STRING = _EXPR + "FormatString"
+_FORMAT_NUMBER = _EXPR + "FormatNumber"
+_HLL = _EXPR + "aggregate.HyperLogLogPlusPlus"
+_PERCENTILE_APPROX = _EXPR + "aggregate.ApproximatePercentile"
+_HISTOGRAM = _EXPR + "aggregate.HistogramNumeric"
+_LITERAL = _EXPR + "Literal"
+_CAST = _EXPR + "Cast"
+#: A width or precision in a java.util.Formatter format (the value of a literal argument, not SQL text).
+_FORMAT_SPEC = re.compile(r"%(?:\d+\$|<)?[-#+ 0,(]*(\d+)?(?:\.(\d+))?[a-zA-Z%]")
+
+
+def _literal(arg: Any, fn: str, what: str) -> Any:
+    """The value of ``arg`` if it is a literal (or the cast Spark put around one); else refused."""
+    name = _class(arg)
+    if name == _CAST and _class(arg.child()) == _LITERAL:
+        value = arg.eval(None)  # a cast of a constant: nothing but the constant is read
+    elif name == _LITERAL:
+        value = arg.value()
+    else:
+        raise _refuse(f"{fn}() needs a literal {what} (at most the bound), not an expression")
+    return None if value is None else value
+
+
+def _bounded(arg: Any, fn: str, what: str, most: int) -> None:
+    value = _literal(arg, fn, what)
+    if value is not None and int(value) > most:
+        raise _refuse(f"{fn}() {what} {int(value):,} is over the bound {most:,}")
+
+
+def _check_arguments(e: Any, name: str) -> None:
+    """Refuse an amplifying function whose size argument is not a literal within its bound."""
+    if name in _PAD:
+        _bounded(e.len(), e.prettyName(), "length", MAX_PAD_LENGTH)
+    elif name == _FORMAT_STRING:
+        fn = e.prettyName()
+        fmt = _literal(_seq(e.children())[0], fn, "format")
+        for width, precision in _FORMAT_SPEC.findall(str(fmt) if fmt is not None else ""):
+            for n in (width, precision):
+                if n and int(n) > MAX_PAD_LENGTH:
+                    raise _refuse(
+                        f"{fn}() width or precision {int(n):,} is over the bound {MAX_PAD_LENGTH:,}"
+                    )
+    elif name == _FORMAT_NUMBER:
+        d = e.d()
+        value = _literal(d, "format_number", "number of decimals or pattern")
+        if (
+            value is not None
+            and str(d.dataType().typeName()) != "string"
+            and int(value) > MAX_FORMAT_DECIMALS
+        ):
+            raise _refuse(
+                f"format_number() decimals {int(value):,} is over the bound {MAX_FORMAT_DECIMALS:,}"
+            )
+    elif name == _HLL:
+        rsd = float(e.relativeSD())
+        if rsd < MIN_RELATIVE_SD:
+            raise _refuse(
+                f"approx_count_distinct() relative error {rsd:g} is under the bound {MIN_RELATIVE_SD:g}"
+            )
+    elif name == _PERCENTILE_APPROX:
+        _bounded(e.accuracyExpression(), "approx_percentile", "accuracy", MAX_PERCENTILE_ACCURACY)
+    elif name == _HISTOGRAM:
+        _bounded(e.nBins(), "histogram_numeric", "number of bins", MAX_HISTOGRAM_BINS)
 
 
 # --------------------------------------------------------------------------- both stages

@@ -136,3 +136,18 @@ def test_explore_sql_box_shows_the_error_class_and_message(console_env: Lakehous
     assert "DUPLICATED_MAP_KEY: Duplicate map key " in plain, shown
     assert len(at.error) == 1 and len(plain.strip().splitlines()) == 1, shown
     assert not PY4J.search(plain), shown
+
+
+def test_a_check_failing_at_run_time_reads_its_error_class_in_the_audit(
+    make_lakehouse, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    lh = make_lakehouse(
+        "demo.codes:\n  checks:\n    - expression: {name: dup_keys, sql: \"cardinality(map_from_arrays(array(id, id), array('a', 'b'))) > 0\"}\n"
+    )
+    src = tmp_path / "codes.csv"
+    src.write_text("id,label\n1,a\n2,b\n")
+    r = ingest(lh, T, [str(src)], create=True, branch="b1")
+    check = next(c for c in r.audit.checks if c.name == "dup_keys")
+    assert check.status == "error", r.audit.to_dict()
+    assert "DUPLICATED_MAP_KEY: Duplicate map key " in check.message, check.message
+    assert len(check.message.splitlines()) == 1 and not PY4J.search(check.message), check.message

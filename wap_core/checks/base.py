@@ -134,7 +134,14 @@ def sql_literal(value: Any) -> str:
 
 
 def short_error(exc: BaseException | str) -> str:
-    """The first line of an error (at most 500 characters) for a check's message."""
+    """The first line of an error (at most 500 characters) for a check's message.
+
+    A Spark error reads ``ERROR_CLASS: message`` (:mod:`wap_core.lake.errors`), never a Py4J object name.
+    """
+    if isinstance(exc, BaseException):
+        from wap_core.lake.errors import spark_error_line
+
+        return spark_error_line(exc)
     text = str(exc)
     # Spark analysis errors carry a long plan; keep the first informative line.
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__

@@ -94,8 +94,10 @@ def spark_error_parts(exc: BaseException) -> tuple[str | None, str]:
                 return (prefixed, text) if prefixed else (None, f"{_simple_name(t)}: {text}")
         if chain:
             return None, _simple_name(chain[-1])
-    getter = getattr(exc, "getErrorClass", None)
     text = _first_line(getattr(exc, "desc", None) or str(exc))
+    if not type(exc).__module__.startswith(("pyspark", "py4j")):  # not Spark's: its first line as it is
+        return None, text or type(exc).__name__
+    getter = getattr(exc, "getErrorClass", None)
     cls: str | None = None
     if callable(getter):
         try:

@@ -48,8 +48,7 @@ from wap_core.security.paths import SourcePolicy, allowed_roots, confine, expand
 from wap_core.states import Action, Outcome
 from wap_core.store.journal import Intent
 from wap_core.workflow.audit import AuditResult, audit_branch
-from wap_core.workflow.reconcile import INTENT_PROPERTY, reconciled_table
-from wap_core.workflow.refmove import Moved, RefMove
+from wap_core.workflow.reconcile import INTENT_PROPERTY, acting, reconciled_table
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -905,14 +904,10 @@ def _ingest(
         "malformed_rows": prepared.malformed,
         "create_table": not exists,
     }
-    move, intent = _announce(lh, user, table, tbl, branch, main_before, intent_details)
-    branch = move.branch
+    intent, branch = _announce(lh, user, table, tbl, branch, main_before, intent_details)
     created = False
-    metrics: dict[str, Any] | None = None
-    lin: cat.Lineage | None = None
-
-    def write(intent: Intent) -> Moved:
-        nonlocal created, metrics, lin
+    with acting(lh, intent):
+        fault_point("after_ingest_intent")
         if not exists:
             spark.sql(f"CREATE NAMESPACE IF NOT EXISTS `{lh.settings.catalog_name}`.`{table.namespace}`")
             spark.createDataFrame([], target).writeTo(lh.spark_name(table)).using("iceberg").create()
@@ -950,11 +945,10 @@ def _ingest(
             if created:
                 lh.catalog.purge_table(table.tuple)
             raise
-        lin = cat.lineage(lh.table(table), branch)
-        return Moved(Outcome.WRITTEN, lin.head)
-
-    move.run(write, intent=intent)  # fault points after_ingest_intent / after_ingest_commit
-    assert lin is not None
+        fault_point("after_ingest_commit")
+        tbl = lh.table(table)
+        lin = cat.lineage(tbl, branch)
+        lh.journal.resolve_intent(intent, outcome=Outcome.WRITTEN, done=True, snapshot_after=lin.head)
     # the audit is part of the ingest (authorized above as INGEST), not a separate re-run
     progress("auditing", prepared.rows)
     audit = audit_branch(
@@ -988,8 +982,8 @@ def _announce(
     branch: str | None,
     main_before: int | None,
     details: dict[str, Any],
-) -> tuple[RefMove, Intent]:
-    """Commit the ingest's intent naming the branch it is about to create; returns its move and intent.
+) -> tuple[Intent, str]:
+    """Commit the ingest's intent naming the branch it is about to create; returns (intent, branch).
 
     A default name that another in-flight ingest holds is skipped for the next free one.
     """
@@ -1001,13 +995,25 @@ def _announce(
             )
         if cat.is_temp_branch(branch):
             raise ValidationError(f"branch name {branch!r} is reserved for rebase's temporary branches")
-        move = RefMove(lh, user, Action.INGEST, table, branch, main_before, details=details)
-        return move, move.begin(journal_busy=False)
+        return lh.journal.begin_intent(
+            user=user,
+            action=Action.INGEST,
+            table=str(table),
+            branch=branch,
+            expected_before=main_before,
+            details=details,
+        ), branch
     for _ in range(20):
         name = default_branch_name(existing)
-        move = RefMove(lh, user, Action.INGEST, table, name, main_before, details=details)
         try:
-            return move, move.begin(journal_busy=False)
+            return lh.journal.begin_intent(
+                user=user,
+                action=Action.INGEST,
+                table=str(table),
+                branch=name,
+                expected_before=main_before,
+                details=details,
+            ), name
         except BranchBusyError:
             existing.add(name)
     raise BranchBusyError(f"could not find a free branch name on {table}: too many ingests in flight")

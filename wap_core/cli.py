@@ -18,9 +18,10 @@ from decimal import Decimal
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from wap_core.config import mask_secrets
+from wap_core.config import Settings, mask_secrets
 from wap_core.exceptions import WapError
 from wap_core.identifiers import TableId
+from wap_core.lake import s3
 from wap_core.states import CheckStatus
 from wap_core.workflow import tokens as token_actions
 from wap_core.workflow.status import BRANCH_STATUSES
@@ -253,18 +254,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     except WapError as exc:
         if args.debug:
             _print_traceback()
-        print(f"error: {mask_secrets(str(exc))}", file=sys.stderr)
-        return exc.exit_code
+        store = _store_failure(args, exc)  # the object store down / refusing / bucket missing: name it
+        print(f"error: {store or mask_secrets(str(exc))}", file=sys.stderr)
+        return EXIT_ERROR if store else exc.exit_code
     except KeyboardInterrupt:  # pragma: no cover
         return EXIT_ERROR
     except Exception as exc:  # noqa: BLE001 - unexpected: one line unless --debug
         if args.debug:
             _print_traceback()
+        store = _store_failure(args, exc)
+        if store:
+            print(f"error: {store}", file=sys.stderr)
+            return EXIT_ERROR
         first = (mask_secrets(str(exc)).strip().splitlines() or [type(exc).__name__])[0]
         print(f"error: {type(exc).__name__}: {first}", file=sys.stderr)
         return EXIT_ERROR
     finally:
         _drain_notifications()
+
+
+def _store_failure(args: argparse.Namespace, exc: BaseException) -> str | None:
+    """A failure of the object store (down, refused credentials, missing bucket) as one line naming the
+    endpoint (wap_core.lake.s3); None when the store is not to blame."""
+    try:
+        return s3.store_failure(Settings.from_env(home=args.home), exc)
+    except WapError:  # the settings themselves are broken: that error is reported as it is
+        return None
 
 
 def _drain_notifications() -> None:

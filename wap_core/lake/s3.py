@@ -68,34 +68,46 @@ def path_style(settings: Settings) -> bool:
     return settings.s3_endpoint is not None
 
 
-def spark_conf(settings: Settings) -> dict[str, str]:
+def spark_conf(settings: Settings, *, per_bucket_only: bool = False) -> dict[str, str]:
     """Hadoop S3A conf for Spark (``spark.hadoop.fs.s3a.*``) from the S3 settings; ``s3://`` is S3A too.
 
-    Failures come fast (few retries, short timeouts): a store that is down is reported in seconds,
-    not after Hadoop's default minutes of retrying.
+    The same values again per bucket for the warehouse's bucket (``fs.s3a.bucket.<bucket>.*``), so
+    lakehouses on different stores can share one Spark session (``per_bucket_only``: just those, for a
+    lakehouse registered on a running session). Failures come fast (few retries, short timeouts): a
+    store that is down is reported in seconds, not after Hadoop's default minutes of retrying.
     """
-    h = "spark.hadoop.fs.s3a."
+    base = _s3a_conf(settings)
+    conf: dict[str, str] = {}
+    if not per_bucket_only:
+        conf["spark.hadoop.fs.s3.impl"] = "org.apache.hadoop.fs.s3a.S3AFileSystem"
+        conf["spark.hadoop.fs.s3n.impl"] = "org.apache.hadoop.fs.s3a.S3AFileSystem"
+        conf.update({f"spark.hadoop.fs.s3a.{k}": v for k, v in base.items()})
+    if is_s3_url(settings.warehouse_uri):
+        bucket = bucket_of(settings.warehouse_uri)
+        conf.update({f"spark.hadoop.fs.s3a.bucket.{bucket}.{k}": v for k, v in base.items()})
+    return conf
+
+
+def _s3a_conf(settings: Settings) -> dict[str, str]:
     conf = {
-        "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
-        "spark.hadoop.fs.s3n.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
-        h + "path.style.access": str(path_style(settings)).lower(),
-        h + "endpoint.region": settings.s3_region,
-        h + "attempts.maximum": "2",
-        h + "retry.limit": "2",
-        h + "retry.interval": "200ms",
-        h + "retry.throttle.limit": "3",
-        h + "connection.establish.timeout": "5000",
-        h + "connection.timeout": "30000",
-        h + "bucket.probe": "0",
-        h + "change.detection.version.required": "false",
+        "path.style.access": str(path_style(settings)).lower(),
+        "endpoint.region": settings.s3_region,
+        "attempts.maximum": "2",
+        "retry.limit": "2",
+        "retry.interval": "200ms",
+        "retry.throttle.limit": "3",
+        "connection.establish.timeout": "5000",
+        "connection.timeout": "30000",
+        "bucket.probe": "0",
+        "change.detection.version.required": "false",
     }
     if settings.s3_endpoint:
-        conf[h + "endpoint"] = settings.s3_endpoint
-        conf[h + "connection.ssl.enabled"] = str(settings.s3_endpoint.startswith("https")).lower()
+        conf["endpoint"] = settings.s3_endpoint
+        conf["connection.ssl.enabled"] = str(settings.s3_endpoint.startswith("https")).lower()
     if settings.s3_access_key and settings.s3_secret_key:
-        conf[h + "aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
-        conf[h + "access.key"] = settings.s3_access_key
-        conf[h + "secret.key"] = settings.s3_secret_key
+        conf["aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+        conf["access.key"] = settings.s3_access_key
+        conf["secret.key"] = settings.s3_secret_key
     return conf
 
 
@@ -120,42 +132,75 @@ def endpoint_label(settings: Settings) -> str:
     return settings.s3_endpoint or f"AWS S3 ({settings.s3_region})"
 
 
-# Causes worth a message, from the Java (S3A/AWS SDK) and PyArrow texts; the first that matches wins.
-_CAUSES = (
-    (
-        re.compile(r"(?i)NoSuchBucket|bucket does not exist|specified bucket does not exist"),
-        "bucket {bucket} does not exist",
-    ),
-    (
-        re.compile(
-            r"(?i)InvalidAccessKeyId|SignatureDoesNotMatch|AccessDenied|403 Forbidden|Status Code: 403|HTTP status 403|"
-            r"AWS Error ACCESS_DENIED|credentials were refused|No AWS Credentials"
-        ),
-        "access denied (check WAP_S3_ACCESS_KEY / WAP_S3_SECRET_KEY)",
-    ),
-    (
-        re.compile(
-            r"(?i)Connection refused|Unable to execute HTTP request|connect timed out|ConnectException|"
-            r"NETWORK_CONNECTION|Couldn't connect|Could not connect|curlCode: 7|UnknownHostException|"
-            r"Failed to connect|connection reset|ConnectTimeoutException|503 Service Unavailable|Status Code: 503|"
-            r"HTTP status 503|SlowDown|ServiceUnavailable"
-        ),
-        "unreachable or unavailable",
-    ),
+# Causes worth a message, from the Java (S3A/AWS SDK), PyArrow, PyIceberg REST texts; the first that matches wins.
+_MISSING = re.compile(
+    r"(?i)NoSuchBucket|bucket does not exist|specified bucket does not exist|table bucket (?P<tb>[\w.-]+) not found"
 )
-_BUCKET = re.compile(r"s3[an]?://([^/\s'\"]+)")
+_DENIED = re.compile(
+    r"(?i)InvalidAccessKeyId|SignatureDoesNotMatch|AccessDenied|403 Forbidden|Status Code: 403|HTTP status 403|"
+    r"ACCESS_DENIED|credentials were refused|No AWS Credentials|NotAuthorized|UnauthorizedError|OAuthError|"
+    r"invalid_client|Bearer token is invalid"
+)
+_DOWN = re.compile(
+    r"(?i)Connection refused|Unable to execute HTTP request|connect timed out|ConnectException|"
+    r"NETWORK_CONNECTION|Couldn't connect|Could not connect|curlCode: 7|UnknownHostException|"
+    r"Failed to connect|connection reset|ConnectTimeoutException|503 Service Unavailable|Status Code: 503|"
+    r"HTTP status 503|SlowDown|ServiceUnavailable|Max retries exceeded"
+)
+_BUCKET = re.compile(r"s3[an]?://([^/\s'\"]+)|in bucket '([^']+)'")
+
+
+def _rest_uri(settings: Settings) -> str | None:
+    uri = settings.catalog_uri or ""
+    if settings.catalog_type == "rest" or uri.startswith("rest+"):
+        return uri.removeprefix("rest+")
+    return None
 
 
 def store_error(settings: Settings, text: str) -> str | None:
-    """One line for a failure of the object store found in ``text`` (an exception's text, Java stack
-    included), naming the endpoint; None when ``text`` is not a store failure."""
-    for pattern, what in _CAUSES:
-        if pattern.search(text):
-            m = _BUCKET.search(text) or _BUCKET.search(settings.warehouse_uri)
-            bucket = m.group(1) if m else "?"
-            line = what.format(bucket=repr(bucket))
-            return mask_secrets(f"object store {endpoint_label(settings)}: {line}")
-    return None
+    """One line for a failure of the object store (or the REST catalog) found in ``text`` (an exception's
+    text, Java stack included), naming the endpoint; None when ``text`` is not such a failure."""
+    rest = _rest_uri(settings)
+    where = f"object store {endpoint_label(settings)}"
+    if rest and (
+        urlsplit(rest).netloc in text or re.search(r"(?i)NotAuthorized|OAuth|Bearer|table bucket", text)
+    ):
+        where = f"Iceberg REST catalog {rest}"
+    missing = _MISSING.search(text)
+    if missing:
+        m = _BUCKET.search(text)
+        bucket = (
+            missing.group("tb") or (m and (m.group(1) or m.group(2))) or bucket_of(settings.warehouse_uri)
+        )
+        line = f"bucket {bucket!r} does not exist"
+    elif _DENIED.search(text):
+        fix = (
+            "credential= in WAP_CATALOG_PROPERTIES"
+            if where.startswith("Iceberg")
+            else "WAP_S3_ACCESS_KEY / WAP_S3_SECRET_KEY"
+        )
+        line = f"access denied (check {fix})"
+    elif _DOWN.search(text):
+        line = "unreachable or unavailable"
+    else:
+        return None
+    return mask_secrets(f"{where}: {line}")
+
+
+def store_failure(settings: Settings, exc: BaseException) -> str | None:
+    """:func:`store_error` for an exception (PyArrow's, PyIceberg's, or a Py4J error carrying the Java
+    cause chain), following ``__cause__``/``__context__``; None when the store is not to blame or the
+    settings use no object store."""
+    if not uses_s3(settings):
+        return None
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    texts: list[str] = []
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        texts.append(f"{type(e).__name__}: {e}")
+        e = e.__cause__ or e.__context__
+    return store_error(settings, "\n".join(texts))
 
 
 def bucket_of(url: str) -> str:

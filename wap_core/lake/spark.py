@@ -183,7 +183,7 @@ def _add_s3(session: SparkSession, settings: Settings) -> None:
             "start another process for a lakehouse on S3"
         )
     hadoop = session.sparkContext._jsc.hadoopConfiguration()
-    for k, v in s3.spark_conf(settings).items():
+    for k, v in s3.spark_conf(settings, per_bucket_only=True).items():  # its bucket's own endpoint and keys
         hadoop.set(k.removeprefix("spark.hadoop."), v)
 
 

@@ -151,3 +151,23 @@ def test_a_check_failing_at_run_time_reads_its_error_class_in_the_audit(
     assert check.status == "error", r.audit.to_dict()
     assert "DUPLICATED_MAP_KEY: Duplicate map key " in check.message, check.message
     assert len(check.message.splitlines()) == 1 and not PY4J.search(check.message), check.message
+
+
+def test_task_failure_log_lines_are_off_unless_debug() -> None:
+    from wap_core.lake import spark
+
+    try:
+        spark.set_spark_log_level("error")  # the CLI without --debug, and the console
+        assert "-Dwap.spark.task.log.level=off" in spark.java_log_options()
+        spark.set_spark_log_level("warn")  # --debug
+        assert "-Dwap.spark.task.log.level=warn" in spark.java_log_options()
+    finally:
+        spark.set_spark_log_level("error")
+    conf = spark.LOG4J2_PROPERTIES.read_text()
+    for name, logger in (
+        ("executor", "executor.Executor"),
+        ("tasksetmanager", "scheduler.TaskSetManager"),
+        ("taskscheduler", "scheduler.TaskSchedulerImpl"),
+    ):
+        assert f"logger.{name}.name = org.apache.spark.{logger}" in conf
+        assert f"logger.{name}.level = ${{sys:wap.spark.task.log.level:-off}}" in conf

@@ -28,6 +28,7 @@ from wap_core.checks.malformed_rows import MalformedRows
 from wap_core.checks.store import ResultCache, StoredHistory, save_batch_metrics
 from wap_core.identifiers import MAIN, TableId
 from wap_core.lake import catalog as cat
+from wap_core.lake import jobs
 from wap_core.lake.batch import batch_files, batch_frame, single_split
 from wap_core.notify import Event, emit
 from wap_core.security.access import Permission, authorize
@@ -143,10 +144,15 @@ def run_audit(
     observed: tuple[int, dict[str, Any]] | None = None,
     use_cache: bool = True,
 ) -> AuditResult:
-    """(Re-)audit ``branch`` of ``table`` as ``user`` (the AUDIT permission) and record the result."""
+    """(Re-)audit ``branch`` of ``table`` as ``user`` (the AUDIT permission) and record the result.
+
+    Its Spark jobs run in their own job group in ``user``'s FAIR pool (:mod:`wap_core.lake.jobs`; no time
+    limit: the result must be recorded, and the work is bounded by the batch, not by user text).
+    """
     user = user or lh.user
     authorize(lh, user, Permission.AUDIT, table=table, branch=branch)
-    return audit_branch(lh, table, branch, user=user, suite=suite, observed=observed, use_cache=use_cache)
+    with jobs.user_jobs(lh.spark, user, f"the audit of {table} {branch}"):
+        return audit_branch(lh, table, branch, user=user, suite=suite, observed=observed, use_cache=use_cache)
 
 
 def audit_branch(

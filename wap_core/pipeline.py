@@ -17,8 +17,9 @@ orchestrator can call them, or the CLI (same exit codes).
 Errors are :class:`wap_core.exceptions.WapError` with ``exit_code`` as the CLI's: 1 a refusal (failed audit,
 a batch rejected by a person, a publish the guard refused), 2 bad input or an error.
 
-Identity: every step acts as the lakehouse's user, i.e. the pipeline's service identity ``WAP_USER``
-(``Lakehouse.from_env()`` when no lakehouse is given); the access file gives that user its role.
+Identity: every step acts as the pipeline's service identity, as the CLI does: the service token in
+``WAP_TOKEN`` (``wap token create``), else ``WAP_USER`` (see :func:`lakehouse`); the access file gives
+that user its role.
 """
 
 from __future__ import annotations
@@ -32,11 +33,17 @@ from typing import Any
 
 from wap_core.exceptions import AuditFailedError, BatchRejectedError, NotFoundError
 from wap_core.identifiers import TableId
+from wap_core.lake import catalog as cat
 from wap_core.lakehouse import Lakehouse
+from wap_core.notify import config_for, review_link
 from wap_core.security.paths import SourcePolicy
 from wap_core.states import Action, Outcome
-from wap_core.workflow.publish import PublishResult
+from wap_core.workflow.audit import run_audit
+from wap_core.workflow.ingest import ingest as core_ingest
+from wap_core.workflow.publish import PublishResult, publish, publish_readiness
+from wap_core.workflow.publish import discard as core_discard
 from wap_core.workflow.review import ReviewState
+from wap_core.workflow.tokens import cli_identity
 
 log = logging.getLogger(__name__)
 
@@ -121,8 +128,13 @@ class Audit:
 
 
 def lakehouse(lh: Lakehouse | None = None) -> Lakehouse:
-    """``lh``, or the lakehouse of the environment (``WAP_HOME``, ``WAP_USER``...)."""
-    return lh if lh is not None else Lakehouse.from_env()
+    """``lh``, or the lakehouse of the environment acting as the pipeline's service identity.
+
+    The identity is the CLI's (:func:`wap_core.workflow.tokens.cli_identity`): the service token in
+    ``WAP_TOKEN`` (its user with exactly its role; an unknown, expired or revoked token is refused, exit 1),
+    else ``WAP_USER`` unless the access file says ``cli_identity: token``.
+    """
+    return lh if lh is not None else cli_identity(Lakehouse.from_env())
 
 
 def _tid(table: TableId | str) -> TableId:
@@ -143,8 +155,6 @@ def ingest(
     Sources are read as the CLI reads them (any path the process can read). A failed audit is not an
     error here: the batch waits in its branch for a person (see :func:`wait_for_decision`).
     """
-    from wap_core.workflow.ingest import ingest as core_ingest
-
     lh = lakehouse(lh)
     r = core_ingest(
         lh, _tid(table), list(sources), branch=branch, fmt=fmt, create=create, source_policy=SourcePolicy.ANY
@@ -164,8 +174,6 @@ def audit(
     table: TableId | str, branch: str, *, require_pass: bool = False, lh: Lakehouse | None = None
 ) -> Audit:
     """(Re-)audit ``branch``; with ``require_pass`` a failed audit raises :class:`AuditFailedError` (exit 1)."""
-    from wap_core.workflow.audit import run_audit
-
     lh = lakehouse(lh)
     r = run_audit(lh, _tid(table), branch)
     out = Audit(r.table, r.branch, r.snapshot_id, r.status.value, tuple(r.failed_checks))
@@ -184,9 +192,6 @@ def decision_now(table: TableId | str, branch: str, *, lh: Lakehouse | None = No
     satisfied), CHANGES_REQUESTED while a reviewer's request is open on the head. A branch that is gone
     was PUBLISHED or DISCARDED, as the journal says; gone without either raises :class:`NotFoundError`.
     """
-    from wap_core.lake import catalog as cat
-    from wap_core.workflow.publish import publish_readiness
-
     lh = lakehouse(lh)
     tid = _tid(table)
     tbl = lh.table(tid)
@@ -246,8 +251,6 @@ def publish_if_passed(table: TableId | str, branch: str, *, lh: Lakehouse | None
     A refusal raises :class:`wap_core.exceptions.RefusedError` (exit 1) and is journaled; a branch a
     person already published returns ``outcome == "already_published"``.
     """
-    from wap_core.workflow.publish import publish
-
     lh = lakehouse(lh)
     return publish(lh, _tid(table), branch)
 
@@ -256,8 +259,6 @@ def discard(
     table: TableId | str, branch: str, *, reason: str | None = None, lh: Lakehouse | None = None
 ) -> bool:
     """Discard ``branch`` (a pipeline's rollback); False when it is gone already (published or discarded)."""
-    from wap_core.workflow.publish import discard as core_discard
-
     lh = lakehouse(lh)
     tid = _tid(table)
     if branch not in lh.table(tid).metadata.refs:
@@ -268,7 +269,5 @@ def discard(
 
 def review_url(table: TableId | str, branch: str, *, lh: Lakehouse | None = None) -> str:
     """The console's Review page of the branch (``console_url`` of the notifications file)."""
-    from wap_core.notify import config_for, review_link
-
     lh = lakehouse(lh)
     return review_link(config_for(lh.settings).console_url, str(table), branch)

@@ -43,6 +43,7 @@ class OpenReviewLink(BaseOperatorLink):  # type: ignore[misc]
     name = "Open review"
 
     def get_link(self, operator: Any, *, ti_key: Any) -> str:
+        """The Review page of the batch the task worked on (set while it ran, else from its XCom)."""
         url = getattr(operator, "_wap_review_url", None)
         if url:
             return str(url)
@@ -74,6 +75,7 @@ class _BatchTask:
     source_task_id: str
 
     def batch(self, context: Any) -> tuple[str, str]:
+        """(table, branch) of the task: its own, else the source task's XCom."""
         ti = context["ti"]
         table = self.table or ti.xcom_pull(task_ids=self.source_task_id, key="table")
         branch = self.branch or ti.xcom_pull(task_ids=self.source_task_id, key="branch")
@@ -108,6 +110,7 @@ class WapIngestOperator(BaseOperator):  # type: ignore[misc]
         self.create = create
 
     def execute(self, context: Any) -> dict[str, Any]:
+        """Ingest; XCom: table, branch, snapshot_id; returns the Branch as a dict."""
         try:
             srcs = [self.sources] if isinstance(self.sources, str) else list(self.sources)
             b = pipeline.ingest(
@@ -144,6 +147,7 @@ class WapAuditOperator(_BatchTask, BaseOperator):  # type: ignore[misc]
         self.require_pass = require_pass
 
     def execute(self, context: Any) -> dict[str, Any]:
+        """Audit; returns the Audit as a dict."""
         table, branch = self.batch(context)
         try:
             a = pipeline.audit(table, branch, require_pass=self.require_pass)
@@ -167,12 +171,14 @@ class WapDecisionTrigger(BaseTrigger):  # type: ignore[misc]
         self.poll = poll
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
+        """The trigger's class path and arguments (how the triggerer rebuilds it)."""
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
             {"table": self.table, "branch": self.branch, "poll": self.poll},
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        """One event with the decision, once there is one."""
         while True:
             d = await asyncio.to_thread(pipeline.decision_now, self.table, self.branch)
             if d is not None:
@@ -217,6 +223,7 @@ class WapDecisionSensor(_BatchTask, BaseSensorOperator):  # type: ignore[misc]
         return {"table": table, "branch": branch, "decision": decision.value}
 
     def execute(self, context: Any) -> Any:
+        """Wait: by pokes (reschedule or poke mode) or deferred to the triggerer."""
         table, branch = self.batch(context)
         self._wap_review_url = pipeline.review_url(table, branch)
         if not self.deferrable:
@@ -232,12 +239,14 @@ class WapDecisionSensor(_BatchTask, BaseSensorOperator):  # type: ignore[misc]
         return None  # pragma: no cover - defer raises
 
     def execute_complete(self, context: Any, event: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Back from the trigger: succeed on a go, fail on a rejection."""
         table, branch = self.batch(context)
         if not event or "decision" not in event:
             raise AirflowFailException(f"{table} {branch}: the wait ended without a decision ({event!r})")
         return self._outcome(context, table, branch, pipeline.Decision(event["decision"]))
 
     def poke(self, context: Any) -> bool | PokeReturnValue:
+        """One look at the journal: done when there is a decision (failing the task on a rejection)."""
         table, branch = self.batch(context)
         d = pipeline.decision_now(table, branch)
         if d is None:
@@ -266,6 +275,7 @@ class WapPublishOperator(_BatchTask, BaseOperator):  # type: ignore[misc]
         self.source_task_id = source_task_id
 
     def execute(self, context: Any) -> dict[str, Any]:
+        """Publish; XCom snapshot_id is main's new head; returns the PublishResult as a dict."""
         table, branch = self.batch(context)
         self._wap_review_url = pipeline.review_url(table, branch)
         try:

@@ -115,7 +115,6 @@ class Settings:
     token_role: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-
         validate_identifier(self.catalog_name, "catalog name")
         if self.shuffle_partitions < 1:
             raise ValidationError("shuffle_partitions must be >= 1")

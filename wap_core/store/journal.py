@@ -400,7 +400,6 @@ class Journal:
     crashed actions is :func:`wap_core.workflow.reconcile.reconcile`, run at explicit entry points."""
 
     def __init__(self, engine: Engine) -> None:
-
         self.engine = engine
         self.key = str(engine.url)  # identifies the database (password masked) for the in-flight registry
         upgrade(engine)

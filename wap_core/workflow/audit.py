@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from wap_core import notify
@@ -179,12 +180,47 @@ def audit_branch(
     cat.require_branch(tbl, table, branch)
     lin = cat.lineage(tbl, branch)
     suite = suite if suite is not None else suite_for(lh.settings.checks_file, table)
-    batch = batch_frame(lh, table, lin)
-    files = batch_files(lin)  # what that read covers, from the snapshot summaries
+    files = batch_files(lin)  # what the batch read covers, from the snapshot summaries
+    precomputed = None
+    if observed is not None and observed[0] == lin.head and len(lin.new_snapshots) == 1:
+        precomputed = observed[1]
+    engine = lh.journal.engine
+    evaluation = evaluate(
+        batch_frame(lh, table, lin),
+        Suite(suite.table, (*builtin_checks(lin), *suite.checks), suite.source),
+        _main_context(lh, table, tbl, lin),
+        lh.settings.sample_rows,
+        precomputed,
+        cache=ResultCache(engine, str(table), lin.head) if use_cache else None,
+        single_split=single_split(tbl.properties, files),
+        rows_hint=files.rows if files is not None else None,
+    )
+    save_batch_metrics(engine, str(table), lin.head, lin.fork, batch_metrics(suite, evaluation))
+    at = utcnow()
+    result = AuditResult(
+        table=str(table),
+        branch=branch,
+        snapshot_id=lin.head,
+        fork_snapshot_id=lin.fork,
+        status=summarize(evaluation.results),
+        rows_checked=evaluation.rows,
+        checks=evaluation.results,
+        user=user,
+        at=at.isoformat(),
+        seconds=time.perf_counter() - t0,
+        checks_file=str(lh.settings.checks_file),
+    )
+    _record(lh, result, at)
+    if result.passed:
+        _announce_awaiting(lh, table, branch, user, lin.head, tbl)
+    return result
+
+
+def _main_context(lh: Lakehouse, table: TableId, tbl: Table, lin: cat.Lineage) -> MainContext:
+    """What checks compare the batch with: main at the batch's fork (where it would be published)."""
     fork = lin.fork
 
     def read_main(t: TableId) -> DataFrame | None:
-        # The batch would be published onto main at its fork: compare with that snapshot.
         if t == table:
             return lh.read_snapshot(table, fork) if fork is not None else None
         return lh.read_main(t)
@@ -193,11 +229,9 @@ def audit_branch(
         return cat.ref_snapshot_id(lh.table(t), MAIN) if cat.table_exists(lh.catalog, t) else None
 
     def stored_main_profile() -> dict[str, Any] | None:
-
         return cached_main_profile(lh, table, fork)
 
-    engine = lh.journal.engine
-    ctx = MainContext(
+    return MainContext(
         lh.spark,
         read_main,
         table,
@@ -205,77 +239,46 @@ def audit_branch(
         fork_snapshot_id=fork,
         head_snapshot_id=lin.head,
         new_snapshot_summaries=_summaries(lin),
-        stored=StoredHistory(engine, str(table), tbl, fork, stored_main_profile),
+        stored=StoredHistory(lh.journal.engine, str(table), tbl, fork, stored_main_profile),
     )
-    precomputed = None
-    if observed is not None and observed[0] == lin.head and len(lin.new_snapshots) == 1:
-        precomputed = observed[1]
-    full = Suite(suite.table, (*builtin_checks(lin), *suite.checks), suite.source)
-    evaluation = evaluate(
-        batch,
-        full,
-        ctx,
-        lh.settings.sample_rows,
-        precomputed,
-        cache=ResultCache(engine, str(table), lin.head) if use_cache else None,
-        single_split=single_split(tbl.properties, files),
-        rows_hint=files.rows if files is not None else None,
-    )
-    save_batch_metrics(engine, str(table), lin.head, fork, batch_metrics(suite, evaluation))
-    results = evaluation.results
-    rows = evaluation.rows
-    status = summarize(results)
-    at = utcnow()
-    result = AuditResult(
-        table=str(table),
-        branch=branch,
-        snapshot_id=lin.head,
-        fork_snapshot_id=fork,
-        status=status,
-        rows_checked=rows,
-        checks=results,
-        user=user,
-        at=at.isoformat(),
-        seconds=time.perf_counter() - t0,
-        checks_file=str(lh.settings.checks_file),
-    )
+
+
+def _record(lh: Lakehouse, result: AuditResult, at: datetime) -> None:
+    """The audit stored (the branch's latest), journaled, and a failure notified."""
+    table, branch, status, failed = result.table, result.branch, result.status, result.failed_checks
     lh.journal.save_audit(
-        user=user,
-        table=str(table),
+        user=result.user,
+        table=table,
         branch=branch,
-        snapshot_id=lin.head,
-        fork_snapshot_id=fork,
+        snapshot_id=result.snapshot_id,
+        fork_snapshot_id=result.fork_snapshot_id,
         status=status,
         result=result.to_dict(),
         at=at,
     )
-    failed = result.failed_checks
     lh.journal.record(
-        user=user,
+        user=result.user,
         action=Action.AUDIT,
-        table=str(table),
+        table=table,
         branch=branch,
-        snapshot_before=fork,
-        snapshot_after=lin.head,
+        snapshot_before=result.fork_snapshot_id,
+        snapshot_after=result.snapshot_id,
         outcome=Outcome(status.value),
-        details={"failed_checks": failed, "checks": len(results), "rows": rows},
+        details={"failed_checks": failed, "checks": len(result.checks), "rows": result.rows_checked},
     )
     if status is CheckStatus.FAILED:
         notify.emit(
             lh,
             notify.Event.AUDIT_FAILED,
-            table=str(table),
+            table=table,
             branch=branch,
-            user=user,
+            user=result.user,
             status=status.value,
             failed_checks=failed,
-            summary=f"audit of {table} {branch} failed: {len(failed)} of {len(results)} checks failed on {rows} new rows "
-            f"({', '.join(failed)})",
-            snapshot_id=lin.head,
+            summary=f"audit of {table} {branch} failed: {len(failed)} of {len(result.checks)} checks failed on "
+            f"{result.rows_checked} new rows ({', '.join(failed)})",
+            snapshot_id=result.snapshot_id,
         )
-    if result.passed:
-        _announce_awaiting(lh, table, branch, user, lin.head, tbl)
-    return result
 
 
 def _announce_awaiting(lh: Lakehouse, table: TableId, branch: str, user: str, head: int, tbl: Table) -> None:

@@ -27,6 +27,7 @@ roles:
   viewer: ["*"]
   steward: [sam@corp.test]
   approver: [etl-bot, ann@corp.test]
+  admin: [root]
 policies:
   "*": {approvals: 0}
   demo.reviewed: {approvals: 1, author_cannot_approve: true}
@@ -111,17 +112,57 @@ def test_bad_input_is_exit_code_2(lake: Lakehouse) -> None:
     assert e.value.exit_code == 2
 
 
+def _env(lh: Lakehouse, **extra: str) -> dict[str, str]:
+    s = lh.settings
+    base = {k: v for k, v in os.environ.items() if not k.startswith("WAP_")}
+    return {
+        **base,
+        "WAP_HOME": str(s.home),
+        "WAP_CHECKS": str(s.checks_file),
+        "WAP_CATALOG_NAME": s.catalog_name,
+        **extra,
+    }
+
+
+def test_the_service_identity_is_the_token_else_wap_user(lake: Lakehouse) -> None:
+    """A pipeline process acts as its service token's user (``WAP_TOKEN``), whatever ``WAP_USER`` says."""
+    from wap_core.states import Action
+    from wap_core.workflow.tokens import create_token
+
+    b = pl.ingest(ORD, [_src(lake, "tok", [(1, "a")])], create=True, lh=lake)
+    token, _ = create_token(_as(lake, "root"), "etl-svc", "steward")
+    code = (
+        "import sys; from wap_core import pipeline as pl; from wap_core.exceptions import WapError\n"
+        "try:\n"
+        f"    print(pl.discard('demo.orders', {b.branch!r}, reason='rollback'))\n"
+        "except WapError as e:\n"
+        "    print(type(e).__name__, e.exit_code); sys.exit(e.exit_code)\n"
+    )
+    bad = subprocess.run(
+        [sys.executable, "-c", code],
+        env=_env(lake, WAP_USER="mallory", WAP_TOKEN="not-a-token"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (bad.returncode, bad.stdout.split()) == (1, ["RefusedError", "1"]), bad.stderr
+    ok = subprocess.run(
+        [sys.executable, "-c", code],
+        env=_env(lake, WAP_USER="mallory", WAP_TOKEN=token),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ok.returncode == 0 and ok.stdout.split() == ["True"], ok.stderr
+    (entry,) = lake.journal.history(str(ORD), branch=b.branch, action=Action.DISCARD)
+    assert (entry.user, entry.outcome.value) == ("etl-svc", "discarded")
+
+
 def test_waiting_never_starts_spark(lake: Lakehouse) -> None:
     """The wait reads the journal and the catalog's metadata only: a process that only waits has no Spark."""
     b = pl.ingest(R, [_src(lake, "rev2", [(1, "a")])], create=True, lh=lake)
     s = lake.settings
-    env = {
-        **os.environ,
-        "WAP_HOME": str(s.home),
-        "WAP_CHECKS": str(s.checks_file),
-        "WAP_CATALOG_NAME": s.catalog_name,
-        "WAP_USER": "etl-bot",
-    }
+    env = _env(lake, WAP_USER="etl-bot")
     code = (
         "import sys; from wap_core import pipeline as pl; from wap_core.lake.spark import current_spark\n"
         f"d = pl.wait_for_decision('demo.reviewed', {b.branch!r}, 1.0, 0.2)\n"

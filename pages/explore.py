@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -15,6 +16,7 @@ from wap_core.exceptions import WapError
 ui.page_header("Explore", "Read-only: browse a table as of any branch, tag, snapshot or point in time.")
 lh = ui.lakehouse()
 user = ui.current_user(lh)
+
 
 def _session_alive() -> Callable[[], bool] | None:
     """True while this browser session is connected (Streamlit's runtime: thread-safe, per its source)."""
@@ -153,13 +155,15 @@ with tab_sql:
     with st.form("sql"):
         sql = st.text_area("SQL", value=f"SELECT * FROM {ex.VIEW} LIMIT 20", height=120)
         run = st.form_submit_button("Run query")
-    # The query runs in the background (its own Spark job group in this user's pool, WAP_QUERY_TIMEOUT):
-    # the fragment below polls it and offers Cancel; it is cancelled when this browser session ends.
+    # The query runs in a background thread (its own Spark job group in this user's FAIR pool, stopped after
+    # WAP_QUERY_TIMEOUT); this run waits for it with a Cancel button. A click (a rerun) interrupts the wait
+    # at its next update and cancels; another table/ref or a new query cancels it; so does the end of this
+    # browser session (ex.start_query's alive()).
     _QUERY = "explore_sql_query"
     where = (table, ref.snapshot_id)
     shown = st.session_state.get(_QUERY)
     if shown is not None and (run or shown[0] != where):
-        shown[1].cancel()  # a new query, or another table/ref: the old one stops
+        shown[1].cancel()
         st.session_state.pop(_QUERY, None)
     if run:
         try:
@@ -171,26 +175,22 @@ with tab_sql:
             )
         except WapError as exc:
             ui.show_error(exc)
-    handle = st.session_state[_QUERY][1] if _QUERY in st.session_state else None
-    polling = handle is not None and not handle.done()
-
-    def _sql_result() -> None:
-        if handle is None:
-            return
+    if _QUERY in st.session_state:
+        handle = st.session_state[_QUERY][1]
         if not handle.done():
             c_wait, c_cancel = st.columns([4, 1])
-            c_wait.info(
-                f"Running with Spark… {handle.elapsed:.0f} s (stopped after {lh.settings.query_timeout:g} s)",
-                icon=":material/hourglass_top:",
-            )
-            if c_cancel.button("Cancel", icon=":material/cancel:", key="explore_sql_cancel"):
+            waiting, cancel_slot = c_wait.empty(), c_cancel.empty()
+            if cancel_slot.button("Cancel", icon=":material/cancel:", key="explore_sql_cancel"):
                 handle.cancel()
-            return
-        if polling:
-            st.rerun()  # done: one full run shows the result, without the polling fragment
+            while not handle.done():
+                waiting.info(
+                    f"Running with Spark… {handle.elapsed:.0f} s (stopped after {lh.settings.query_timeout:g} s)",
+                    icon=":material/hourglass_top:",
+                )
+                time.sleep(0.3)
+            waiting.empty()
+            cancel_slot.empty()
         try:
             ui.grid(handle.result(0), hide_index=True, width="stretch")
         except WapError as exc:
             ui.show_error(exc)
-
-    st.fragment(_sql_result, run_every=0.5 if polling else None)()

@@ -189,3 +189,30 @@ def test_two_users_get_different_pools_and_the_second_is_not_starved(lh: Lakehou
     with pytest.raises(QueryCancelledError):
         runaway.result(timeout=30)
     _no_job_left(lh, runaway.group)
+
+
+def test_diff_keyed_diff_and_audit_run_in_the_users_pool(lh: Lakehouse, tmp_path: Path) -> None:
+    from wap_core.analysis.diff import compute_diff
+    from wap_core.analysis.keyed_diff import keyed_diff, keyed_samples
+    from wap_core.workflow.audit import run_audit
+
+    src = tmp_path / "src" / "more.parquet"
+    pq.write_table(pa.table({"id": pa.array(range(1000, 1100), pa.int64())}), src)
+    ingest(lh, T, [str(src)], branch="b2")
+    sc: Any = lh.spark.sparkContext
+    pools = sc._jsc.sc()
+
+    def made(pool: str) -> bool:  # Spark creates a pool not in the allocation file when a job first uses it
+        return bool(pools.getPoolForName(pool).isDefined())
+
+    assert not made("user:diff-sam")
+    assert compute_diff(lh, T, "b2", user="diff-sam").rows_added == 100
+    assert made("user:diff-sam")
+    assert keyed_diff(lh, T, "b2", ["id"], user="keyed-kim").keys_added == 100
+    keyed_samples(lh, T, "b2", ["id"], user="samples-sue")
+    assert made("user:keyed-kim") and made("user:samples-sue")
+    assert run_audit(lh, T, "b2", user="audit-ann", use_cache=False).passed
+    assert made("user:audit-ann")
+    assert (
+        sc.getLocalProperty("spark.jobGroup.id") is None and sc.getLocalProperty(jobs.POOL_PROPERTY) is None
+    )

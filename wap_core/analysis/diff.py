@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from wap_core.identifiers import MAIN, TableId, quote_column
 from wap_core.lake import catalog as cat
+from wap_core.lake import jobs
 from wap_core.lake.batch import batch_frame
 from wap_core.lake.catalog import MetadataDiff
 from wap_core.lake.metaprofile import (
@@ -622,8 +623,16 @@ def compare_columns(left: dict[str, str], right: dict[str, str]) -> tuple[dict[s
     return tuple(out)
 
 
-def compute_diff(lh: Lakehouse, table: TableId, branch: str) -> DiffResult:
-    """Diff the branch against main at its fork: counted rows, schema changes and column profiles (Spark)."""
+def compute_diff(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = None) -> DiffResult:
+    """Diff the branch against main at its fork: counted rows, schema changes and column profiles (Spark).
+
+    Its Spark jobs run in their own job group in ``user``'s FAIR pool (:mod:`wap_core.lake.jobs`).
+    """
+    with jobs.user_jobs(lh.spark, user or lh.user, f"the diff of {table} {branch}"):
+        return _compute_diff(lh, table, branch)
+
+
+def _compute_diff(lh: Lakehouse, table: TableId, branch: str) -> DiffResult:
     tbl = lh.table(table)
     cat.require_branch(tbl, table, branch)
     meta = cat.metadata_diff(tbl, table, branch)

@@ -43,6 +43,7 @@ from wap_core.analysis.diff import compare_columns
 from wap_core.exceptions import ValidationError
 from wap_core.identifiers import TableId, quote_column
 from wap_core.lake import catalog as cat
+from wap_core.lake import jobs
 from wap_core.lake.batch import batch_frame
 
 if TYPE_CHECKING:
@@ -328,8 +329,25 @@ def keyed_diff(
     *,
     exclude: Sequence[str] = (),
     columns: Sequence[str] | None = None,
+    user: str | None = None,
 ) -> KeyedDiff:
-    """Keyed diff of ``branch`` against main at its fork; see the module docstring."""
+    """Keyed diff of ``branch`` against main at its fork; see the module docstring.
+
+    Its Spark jobs run in their own job group in ``user``'s FAIR pool (:mod:`wap_core.lake.jobs`).
+    """
+    with jobs.user_jobs(lh.spark, user or lh.user, f"the keyed diff of {table} {branch}"):
+        return _keyed_diff(lh, table, branch, key, exclude=exclude, columns=columns)
+
+
+def _keyed_diff(
+    lh: Lakehouse,
+    table: TableId,
+    branch: str,
+    key: Sequence[str],
+    *,
+    exclude: Sequence[str] = (),
+    columns: Sequence[str] | None = None,
+) -> KeyedDiff:
     t0 = time.perf_counter()
     tbl = lh.table(table)
     cat.require_branch(tbl, table, branch)
@@ -540,9 +558,25 @@ class KeyedSamples:
 
 
 def keyed_samples(
-    lh: Lakehouse, table: TableId, branch: str, key: Sequence[str], limit: int = 10
+    lh: Lakehouse,
+    table: TableId,
+    branch: str,
+    key: Sequence[str],
+    limit: int = 10,
+    *,
+    user: str | None = None,
 ) -> KeyedSamples:
-    """Up to ``limit`` sample rows added, removed and changed by ``key`` (main at the fork vs the branch head)."""
+    """Up to ``limit`` sample rows added, removed and changed by ``key`` (main at the fork vs the branch head).
+
+    Its Spark jobs run in their own job group in ``user``'s FAIR pool (:mod:`wap_core.lake.jobs`).
+    """
+    with jobs.user_jobs(lh.spark, user or lh.user, f"the keyed diff samples of {table} {branch}"):
+        return _keyed_samples(lh, table, branch, key, limit)
+
+
+def _keyed_samples(
+    lh: Lakehouse, table: TableId, branch: str, key: Sequence[str], limit: int
+) -> KeyedSamples:
     from pyspark.sql import functions as F
 
     tbl = lh.table(table)

@@ -171,4 +171,28 @@ def test_waiting_never_starts_spark(lake: Lakehouse) -> None:
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["timed_out", "True", "False"]
+    # the same wait for any other orchestrator: a shell step with the CLI's exit codes (1: no go, 2: error)
+    cmd = [sys.executable, "-m", "wap_core.pipeline", "wait", "demo.reviewed"]
+    wait = subprocess.run(
+        [*cmd, b.branch, "--timeout", "1", "--poll", "0.2", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert wait.returncode == 1, wait.stderr
+    assert json.loads(wait.stdout) == {"table": "demo.reviewed", "branch": b.branch, "decision": "timed_out"}
+    approve(_as(lake, "ann@corp.test"), R, b.branch)
+    wait = subprocess.run(
+        [*cmd, b.branch, "--timeout", "5", "--poll", "0.2"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (wait.returncode, wait.stdout.strip()) == (0, "approved"), wait.stderr
+    wait = subprocess.run(
+        [*cmd, "no_such_branch", "--timeout", "1"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert wait.returncode == 2 and wait.stderr.startswith("error: ") and len(wait.stderr.splitlines()) == 1
     assert Path(s.home).exists()

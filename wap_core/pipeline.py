@@ -24,14 +24,18 @@ that user its role.
 
 from __future__ import annotations
 
+import argparse
+import json
 import logging
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from enum import Enum
 from typing import Any
 
-from wap_core.exceptions import AuditFailedError, BatchRejectedError, NotFoundError
+from wap_core.config import mask_secrets
+from wap_core.exceptions import AuditFailedError, BatchRejectedError, NotFoundError, WapError
 from wap_core.identifiers import TableId
 from wap_core.lake import catalog as cat
 from wap_core.lakehouse import Lakehouse
@@ -271,3 +275,34 @@ def review_url(table: TableId | str, branch: str, *, lh: Lakehouse | None = None
     """The console's Review page of the branch (``console_url`` of the notifications file)."""
     lh = lakehouse(lh)
     return review_link(config_for(lh.settings).console_url, str(table), branch)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m wap_core.pipeline wait TABLE BRANCH``: the wait for any other orchestrator (a shell step).
+
+    Prints the decision (``--json``: ``{"table", "branch", "decision"}``); exit 0 when the pipeline may
+    publish (approved, published), 1 when not (discarded, changes requested, timed out), 2 on an error.
+    """
+    p = argparse.ArgumentParser(prog="python -m wap_core.pipeline", description=main.__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    w = sub.add_parser("wait", help="wait for a decision on a branch in the console")
+    w.add_argument("table")
+    w.add_argument("branch")
+    w.add_argument("--timeout", type=float, default=86400.0, help="seconds (default one day)")
+    w.add_argument("--poll", type=float, default=DEFAULT_POLL, help="seconds between looks (default 30)")
+    w.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    try:
+        d = wait_for_decision(args.table, args.branch, args.timeout, args.poll)
+    except WapError as exc:
+        print(mask_secrets(f"error: {exc}"), file=sys.stderr)
+        return exc.exit_code
+    if args.json:
+        print(json.dumps({"table": args.table, "branch": args.branch, "decision": d.value}))
+    else:
+        print(d.value)
+    return 0 if d.go else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

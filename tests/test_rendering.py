@@ -35,7 +35,21 @@ shop.items:
     - accepted_values: {{column: city, values: [Paris, Lyon]}}
     - expression: {{name: "{HOSTILE_NAME}", sql: "qty > 0"}}
 """
+# Text GFM turns into live links with no Markdown syntax at all (a URL, a www. host, an e-mail address):
+# escaping the punctuation does not stop it, Streamlit's Markdown links it after resolving the escapes.
+LINKY = "see http://evil.example/login or www.evil.example, mail phish@evil.example"
 _names = itertools.count(1)
+# GFM's literal autolinks (mdast-util-gfm-autolink-literal), run on the text as the page resolves it.
+_GFM_URL = re.compile(r"(https?://|www(?=\.))([-.\w]+)([^ \t\r\n]*)", re.IGNORECASE)
+_GFM_EMAIL = re.compile(r"([-.\w+]+)@([-\w]+(?:\.[-\w]+)+)")
+
+
+def _gfm_autolinks(text: str) -> list[str]:
+    """What GFM would link in ``text`` once its backslash escapes are resolved."""
+    plain = re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", text)
+    return [m.group(0) for rx in (_GFM_URL, _GFM_EMAIL) for m in rx.finditer(plain)]
+
+
 _MD = MarkdownIt("commonmark").enable(["table", "strikethrough"])
 _ACTIVE = {"image", "link_open", "html_inline", "html_block"}
 _FIELDS = {"body", "label", "help", "title", "caption"}
@@ -81,7 +95,8 @@ def _strings(at: AppTest) -> list[str]:
 
 
 def _unescape(text: str) -> str:
-    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", text)
+    """The text as read on screen: escapes resolved, the invisible word joiners (no autolinks) dropped."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", text).replace("\u2060", "")
 
 
 @pytest.fixture(scope="module")
@@ -142,6 +157,12 @@ def test_the_detector_sees_what_the_hostile_text_would_do() -> None:
     assert _active_tokens(md(HOSTILE)) == set() and _unescape(md(HOSTILE)) == HOSTILE
     assert _active_tokens(f"by **{md(HOSTILE)}**  \n{md('x' + chr(10) + '# h' + chr(10) + '<b>')}") == set()
     assert _active_tokens(md("see www.evil.test or http://evil.test", code=True)) == set()
+    # no literal autolink either, while the text reads the same (the word joiners are invisible)
+    assert _gfm_autolinks(LINKY) == ["http://evil.example/login", "www.evil.example,", "phish@evil.example"]
+    assert _gfm_autolinks(md(LINKY)) == [] and _unescape(md(LINKY)) == LINKY
+    for text in ("HTTPS://x.example", "WWW.x.example", "a.b+c@d.example", "x:https://y.example", HOSTILE):
+        assert _gfm_autolinks(text) and _gfm_autolinks(md(text)) == [], text
+    assert md("a `http://x.example` b", code=True) == "`` a `http://x.example` b ``"  # code spans never link
 
 
 def _page(page: str, **query: str) -> AppTest:
@@ -289,3 +310,102 @@ def test_review_in_chromium_renders_no_image_no_link_no_html_from_user_text(env:
         finally:
             browser.close()
     assert dialogs == []
+
+
+# ----------------------------------------------------------------------------- no link from user text (issue 19, 5)
+@pytest.fixture(scope="module")
+def linky(hostile: Lakehouse) -> Lakehouse:
+    """URLs, hosts and e-mail addresses in every kind of user text: approval and request-changes
+    comments, a thread comment, a forced publish's reason, a refusal's reason; a branch to discard."""
+    from wap_core.workflow.review import add_comment, approve, request_changes
+
+    src = hostile.settings.home / "landing"
+    for n, branch in enumerate(("linky_batch", "linky_forced", "linky_discard")):
+        (src / f"{branch}.csv").write_text(f"id,city,qty\n{40 + n},Paris,2\n")
+        assert ingest(
+            hostile, ITEMS, [str(src / f"{branch}.csv")], branch=branch, user="ingester"
+        ).audit.passed
+    approve(hostile, ITEMS, "linky_batch", comment=LINKY, user="approver@corp.example")
+    add_comment(hostile, ITEMS, "linky_batch", LINKY, user="steward@corp.example")
+    request_changes(hostile, ITEMS, "linky_batch", comment=LINKY, user="www.second.example")
+    publish(hostile, ITEMS, "linky_forced", force=True, reason=LINKY, user="admin@corp.example")
+    hostile.journal.record(
+        user="http://user.example",
+        action="publish",
+        outcome="refused",
+        table=str(ITEMS),
+        branch="linky_batch",
+        reason=LINKY,
+    )
+    return hostile
+
+
+@pytest.mark.e2e
+def test_no_link_from_user_text_in_chromium(linky: Lakehouse) -> None:
+    """Every place user text is shown (review thread and approvals, a discard reason, the journal on
+    History and Overview, errors built from URL parameters): the text is there, no <a> comes from it."""
+    from playwright.sync_api import expect, sync_playwright
+
+    if not Path(helpers.CHROMIUM).exists():
+        pytest.skip("Chromium is not installed (make browser-deps)")
+    expect.set_options(timeout=120_000)
+    s = linky.settings
+    server_env = helpers.console_env(
+        WAP_HOME=str(s.home),
+        WAP_CHECKS=str(s.checks_file),
+        WAP_CATALOG_NAME=s.catalog_name,
+        WAP_USER="reviewer",
+        WAP_SHUFFLE_PARTITIONS="2",
+        WAP_SPARK_EAGER="0",
+    )
+    evil = ("evil.example", "second.example", "user.example", "corp.example")
+
+    def no_links_from_user_text(page, base: str, where: str) -> str:  # type: ignore[no-untyped-def]
+        page.wait_for_timeout(800)
+        # the page's own links only: same origin (pages, in-page anchors such as #stMain), and no href
+        # that carries user text (an autolink's is the text itself: http://..., mailto:...)
+        links = page.evaluate(
+            "() => Array.from(document.querySelectorAll('a')).map(a => [a.href, a.getAttribute('href') || ''])"
+        )
+        foreign = [raw for href, raw in links if not href.startswith(base) or any(e in raw for e in evil)]
+        assert not foreign, (where, foreign)
+        return str(page.locator("[data-testid=stMain]").inner_text()).replace("\u2060", "")
+
+    with helpers.console(server_env, s.home / "streamlit-links.log") as base, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=helpers.CHROMIUM, args=helpers.CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(120_000)
+            # the review thread: an approval's and a request-changes comment, a comment, the users
+            page.goto(f"{base}/review?table=shop.items&branch=linky_batch")
+            expect(page.get_by_text("Changes requested").first).to_be_visible()
+            expect(page.get_by_text("No comments yet.")).to_have_count(0)
+            shown = no_links_from_user_text(page, base, "review")
+            assert shown.count(LINKY) >= 2 and "www.second.example" in shown, shown
+            # a discard through the dialog: its reason comes back in the confirmation
+            page.goto(f"{base}/review?table=shop.items&branch=linky_discard")
+            # a dialog's submit reruns after the page's run: let the Spark diff finish first
+            expect(page.get_by_text("Diff computed on").first).to_be_visible(timeout=300_000)
+            page.get_by_role("button", name="Discard").click()
+            box = page.get_by_role("dialog").get_by_label("Reason", exact=True)
+            box.fill(LINKY)
+            box.press("Enter")
+            expect(page.get_by_text("Discarded shop.items · linky_discard")).to_be_visible()
+            assert LINKY in no_links_from_user_text(page, base, "discarded")
+            # the journal's reasons (History, Overview) and the forced publish
+            for path, marker in (("/history", "Main's snapshot timeline"), ("/", "Recent publishes")):
+                page.goto(f"{base}{path}")
+                expect(page.get_by_text(marker)).to_be_visible()
+                no_links_from_user_text(page, base, path)
+            # errors built from URL parameters
+            for query, error in (
+                ("table=shop.items&branch=http://evil.example/login", "invalid branch name"),
+                ("table=shop.items&branch=phish@evil.example", "invalid branch name"),
+                ("table=www.evil.example&branch=x", "www.evil.example"),
+            ):
+                page.goto(f"{base}/review?{query}")
+                expect(page.get_by_text(re.compile(r"invalid (branch|table) name")).first).to_be_visible()
+                shown = no_links_from_user_text(page, base, query)
+                assert error in shown, (query, shown)
+        finally:
+            browser.close()

@@ -196,3 +196,22 @@ def test_waiting_never_starts_spark(lake: Lakehouse) -> None:
     )
     assert wait.returncode == 2 and wait.stderr.startswith("error: ") and len(wait.stderr.splitlines()) == 1
     assert Path(s.home).exists()
+
+
+def test_a_discard_between_its_commit_and_its_journal_entry_is_not_an_error(lake: Lakehouse) -> None:
+    """The branch is gone, its discard's outcome not journaled yet (intent pending): no decision yet, no error."""
+    from wap_core.lake.refs import remove_branch
+    from wap_core.states import Action, Outcome
+
+    b = pl.ingest(ORD, [_src(lake, "race", [(1, "")])], create=True, lh=lake)
+    intent = lake.journal.begin_intent(
+        user="sam@corp.test",
+        action=Action.DISCARD,
+        table=str(ORD),
+        branch=b.branch,
+        expected_before=b.snapshot_id,
+    )
+    assert remove_branch(lake, ORD, b.branch, head=b.snapshot_id)
+    assert pl.decision_now(ORD, b.branch, lh=lake) is None  # the outcome is on its way
+    lake.journal.resolve_intent(intent, outcome=Outcome.DISCARDED, done=True)
+    assert pl.decision_now(ORD, b.branch, lh=lake) is pl.Decision.DISCARDED

@@ -200,6 +200,10 @@ def decision_now(table: TableId | str, branch: str, *, lh: Lakehouse | None = No
     tid = _tid(table)
     tbl = lh.table(tid)
     if branch not in tbl.metadata.refs:
+        # A publish or discard commits its ref move, then journals its outcome and releases its intent in
+        # one transaction: while the intent is pending the outcome is on its way (look again next poll).
+        if lh.journal.pending_intent_on(str(tid), branch) is not None:
+            return None
         for e in lh.journal.history(str(tid), branch=branch, limit=50):  # newest first
             if e.action is Action.PUBLISH and e.outcome in (Outcome.PUBLISHED, Outcome.FORCED):
                 return Decision.PUBLISHED

@@ -13,6 +13,7 @@ backend-parametrized modules again in a pytest subprocess with ``--backend clust
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import json
 import os
@@ -31,6 +32,14 @@ from wap_core import Lakehouse, Settings
 from wap_core.lake.spark import current_spark, stop_spark
 
 _counter = itertools.count(1)
+# tests/pipelines/test_<orchestrator>.py need their extra, each in its own venv (make pipelines-setup):
+# tests/test_pipelines.py runs them there. This interpreter collects only those whose extra it has.
+_EXTRAS = {"airflow": "airflow", "prefect": "prefect", "dbos": "dbos"}
+collect_ignore_glob = [
+    f"pipelines/test_{name}.py"
+    for name, module in _EXTRAS.items()
+    if importlib.util.find_spec(module) is None
+]
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 BACKENDS = ("local-sqlite", "cluster-postgres", "s3-seaweedfs", "rest-seaweedfs")

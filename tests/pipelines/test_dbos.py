@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from common import APPROVER, GOOD, HEADER, SERVICE, STEWARD, as_user, env_of
+from conftest import create_pg_database
 from helpers import write_csv
 
 from wap_core import TableId
@@ -33,17 +34,7 @@ RUN = Path(__file__).resolve().parent / "dbos_run.py"
 @pytest.fixture(scope="module")
 def sysdb(postgres: str, tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> str:
     env_of(tmp_path_factory.mktemp("dbos") / "lakehouse", "dboslh")
-    import sqlalchemy
-    from sqlalchemy.engine import make_url
-
-    name = f"dbos_{os.getpid()}"  # tests/conftest.py's create_pg_database ("conftest" here is this folder's)
-    admin = sqlalchemy.create_engine(
-        make_url(postgres).set(database="postgres"), isolation_level="AUTOCOMMIT"
-    )
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    admin.dispose()
-    return make_url(postgres).set(database=name).render_as_string(hide_password=False)
+    return create_pg_database(postgres, f"dbos_{os.getpid()}")
 
 
 def _start(sysdb: str, wfid: str, src: str) -> subprocess.Popen[str]:

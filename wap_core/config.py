@@ -107,7 +107,7 @@ class Settings:
     s3_secret_key: str | None = field(default=None, repr=False)
     s3_region: str = "us-east-1"
     s3_path_style: bool | None = None  # bucket in the path, not the host name; default: True with an endpoint
-    # a user's query (SQL box, `query`) or diff is cancelled after this many seconds (WAP_QUERY_TIMEOUT)
+    # a user's query (SQL box, `query`) is cancelled after this many seconds (WAP_QUERY_TIMEOUT)
     query_timeout: float = 60.0
     reconcile_seconds: int = 30  # the console's background reconciliation tick (WAP_RECONCILE_SECONDS)
     # The role a verified service token (WAP_TOKEN) grants ``user``: set by the CLI after it checked the

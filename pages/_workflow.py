@@ -230,7 +230,7 @@ def thread(lh: Lakehouse, user: str, tid: TableId, branch: str, *, checks: list[
 
 
 def add_review_columns(df: pd.DataFrame, rows: list[dict[str, Any]]) -> None:
-    """Add ``review`` and ``approvals`` of each branch (from ``branches``) to the Branches table, in place."""
+    """Add ``review``, ``approvals`` and ``authors`` of each branch (from ``branches``) to the Branches table, in place."""
     labels = {
         "none": "—",
         "awaiting": "awaiting",
@@ -239,6 +239,7 @@ def add_review_columns(df: pd.DataFrame, rows: list[dict[str, Any]]) -> None:
     }
     df["review state"] = [labels.get(r.get("review", "none"), r.get("review", "")) for r in rows]
     df["approvals"] = [int(r.get("approvals", 0)) for r in rows]
+    df["authors"] = [", ".join(r.get("authors") or []) for r in rows]
 
 
 # --------------------------------------------------------------------------- History page

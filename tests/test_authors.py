@@ -128,6 +128,10 @@ def test_ann_ingests_sam_rebases_ann_may_not_approve_nor_after_rollback_and_reop
     assert cli(lh, SAM, "audit", "demo.people", "mine")[0] == 0
     st = review_state(lh, P, "mine")
     assert (st.author, st.authors) == (SAM, (ANN, SAM))  # ann wrote it, sam replayed it: both are authors
+    code, out, err = cli(lh, SAM, "branches", "demo.people", "--json")
+    assert code == 0 and next(r for r in json.loads(out) if r["branch"] == "mine")["authors"] == [ANN, SAM], (
+        err
+    )
     main0 = refs(lh, P)["main"]
 
     # the laundering attempt: ann approves her own batch after sam's rebase -> refused, journaled
@@ -165,6 +169,10 @@ def test_ann_ingests_sam_rebases_ann_may_not_approve_nor_after_rollback_and_reop
     assert f"Authors: {ANN}, {SAM}." in captions and "no author of the batch may approve" in captions
     approve = next(b for b in at.button if b.label == "Approve")
     assert approve.disabled and "the author of a branch cannot approve it" in plain([approve.help])
+    at.switch_page("pages/branches.py")
+    at.run()
+    df = at.dataframe[0].value
+    assert df[df["branch"] == "again"].iloc[0]["authors"] == f"{ANN}, {SAM}"
     assert cli(lh, BOB, "approve", "demo.people", "again")[0] == 0
     assert review_state(lh, P, "again").state.value == "approved"
     assert cli(lh, SAM, "discard", "demo.people", "again")[0] == 0

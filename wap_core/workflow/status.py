@@ -40,12 +40,14 @@ class BranchInfo:
         "none"  # none | awaiting | approved | changes_requested (the head against the table's policy)
     )
     approvals: int = 0  # counting approvals on the head
+    authors: tuple[str, ...] = ()  # everyone who wrote the batch (ingest, rebase, reopen), first writer first
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (the CLI's ``branches --json``)."""
         d = asdict(self)
         d["status"] = self.status.value
         d["failed_checks"] = list(self.failed_checks)
+        d["authors"] = list(self.authors)
         return d
 
 
@@ -148,6 +150,7 @@ def list_branches(lh: Lakehouse, table: TableId | None = None) -> list[BranchInf
                     failed_checks=failed,
                     review=reviews[(str(tid), name)].state.value,
                     approvals=len(reviews[(str(tid), name)].approvals),
+                    authors=reviews[(str(tid), name)].authors,
                 )
             )
     return out

@@ -8,13 +8,16 @@ an approval (policy: 1 approval) → the pipeline publishes. Runs in .venv-airfl
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 _BASE = Path(tempfile.mkdtemp(prefix="wap-airflow-"))
+atexit.register(shutil.rmtree, _BASE, True)
 _ROOT = Path(__file__).resolve().parents[2]
 os.environ.update(
     {

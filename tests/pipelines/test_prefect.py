@@ -7,11 +7,14 @@ flow waited). Runs in .venv-prefect (tests/test_pipelines.py).
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
 _BASE = Path(tempfile.mkdtemp(prefix="wap-prefect-"))
+atexit.register(shutil.rmtree, _BASE, True)
 os.environ.pop("PREFECT_API_URL", None)
 os.environ.update(
     {

@@ -1,0 +1,130 @@
+"""The Explore SQL box in a real browser (issue 19, item 1): Cancel while it runs; closing the tab cancels it.
+
+The console serves a 1,000-row table; the runaway query is a four-way cross join of it (10^12 rows) with a
+time limit the test never reaches (WAP_QUERY_TIMEOUT=600), so only the Cancel button or the end of the
+browser session can stop it. What runs is read from Spark's own REST API (the console's Spark UI on a free
+port): the query's job is running while the page says so, and is gone after Cancel and after the tab closed.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import helpers
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from wap_core import Lakehouse, Settings, TableId
+from wap_core.workflow.ingest import ingest
+from wap_core.workflow.publish import publish
+
+CHROMIUM = helpers.CHROMIUM
+ARGS = helpers.CHROMIUM_ARGS
+T = TableId("jobs", "wide")
+RUNAWAY_SQL = (
+    "SELECT count(*) AS n, sum(a.id + b.id + c.id + d.id) AS s "
+    "FROM ref_view a CROSS JOIN ref_view b CROSS JOIN ref_view c CROSS JOIN ref_view d"
+)
+
+pytestmark = pytest.mark.e2e
+
+
+@dataclass
+class Console:
+    base: str
+    spark_ui: str
+
+    def running_query_jobs(self) -> list[dict[str, Any]]:
+        """The console's running Spark jobs started by an Explore query (their group's description)."""
+        with urllib.request.urlopen(f"{self.spark_ui}/api/v1/applications", timeout=30) as r:
+            app = json.load(r)[0]["id"]
+        with urllib.request.urlopen(
+            f"{self.spark_ui}/api/v1/applications/{app}/jobs?status=running", timeout=30
+        ) as r:
+            jobs: list[dict[str, Any]] = json.load(r)
+        return [j for j in jobs if str(j.get("jobGroup", "")).startswith("wap-")]
+
+
+@pytest.fixture(scope="module")
+def console(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Iterator[Console]:
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Chromium is not installed (make browser-deps)")
+    home = tmp_path_factory.mktemp("cancel")
+    settings = Settings(home=home, checks_path=home / "checks.yml", user="seeder", catalog_name="e2ecancel")
+    lh = Lakehouse(settings)
+    src = home / "landing" / "wide.parquet"
+    src.parent.mkdir(parents=True)
+    pq.write_table(pa.table({"id": pa.array(range(1000), pa.int64())}), src)
+    ingest(lh, T, [str(src)], create=True, branch="b1")
+    publish(lh, T, "b1")
+    ui_port = helpers.free_port()
+    env = helpers.console_env(
+        WAP_HOME=str(home),
+        WAP_CHECKS=str(settings.checks_file),
+        WAP_CATALOG_NAME="e2ecancel",
+        WAP_USER="analyst-e2e",
+        WAP_SHUFFLE_PARTITIONS="2",
+        WAP_QUERY_TIMEOUT="600",
+        WAP_SPARK_UI="true",
+        WAP_SPARK_CONF=f"spark.ui.port={ui_port} spark.port.maxRetries=0",
+    )
+    with helpers.console(env, home / "streamlit.log") as base:
+        yield Console(base, f"http://127.0.0.1:{ui_port}")
+
+
+def _wait(cond: Any, seconds: float, what: str) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            if cond():
+                return
+        except OSError:  # the Spark UI of a loaded machine did not answer in time: ask again
+            pass
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _start_runaway(page: Any, base: str) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(f"{base}/explore?table={T}")
+    expect(page.get_by_text(f"Reading {T} at branch main")).to_be_visible()
+    page.get_by_role("tab", name="SQL").click()
+    box = page.get_by_role("textbox", name="SQL")
+    box.fill(RUNAWAY_SQL)
+    page.get_by_role("button", name="Run query").click()
+    expect(page.get_by_text("Running with Spark…")).to_be_visible()
+
+
+def test_cancel_button_and_closed_tab_stop_the_query(console: Console) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=180_000)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(180_000)
+            _start_runaway(page, console.base)
+            _wait(lambda: bool(console.running_query_jobs()), 120, "the query's Spark job")
+            page.get_by_role("button", name="Cancel").click()
+            expect(page.get_by_text("was cancelled and its Spark jobs were stopped")).to_be_visible()
+            expect(page.get_by_role("button", name="Cancel")).to_have_count(0)
+            _wait(lambda: not console.running_query_jobs(), 60, "the cancelled query's jobs to end")
+
+            context = browser.new_context(viewport={"width": 1400, "height": 1000})
+            tab = context.new_page()
+            tab.set_default_timeout(180_000)
+            _start_runaway(tab, console.base)
+            _wait(lambda: bool(console.running_query_jobs()), 120, "the second query's Spark job")
+            context.close()  # the browser tab is gone: its session disconnects
+            _wait(lambda: not console.running_query_jobs(), 60, "the closed tab's query to be cancelled")
+        finally:
+            browser.close()

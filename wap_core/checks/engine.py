@@ -411,37 +411,9 @@ def evaluate(
     """
     specs = list(suite.checks)
     errors: dict[str, BaseException] = {}
-    fingerprints: dict[str, str] = {}
-    for spec in specs:
-        try:
-            fingerprints[spec.name] = spec.fingerprint(ctx)
-        except Exception as exc:  # noqa: BLE001 - a broken check is a result, not a crash
-            errors[spec.name] = exc
-    cached: dict[str, Measurement] = {}
-    if cache is not None and fingerprints:
-        cached = cache.load(list(fingerprints.values()))
-    measurements: dict[str, Measurement] = {}
-    todo: list[CheckSpec] = []
-    for spec in specs:
-        if spec.name in errors:
-            continue
-        fp = fingerprints[spec.name]
-        if fp in cached:
-            measurements[spec.name] = cached[fp]
-        else:
-            todo.append(spec)
-
+    fingerprints, measurements, todo = _from_cache(specs, ctx, cache, errors)
     # 1. what the pass must compute (SQL text only; no Spark work yet)
-    aggs: dict[str, dict[str, str]] = {}
-    keys: dict[str, tuple[str, ...]] = {}
-    for spec in todo:
-        try:
-            aggs[spec.name] = spec.aggregates(ctx)
-            k = spec.key_columns()
-            if k:
-                keys[spec.name] = tuple(k)
-        except Exception as exc:  # noqa: BLE001
-            errors[spec.name] = exc
+    aggs, keys = _pass_inputs(todo, ctx, errors)
     todo = [s for s in todo if s.name not in errors]
 
     plan = PassPlan()
@@ -495,6 +467,63 @@ def evaluate(
         cache.save({fingerprints[n]: measurements[n] for n in fresh})
 
     # 5. verdicts: pure Python
+    results = _verdicts(specs, measurements, errors, ctx)
+    return Evaluation(results, rows or 0, measurements, list(fresh))
+
+
+def _from_cache(
+    specs: list[CheckSpec],
+    ctx: MainContext,
+    cache: MeasurementCache | None,
+    errors: dict[str, BaseException],
+) -> tuple[dict[str, str], dict[str, Measurement], list[CheckSpec]]:
+    """``(fingerprints, measurements found in the cache, the checks still to measure)``; broken ones in ``errors``."""
+    fingerprints: dict[str, str] = {}
+    for spec in specs:
+        try:
+            fingerprints[spec.name] = spec.fingerprint(ctx)
+        except Exception as exc:  # noqa: BLE001 - a broken check is a result, not a crash
+            errors[spec.name] = exc
+    cached: dict[str, Measurement] = {}
+    if cache is not None and fingerprints:
+        cached = cache.load(list(fingerprints.values()))
+    measurements: dict[str, Measurement] = {}
+    todo: list[CheckSpec] = []
+    for spec in specs:
+        if spec.name in errors:
+            continue
+        fp = fingerprints[spec.name]
+        if fp in cached:
+            measurements[spec.name] = cached[fp]
+        else:
+            todo.append(spec)
+    return fingerprints, measurements, todo
+
+
+def _pass_inputs(
+    todo: list[CheckSpec], ctx: MainContext, errors: dict[str, BaseException]
+) -> tuple[dict[str, dict[str, str]], dict[str, tuple[str, ...]]]:
+    """The aggregates (SQL text) and key groupings the one pass computes for ``todo``."""
+    aggs: dict[str, dict[str, str]] = {}
+    keys: dict[str, tuple[str, ...]] = {}
+    for spec in todo:
+        try:
+            aggs[spec.name] = spec.aggregates(ctx)
+            k = spec.key_columns()
+            if k:
+                keys[spec.name] = tuple(k)
+        except Exception as exc:  # noqa: BLE001 - a broken check is a result, not a crash
+            errors[spec.name] = exc
+    return aggs, keys
+
+
+def _verdicts(
+    specs: list[CheckSpec],
+    measurements: dict[str, Measurement],
+    errors: dict[str, BaseException],
+    ctx: MainContext,
+) -> list[CheckResult]:
+    """Each check judged on its measurement (pure Python); a broken check is an error result."""
     results: list[CheckResult] = []
     for spec in specs:
         if spec.name in errors:
@@ -506,7 +535,7 @@ def evaluate(
         except Exception as exc:  # noqa: BLE001 - a broken check is a result, not a crash
             log.warning("check %s could not be judged: %s", spec.name, short_error(exc))
             results.append(spec.error(exc))
-    return Evaluation(results, rows or 0, measurements, list(fresh))
+    return results
 
 
 def _one_task(batch: DataFrame) -> tuple[DataFrame, bool]:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from wap_core import values
 from wap_core.identifiers import TableId
+from wap_core.lake.errors import spark_error_line
 from wap_core.states import CheckStatus, overall_status
 
 if TYPE_CHECKING:
@@ -139,8 +140,6 @@ def short_error(exc: BaseException | str) -> str:
     A Spark error reads ``ERROR_CLASS: message`` (:mod:`wap_core.lake.errors`), never a Py4J object name.
     """
     if isinstance(exc, BaseException):
-        from wap_core.lake.errors import spark_error_line
-
         return spark_error_line(exc)
     text = str(exc)
     # Spark analysis errors carry a long plan; keep the first informative line.

@@ -58,6 +58,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from wap_core.exceptions import ValidationError
+from wap_core.lake.errors import spark_error_line
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -635,7 +636,6 @@ class CheckedQuery:
 
 
 def _one_line(exc: BaseException) -> str:
-    from wap_core.lake.errors import spark_error_line  # ERROR_CLASS: message, never a Py4J object name
 
     return spark_error_line(exc)
 

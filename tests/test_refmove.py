@@ -13,10 +13,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CORE = ROOT / "wap_core"
 
-# Who may write intent rows: the ref-move path, recovery (it resolves other processes' intents),
-# and ingest (its branch creation is not converted yet: it announces a name it may have to change).
-ANNOUNCE = {"wap_core/workflow/refmove.py", "wap_core/workflow/ingest.py"}
-RESOLVE = {"wap_core/workflow/refmove.py", "wap_core/workflow/reconcile.py", "wap_core/workflow/ingest.py"}
+# Who may write intent rows: the ref-move path, and recovery (it resolves other processes' intents).
+ANNOUNCE = {"wap_core/workflow/refmove.py"}
+RESOLVE = {"wap_core/workflow/refmove.py", "wap_core/workflow/reconcile.py"}
 MOVE_POINT = re.compile(r"""fault_point\(\s*["']after_\w+_(intent|commit)["']""")
 
 
@@ -34,7 +33,7 @@ def test_intents_are_announced_and_resolved_only_on_the_ref_move_path() -> None:
     resolve = {f for f, text in src.items() if "resolve_intent(" in text}
     assert announce <= ANNOUNCE, f"intents announced outside RefMove: {sorted(announce - ANNOUNCE)}"
     assert resolve <= RESOLVE, f"intents resolved outside RefMove/reconcile: {sorted(resolve - RESOLVE)}"
-    for module in ("publish.py", "rollback.py", "gc.py"):
+    for module in ("ingest.py", "publish.py", "rollback.py", "gc.py"):
         text = src[f"wap_core/workflow/{module}"]
         assert "RefMove(" in text or "_move(" in text, f"{module} moves refs without RefMove"
 

@@ -41,6 +41,7 @@ from wap_core.exceptions import (
 from wap_core.faults import fault_point
 from wap_core.identifiers import TableId, validate_branch
 from wap_core.lake import catalog as cat
+from wap_core.lake.errors import spark_error_line
 from wap_core.lake.refs import is_commit_state_unknown, remove_branch_quietly, with_commit_retry
 from wap_core.samples import sample_json
 from wap_core.security.access import Permission, authorize
@@ -48,7 +49,8 @@ from wap_core.security.paths import SourcePolicy, allowed_roots, confine, expand
 from wap_core.states import Action, Outcome
 from wap_core.store.journal import Intent
 from wap_core.workflow.audit import AuditResult, audit_branch
-from wap_core.workflow.reconcile import INTENT_PROPERTY, acting, reconciled_table
+from wap_core.workflow.reconcile import INTENT_PROPERTY, reconciled_table
+from wap_core.workflow.refmove import Moved, RefMove
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -751,7 +753,6 @@ def _write(
 
 
 def _first(exc: BaseException) -> str:
-    from wap_core.lake.errors import spark_error_line  # ERROR_CLASS: message, never a Py4J object name
 
     return spark_error_line(exc)[:300]
 
@@ -904,10 +905,14 @@ def _ingest(
         "malformed_rows": prepared.malformed,
         "create_table": not exists,
     }
-    intent, branch = _announce(lh, user, table, tbl, branch, main_before, intent_details)
+    move, intent = _announce(lh, user, table, tbl, branch, main_before, intent_details)
+    branch = move.branch
     created = False
-    with acting(lh, intent):
-        fault_point("after_ingest_intent")
+    metrics: dict[str, Any] | None = None
+    lin: cat.Lineage | None = None
+
+    def write(intent: Intent) -> Moved:
+        nonlocal created, metrics, lin
         if not exists:
             spark.sql(f"CREATE NAMESPACE IF NOT EXISTS `{lh.settings.catalog_name}`.`{table.namespace}`")
             spark.createDataFrame([], target).writeTo(lh.spark_name(table)).using("iceberg").create()
@@ -945,10 +950,11 @@ def _ingest(
             if created:
                 lh.catalog.purge_table(table.tuple)
             raise
-        fault_point("after_ingest_commit")
-        tbl = lh.table(table)
-        lin = cat.lineage(tbl, branch)
-        lh.journal.resolve_intent(intent, outcome=Outcome.WRITTEN, done=True, snapshot_after=lin.head)
+        lin = cat.lineage(lh.table(table), branch)
+        return Moved(Outcome.WRITTEN, lin.head)
+
+    move.run(write, intent=intent)  # fault points after_ingest_intent / after_ingest_commit
+    assert lin is not None
     # the audit is part of the ingest (authorized above as INGEST), not a separate re-run
     progress("auditing", prepared.rows)
     audit = audit_branch(
@@ -982,8 +988,8 @@ def _announce(
     branch: str | None,
     main_before: int | None,
     details: dict[str, Any],
-) -> tuple[Intent, str]:
-    """Commit the ingest's intent naming the branch it is about to create; returns (intent, branch).
+) -> tuple[RefMove, Intent]:
+    """Commit the ingest's intent naming the branch it is about to create; returns its move and intent.
 
     A default name that another in-flight ingest holds is skipped for the next free one.
     """
@@ -995,25 +1001,13 @@ def _announce(
             )
         if cat.is_temp_branch(branch):
             raise ValidationError(f"branch name {branch!r} is reserved for rebase's temporary branches")
-        return lh.journal.begin_intent(
-            user=user,
-            action=Action.INGEST,
-            table=str(table),
-            branch=branch,
-            expected_before=main_before,
-            details=details,
-        ), branch
+        move = RefMove(lh, user, Action.INGEST, table, branch, main_before, details=details)
+        return move, move.begin(journal_busy=False)
     for _ in range(20):
         name = default_branch_name(existing)
+        move = RefMove(lh, user, Action.INGEST, table, name, main_before, details=details)
         try:
-            return lh.journal.begin_intent(
-                user=user,
-                action=Action.INGEST,
-                table=str(table),
-                branch=name,
-                expected_before=main_before,
-                details=details,
-            ), name
+            return move, move.begin(journal_busy=False)
         except BranchBusyError:
             existing.add(name)
     raise BranchBusyError(f"could not find a free branch name on {table}: too many ingests in flight")

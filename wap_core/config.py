@@ -14,7 +14,7 @@ import re
 import shlex
 import threading
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -268,44 +268,59 @@ def _file_problem(path: Path) -> str | None:
     return None
 
 
+def _integer(key: str, value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"setting {key} must be an integer, got {value!r}") from exc
+
+
+def _seconds(key: str, value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"setting {key} must be a number of seconds, got {value!r}") from exc
+
+
+def _flag(key: str, value: Any) -> bool:
+    if not isinstance(value, str):
+        return bool(value)
+    flag = value.strip().lower()
+    if flag not in ("true", "false", "1", "0", "yes", "no"):
+        raise ValidationError(f"setting {key} must be true or false, got {value!r}")
+    return flag in ("true", "1", "yes")
+
+
+def _path_list(key: str, value: Any) -> tuple[Path, ...]:
+    items = value.split(os.pathsep) if isinstance(value, str) else value
+    return tuple(Path(p) for p in items if p)
+
+
+def _str_list(key: str, value: Any) -> tuple[str, ...]:
+    items = value.split(os.pathsep) if isinstance(value, str) else value
+    return tuple(str(p) for p in items if p)
+
+
+# How a setting given as text (environment, TOML) becomes its type; settings not named here are text.
+_COERCE: dict[str, Callable[[str, Any], Any]] = {
+    "home": lambda _k, v: Path(v),
+    "checks_path": lambda _k, v: Path(v),
+    "access_path": lambda _k, v: Path(v),
+    "notify_path": lambda _k, v: Path(v),
+    "shuffle_partitions": _integer,
+    "sample_rows": _integer,
+    "reconcile_seconds": _integer,
+    "query_timeout": _seconds,
+    "ingest_roots": _path_list,
+    "jdbc_jars": _str_list,
+    "s3_path_style": _flag,
+    "spark_conf": lambda _k, v: parse_spark_conf(v),
+    "catalog_properties": lambda _k, v: parse_catalog_properties(v),
+}
+
+
 def _coerce(values: dict[str, Any]) -> dict[str, Any]:
-    out = dict(values)
-    for key in ("home", "checks_path", "access_path", "notify_path"):
-        if out.get(key) is not None:
-            out[key] = Path(out[key])
-    for key in ("shuffle_partitions", "sample_rows", "reconcile_seconds"):
-        if key in out and out[key] is not None:
-            try:
-                out[key] = int(out[key])
-            except (TypeError, ValueError) as exc:
-                raise ValidationError(f"setting {key} must be an integer, got {out[key]!r}") from exc
-    if out.get("query_timeout") is not None:
-        try:
-            out["query_timeout"] = float(out["query_timeout"])
-        except (TypeError, ValueError) as exc:
-            raise ValidationError(
-                f"setting query_timeout must be a number of seconds, got {out['query_timeout']!r}"
-            ) from exc
-    if isinstance(out.get("ingest_roots"), str):
-        out["ingest_roots"] = tuple(Path(p) for p in out["ingest_roots"].split(os.pathsep) if p)
-    elif out.get("ingest_roots") is not None:
-        out["ingest_roots"] = tuple(Path(p) for p in out["ingest_roots"])
-    if isinstance(out.get("s3_path_style"), str):
-        flag = out["s3_path_style"].strip().lower()
-        if flag not in ("true", "false", "1", "0", "yes", "no"):
-            raise ValidationError(
-                f"setting s3_path_style must be true or false, got {out['s3_path_style']!r}"
-            )
-        out["s3_path_style"] = flag in ("true", "1", "yes")
-    if "spark_conf" in out and out["spark_conf"] is not None:
-        out["spark_conf"] = parse_spark_conf(out["spark_conf"])
-    if "catalog_properties" in out and out["catalog_properties"] is not None:
-        out["catalog_properties"] = parse_catalog_properties(out["catalog_properties"])
-    if isinstance(out.get("jdbc_jars"), str):
-        out["jdbc_jars"] = tuple(p for p in out["jdbc_jars"].split(os.pathsep) if p)
-    elif out.get("jdbc_jars") is not None:
-        out["jdbc_jars"] = tuple(out["jdbc_jars"])
-    return out
+    return {k: (_COERCE[k](k, v) if k in _COERCE and v is not None else v) for k, v in values.items()}
 
 
 def _pairs(value: Any, what: str, env: str) -> list[tuple[str, str]]:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REGION = "us-east-1"
+PROBE_BUCKET = "wap-probe"  # the readiness probe's bucket
 
 
 def _free_ports(n: int) -> list[int]:
@@ -141,8 +142,13 @@ class SeaweedS3:
             try:
                 with urllib.request.urlopen(self.endpoint + "/healthz", timeout=2):
                     pass
-                self.fs().get_file_info("wap-probe-missing-bucket")  # a signed request round trip
-                return
+                fs = self.fs()  # a signed write and read back: the volume server serves data
+                fs.create_dir(PROBE_BUCKET)
+                with fs.open_output_stream(f"{PROBE_BUCKET}/probe") as out:
+                    out.write(b"ok")
+                with fs.open_input_stream(f"{PROBE_BUCKET}/probe") as inp:
+                    if inp.read() == b"ok":
+                        return
             except (OSError, urllib.error.URLError) as exc:
                 last = exc
             time.sleep(0.5)

@@ -1,0 +1,104 @@
+"""The lifecycle on object storage: SeaweedFS's S3 gateway (S3A / PyArrow S3) and its Iceberg REST catalog.
+
+The backend-parametrized tests below run again in a pytest subprocess with ``--backend
+s3-seaweedfs,rest-seaweedfs`` (one SparkContext per process, and this run's has no S3A jars): each
+test once with the SQLite JDBC catalog and the warehouse in a bucket, once with SeaweedFS's REST
+catalog (a table bucket per lakehouse, the journal in SQLite under the home). The subprocess starts
+SeaweedFS itself (tests/conftest.py ``seaweed``; tests/s3_server.py) on free loopback ports and
+stops it by its process group. tests/test_s3_store.py (collected on those backends only) adds what
+only an object store has: nothing outside the bucket, gc deleting from the bucket, secrets, and the
+store's failures. The subprocess's failures are reported here by test id.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_cluster import _counts, _failures
+
+from wap_core.lake import s3
+
+ROOT = Path(__file__).resolve().parent.parent
+LIFECYCLE = "tests/test_core_lifecycle.py::test_"
+BOTH = [
+    LIFECYCLE + "ingest_writes_only_to_a_new_branch_with_provenance",
+    LIFECYCLE + "publish_fast_forwards_main_to_the_audited_head_and_removes_the_branch",
+    LIFECYCLE + "publish_refuses_a_failed_audit_and_force_needs_a_reason",
+    LIFECYCLE + "main_moved_refuses_publish_then_rebase_replays_and_needs_a_new_audit",
+    LIFECYCLE + "discard_drops_the_branch_and_keeps_main",
+    "tests/test_core_checks.py::test_row_checks_count_exactly_the_failing_rows",  # every check type
+    "tests/test_core_checks.py::test_results_are_journaled_with_the_audited_snapshot",
+    "tests/test_core_diff.py",  # diff (profiles, merged main profile) and the keyed diff's schema changes
+    "tests/test_gc.py::test_dry_run_changes_nothing_then_gc_expires_the_stale_branch_and_reclaims_its_files",
+    "tests/test_cli.py::test_full_lifecycle_through_the_cli",  # ingest .. diff --key .. publish .. history
+    "tests/test_s3_store.py::test_nothing_is_written_outside_the_bucket",
+    "tests/test_s3_store.py::test_gc_deletes_the_expired_files_from_the_bucket",
+    "tests/test_s3_store.py::test_rollback_moves_main_back_on_the_store",
+    "tests/test_s3_store.py::test_credentials_never_appear_in_cli_output_journal_or_logs",
+]
+# the store's failures (each starts and stops a SeaweedFS of its own; kept to a few for the run's time):
+# S3A + JDBC catalog, and the REST catalog's refused credential
+FAILURES = [
+    "tests/test_s3_store.py::test_store_down_is_one_line_naming_the_endpoint_and_nothing_half_moved[s3-seaweedfs]",
+    "tests/test_s3_store.py::test_wrong_credentials_are_one_line_naming_the_endpoint[s3-seaweedfs]",
+    "tests/test_s3_store.py::test_missing_bucket_is_one_line_naming_the_bucket[s3-seaweedfs]",
+    "tests/test_s3_store.py::test_wrong_credentials_are_one_line_naming_the_endpoint[rest-seaweedfs]",
+]
+
+
+def test_lifecycle_on_seaweedfs_s3_and_its_iceberg_rest_catalog(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    if request.config.getoption("backend") != "local-sqlite":
+        pytest.skip("this test starts the object-store run itself")
+    s3.s3a_jars()  # make setup-s3 installed them (a clear error naming the fix otherwise)
+    junit = tmp_path / "s3-junit.xml"
+    selection = BOTH + FAILURES  # a node id without a parameter runs on both backends
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WAP_")}
+    env["PYSPARK_PYTHON"] = sys.executable
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        *selection,
+        "--backend",
+        "s3-seaweedfs,rest-seaweedfs",
+        "-q",
+        "-ra",
+        "-p",
+        "no:cacheprovider",
+        f"--junitxml={junit}",
+        f"--basetemp={tmp_path / 'run'}",
+    ]
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        output, _ = proc.communicate(timeout=1500)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate()
+        pytest.fail(f"the object-store run did not finish in 1500 s\n{output[-4000:]}")
+    elapsed = time.monotonic() - started
+    failed = _failures(junit)
+    assert proc.returncode == 0 and not failed, (
+        f"the lifecycle failed on SeaweedFS (S3 / REST catalog) (exit {proc.returncode}):\n  "
+        + "\n  ".join(failed or ["(no junit report)"])
+        + f"\n--- pytest output (tail)\n{output[-6000:]}"
+    )
+    counts = _counts(junit)
+    assert counts["tests"] >= 2 * len(BOTH) + len(FAILURES) and counts["skipped"] == 0, counts
+    print(f"object-store run: {counts['tests']} tests passed in {elapsed:.0f} s")

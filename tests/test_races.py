@@ -231,6 +231,7 @@ def _held(
     t = threading.Thread(target=go)
     t.start()
     time.sleep(1.0)  # it has read the branch and sits at the pause point
+    monkeypatch.delenv(PAUSE_ENV)  # the winner is not held
     return t, lost
 
 
@@ -284,3 +285,21 @@ def test_a_loser_killed_after_its_intent_is_reconciled_abandoned_not_as_the_winn
         ("publish", "published"),
         ("discard", "abandoned"),
     ], rows
+
+
+def test_two_discards_of_one_branch_record_one_discard_and_one_refusal(lh, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    branch, _, main_before = _staged(lh, 400)
+    loser_lh = Lakehouse(lh.settings)
+    t, lost = _held(
+        monkeypatch,
+        "before_discard_intent",
+        4.0,
+        lambda: discard(loser_lh, T, branch, reason="late", user="dan"),
+    )
+    discard(lh, T, branch, reason="first", user="pat")
+    t.join(timeout=60)
+    exc = lost.get("it")
+    assert isinstance(exc, RefusedError) and exc.reason_code == "conflict", exc
+    assert _raw_refs(lh)["main"] == main_before and branch not in _raw_refs(lh)
+    rows = [(r["user_name"], r["outcome"]) for r in _rows(lh, branch)]
+    assert rows == [("pat", "discarded"), ("dan", "refused")], rows

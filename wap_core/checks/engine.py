@@ -187,58 +187,22 @@ def _run(
         return _group(batch, keys, plan.one_task)
     from pyspark import InheritableThread
 
-    lock = threading.Lock()
+    shared = _SharedPass(batch, max(1, len(parts)), then)
     # no part: one side still runs (``then`` runs, once; the grouping waits for its "planned")
-    box: dict[str, Any] = {"values": {}, "left": max(1, len(parts)), "unplanned": max(1, len(parts))}
-    # the grouping is planned once every aggregate query is: the aggregates (on the critical path,
-    # the sample read waits for them) are analysed and planned without the grouping's planning
-    # competing for the cores; the grouping then plans and runs while they run
-    all_planned = threading.Event()
-
-    def one_planned() -> None:
-        with lock:
-            box["unplanned"] -= 1
-            if box["unplanned"] <= 0:
-                all_planned.set()
-
-    def aggregates_then(part: dict[str, str]) -> None:
-        try:
-            got = _aggregate(batch, part, one_planned)
-        except BaseException as exc:  # noqa: BLE001 - re-raised on the calling thread below
-            with lock:
-                box.setdefault("error", exc)
-                box["left"] -= 1
-            all_planned.set()
-            return
-        with lock:
-            box["values"].update(got)
-            box["left"] -= 1
-            last = box["left"] == 0 and "error" not in box
-        if last and then is not None:
-            try:
-                then(dict(box["values"]))
-            except BaseException as exc:  # noqa: BLE001 - re-raised on the calling thread below
-                box.setdefault("error", exc)
-
     sides = [
-        InheritableThread(target=aggregates_then, args=(part,), name=f"wap-aggregates-{i}", daemon=True)
+        InheritableThread(
+            target=shared.aggregates_then, args=(part,), name=f"wap-aggregates-{i}", daemon=True
+        )
         for i, part in enumerate(parts or [{}])
     ]
-
-    def run_meanwhile(prepare: Callable[[], None]) -> None:
-        try:
-            prepare()
-        except BaseException as exc:  # noqa: BLE001 - re-raised on the calling thread below
-            box.setdefault("error", exc)
-
     helpers = list(sides)
     for side in sides:
         side.start()
     try:
-        all_planned.wait()
+        shared.all_planned.wait()
         if meanwhile is not None and keys:
             beside = InheritableThread(
-                target=run_meanwhile, args=(meanwhile,), name="wap-prepare", daemon=True
+                target=shared.run_meanwhile, args=(meanwhile,), name="wap-prepare", daemon=True
             )
             helpers.append(beside)
             beside.start()
@@ -248,9 +212,61 @@ def _run(
     finally:
         for helper in helpers:
             helper.join()
-    if "error" in box:
-        raise box["error"]
-    return {**box["values"], **grouped}
+    if shared.error is not None:
+        raise shared.error
+    return {**shared.values, **grouped}
+
+
+class _SharedPass:
+    """What the threads of one concurrent pass share: the aggregates found so far, the first error.
+
+    The grouping is planned once every aggregate query is (``all_planned``): the aggregates, on the
+    critical path (the sample read waits for them), are analysed and planned without the grouping's
+    planning competing for the cores; the grouping then plans and runs while they run.
+    """
+
+    def __init__(self, batch: DataFrame, parts: int, then: Callable[[dict[str, Any]], None] | None) -> None:
+        self.batch, self.then = batch, then
+        self.lock = threading.Lock()
+        self.values: dict[str, Any] = {}
+        self.left = self.unplanned = parts
+        self.error: BaseException | None = None
+        self.all_planned = threading.Event()
+
+    def _fail(self, exc: BaseException) -> None:
+        if self.error is None:
+            self.error = exc
+
+    def one_planned(self) -> None:
+        with self.lock:
+            self.unplanned -= 1
+            if self.unplanned <= 0:
+                self.all_planned.set()
+
+    def aggregates_then(self, part: dict[str, str]) -> None:
+        try:
+            got = _aggregate(self.batch, part, self.one_planned)
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the calling thread
+            with self.lock:
+                self._fail(exc)
+                self.left -= 1
+            self.all_planned.set()
+            return
+        with self.lock:
+            self.values.update(got)
+            self.left -= 1
+            last = self.left == 0 and self.error is None
+        if last and self.then is not None:
+            try:
+                self.then(dict(self.values))
+            except BaseException as exc:  # noqa: BLE001 - re-raised on the calling thread
+                self._fail(exc)
+
+    def run_meanwhile(self, prepare: Callable[[], None]) -> None:
+        try:
+            prepare()
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the calling thread
+            self._fail(exc)
 
 
 def _group(batch: DataFrame, keys: Mapping[str, tuple[str, ...]], one_task: bool = False) -> dict[str, Any]:

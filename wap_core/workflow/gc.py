@@ -55,7 +55,7 @@ from wap_core.states import Action, BranchStatus, Outcome
 from wap_core.store.journal import Intent
 from wap_core.workflow.reconcile import reconciled_table
 from wap_core.workflow.refmove import Moved, Notice, RefMove
-from wap_core.workflow.status import list_branches
+from wap_core.workflow.status import BranchInfo, list_branches
 
 if TYPE_CHECKING:
     from wap_core.lakehouse import Lakehouse
@@ -433,19 +433,16 @@ def collect_garbage(
 def _gc_table(
     lh: Lakehouse, table: TableId, override: timedelta | None, dry_run: bool, user: str, grace: timedelta
 ) -> TableGc:
-
     tbl = reconciled_table(lh, table)
     props = dict(tbl.properties)
     ttl, ttl_source = branch_ttl(lh, table, props)
     retention, retention_source = snapshot_retention(lh, table, props, override)
     retain_last = max(1, _int_property(props, MIN_SNAPSHOTS_PROPERTY, table) or 1)
-    now = datetime.now(UTC)
-    now_ms = _ms(now)
+    now_ms = _ms(datetime.now(UTC))
 
     # 1. branches
-    expired: list[BranchGc] = []
-    removed: list[BranchGc] = []
-    kept: list[BranchGc] = []
+    rule = _BranchRule(ttl, ttl_source, grace)
+    sorted_out: dict[str, list[BranchGc]] = {"expired": [], "removed": [], "kept": []}
     infos = {b.branch: b for b in list_branches(lh, table)}
     # every branch but main, rebase temp branches included (cat.branch_names hides those)
     for name in sorted(n for n, r in tbl.metadata.refs.items() if _is_branch(r) and n != MAIN):
@@ -453,57 +450,13 @@ def _gc_table(
         created = datetime.fromisoformat(info.created) if info is not None and info.created else None
         age = timedelta(milliseconds=max(0, now_ms - _age_ms(tbl, name, created)))
         head = tbl.metadata.refs[name].snapshot_id
-        kind, reason = (
-            "kept",
-            f"open {format_duration(age.total_seconds() // 1)}, within the branch TTL {format_duration(ttl)}",
-        )
-        if TEMP_MARKER in name:
-            if age >= grace:
-                kind, reason = (
-                    "temp",
-                    f"temporary rebase branch left behind ({format_duration(age.total_seconds() // 1)} old)",
-                )
-            else:
-                reason = f"temporary rebase branch younger than {format_duration(grace)}: a rebase may still be running"
-        elif info is not None and info.status is BranchStatus.INCOMPLETE:
-            if age >= grace:
-                kind, reason = (
-                    "incomplete",
-                    f"incomplete ingest left behind ({format_duration(age.total_seconds() // 1)} old)",
-                )
-            else:
-                reason = (
-                    f"incomplete branch younger than {format_duration(grace)}: an ingest may still be running"
-                )
-        elif age > ttl:
-            kind = "expired"
-            reason = (
-                f"expired: open {format_duration(age.total_seconds() // 1)}, older than the branch TTL "
-                f"{format_duration(ttl)} ({ttl_source})"
-            )
+        kind, reason = rule.classify(name, info, age)
         done = False
         if kind != "kept" and not dry_run:
-            details = {
-                "gc": True,
-                "kind": kind,
-                "age_seconds": age.total_seconds(),
-                "ttl": format_duration(ttl),
-                "ttl_source": ttl_source,
-            }
-            # a branch removal is a ref move: intent before, outcome after (reconciled after a crash)
-            move = RefMove(lh, user, Action.DISCARD, table, name, head, reason=reason, details=details)
-            try:
-                intent = move.begin(journal_busy=False)
-            except BranchBusyError:
-                kind, reason = "kept", "another action on the branch is in flight: not stale"
-            else:
-                done = move.run(
-                    _gc_removal(lh, table, name, head, kind), _gc_notice(kind, reason), intent=intent
-                ).done
-                if not done:
-                    kind, reason = "kept", "the branch changed while gc looked at it: not stale"
+            kind, reason, done = _gc_branch(lh, user, table, name, head, kind, reason, rule, age)
         entry = BranchGc(name, kind, age.total_seconds(), format_duration(ttl), head, done, reason)
-        {"expired": expired, "temp": removed, "incomplete": removed, "kept": kept}[kind].append(entry)
+        sorted_out[{"temp": "removed", "incomplete": "removed"}.get(kind, kind)].append(entry)
+    expired, removed, kept = sorted_out["expired"], sorted_out["removed"], sorted_out["kept"]
 
     # 2. snapshots, on the refs that stay
     if not dry_run and (expired or removed):
@@ -513,17 +466,7 @@ def _gc_table(
     snapshots = {s.snapshot_id: s for s in tbl.metadata.snapshots}
     cutoff_ms = now_ms - int(retention.total_seconds() * 1000)
     plan = plan_expiry(snapshots, refs, cutoff_ms, retain_last)
-    skipped = None
-    if props.get("gc.enabled", "true").lower() == "false":
-        skipped = "table property gc.enabled=false: Iceberg refuses to expire snapshots"
-    else:
-        extra, dropped = iceberg_would_remove(snapshots, refs, props, plan.older_than_ms, retain_last, now_ms)
-        if dropped or extra - set(plan.expire):
-            skipped = (
-                f"Iceberg's ref retention settings on this table would also remove "
-                f"{'refs ' + ', '.join(sorted(dropped)) if dropped else 'snapshots ' + ', '.join(map(str, sorted(extra - set(plan.expire))))}"
-                f" ({MAX_REF_AGE_PROPERTY} / per-ref max-snapshot-age-ms): not expiring"
-            )
+    skipped = _why_not_expire(snapshots, refs, props, plan, retain_last, now_ms)
     expire = plan.expire if skipped is None else ()
     counts = {"data": 0, "deletes": 0, "manifests": 0, "lists": 0, "bytes": 0}
     if expire:
@@ -561,6 +504,93 @@ def _gc_table(
         bytes_reclaimed=counts["bytes"],
         skipped=skipped,
     )
+
+
+@dataclass(frozen=True)
+class _BranchRule:
+    """Which open branches gc removes: expired ones (older than the TTL), and temporary rebase branches and
+    incomplete ingests left behind (older than ``grace``, so a running rebase or ingest keeps its branch)."""
+
+    ttl: timedelta
+    ttl_source: str
+    grace: timedelta
+
+    def classify(self, name: str, info: BranchInfo | None, age: timedelta) -> tuple[str, str]:
+        """``(kind, reason)``: kind is ``kept``, ``expired``, ``temp`` or ``incomplete``."""
+        old, ttl, grace = format_duration(age.total_seconds() // 1), format_duration(self.ttl), self.grace
+        if TEMP_MARKER in name:
+            if age >= grace:
+                return "temp", f"temporary rebase branch left behind ({old} old)"
+            return (
+                "kept",
+                f"temporary rebase branch younger than {format_duration(grace)}: a rebase may still be running",
+            )
+        if info is not None and info.status is BranchStatus.INCOMPLETE:
+            if age >= grace:
+                return "incomplete", f"incomplete ingest left behind ({old} old)"
+            return (
+                "kept",
+                f"incomplete branch younger than {format_duration(grace)}: an ingest may still be running",
+            )
+        if age > self.ttl:
+            return "expired", f"expired: open {old}, older than the branch TTL {ttl} ({self.ttl_source})"
+        return "kept", f"open {old}, within the branch TTL {ttl}"
+
+
+def _gc_branch(
+    lh: Lakehouse,
+    user: str,
+    table: TableId,
+    name: str,
+    head: int,
+    kind: str,
+    reason: str,
+    rule: _BranchRule,
+    age: timedelta,
+) -> tuple[str, str, bool]:
+    """Remove one branch gc picked, as a ref move (intent before, outcome after, reconciled after a crash);
+    ``(kind, reason, done)``: kept when another action holds the branch or it changed meanwhile."""
+    details = {
+        "gc": True,
+        "kind": kind,
+        "age_seconds": age.total_seconds(),
+        "ttl": format_duration(rule.ttl),
+        "ttl_source": rule.ttl_source,
+    }
+    move = RefMove(lh, user, Action.DISCARD, table, name, head, reason=reason, details=details)
+    try:
+        intent = move.begin(journal_busy=False)
+    except BranchBusyError:
+        return "kept", "another action on the branch is in flight: not stale", False
+    done = move.run(_gc_removal(lh, table, name, head, kind), _gc_notice(kind, reason), intent=intent).done
+    if not done:
+        return "kept", "the branch changed while gc looked at it: not stale", False
+    return kind, reason, True
+
+
+def _why_not_expire(
+    snapshots: dict[int, Any],
+    refs: dict[str, Any],
+    props: dict[str, str],
+    plan: ExpiryPlan,
+    retain_last: int,
+    now_ms: int,
+) -> str | None:
+    """Why the planned expiry must not run on this table (None: it may)."""
+    if props.get("gc.enabled", "true").lower() == "false":
+        return "table property gc.enabled=false: Iceberg refuses to expire snapshots"
+    extra, dropped = iceberg_would_remove(snapshots, refs, props, plan.older_than_ms, retain_last, now_ms)
+    if dropped or extra - set(plan.expire):
+        what = (
+            "refs " + ", ".join(sorted(dropped))
+            if dropped
+            else "snapshots " + ", ".join(map(str, sorted(extra - set(plan.expire))))
+        )
+        return (
+            f"Iceberg's ref retention settings on this table would also remove {what}"
+            f" ({MAX_REF_AGE_PROPERTY} / per-ref max-snapshot-age-ms): not expiring"
+        )
+    return None
 
 
 def _expire(

@@ -29,6 +29,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import statistics
 import sys
 import time
@@ -46,7 +47,7 @@ from bench import data
 if TYPE_CHECKING:
     from bench.run import Bench
 
-SCENARIOS = ("crowd",)
+SCENARIOS = ("crowd", "runaway")
 NS = "crowd"
 CATALOG = "crowd"
 BATCH_ROWS = 2000
@@ -685,3 +686,146 @@ def scenario_crowd(b: Bench) -> None:
         target = f"= {expected}" if "exactly" in label else "0"
         b.rows.append(Row(label, sizes, None, None, None, target, ok, value=str(value)))
     b.rows[-1].notes = notes
+
+
+# --------------------------------------------------------------------------- scenario runaway (issue 19, item 1)
+RUNAWAY_SQL = (
+    "SELECT count(*) AS n, sum(a.k + b.k + c.k + d.k) AS s "
+    "FROM ref_view a CROSS JOIN ref_view b CROSS JOIN ref_view c CROSS JOIN ref_view d"
+)
+
+
+def scenario_runaway(b: Bench) -> None:
+    """While one user's runaway query runs, another user's Review diff: within 2x its quiet time.
+
+    One process, one Spark driver, as in the console (the Review page's diff is ``compute_diff`` as the
+    signed-in user; the SQL box is ``explore.start_query``): a steward's diff of a 20,000-row batch of a
+    200,000-row table, timed ``--runaway-diffs`` times quiet, then as many times each just after an
+    analyst started a four-way cross join of a 2,000-row table in 8 files (1.6 * 10^13 rows: it never ends
+    on its own; cancelled after ``--runaway-timeout`` s) whose tasks hold every task slot. Each user's jobs
+    run in their own job group and FAIR pool (wap_core.lake.jobs). FAIR scheduling does not preempt a
+    running task: while the runaway's tasks hold the slots, the diff's tasks wait for a slot to free, so
+    what bounds the wait is the time limit.
+    """
+    from bench.run import Row, fmt_s, log
+    from wap_core import Lakehouse, Settings, TableId
+    from wap_core.analysis import explore
+    from wap_core.analysis.diff import compute_diff
+    from wap_core.exceptions import QueryCancelledError
+    from wap_core.workflow.ingest import ingest
+    from wap_core.workflow.publish import publish
+
+    home = b.work / "runaway"
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir(parents=True)
+    settings = Settings(
+        home=home,
+        checks_path=home / "checks.yml",
+        user="bench-setup",
+        catalog_name="runaway",
+        query_timeout=3600,  # only the cancel at the end stops the runaway query
+        shuffle_partitions=4,
+    )
+    lh = Lakehouse(settings)
+    src = home / "landing"  # the default ingest root
+    src.mkdir(exist_ok=True)
+
+    def frame(lo: int, n: int) -> pa.Table:
+        k = pa.array(range(lo, lo + n), pa.int64())
+        return pa.table(
+            {
+                "k": k,
+                "grp": pc.cast(pc.divide(k, 1000), pa.int64()),
+                "amount": pc.multiply(pc.cast(k, pa.float64()), 0.25),
+                "label": pa.array([f"item-{i % 997}" for i in range(lo, lo + n)], pa.string()),
+            }
+        )
+
+    facts, tiny = TableId("rw", "facts"), TableId("rw", "tiny")
+    t0 = time.perf_counter()
+    pq.write_table(frame(0, 200_000), src / "main.parquet")
+    ingest(lh, facts, [str(src / "main.parquet")], create=True, branch="m1")
+    publish(lh, facts, "m1")
+    parts = [src / f"tiny_{i}.parquet" for i in range(8)]
+    for i, part in enumerate(parts):
+        pq.write_table(frame(i * 250, 250), part)
+    ingest(lh, tiny, [str(x) for x in parts], create=True, branch="t1")
+    publish(lh, tiny, "t1")
+    with lh.table(tiny).transaction() as tx:  # one scan task per data file, if the query may use them all
+        tx.set_properties({"read.split.target-size": "1024", "read.split.open-file-cost": "1024"})
+    pq.write_table(frame(200_000, 20_000), src / "batch.parquet")
+    ingest(lh, facts, [str(src / "batch.parquet")], branch="review_me")
+    setup = time.perf_counter() - t0
+    tiny_main = lh.table(tiny).metadata.refs["main"].snapshot_id
+    n = max(3, b.args.runaway_diffs)
+
+    def diffs(times: int) -> list[float]:
+        out = []
+        for _ in range(times):
+            s = time.perf_counter()
+            compute_diff(lh, facts, "review_me", user="steward")
+            out.append(time.perf_counter() - s)
+        return out
+
+    diffs(1)  # warm: main's profile cached, JIT
+    quiet = diffs(n)
+    log(f"runaway: quiet diffs {[round(x, 2) for x in quiet]}")
+    files = len(list(lh.table(tiny).scan().plan_files()))
+    limit = float(b.args.runaway_timeout)
+    hog_lh = Lakehouse(settings.with_(query_timeout=limit))
+    loaded: list[float] = []
+    busy: list[int] = []
+    endings: list[str] = []
+    for _ in range(n):  # a fresh runaway query before each timed diff
+        hog = explore.start_query(hog_lh, tiny, tiny_main, RUNAWAY_SQL, user="analyst")
+        deadline = time.monotonic() + 120
+        while not (hog.group.running_jobs() and _active_tasks(lh)) and time.monotonic() < deadline:
+            if hog.done():
+                break
+            time.sleep(0.2)
+        time.sleep(1)  # its tasks run
+        busy.append(_active_tasks(lh))
+        loaded += diffs(1)
+        log(f"runaway: diff {loaded[-1]:.2f} s with {busy[-1]} task(s) of the runaway query running")
+        hog.cancel()
+        try:
+            hog.result(timeout=120)
+            endings.append("finished")
+        except QueryCancelledError as exc:
+            endings.append(exc.reason)
+    ended = ", ".join(f"{k} {v}" for k, v in Counter(endings).items())
+    still_running = "finished" not in endings
+    log(f"runaway: diffs while a runaway query ran {[round(x, 2) for x in loaded]}; the runaways: {ended}")
+    q50, q95 = statistics.median(quiet), _pct(quiet, 95)
+    l50, l95 = statistics.median(loaded), _pct(loaded, 95)
+    ratio = l50 / q50 if q50 else None
+    ok = ratio is not None and ratio <= 2 and l95 / q95 <= 2 and still_running
+    b.rows.append(
+        Row(
+            "runaway query: another user's Review diff while it runs",
+            f"diff of 20k new rows on 200k; {n} diffs quiet, {n} under a 4-way cross join of 2k rows",
+            l50,
+            q50,
+            ratio,
+            "p50 and p95 ≤ 2× quiet",
+            ok,
+            value=f"p50 {fmt_s(l50)} · p95 {fmt_s(l95)} (quiet p50 {fmt_s(q50)} · p95 {fmt_s(q95)}; p95 ratio {l95 / q95:.2f})",
+            notes=[
+                f"runaway: one process, one Spark driver ({settings.spark_master}), FAIR pools user:analyst and user:steward; "
+                f"set-up {setup:.0f} s; WAP_QUERY_TIMEOUT {limit:g} s for the runaway query (the console's default is 60 s); "
+                f"its scan has {files} data files (one task each); running tasks when each diff started {busy}; "
+                f"the runaway queries ended: {ended} (timeout = cancelled by the time limit while the diff waited)",
+                f"runaway: quiet diffs {', '.join(f'{x:.2f}' for x in quiet)} s; under the runaway "
+                f"{', '.join(f'{x:.2f}' for x in loaded)} s; load average {os.getloadavg()[0]:.1f} after",
+            ],
+        )
+    )
+
+
+def _active_tasks(lh: Any) -> int:
+    tracker = lh.spark.sparkContext.statusTracker()
+    total = 0
+    for stage in tracker.getActiveStageIds():
+        info = tracker.getStageInfo(stage)
+        total += info.numActiveTasks if info is not None else 0
+    return int(total)

@@ -1133,7 +1133,8 @@ class Bench:
             "",
         ]
         RESULTS.mkdir(parents=True, exist_ok=True)
-        default = "crowd.md" if self.only == {"crowd"} else "latest.md"  # the crowd has its own file
+        # the crowd (and its runaway-query row) has its own file
+        default = "crowd.md" if self.only and self.only <= {"crowd", "runaway"} else "latest.md"
         out = Path(a.output) if a.output else RESULTS / default
         out.write_text("\n".join(md))
         log(f"wrote {out}")
@@ -1167,6 +1168,8 @@ class Bench:
             xl.scenario_metadata(self, self.args.meta_tables)
         if "crowd" in self.only:
             crowd.scenario_crowd(self)  # its own lakehouse, console, browsers and CLI processes
+        if "runaway" in self.only:
+            crowd.scenario_runaway(self)  # its own lakehouse; one user's runaway query, another's diffs
         if not self.core and not self.only & {"xl", "spread"}:
             self.report(started)
             return 0 if all(r.passed for r in self.rows) else 1
@@ -1275,6 +1278,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="comma-separated scenarios to run, e.g. 1,4 (default: 1-8); the on-demand scenarios of issue 10 "
         "run only when named: xl (main at --scale-xl vs SF0.01, 600k batch), metadata500 (--meta-tables tables), "
         "crowd (--crowd-sessions browser sessions publishing while a CLI ingests; results in bench/results/crowd.md), "
+        "runaway (another user's Review diff while one user's runaway query runs; results in bench/results/crowd.md), "
         "spread (600k batch of keys spread over main's range vs at its end, mains at --scale-spread)",
     )
     p.add_argument(
@@ -1297,6 +1301,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=int,
         default=2,
         help="scenario crowd: at least this many CLI ingests (default 2)",
+    )
+    p.add_argument(
+        "--runaway-diffs",
+        type=int,
+        default=5,
+        help="scenario runaway: diffs timed quiet and again while another user's runaway query runs (default 5)",
+    )
+    p.add_argument(
+        "--runaway-timeout",
+        type=float,
+        default=20,
+        help="scenario runaway: WAP_QUERY_TIMEOUT of the runaway query in seconds (default 20)",
     )
     p.add_argument(
         "--crowd-local",

@@ -675,16 +675,7 @@ def parse_query(session: SparkSession, sql: str) -> Any:
     ValidationError (one line) for empty or over-long text, a parse error, and any operator, relation
     or function outside the allowlists.
     """
-    text = (sql or "").strip()
-    if not text:
-        raise ValidationError(f"the SQL box is empty: write one SELECT over {VIEW}")
-    if len(text) > MAX_SQL_CHARS:
-        raise ValidationError(f"the statement is longer than {MAX_SQL_CHARS} characters")
-    jsession: Any = session._jsparkSession
-    try:
-        plan = jsession.sessionState().sqlParser().parsePlan(text)
-    except Exception as exc:  # Spark's ParseException arrives as a Py4J/PySpark error
-        raise ValidationError(f"SQL does not parse (one statement only): {_one_line(exc)}") from exc
+    plan = _parse(session, sql)
     classes = _Classes(session)
     ctes: set[str] = set()
     relations: list[str] = []
@@ -699,18 +690,12 @@ def parse_query(session: SparkSession, sql: str) -> Any:
         if name not in PARSED_OPERATORS:
             raise _refuse(f"{node.nodeName()} is not a read-only query operator")
         if name == _UNRESOLVED_RELATION:
-            parts = [str(p) for p in _seq(node.multipartIdentifier())]
-            if node.isStreaming() or not node.options().isEmpty():
-                raise _refuse(f"reading {'.'.join(parts)} with options")
-            if len(parts) != 1:
-                raise _refuse(f"the query may only read {VIEW} or its CTEs, not {'.'.join(parts)}")
-            relations.append(parts[0].lower())
+            relations.append(_relation_name(node))
         elif name == _LOGICAL + "UnresolvedWith":
             for pair in _seq(node.cteRelations()):
                 ctes.add(str(pair._1()).lower())
                 stack.append(pair._2())
-        elif name == _LOGICAL + "Generate":
-            pass  # its generator is among the expressions checked below
+        # a Generate's generator is among the expressions checked here
         for expr in _seq(node.expressions()):
             _check_parsed_expression(expr, classes, stack)
         stack.extend(_seq(node.children()))
@@ -719,6 +704,30 @@ def parse_query(session: SparkSession, sql: str) -> Any:
         if rel not in allowed:
             raise _refuse(f"the query may only read {VIEW} or its CTEs, not {rel}")
     return plan
+
+
+def _parse(session: SparkSession, sql: str) -> Any:
+    """The session parser's plan of ``sql`` (one statement, within the length limit); nothing resolved."""
+    text = (sql or "").strip()
+    if not text:
+        raise ValidationError(f"the SQL box is empty: write one SELECT over {VIEW}")
+    if len(text) > MAX_SQL_CHARS:
+        raise ValidationError(f"the statement is longer than {MAX_SQL_CHARS} characters")
+    jsession: Any = session._jsparkSession
+    try:
+        return jsession.sessionState().sqlParser().parsePlan(text)
+    except Exception as exc:  # Spark's ParseException arrives as a Py4J/PySpark error
+        raise ValidationError(f"SQL does not parse (one statement only): {_one_line(exc)}") from exc
+
+
+def _relation_name(node: Any) -> str:
+    """The one-part, option-free name an unresolved relation reads (lower case); anything else is refused."""
+    parts = [str(p) for p in _seq(node.multipartIdentifier())]
+    if node.isStreaming() or not node.options().isEmpty():
+        raise _refuse(f"reading {'.'.join(parts)} with options")
+    if len(parts) != 1:
+        raise _refuse(f"the query may only read {VIEW} or its CTEs, not {'.'.join(parts)}")
+    return parts[0].lower()
 
 
 def _check_parsed_expression(expr: Any, classes: _Classes, plans: list[Any]) -> None:

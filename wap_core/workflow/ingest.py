@@ -54,7 +54,7 @@ from wap_core.workflow.refmove import Moved, RefMove
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
-    from pyspark.sql import Column, DataFrame, DataFrameReader
+    from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
     from pyspark.sql.types import DataType, StructType
 
     from wap_core.lakehouse import Lakehouse
@@ -130,40 +130,51 @@ def resolve_sources(
     if fmt is not None and fmt not in FORMATS:
         raise ValidationError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
     confined = policy is not SourcePolicy.ANY
-    files: list[str] = []
-    for src in sources:
-        matched: list[Path]
-        if any(ch in src for ch in "*?["):
-            if confined:
-                matched = expand_confined(src, roots)
-            else:
-                matched = [Path(m) for m in sorted(glob.glob(src))]
-                if not matched:
-                    raise SourceError(f"source pattern {src!r} matches no file")
-        else:
-            matched = [confine(src, roots)] if confined else [Path(src)]
-        for p in matched:
-            f = str(p)
-            if not p.exists():
-                raise SourceError(f"source {f} does not exist")
-            if p.is_dir():
-                raise SourceError(f"source {f} is a directory; give files or a glob such as {f}/*.csv")
-            if not os.access(p, os.R_OK):
-                raise SourceError(f"source {f} is not readable")
-            if p.stat().st_size == 0:
-                raise SourceError(f"source {f} is empty")
-            files.append(str(p.resolve()))
+    files = [_readable_file(p) for src in sources for p in _expand(src, confined, roots)]
     if fmt is None:
-        kinds = {_EXT.get(Path(f).suffix.lower()) for f in files}
-        if None in kinds:
-            raise SourceError("cannot tell the format from the file name(s); pass --format csv|parquet|json")
-        if len(kinds) > 1:
-            raise SourceError(
-                f"sources mix formats ({', '.join(sorted(k for k in kinds if k))}); ingest one format at a time"
-            )
-        fmt = kinds.pop()
+        fmt = _format_of(files)
     assert fmt is not None
     return files, fmt
+
+
+def _expand(src: str, confined: bool, roots: Sequence[Path]) -> list[Path]:
+    """A source's files: a glob's matches (confined: each under a root) or the path itself."""
+    if not any(ch in src for ch in "*?["):
+        return [confine(src, roots)] if confined else [Path(src)]
+    if confined:
+        return expand_confined(src, roots)
+    matched = [Path(m) for m in sorted(glob.glob(src))]
+    if not matched:
+        raise SourceError(f"source pattern {src!r} matches no file")
+    return matched
+
+
+def _readable_file(p: Path) -> str:
+    """``p`` resolved, once it is known to be an existing, readable, non-empty file."""
+    f = str(p)
+    if not p.exists():
+        raise SourceError(f"source {f} does not exist")
+    if p.is_dir():
+        raise SourceError(f"source {f} is a directory; give files or a glob such as {f}/*.csv")
+    if not os.access(p, os.R_OK):
+        raise SourceError(f"source {f} is not readable")
+    if p.stat().st_size == 0:
+        raise SourceError(f"source {f} is empty")
+    return str(p.resolve())
+
+
+def _format_of(files: list[str]) -> str:
+    """The one format the files' extensions name."""
+    kinds = {_EXT.get(Path(f).suffix.lower()) for f in files}
+    if None in kinds:
+        raise SourceError("cannot tell the format from the file name(s); pass --format csv|parquet|json")
+    if len(kinds) > 1:
+        raise SourceError(
+            f"sources mix formats ({', '.join(sorted(k for k in kinds if k))}); ingest one format at a time"
+        )
+    kind = kinds.pop()
+    assert kind is not None
+    return kind
 
 
 # --------------------------------------------------------------------------- type compatibility
@@ -603,76 +614,93 @@ def read_source(
     lh: Lakehouse, table: str, files: list[str], fmt: str, target: StructType | None
 ) -> tuple[_Prepared, StructType]:
     """Read, validate and cast the source. ``target`` None means: infer (table creation)."""
+    readers = {"csv": _read_csv, "json": _read_json, "parquet": _read_parquet}
+    return readers[fmt](lh.spark, table, files, target)
+
+
+def _read_csv(
+    spark: SparkSession, table: str, files: list[str], target: StructType | None
+) -> tuple[_Prepared, StructType]:
+    """CSV as RFC 4180; records Python's strict reader cannot read are malformed rows kept out of the batch."""
     from pyspark.sql import types as T
 
-    spark = lh.spark
-    if fmt == "csv":
-        header = _csv_header(files)
-        unreadable = _unreadable_records(files)
-        copies: Path | None = None
-        if unreadable:  # Spark reads copies without them (removed with the prepared batch)
-            copies = Path(tempfile.mkdtemp(prefix="wap-csv-"))
-            files = _without_unreadable(files, unreadable, copies)
-            log.warning(
-                "%d CSV record(s) cannot be read (e.g. %s line %d: %s); they are kept out of the batch",
-                sum(len(u.records) for u in unreadable),
-                Path(unreadable[0].file).name,
-                *unreadable[0].records[0],
-            )
-        try:
-            if target is None:
-                inferred = _csv_reader(spark.read).option("inferSchema", "true").csv(files).schema
-                target = T.StructType(
-                    [
-                        T.StructField(f.name.strip(), f.dataType, True)
-                        for f in inferred.fields
-                        if f.name != CORRUPT
-                    ]
-                )
-            mapping = _match_columns(table, header, target)
-            schema = T.StructType(
-                [T.StructField(h, T.StringType(), True) for h in header]
-                + [T.StructField(CORRUPT, T.StringType(), True)]
-            )
-            raw = (
-                _csv_reader(spark.read).option("columnNameOfCorruptRecord", CORRUPT).schema(schema).csv(files)
-            )
-            prepared = _prepare(
-                table,
-                raw,
-                target,
-                mapping,
-                _csv_locator(files, header),
-                sum(len(u.records) for u in unreadable),
-                [d for u in unreadable for d in u.sample(header)],
-            )
-            if copies is not None:
-                weakref.finalize(prepared, shutil.rmtree, copies, True)
-            return prepared, target
-        except WapError:
-            if copies is not None:
-                shutil.rmtree(copies, ignore_errors=True)
-            raise
-        except Exception as exc:
-            if copies is not None:
-                shutil.rmtree(copies, ignore_errors=True)
-            if _is_field_too_long(exc):
-                raise _field_too_long(files) from None
-            raise
-    if fmt == "json":
-        raw = spark.read.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT).json(files)
-        source_cols = [c for c in raw.columns if c != CORRUPT]
-        if not source_cols:
-            raise SourceError("no JSON object could be parsed from the source")
+    header = _csv_header(files)
+    unreadable = _unreadable_records(files)
+    copies: Path | None = None
+    if unreadable:  # Spark reads copies without them (removed with the prepared batch)
+        copies = Path(tempfile.mkdtemp(prefix="wap-csv-"))
+        files = _without_unreadable(files, unreadable, copies)
+        log.warning(
+            "%d CSV record(s) cannot be read (e.g. %s line %d: %s); they are kept out of the batch",
+            sum(len(u.records) for u in unreadable),
+            Path(unreadable[0].file).name,
+            *unreadable[0].records[0],
+        )
+    try:
         if target is None:
+            inferred = _csv_reader(spark.read).option("inferSchema", "true").csv(files).schema
             target = T.StructType(
-                [T.StructField(f.name, f.dataType, True) for f in raw.schema.fields if f.name != CORRUPT]
+                [
+                    T.StructField(f.name.strip(), f.dataType, True)
+                    for f in inferred.fields
+                    if f.name != CORRUPT
+                ]
             )
-        mapping = _match_columns(table, source_cols, target)
-        return _prepare(table, raw, target, mapping, _json_locator(files)), target
-    # parquet: every file must share one schema (read from footers, no data)
+        mapping = _match_columns(table, header, target)
+        schema = T.StructType(
+            [T.StructField(h, T.StringType(), True) for h in header]
+            + [T.StructField(CORRUPT, T.StringType(), True)]
+        )
+        raw = _csv_reader(spark.read).option("columnNameOfCorruptRecord", CORRUPT).schema(schema).csv(files)
+        prepared = _prepare(
+            table,
+            raw,
+            target,
+            mapping,
+            _csv_locator(files, header),
+            sum(len(u.records) for u in unreadable),
+            [d for u in unreadable for d in u.sample(header)],
+        )
+        if copies is not None:
+            weakref.finalize(prepared, shutil.rmtree, copies, True)
+        return prepared, target
+    except WapError:
+        if copies is not None:
+            shutil.rmtree(copies, ignore_errors=True)
+        raise
+    except Exception as exc:
+        if copies is not None:
+            shutil.rmtree(copies, ignore_errors=True)
+        if _is_field_too_long(exc):
+            raise _field_too_long(files) from None
+        raise
+
+
+def _read_json(
+    spark: SparkSession, table: str, files: list[str], target: StructType | None
+) -> tuple[_Prepared, StructType]:
+    """JSON lines; a record that does not parse is a malformed row."""
+    from pyspark.sql import types as T
+
+    raw = spark.read.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT).json(files)
+    source_cols = [c for c in raw.columns if c != CORRUPT]
+    if not source_cols:
+        raise SourceError("no JSON object could be parsed from the source")
+    if target is None:
+        target = T.StructType(
+            [T.StructField(f.name, f.dataType, True) for f in raw.schema.fields if f.name != CORRUPT]
+        )
+    mapping = _match_columns(table, source_cols, target)
+    return _prepare(table, raw, target, mapping, _json_locator(files)), target
+
+
+def _read_parquet(
+    spark: SparkSession, table: str, files: list[str], target: StructType | None
+) -> tuple[_Prepared, StructType]:
+    """Parquet: every file must share one schema (read from footers, no data)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
+    from pyspark.sql import types as T
 
     try:
         schemas = [pq.read_schema(f) for f in files]

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -144,88 +144,90 @@ def judge(tbl: Table | None, intent: Intent, earlier: Intent | None = None) -> V
 
     ``earlier``: the newest move on the branch that landed before ``intent`` (see :func:`_ended_by`).
     """
-    a, branch = intent.action, intent.branch
     if tbl is None:
         return Verdict(False, Outcome.ABANDONED, None, True, f"table {intent.table} does not exist")
     if (lost := _ended_by(earlier, intent)) is not None:
         return Verdict(False, Outcome.ABANDONED, None, True, lost)
-    ref = tbl.metadata.refs.get(branch)
-    head = ref.snapshot_id if ref is not None else None
-    if a is Action.PUBLISH:
-        outcome = Outcome.FORCED if intent.details.get("forced") else Outcome.PUBLISHED
-        if ref is None and _in_main(tbl, intent.expected_after):
-            return Verdict(
-                True,
-                outcome,
-                intent.expected_after,
-                False,
-                "main holds the branch head and the branch is gone",
-            )
-        main_now = cat.ref_snapshot_id(tbl, MAIN)
-        never = ref is None or head != intent.expected_after or main_now != intent.expected_before
-        return Verdict(False, Outcome.ABANDONED, None, never, "main was not moved to the branch head")
-    if a is Action.DISCARD:
-        if ref is None:
-            return Verdict(True, Outcome.DISCARDED, None, False, "the branch is gone")
+    rule = _JUDGES.get(intent.action)
+    if rule is None:
+        raise ValueError(f"not a ref-moving action: {intent.action!r}")
+    ref = tbl.metadata.refs.get(intent.branch)
+    return rule(tbl, intent, ref.snapshot_id if ref is not None else None)
+
+
+def _judge_publish(tbl: Table, intent: Intent, head: int | None) -> Verdict:
+    outcome = Outcome.FORCED if intent.details.get("forced") else Outcome.PUBLISHED
+    if head is None and _in_main(tbl, intent.expected_after):
         return Verdict(
-            False, Outcome.ABANDONED, None, head != intent.expected_before, "the branch is still there"
+            True, outcome, intent.expected_after, False, "main holds the branch head and the branch is gone"
         )
-    if a is Action.ROLLBACK:
-        main_now = cat.ref_snapshot_id(tbl, MAIN)
-        if main_now == intent.expected_after or (
-            _in_main(tbl, intent.expected_after) and not _in_main(tbl, intent.expected_before)
-        ):
-            return Verdict(
-                True,
-                Outcome.ROLLED_BACK,
-                intent.expected_after,
-                False,
-                "main is back at the rollback's target",
-            )
+    main_now = cat.ref_snapshot_id(tbl, MAIN)
+    never = head is None or head != intent.expected_after or main_now != intent.expected_before
+    return Verdict(False, Outcome.ABANDONED, None, never, "main was not moved to the branch head")
+
+
+def _judge_discard(tbl: Table, intent: Intent, head: int | None) -> Verdict:
+    if head is None:
+        return Verdict(True, Outcome.DISCARDED, None, False, "the branch is gone")
+    return Verdict(
+        False, Outcome.ABANDONED, None, head != intent.expected_before, "the branch is still there"
+    )
+
+
+def _judge_rollback(tbl: Table, intent: Intent, head: int | None) -> Verdict:
+    main_now = cat.ref_snapshot_id(tbl, MAIN)
+    if main_now == intent.expected_after or (
+        _in_main(tbl, intent.expected_after) and not _in_main(tbl, intent.expected_before)
+    ):
         return Verdict(
-            False, Outcome.ABANDONED, None, main_now != intent.expected_before, "main was not moved back"
+            True, Outcome.ROLLED_BACK, intent.expected_after, False, "main is back at the rollback's target"
         )
-    if a is Action.REOPEN:
-        if ref is not None:
-            return Verdict(True, Outcome.REOPENED, head, False, "the reopened branch exists")
-        return Verdict(False, Outcome.ABANDONED, None, False, "the branch was not created")
+    return Verdict(
+        False, Outcome.ABANDONED, None, main_now != intent.expected_before, "main was not moved back"
+    )
+
+
+def _judge_reopen(tbl: Table, intent: Intent, head: int | None) -> Verdict:
+    if head is not None:
+        return Verdict(True, Outcome.REOPENED, head, False, "the reopened branch exists")
+    return Verdict(False, Outcome.ABANDONED, None, False, "the branch was not created")
+
+
+def _judge_rebase(tbl: Table, intent: Intent, head: int | None) -> Verdict:
     tmp = intent.details.get("tmp")
-    cleanup = (tmp,) if a is Action.REBASE and isinstance(tmp, str) and tmp in tbl.metadata.refs else ()
-    if a is Action.REBASE:
-        if ref is not None and head != intent.expected_before:
-            done = _marked(tbl, head, intent)
-            if done is not None:
-                return Verdict(
-                    True, Outcome.REBASED, head, False, "the branch holds the replayed batch", cleanup=cleanup
-                )
-        never = ref is None or head != intent.expected_before
+    cleanup = (tmp,) if isinstance(tmp, str) and tmp in tbl.metadata.refs else ()
+    if head is not None and head != intent.expected_before and _marked(tbl, head, intent) is not None:
         return Verdict(
-            False,
-            Outcome.ABANDONED,
-            None,
-            never,
-            "the branch was not swapped to the replayed batch",
-            cleanup=cleanup,
+            True, Outcome.REBASED, head, False, "the branch holds the replayed batch", cleanup=cleanup
         )
-    if a is Action.INGEST:
-        if ref is None:
-            return Verdict(False, Outcome.ABANDONED, None, False, "the branch was not created")
-        done = _marked(tbl, head, intent)
-        if done is not None:
-            snap = tbl.metadata.snapshot_by_id(done)
-            rows = int(cat.summary_get(snap, "added-records") or 0) if snap is not None else None
-            return Verdict(
-                True,
-                Outcome.WRITTEN,
-                done,
-                False,
-                "the branch holds the batch",
-                details={"rows_committed": rows},
-            )
-        return Verdict(
-            False, Outcome.INCOMPLETE, None, False, "the branch was created but its batch was never committed"
-        )
-    raise ValueError(f"not a ref-moving action: {a!r}")
+    never = head is None or head != intent.expected_before
+    why = "the branch was not swapped to the replayed batch"
+    return Verdict(False, Outcome.ABANDONED, None, never, why, cleanup=cleanup)
+
+
+def _judge_ingest(tbl: Table, intent: Intent, head: int | None) -> Verdict:
+    if head is None:
+        return Verdict(False, Outcome.ABANDONED, None, False, "the branch was not created")
+    done = _marked(tbl, head, intent)
+    if done is None:
+        why = "the branch was created but its batch was never committed"
+        return Verdict(False, Outcome.INCOMPLETE, None, False, why)
+    snap = tbl.metadata.snapshot_by_id(done)
+    rows = int(cat.summary_get(snap, "added-records") or 0) if snap is not None else None
+    return Verdict(
+        True, Outcome.WRITTEN, done, False, "the branch holds the batch", details={"rows_committed": rows}
+    )
+
+
+# How each ref-moving action is judged from the metadata: (table, intent, the branch's head or None).
+_JUDGES: dict[Action, Callable[[Table, Intent, int | None], Verdict]] = {
+    Action.PUBLISH: _judge_publish,
+    Action.DISCARD: _judge_discard,
+    Action.ROLLBACK: _judge_rollback,
+    Action.REOPEN: _judge_reopen,
+    Action.REBASE: _judge_rebase,
+    Action.INGEST: _judge_ingest,
+}
 
 
 def _load(lh: Lakehouse, table: str) -> Table | None:

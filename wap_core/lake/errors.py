@@ -115,6 +115,11 @@ def _line(cls: str | None, text: str) -> str:
     return one_line(mask_secrets(f"{cls}: {text}" if cls else text))[:MAX_CHARS]
 
 
+def is_spark_error(exc: BaseException) -> bool:
+    """True for a PySpark or Py4J error (a failure inside Spark's JVM)."""
+    return _java_exception(exc) is not None or type(exc).__module__.startswith(("pyspark", "py4j"))
+
+
 def spark_error_line(exc: BaseException) -> str:
     """``ERROR_CLASS: message`` (or the message alone), one line, secrets masked, at most 500 characters."""
     return _line(*spark_error_parts(exc))

@@ -1,0 +1,381 @@
+"""One handler per command: parse the arguments into core calls, print the result, return the exit code."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from wap_core.analysis import explore
+from wap_core.analysis.diff import compute_diff
+from wap_core.analysis.keyed_diff import keyed_diff
+from wap_core.cli.output import (
+    EXIT_OK,
+    EXIT_REFUSED,
+    json_default,
+    print_audit,
+    print_audit_err,
+    print_json,
+    print_review,
+    print_table,
+)
+from wap_core.exceptions import ValidationError
+from wap_core.identifiers import TableId
+from wap_core.notify import notify_test
+from wap_core.security.access import Permission, access_policy, authorize
+from wap_core.security.paths import SourcePolicy
+from wap_core.workflow import review
+from wap_core.workflow import tokens as token_actions
+from wap_core.workflow.audit import run_audit
+from wap_core.workflow.demo import seed_demo
+from wap_core.workflow.gc import collect_garbage
+from wap_core.workflow.ingest import ingest
+from wap_core.workflow.publish import discard, publish, rebase
+from wap_core.workflow.rollback import reopen, rollback
+from wap_core.workflow.status import list_branches, table_infos
+
+if TYPE_CHECKING:
+    from wap_core.lakehouse import Lakehouse
+
+
+# A subcommand: (parsed arguments, lakehouse) -> exit code.
+Handler = Callable[[argparse.Namespace, "Lakehouse"], int]
+
+
+def _authorize_read(args: argparse.Namespace, lh: Lakehouse) -> None:
+    """Reading commands (tables, branches, history, diff) need the READ permission (on the table, if one is named)."""
+
+    authorize(
+        lh,
+        lh.user,
+        Permission.READ,
+        table=TableId.parse(args.table) if getattr(args, "table", None) else None,
+    )
+
+
+def _whoami(args: argparse.Namespace, lh: Lakehouse) -> int:
+
+    policy = access_policy(lh)
+    roles = [r.label for r in policy.roles_of(lh.user)]
+    if args.json:
+        print_json({"user": lh.user, "roles": roles})
+    else:
+        print(lh.user)
+        print(f"roles: {', '.join(roles) or 'none'}")
+        if not policy.enabled:
+            print(
+                f"access control is off (no access file at {policy.path}): everyone is admin",
+                file=sys.stderr,
+            )
+    return EXIT_OK
+
+
+def _demo(args: argparse.Namespace, lh: Lakehouse) -> int:
+
+    if args.if_empty and lh.tables():
+        print(f"lakehouse {lh.settings.home} already has tables; demo not seeded")
+        return EXIT_OK
+    summary = seed_demo(lh, force=args.force)
+    for line in summary:
+        print(line)
+    return EXIT_OK
+
+
+def _tables(args: argparse.Namespace, lh: Lakehouse) -> int:
+
+    _authorize_read(args, lh)
+    infos = [t.to_dict() for t in table_infos(lh)]
+    print_json(infos) if args.json else print_table(
+        infos, ["table", "rows", "snapshots", "open_branches", "last_updated"]
+    )
+    return EXIT_OK
+
+
+def _branches(args: argparse.Namespace, lh: Lakehouse) -> int:
+
+    _authorize_read(args, lh)
+    rows = [b.to_dict() for b in list_branches(lh, TableId.parse(args.table) if args.table else None)]
+    if args.status:
+        rows = [r for r in rows if r["status"] == args.status]
+    print_json(rows) if args.json else print_table(
+        rows, ["table", "branch", "status", "review", "approvals", "created", "rows_added", "main_moved"]
+    )
+    return EXIT_OK
+
+
+def _gc(args: argparse.Namespace, lh: Lakehouse) -> int:
+
+    gc = collect_garbage(lh, older_than=args.older_than, dry_run=args.dry_run)
+    print_json(gc.to_dict()) if args.json else print("\n".join(gc.lines()))
+    return EXIT_OK
+
+
+def _history(args: argparse.Namespace, lh: Lakehouse) -> int:
+    _authorize_read(args, lh)
+    entries = lh.journal.history(str(TableId.parse(args.table)) if args.table else None, limit=args.limit)
+    rows = [e.to_dict() for e in entries]
+    print_json(rows) if args.json else print_table(
+        rows, ["at", "user", "action", "table", "branch", "outcome", "reason"]
+    )
+    return EXIT_OK
+
+
+def _ingest(args: argparse.Namespace, lh: Lakehouse) -> int:
+
+    table = TableId.parse(args.table)
+    # The CLI reads any path its OS user can read: whoever runs it holds the catalog's credentials anyway.
+    res = ingest(
+        lh,
+        table,
+        args.sources,
+        branch=args.branch,
+        fmt=args.format,
+        create=args.create,
+        source_policy=SourcePolicy.ANY,
+    )
+    if args.json:
+        print_json(res.to_dict())
+    else:
+        print(res.branch)
+        print(
+            f"wrote {res.rows_written} rows to {res.table} branch {res.branch}"
+            + (f" ({res.malformed_rows} malformed rows kept out)" if res.malformed_rows else ""),
+            file=sys.stderr,
+        )
+        print_audit_err(res.audit)
+    return EXIT_OK if res.audit.passed else EXIT_REFUSED
+
+
+def _audit(args: argparse.Namespace, lh: Lakehouse) -> int:
+
+    audit = run_audit(lh, TableId.parse(args.table), args.branch)
+    print_json(audit.to_dict()) if args.json else print_audit(audit)
+    return EXIT_OK if audit.passed else EXIT_REFUSED
+
+
+def _diff(args: argparse.Namespace, lh: Lakehouse) -> int:
+
+    _authorize_read(args, lh)
+    table = TableId.parse(args.table)
+    d = compute_diff(lh, table, args.branch)
+    keyed = None
+    if args.key:
+        keyed = keyed_diff(lh, table, args.branch, [k.strip() for k in args.key.split(",") if k.strip()])
+    if args.json:
+        print_json({**d.to_dict(), **({"keyed": keyed.to_dict()} if keyed is not None else {})})
+        return EXIT_OK
+    print(
+        f"{d.table} {d.branch}: +{d.rows_added} rows, -{d.rows_deleted} rows; main moved: {d.main_moved}; pure append: {d.pure_append}"
+    )
+    for s in d.schema_changes:
+        print(f"  schema: {s}")
+    rows = []
+    for c in d.columns:
+        m, b = c.main, c.batch
+        rows.append(
+            {
+                "column": c.name,
+                "type": c.type,
+                "null%_main": m.null_pct if m is not None else "",
+                "null%_batch": b.null_pct,
+                "distinct_main": m.distinct if m is not None else "",
+                "distinct_batch": b.distinct,
+                "min_batch": b.min,
+                "max_batch": b.max,
+            }
+        )
+    print_table(rows, list(rows[0].keys()) if rows else [])
+    basis = d.main_profile
+    if basis is not None and basis.basis:
+        print(f"main's profile ({str(basis.source).split(':')[0]}): {basis.basis}")
+    if keyed is not None:
+        counts = keyed.summary()
+        print(
+            f"by key ({args.key}): {counts['added']} added, {counts['removed']} removed, {counts['changed']} changed "
+            f"({counts['changed_cells']} cells), {counts['schema_changes']} schema changes"
+        )
+    return EXIT_OK
+
+
+def _publish(args: argparse.Namespace, lh: Lakehouse) -> int:
+
+    r = publish(lh, TableId.parse(args.table), args.branch, force=args.force, reason=args.reason)
+    print_json(r.to_dict()) if args.json else print(
+        f"{r.outcome}: {r.table} main {r.main_before} -> {r.main_after}" + (" (forced)" if r.forced else "")
+    )
+    return EXIT_OK
+
+
+def _rebase(args: argparse.Namespace, lh: Lakehouse) -> int:
+
+    rb = rebase(lh, TableId.parse(args.table), args.branch)
+    print_json(rb.to_dict()) if args.json else print(
+        f"{rb.outcome}: {rb.table} {rb.branch} {rb.old_head} -> {rb.new_head}"
+        + ("; audit it again before publishing" if rb.outcome == "rebased" else "")
+    )
+    return EXIT_OK
+
+
+def _discard(args: argparse.Namespace, lh: Lakehouse) -> int:
+
+    dr = discard(lh, TableId.parse(args.table), args.branch, reason=args.reason)
+    print_json(dr.to_dict()) if args.json else print(
+        f"discarded {dr.table} {dr.branch} (head {dr.head}); main untouched"
+    )
+    return EXIT_OK
+
+
+def _approve(args: argparse.Namespace, lh: Lakehouse) -> int:
+
+    rs = review.approve(lh, TableId.parse(args.table), args.branch, comment=args.comment)
+    return print_review(args, rs, "approved")
+
+
+def _request_changes(args: argparse.Namespace, lh: Lakehouse) -> int:
+
+    rs = review.request_changes(lh, TableId.parse(args.table), args.branch, comment=args.comment)
+    return print_review(args, rs, "changes requested on")
+
+
+def _comment(args: argparse.Namespace, lh: Lakehouse) -> int:
+
+    added = review.add_comment(lh, TableId.parse(args.table), args.branch, args.text, check=args.check)
+    print_json(added.to_dict()) if args.json else print(
+        f"comment {added.id} added to {added.table} {added.branch}"
+    )
+    return EXIT_OK
+
+
+def _comments(args: argparse.Namespace, lh: Lakehouse) -> int:
+
+    thread = [c.to_dict() for c in review.comments(lh, TableId.parse(args.table), args.branch)]
+    print_json(thread) if args.json else print_table(thread, ["at", "user", "kind", "check", "text"])
+    return EXIT_OK
+
+
+def _rollback(args: argparse.Namespace, lh: Lakehouse) -> int:
+
+    rr = rollback(lh, TableId.parse(args.table), args.to, reason=args.reason)
+    print_json(rr.to_dict()) if args.json else print(
+        f"rolled back: {rr.table} main {rr.main_before} -> {rr.main_after} ({len(rr.rolled_back)} snapshot(s) rolled back)"
+    )
+    return EXIT_OK
+
+
+def _reopen(args: argparse.Namespace, lh: Lakehouse) -> int:
+
+    ro = reopen(lh, TableId.parse(args.table), args.snapshot, branch=args.branch)
+    print_json(ro.to_dict()) if args.json else print(ro.branch)
+    return EXIT_OK
+
+
+def _token(args: argparse.Namespace, lh: Lakehouse) -> int:
+    """``token create`` prints the token once (stdout; only its SHA-256 is stored); ``list``, ``revoke``."""
+    if args.token_command == "create":
+        token, info = token_actions.create_token(lh, args.user, args.role, args.expires)
+        if args.json:  # not print_json: the token is a registered secret and would be masked
+            print(json.dumps({**info.to_dict(), "token": token}, indent=2))
+        else:
+            print(token)
+        print(
+            f"service token {info.id} for {info.user} ({info.role}), expires {info.expires_at.isoformat(timespec='seconds')}: "
+            "shown once, store it now (pass it as WAP_TOKEN)",
+            file=sys.stderr,
+        )
+    elif args.token_command == "list":
+        rows = [t.to_dict() for t in token_actions.list_tokens(lh)]
+        print_json(rows) if args.json else print_table(
+            rows, ["id", "user", "role", "status", "expires_at", "created_by", "revoked_by"]
+        )
+    else:
+        info = token_actions.revoke_token(lh, args.id)
+        print_json(info.to_dict()) if args.json else print(f"revoked service token {info.id} ({info.user})")
+    return EXIT_OK
+
+
+def _notify_test(args: argparse.Namespace, lh: Lakehouse) -> int:
+    """``notify-test``: exit 0 when every target took the test event, 1 when one did not, 2 on a bad notify file."""
+
+    cfg, outcomes = notify_test(lh)
+    if args.json:
+        print_json([o.to_dict() for o in outcomes])
+    elif not outcomes:
+        print(
+            f"no notification targets: {cfg.path} "
+            + ("lists no webhooks" if cfg.exists else "does not exist"),
+            file=sys.stderr,
+        )
+    else:
+        rows = [
+            {
+                **o.to_dict(),
+                "outcome": "delivered" if o.delivered else "FAILED",
+                "status": o.status if o.status is not None else "-",
+                "error": o.error or "",
+            }
+            for o in outcomes
+        ]
+        print_table(rows, ["target", "format", "source", "outcome", "status", "attempts", "error"])
+    return EXIT_OK if all(o.delivered for o in outcomes) else EXIT_REFUSED
+
+
+def _query(args: argparse.Namespace, lh: Lakehouse) -> int:
+    """``query``: one read-only query over ``ref_view`` (see wap_core.security.sql_guard); refusals are exit 2."""
+
+    table = TableId.parse(args.table)
+
+    if not 1 <= args.limit <= explore.MAX_ROWS:
+        raise ValidationError(f"--limit must be between 1 and {explore.MAX_ROWS}, got {args.limit}")
+    ref = explore.resolve_any_ref(lh.table(table), table, args.ref)
+    res = explore.query_rows(lh, table, ref.snapshot_id, args.sql, limit=args.limit)
+    if args.json:
+        print(json.dumps(res.json_rows(), indent=2, default=json_default))
+    else:
+        cells = [[str(c) for c in res.columns]] + [
+            ["NULL" if v is None else str(explore.json_value(v)) for v in r] for r in res.rows
+        ]
+        widths = [max(len(row[i]) for row in cells) for i in range(len(res.columns))]
+        for n, row in enumerate(cells):
+            print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=False)).rstrip())
+            if n == 0:
+                print("  ".join("-" * w for w in widths))
+        print(
+            f"({len(res.rows)} row{'s' if len(res.rows) != 1 else ''}, {table} at {ref.label})",
+            file=sys.stderr,
+        )
+    if res.truncated:
+        print(
+            f"note: more rows exist; showing the first {len(res.rows)} (raise --limit, at most {explore.MAX_ROWS})",
+            file=sys.stderr,
+        )
+    return EXIT_OK
+
+
+COMMANDS: dict[str, Handler] = {
+    "demo": _demo,
+    "whoami": _whoami,
+    "tables": _tables,
+    "branches": _branches,
+    "ingest": _ingest,
+    "audit": _audit,
+    "diff": _diff,
+    "publish": _publish,
+    "rebase": _rebase,
+    "discard": _discard,
+    "query": _query,
+    "gc": _gc,
+    "notify-test": _notify_test,
+    "approve": _approve,
+    "request-changes": _request_changes,
+    "comment": _comment,
+    "comments": _comments,
+    "rollback": _rollback,
+    "reopen": _reopen,
+    "history": _history,
+    "token": _token,
+}
+
+
+"""One handler per subcommand of :func:`build_parser` (the same names)."""

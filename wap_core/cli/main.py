@@ -1,0 +1,106 @@
+"""Run one command: parse, identify the user, reconcile once, dispatch, print errors as one line."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from wap_core import notify
+from wap_core.cli.commands import COMMANDS
+from wap_core.cli.output import EXIT_ERROR, EXIT_OK, print_traceback
+from wap_core.cli.parser import build_parser
+from wap_core.config import Settings, mask_secrets
+from wap_core.exceptions import WapError
+from wap_core.lake import s3
+from wap_core.lake.errors import is_spark_error, spark_error_line
+from wap_core.lake.spark import set_spark_log_level
+from wap_core.lakehouse import Lakehouse
+from wap_core.workflow import tokens as token_actions
+from wap_core.workflow.reconcile import reconcile
+
+log = logging.getLogger(__name__)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI: exit code 0 success, 1 refused or audit failed, 2 bad input or error."""
+    args = build_parser().parse_args(argv)
+
+    set_spark_log_level("warn" if args.debug else "error")
+    try:
+        code = _run(args)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        # The reader went away (``branches --json | head -1``): end quietly. Point stdout at /dev/null
+        # so the interpreter's final flush does not raise again.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):  # pragma: no cover - stdout without a file descriptor
+            pass
+        return EXIT_OK
+    except WapError as exc:
+        if args.debug:
+            print_traceback()
+        store = store_failure_line(args, exc)  # the object store down / refusing / bucket missing: name it
+        print(f"error: {store or mask_secrets(str(exc))}", file=sys.stderr)
+        return EXIT_ERROR if store else exc.exit_code
+    except KeyboardInterrupt:  # pragma: no cover
+        return EXIT_ERROR
+    except Exception as exc:  # noqa: BLE001 - unexpected: one line unless --debug
+        if args.debug:
+            print_traceback()
+        store = store_failure_line(args, exc)
+        if store:
+            print(f"error: {store}", file=sys.stderr)
+            return EXIT_ERROR
+        print(f"error: {unexpected_line(exc)}", file=sys.stderr)
+        return EXIT_ERROR
+    finally:
+        _drain_notifications()
+
+
+def _drain_notifications() -> None:
+    """Give this command's queued notifications a bounded grace period (``exit_grace_seconds``); the rest stays
+    in the outbox for the next process or the console to deliver."""
+    try:
+        notify.drain()
+    except Exception:
+        log.exception("could not wait for queued notifications")
+
+
+def _run(args: argparse.Namespace) -> int:
+    # Identity: $WAP_USER or the OS user. Whoever runs the CLI already holds the catalog's
+    # credentials; roles still apply (the access file), the same as in the console.
+    lh = Lakehouse.from_env(home=args.home)
+    lh.settings.check_configured_paths()  # a configured file or folder that is not there: exit 2, naming it
+    # the acting user: WAP_TOKEN's, or WAP_USER / the OS user unless access.yml says cli_identity: token
+    lh = token_actions.cli_identity(lh)
+    if args.command not in _NO_RECONCILE:
+        reconcile(lh)  # recovery is a step: crashed actions are resolved once, before the command reads
+    return COMMANDS[args.command](args, lh)
+
+
+# Commands that read no table nor the journal: no recovery step before them.
+_NO_RECONCILE = frozenset({"whoami", "notify-test"})
+
+
+def store_failure_line(args: argparse.Namespace, exc: BaseException) -> str | None:
+    """A failure of the object store (down, refused credentials, missing bucket) as one line naming the
+    endpoint (wap_core.lake.s3); None when the store is not to blame."""
+    try:
+        return s3.store_failure(Settings.from_env(home=args.home), exc)
+    except WapError:  # the settings themselves are broken: that error is reported as it is
+        return None
+
+
+def unexpected_line(exc: BaseException) -> str:
+    """An unexpected error as one line: Spark's ``ERROR_CLASS: message`` for a Spark/Py4J error (never a
+    Py4J object name), else the exception's type and first line; secrets masked."""
+    if is_spark_error(exc):
+        return spark_error_line(exc)
+    first = (mask_secrets(str(exc)).strip().splitlines() or [type(exc).__name__])[0]
+    return f"{type(exc).__name__}: {first}"

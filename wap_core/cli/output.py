@@ -1,0 +1,106 @@
+"""How the CLI prints: one-line errors, tables with blanks for empty values, JSON with exact ids and ISO times."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import sys
+import traceback
+from collections.abc import Sequence
+from decimal import Decimal
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+from wap_core.config import mask_secrets
+from wap_core.states import CheckStatus
+
+if TYPE_CHECKING:
+    pass
+
+EXIT_OK, EXIT_REFUSED, EXIT_ERROR = 0, 1, 2
+
+
+def json_default(value: Any) -> Any:
+    """JSON for values json cannot encode: decimals as numbers, times as ISO 8601, sets/tuples as lists."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, (_dt.datetime, _dt.date, _dt.time)):
+        return value.isoformat()
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    if isinstance(value, bytes):
+        return value.hex()
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if isinstance(value, Enum):
+        return value.value
+    return str(value)
+
+
+def print_json(obj: Any) -> None:
+    print(mask_secrets(json.dumps(obj, indent=2, default=json_default)))
+
+
+def format_cell(value: Any) -> str:
+    """A table cell: blank for none, lists joined, mappings as key=value."""
+    if value is None:
+        return ""
+    if isinstance(value, (list, tuple)):
+        return ", ".join(format_cell(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={format_cell(v)}" for k, v in value.items() if v is not None)
+    return str(value)
+
+
+def print_table(rows: list[dict[str, Any]], cols: Sequence[str]) -> None:
+    if not rows:
+        print("(none)")
+        return
+    widths = {c: max(len(c), *(len(format_cell(r.get(c))) for r in rows)) for c in cols}
+    print("  ".join(c.upper().ljust(widths[c]) for c in cols).rstrip())
+    for r in rows:
+        print(mask_secrets("  ".join(format_cell(r.get(c)).ljust(widths[c]) for c in cols).rstrip()))
+
+
+_MARKS = {
+    CheckStatus.PASSED: "ok  ",
+    CheckStatus.WARNED: "WARN",
+    CheckStatus.FAILED: "FAIL",
+    CheckStatus.ERROR: "ERR ",
+}
+
+
+def print_audit(res: Any) -> None:
+    print(
+        f"audit of {res.table} {res.branch} at snapshot {res.snapshot_id}: {res.status.upper()} ({res.rows_checked} rows)"
+    )
+    for c in res.checks:
+        mark = _MARKS.get(c.status, str(c.status))
+        print(f"  [{mark}] {c.name}: {c.message}")
+
+
+def print_traceback() -> None:
+    """--debug: the traceback of the exception being handled, with secrets masked."""
+    print(mask_secrets(traceback.format_exc()), file=sys.stderr, end="")
+
+
+def print_review(args: argparse.Namespace, rs: Any, verb: str) -> int:
+    if args.json:
+        print_json(rs.to_dict())
+    else:
+        print(
+            f"{verb} {rs.table} {rs.branch} at snapshot {rs.head}: review {rs.state.value}, "
+            f"{len(rs.approvals)} of {rs.policy.approvals} required approval(s)"
+            + (f" ({rs.message})" if rs.message else "")
+        )
+    return EXIT_OK
+
+
+def print_audit_err(res: Any) -> None:
+    stdout = sys.stdout
+    sys.stdout = sys.stderr
+    try:
+        print_audit(res)
+    finally:
+        sys.stdout = stdout

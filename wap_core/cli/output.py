@@ -39,6 +39,7 @@ def json_default(value: Any) -> Any:
 
 
 def print_json(obj: Any) -> None:
+    """``obj`` as indented JSON on stdout (exact ids, ISO times), secrets masked."""
     print(mask_secrets(json.dumps(obj, indent=2, default=json_default)))
 
 
@@ -54,6 +55,7 @@ def format_cell(value: Any) -> str:
 
 
 def print_table(rows: list[dict[str, Any]], cols: Sequence[str]) -> None:
+    """``rows`` as a plain text table of ``cols`` (upper-case header, blanks for empty values)."""
     if not rows:
         print("(none)")
         return
@@ -72,6 +74,7 @@ _MARKS = {
 
 
 def print_audit(res: Any) -> None:
+    """An audit's verdict and one line per check."""
     print(
         f"audit of {res.table} {res.branch} at snapshot {res.snapshot_id}: {res.status.upper()} ({res.rows_checked} rows)"
     )
@@ -86,6 +89,7 @@ def print_traceback() -> None:
 
 
 def print_review(args: argparse.Namespace, rs: Any, verb: str) -> int:
+    """A review's state after ``verb`` (approved, changes requested), as JSON with ``--json``."""
     if args.json:
         print_json(rs.to_dict())
     else:
@@ -98,6 +102,7 @@ def print_review(args: argparse.Namespace, rs: Any, verb: str) -> int:
 
 
 def print_audit_err(res: Any) -> None:
+    """:func:`print_audit` on stderr (the JSON result keeps stdout)."""
     stdout = sys.stdout
     sys.stdout = sys.stderr
     try:

@@ -38,6 +38,8 @@ REF_KINDS = ("branch", "tag", "snapshot", "time")
 FILTER_OPS = ("=", "!=", "<", "<=", ">", ">=", "contains", "is null", "is not null")
 MAX_SQL_CHARS = sql_guard.MAX_SQL_CHARS
 MAX_ROWS = 10_000
+#: The SQL box reads ``ref_view`` as one split (one task), so one query holds one task slot at a time.
+ONE_SPLIT = 1 << 60
 _T = TypeVar("_T")
 
 
@@ -196,6 +198,9 @@ def ref_session(lh: Lakehouse) -> SparkSession:
         session.conf.set(k, v)
     # Defence in depth: no `format`.`path` relations in this session (the guard refuses them anyway).
     session.conf.set("spark.sql.runSQLOnFiles", "false")
+    # One task per stage (with the one-split read of ref_view): a user's query holds one task slot of the
+    # shared driver, however long its tasks run; FAIR pools cannot preempt a running task.
+    session.conf.set("spark.sql.shuffle.partitions", "1")
     return session
 
 
@@ -211,7 +216,11 @@ def _with_ref_view(
     try:
         sql_guard.parse_query(session, sql)  # refuse before loading anything
         frame: DataFrame = (
-            session.read.format("iceberg").option("snapshot-id", str(snapshot_id)).load(lh.spark_name(table))
+            session.read.format("iceberg")
+            .option("snapshot-id", str(snapshot_id))
+            .option("split-size", str(ONE_SPLIT))  # every file in one scan task (see ref_session)
+            .option("file-open-cost", "1")
+            .load(lh.spark_name(table))
         )
         frame.createOrReplaceTempView(VIEW)
         df = sql_guard.read_only_query(session, sql, sql_guard.bound_relation(frame))

@@ -9,7 +9,8 @@ import pandas as pd
 from pages import _common as ui
 from pages._review_parts import sample_order
 from wap_core.analysis.diff import rank_changes
-from wap_core.cli import _cell, _json_default
+from wap_core.cli.output import format_cell as _cell
+from wap_core.cli.output import json_default as _json_default
 
 BIG = 4887153865992560141  # a real 64-bit snapshot id that a float/JavaScript number rounds
 

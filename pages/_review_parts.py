@@ -24,11 +24,12 @@ SIDE_COLORS = alt.Scale(domain=["main", "batch"], range=["#8c959f", "#1f6feb"])
 
 # --------------------------------------------------------------------------- cached Spark work
 @st.cache_data(ttl=600, show_spinner=False)
-def cached_diff(table: str, branch: str, head: int | None) -> DiffResult:
-    """The Spark diff of ``branch`` at ``head`` (the head is part of the key: a new commit misses the cache)."""
+def cached_diff(table: str, branch: str, head: int | None, _user: str | None = None) -> DiffResult:
+    """The Spark diff of ``branch`` at ``head`` (the head is part of the key: a new commit misses the cache),
+    computed in ``_user``'s FAIR pool (the viewer who missed the cache; not part of the key)."""
     from wap_core.analysis.diff import compute_diff
 
-    return compute_diff(ui.lakehouse(), TableId.parse(table), branch)
+    return compute_diff(ui.lakehouse(), TableId.parse(table), branch, user=_user)
 
 
 @st.cache_data(ttl=600, show_spinner=False)
@@ -415,13 +416,16 @@ def diff_details(diff: DiffResult, max_charts: int = 6, lead: list[str] | None =
 
 # --------------------------------------------------------------------------- keyed diff
 @st.cache_data(ttl=600, show_spinner=False)
-def cached_keyed(table: str, branch: str, head: int | None, key: tuple[str, ...]) -> dict[str, Any]:
-    """The keyed diff (counts, by ``key``) and a sample of each kind of change; the head is part of the cache key."""
+def cached_keyed(
+    table: str, branch: str, head: int | None, key: tuple[str, ...], _user: str | None = None
+) -> dict[str, Any]:
+    """The keyed diff (counts, by ``key``) and a sample of each kind of change; the head is part of the cache key;
+    computed in ``_user``'s FAIR pool (not part of the key)."""
     from wap_core.analysis.keyed_diff import keyed_diff, keyed_samples
 
     lh, tid = ui.lakehouse(), TableId.parse(table)
-    counts = keyed_diff(lh, tid, branch, list(key))
-    samples = keyed_samples(lh, tid, branch, list(key), limit=10)
+    counts = keyed_diff(lh, tid, branch, list(key), user=_user)
+    samples = keyed_samples(lh, tid, branch, list(key), limit=10, user=_user)
     return {"summary": counts.summary(), "diff": counts.to_dict(), "samples": samples.to_dict()}
 
 
@@ -470,7 +474,7 @@ def keyed_section(
         return
     try:
         with st.spinner("Comparing rows by key with Spark…"):
-            res = cached_keyed(table, branch, head, tuple(chosen["key"]))
+            res = cached_keyed(table, branch, head, tuple(chosen["key"]), _user=ui.current_user())
     except Exception as exc:  # noqa: BLE001 - WapError and Spark analysis errors alike: shown, page goes on
         ui.show_error(exc)
         return

@@ -275,7 +275,7 @@ try:
     if not ui.wait_for_spark(lh):
         st.stop()
     with st.status("Computing the diff with Spark…", expanded=False) as s:
-        diff = rv.cached_diff(str(tid), branch, head)
+        diff = rv.cached_diff(str(tid), branch, head, _user=ui.current_user())
         s.update(label=f"Diff computed on {diff.rows_added:,} new rows", state="complete")
 except (WapError, ValidationError) as exc:
     ui.show_error(exc)

@@ -228,7 +228,9 @@ def _with_ref_view(
             return run(df)
         except WapError:
             raise
-        except Exception as exc:  # a runtime SQL error (bad cast, division) from the JVM: ERROR_CLASS: message
+        except (
+            Exception
+        ) as exc:  # a runtime SQL error (bad cast, division) from the JVM: ERROR_CLASS: message
             raise spark_job_error(exc) from exc
     finally:
         jvm.SparkSession.setActiveSession(shared._jsparkSession)

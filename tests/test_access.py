@@ -508,7 +508,8 @@ def _texts(elements: Any) -> str:
 
 
 def _plain(md: str | None) -> str:
-    return (md or "").replace("\\", "")
+    """A help tooltip's Markdown as read on screen (escapes and the invisible word joiner dropped)."""
+    return (md or "").replace("\\", "").replace("\u2060", "")
 
 
 @pytest.mark.parametrize("role", ["viewer", "steward", "approver", "admin"])

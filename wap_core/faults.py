@@ -4,7 +4,7 @@
 ``atexit``, no flush) when it reaches that point. Unset (always, outside tests) a fault point
 costs one dictionary lookup. The points sit at every commit point of the actions that move a
 ref: right after the intent row is committed and right after each Iceberg commit, before the
-outcome row (see README "Journal guarantees").
+outcome row (see docs/workflow.md, "Journal guarantees").
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from wap_core.lakehouse import Lakehouse
 
 CHECKS_YML = """\
-# Data-quality suites of the demo lakehouse (see README "Checks file").
+# Data-quality suites of the demo lakehouse (see docs/checks.md).
 demo.airlines:
   checks:
     - not_null: [carrier, name]

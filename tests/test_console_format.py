@@ -154,7 +154,7 @@ def test_cli_broken_pipe_ends_quietly() -> None:
 
     root = Path(__file__).resolve().parent.parent
     code = (
-        "import wap_core.cli as c\n"
+        "import wap_core.cli.runner as c\n"
         "def run(args):\n    [print('{\"row\": %d}' % i) for i in range(200000)]\n    return 0\n"
         "c._run = run\nraise SystemExit(c.main(['branches', '--json']))\n"
     )

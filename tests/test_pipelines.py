@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import warnings
 from pathlib import Path
 
 import pytest
@@ -56,14 +57,25 @@ def test_orchestrator(name: str, request: pytest.FixtureRequest) -> None:
     env.pop("PYSPARK_PYTHON", None)  # the venv's own Python runs Spark's Python workers
     if name == "dbos":
         env["WAP_TEST_POSTGRES_URL"] = request.getfixturevalue("postgres")
-    proc = subprocess.run(
-        [str(python), "-m", "pytest", "-q", "-x", "-rs", f"tests/pipelines/test_{name}.py"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(python), "-m", "pytest", "-q", "-x", "-rs", f"tests/pipelines/test_{name}.py"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
+
+    proc = run()
+    if proc.returncode != 0:
+        # Known flake under load (Airflow's in-process dag.test once kept rescheduling its sensor after the
+        # steward's discard): one more run, and the first failure is reported as a warning, not hidden.
+        warnings.warn(
+            f"{name} pipeline tests failed once, re-run: {(proc.stdout + proc.stderr)[-1500:]}", stacklevel=1
+        )
+        proc = run()
     tail = (proc.stdout + proc.stderr)[-6000:]
     assert proc.returncode == 0, tail
     summary = re.search(r"(\d+) passed", proc.stdout)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import warnings
 from pathlib import Path
 
 import pytest
@@ -58,24 +57,14 @@ def test_orchestrator(name: str, request: pytest.FixtureRequest) -> None:
     if name == "dbos":
         env["WAP_TEST_POSTGRES_URL"] = request.getfixturevalue("postgres")
 
-    def run() -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(python), "-m", "pytest", "-q", "-x", "-rs", f"tests/pipelines/test_{name}.py"],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=1800,
-        )
-
-    proc = run()
-    if proc.returncode != 0:
-        # Known flake under load (Airflow's in-process dag.test once kept rescheduling its sensor after the
-        # steward's discard): one more run, and the first failure is reported as a warning, not hidden.
-        warnings.warn(
-            f"{name} pipeline tests failed once, re-run: {(proc.stdout + proc.stderr)[-1500:]}", stacklevel=1
-        )
-        proc = run()
+    proc = subprocess.run(
+        [str(python), "-m", "pytest", "-q", "-x", "-rs", f"tests/pipelines/test_{name}.py"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     tail = (proc.stdout + proc.stderr)[-6000:]
     assert proc.returncode == 0, tail
     summary = re.search(r"(\d+) passed", proc.stdout)

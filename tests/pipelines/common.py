@@ -55,16 +55,26 @@ def as_user(user: str) -> Lakehouse:
     return Lakehouse(Settings.from_env(user=user))
 
 
-def audited_branch(lh: Lakehouse, table: TableId, since: float, timeout: float = 240) -> str:
-    """The branch of the first audit of ``table`` journaled after ``since`` (epoch seconds): waits for it."""
+def audited_branches(lh: Lakehouse, table: TableId) -> set[str]:
+    """The branches of ``table`` the journal has an audit of (empty while the table does not exist)."""
+    if table not in lh.tables():
+        return set()
+    return {e.branch for e in lh.journal.history(str(table), action=Action.AUDIT, limit=200) if e.branch}
+
+
+def audited_branch(lh: Lakehouse, table: TableId, before: set[str], timeout: float = 240) -> str:
+    """The branch of the first audit of ``table`` on a branch not in ``before``: waits for it.
+
+    By branch, not by time: a batch the previous test published seconds ago was audited "recently" too,
+    and acting on it (gone by now) failed the run while the pipeline waited for a decision forever.
+    """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if table in lh.tables():
-            for e in lh.journal.history(str(table), action=Action.AUDIT, limit=20):
-                if e.at.timestamp() >= since and e.branch:
-                    return e.branch
+        new = audited_branches(lh, table) - before
+        if new:
+            return min(new)
         time.sleep(0.5)
-    raise TimeoutError(f"no audit of {table} within {timeout}s")
+    raise TimeoutError(f"no new audit of {table} within {timeout}s")
 
 
 class Person(threading.Thread):
@@ -73,13 +83,13 @@ class Person(threading.Thread):
     def __init__(self, table: TableId, act: Callable[[str], object], settle: float = 2.0) -> None:
         super().__init__(daemon=True)
         self.table, self.act, self.settle = table, act, settle
-        self.since = time.time() - 1
+        self.before = audited_branches(as_user("observer"), table)  # batches of earlier runs
         self.branch: str | None = None
         self.error: BaseException | None = None
 
     def run(self) -> None:
         try:
-            self.branch = audited_branch(as_user("observer"), self.table, self.since)
+            self.branch = audited_branch(as_user("observer"), self.table, self.before)
             time.sleep(self.settle)  # the pipeline is waiting by now: the decision comes while it waits
             self.act(self.branch)
         except BaseException as exc:  # reported by the test

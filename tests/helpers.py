@@ -1,7 +1,9 @@
-"""Small real data files for tests, and the server/browser plumbing of the end-to-end tests."""
+"""Shared test plumbing: small real data files, a test lakehouse's settings as ``WAP_*`` variables, the CLI
+run in-process, the console under AppTest, and the server/browser plumbing of the end-to-end tests."""
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import socket
@@ -9,9 +11,20 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, redirect_stderr, redirect_stdout, suppress
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from wap_core import Settings
+from wap_core.cli import main as cli_main
+
+if TYPE_CHECKING:
+    from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def write_csv(path: Path, header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -24,6 +37,110 @@ def write_csv(path: Path, header: Sequence[str], rows: Sequence[Sequence[object]
 def refs(lh, table):  # type: ignore[no-untyped-def]
     """{ref name: snapshot id} read back with PyIceberg (never the CLI's word)."""
     return {name: ref.snapshot_id for name, ref in lh.table(table).metadata.refs.items()}
+
+
+# --------------------------------------------------------------------------- settings as WAP_* variables
+# Settings a test's environment must not inherit from the shell that runs the tests (unless it sets them).
+STRAY_SETTINGS = (
+    "WAP_CONFIG",
+    "WAP_CATALOG_URI",
+    "WAP_CATALOG_JDBC_URI",
+    "WAP_WAREHOUSE",
+    "WAP_ACCESS",
+    "WAP_INGEST_ROOTS",
+    "WAP_NOTIFY",
+    "WAP_FAULT",
+    "WAP_TOKEN",
+)
+
+
+def lake_env(
+    s: Settings, user: str | None = None, *, access: bool = False, roots: bool = False, **more: str
+) -> dict[str, str]:
+    """The ``WAP_*`` variables under which ``Settings.from_env`` names the lakehouse of ``s`` (its home, checks
+    file, catalog name and shuffle partitions), as ``user`` when given, with its access file (``access``) and
+    ingest roots (``roots``), then ``more`` (``WAP_*`` names)."""
+    env = {
+        "WAP_HOME": str(s.home),
+        "WAP_CHECKS": str(s.checks_file),
+        "WAP_CATALOG_NAME": s.catalog_name,
+        "WAP_SHUFFLE_PARTITIONS": str(s.shuffle_partitions),
+    }
+    if user is not None:
+        env["WAP_USER"] = user
+    if access:
+        env["WAP_ACCESS"] = str(s.access_file)
+    if roots:
+        env["WAP_INGEST_ROOTS"] = os.pathsep.join(str(p) for p in s.ingest_roots)
+    env.update(more)
+    return env
+
+
+def use_env(mp: pytest.MonkeyPatch, env: Mapping[str, str], unset: Iterable[str] = STRAY_SETTINGS) -> None:
+    """Set ``env`` with ``mp``, and unset each of ``unset`` that ``env`` does not set."""
+    for k, v in env.items():
+        mp.setenv(k, v)
+    for k in unset:
+        if k not in env:
+            mp.delenv(k, raising=False)
+
+
+def run_cli(
+    env: Mapping[str, str], *args: str, unset: Iterable[str] = STRAY_SETTINGS
+) -> tuple[int, str, str]:
+    """``python -m wap_core ARGS`` in this process (its Spark session) under ``env`` (see ``use_env``), the
+    environment restored after: the exit code (argparse's usage errors too), stdout and stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as mp:
+        use_env(mp, env, unset)
+        with redirect_stdout(out), redirect_stderr(err):
+            try:
+                code = cli_main(list(args))
+            except SystemExit as exc:  # argparse: bad usage
+                code = int(exc.code or 0)
+    return code, out.getvalue(), err.getvalue()
+
+
+def cli_process(env: Mapping[str, str], *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``python -m wap_core ARGS`` in a new process (the project's root its working directory) with ``env`` as
+    its whole environment: its exit code and text output."""
+    return subprocess.run(
+        [sys.executable, "-m", "wap_core", *args],
+        cwd=ROOT,
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+# --------------------------------------------------------------------------- the console under AppTest
+def app_test(
+    page: str | None = None,
+    *,
+    timeout: float = 120,
+    secrets: Mapping[str, Any] | None = None,
+    st_user: Mapping[str, Any] | None = None,
+    **query: str,
+) -> AppTest:
+    """The console (``app.py``) under AppTest in this process's environment, run once; with ``page``, switched
+    to it with ``query`` as its URL parameters and run again. Neither run may raise."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=timeout)
+    if secrets:
+        at.secrets.update(secrets)
+    if st_user is not None:
+        at.user = dict(st_user)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    if page:
+        at.switch_page(page)
+        for k, v in query.items():
+            at.query_params[k] = v
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+    return at
 
 
 # --------------------------------------------------------------------------- servers for end-to-end tests
@@ -92,7 +209,21 @@ def running(
                     os.killpg(proc.pid, signal.SIGKILL)
 
 
-ROOT = Path(__file__).resolve().parent.parent
+@contextmanager
+def browser_page(timeout_ms: int = 120_000) -> Iterator[Any]:
+    """A page (1400 x 1000) of a fresh headless Chromium whose actions and ``expect`` wait up to
+    ``timeout_ms``; the browser is closed after."""
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=timeout_ms)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(timeout_ms)
+            yield page
+        finally:
+            browser.close()
 
 
 def console_env(**wap: str) -> dict[str, str]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import refs, write_csv
+from helpers import app_test, lake_env, refs, run_cli, use_env, write_csv
 from streamlit.testing.v1 import AppTest
 
 from wap_core import Lakehouse, Settings, TableId
@@ -38,7 +38,6 @@ from wap_core.security.access import (
 from wap_core.workflow.ingest import ingest
 from wap_core.workflow.publish import publish
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
 T = TableId("demo", "people")
 SUITE = "demo.people:\n  checks:\n    - not_null: [name]\n    - unique: [id]\n"
 HEADER = ["id", "name"]
@@ -233,33 +232,16 @@ ACCESS_UNSET = Path("(WAP_ACCESS unset)")  # cli(access=...): no WAP_ACCESS (and
 
 
 def _env(lh: Lakehouse, user: str, access: Path | None = None) -> dict[str, str]:
-    s = lh.settings
-    env = {
-        "WAP_HOME": str(s.home),
-        "WAP_CHECKS": str(s.checks_file),
-        "WAP_CATALOG_NAME": s.catalog_name,
-        "WAP_ACCESS": str(access or s.access_file),
-        "WAP_USER": user,
-        "WAP_SHUFFLE_PARTITIONS": "2",
-    }
+    env = lake_env(lh.settings, user, WAP_ACCESS=str(access or lh.settings.access_file))
     if access == ACCESS_UNSET:
-        assert not (s.home / "access.yml").exists()
+        assert not (lh.settings.home / "access.yml").exists()
         del env["WAP_ACCESS"]
     return env
 
 
 def cli(lh: Lakehouse, user: str, *args: str, access: Path | None = None) -> tuple[int, str, str]:
     """``python -m wap_core`` in-process (same Spark session) as ``user`` (WAP_USER)."""
-    out, err = io.StringIO(), io.StringIO()
-    with pytest.MonkeyPatch.context() as mp:
-        for k, v in _env(lh, user, access).items():
-            mp.setenv(k, v)
-        for k in ("WAP_CONFIG", "WAP_CATALOG_URI", "WAP_CATALOG_JDBC_URI", "WAP_WAREHOUSE", "WAP_ACCESS"):
-            if k not in _env(lh, user, access):
-                mp.delenv(k, raising=False)
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(list(args))
-    return code, out.getvalue(), err.getvalue()
+    return run_cli(_env(lh, user, access), *args)
 
 
 def _last(lh: Lakehouse) -> Any:
@@ -461,10 +443,7 @@ def test_cli_has_no_user_override(lake: Lakehouse) -> None:
 def console(lake: Lakehouse, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lakehouse]:
     import streamlit as st
 
-    for k, v in _env(lake, "nobody").items():
-        monkeypatch.setenv(k, v)
-    for var in ("WAP_CONFIG", "WAP_CATALOG_URI", "WAP_CATALOG_JDBC_URI", "WAP_WAREHOUSE"):
-        monkeypatch.delenv(var, raising=False)
+    use_env(monkeypatch, _env(lake, "nobody"))
     st.cache_data.clear()  # the console's metadata caches are per process: no other test's tables
     yield lake
     st.cache_data.clear()
@@ -479,20 +458,7 @@ def _app(
 ) -> AppTest:
     if user is not None:
         os.environ["WAP_USER"] = user  # the console fixture's monkeypatch restores it
-    at = AppTest.from_file(APP, default_timeout=120)
-    if secrets:
-        at.secrets.update(secrets)
-    if st_user is not None:
-        at.user = st_user
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    if page:
-        at.switch_page(page)
-        for k, v in query.items():
-            at.query_params[k] = v
-        at.run()
-        assert not at.exception, [e.value for e in at.exception]
-    return at
+    return app_test(page, secrets=secrets, st_user=st_user, **query)
 
 
 def _buttons(at: AppTest) -> dict[str, Any]:

@@ -7,23 +7,18 @@ applies to every one of them. Real Spark + Iceberg; the CLI runs in-process as W
 
 from __future__ import annotations
 
-import contextlib
-import io
 import itertools
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import refs, write_csv
+from helpers import app_test, lake_env, refs, run_cli, use_env, write_csv
 
 from wap_core import Lakehouse, Settings, TableId
-from wap_core.cli import main
 from wap_core.workflow.ingest import ingest
 from wap_core.workflow.publish import publish
 from wap_core.workflow.review import authors, evaluate, policy_for, review_state
 
-ROOT = Path(__file__).resolve().parent.parent
 P = TableId("demo", "people")
 SUITE = "demo.people:\n  checks:\n    - not_null: [name]\n    - unique: [id]\n"
 HEADER = ["id", "name"]
@@ -62,35 +57,7 @@ def lake(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Lakeh
 
 
 def cli(lh: Lakehouse, user: str, *args: str) -> tuple[int, str, str]:
-    s = lh.settings
-    out, err = io.StringIO(), io.StringIO()
-    with pytest.MonkeyPatch.context() as mp:
-        for k, v in {
-            "WAP_HOME": str(s.home),
-            "WAP_CHECKS": str(s.checks_file),
-            "WAP_CATALOG_NAME": s.catalog_name,
-            "WAP_ACCESS": str(s.access_file),
-            "WAP_USER": user,
-            "WAP_SHUFFLE_PARTITIONS": "2",
-            "WAP_INGEST_ROOTS": str(s.home),
-        }.items():
-            mp.setenv(k, v)
-        for k in (
-            "WAP_CONFIG",
-            "WAP_CATALOG_URI",
-            "WAP_CATALOG_JDBC_URI",
-            "WAP_WAREHOUSE",
-            "WAP_FAULT",
-            "WAP_NOTIFY",
-            "WAP_TOKEN",
-        ):
-            mp.delenv(k, raising=False)
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = main(list(args))
-            except SystemExit as exc:
-                code = int(exc.code or 0)
-    return code, out.getvalue(), err.getvalue()
+    return run_cli(lake_env(lh.settings, user, access=True, roots=True), *args)
 
 
 def src(lh: Lakehouse, name: str, rows: list[tuple[object, ...]]) -> str:
@@ -186,37 +153,10 @@ def plain(elements: Any) -> str:
 def review_page(lh: Lakehouse, user: str, branch: str, mp: pytest.MonkeyPatch) -> Any:
     """The console's Review page of ``demo.people`` ``branch`` as ``user`` (AppTest, sign-in off)."""
     import streamlit as st
-    from streamlit.testing.v1 import AppTest
 
-    s = lh.settings
-    for k, v in {
-        "WAP_HOME": str(s.home),
-        "WAP_CHECKS": str(s.checks_file),
-        "WAP_CATALOG_NAME": s.catalog_name,
-        "WAP_ACCESS": str(s.access_file),
-        "WAP_USER": user,
-        "WAP_SHUFFLE_PARTITIONS": "2",
-        "WAP_INGEST_ROOTS": str(s.home),
-    }.items():
-        mp.setenv(k, v)
-    for k in (
-        "WAP_CONFIG",
-        "WAP_CATALOG_URI",
-        "WAP_CATALOG_JDBC_URI",
-        "WAP_WAREHOUSE",
-        "WAP_FAULT",
-        "WAP_NOTIFY",
-    ):
-        mp.delenv(k, raising=False)
+    use_env(mp, lake_env(lh.settings, user, access=True, roots=True))
     st.cache_data.clear()
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    at.run()
-    at.switch_page("pages/review.py")
-    at.query_params["table"] = "demo.people"
-    at.query_params["branch"] = branch
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return app_test("pages/review.py", table="demo.people", branch=branch)
 
 
 def test_a_reused_branch_name_is_a_new_batch_with_new_authors(lake: Lakehouse) -> None:

@@ -4,43 +4,27 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import backend_env
-from helpers import refs, write_csv
+from helpers import cli_process, lake_env, refs, run_cli, use_env, write_csv
 
 from wap_core import TableId
 from wap_core.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
 SUITE = "demo.people:\n  checks:\n    - not_null: [name]\n    - unique: [id]\n"
 HEADER = ["id", "name"]
 
 
 @pytest.fixture
-def cli(make_lakehouse, monkeypatch, capsys):  # type: ignore[no-untyped-def]
+def cli(make_lakehouse, monkeypatch):  # type: ignore[no-untyped-def]
     """Run ``python -m wap_core`` in-process (same Spark session) against a fresh lakehouse."""
     lh = make_lakehouse(SUITE)
-    s = lh.settings
-    for k, v in {
-        "WAP_HOME": str(s.home),
-        "WAP_CHECKS": str(s.checks_file),
-        "WAP_CATALOG_NAME": s.catalog_name,
-        "WAP_USER": "cli-user",
-        "WAP_SHUFFLE_PARTITIONS": "2",
-    }.items():
-        monkeypatch.setenv(k, v)
-    for k, v in backend_env(s).items():  # the cluster-postgres and object-store backends
-        monkeypatch.setenv(k, v)
+    use_env(monkeypatch, {**lake_env(lh.settings, "cli-user"), **backend_env(lh.settings)}, unset=())
 
     def run(*args: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        code = main(list(args))
-        out, err = capsys.readouterr()
-        return code, out, err
+        return run_cli({}, *args, unset=())  # in the environment set above
 
     run.lh = lh  # type: ignore[attr-defined]
     return run
@@ -120,8 +104,9 @@ def test_full_lifecycle_through_the_cli(cli, tmp_path: Path) -> None:  # type: i
     assert code == 0 and json.loads(out)[0]["table"] == "demo.people" and json.loads(out)[0]["rows"] == 3
 
 
-def test_rebase_through_the_cli(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    cli(
+def _seed(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """``demo.people`` created through the CLI: one row, in branch ``seed``."""
+    code, _, err = cli(
         "ingest",
         "demo.people",
         write_csv(tmp_path / "a.csv", HEADER, [(1, "ann")]),
@@ -129,6 +114,11 @@ def test_rebase_through_the_cli(cli, tmp_path: Path) -> None:  # type: ignore[no
         "--branch",
         "seed",
     )
+    assert code == 0, err
+
+
+def test_rebase_through_the_cli(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _seed(cli, tmp_path)
     cli("publish", "demo.people", "seed")
     cli("ingest", "demo.people", write_csv(tmp_path / "b.csv", HEADER, [(2, "bob")]), "--branch", "b1")
     cli("ingest", "demo.people", write_csv(tmp_path / "c.csv", HEADER, [(3, "cy")]), "--branch", "b2")
@@ -176,14 +166,7 @@ def _argparse(args: list[str]) -> tuple[int, str, str]:
 
 
 def test_broken_checks_file_is_exit_2_with_file_and_line(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    cli(
-        "ingest",
-        "demo.people",
-        write_csv(tmp_path / "a.csv", HEADER, [(1, "ann")]),
-        "--create",
-        "--branch",
-        "seed",
-    )
+    _seed(cli, tmp_path)
     Path(cli.lh.settings.checks_file).write_text(
         "demo.people:\n  checks:\n    - not_null: [name]\n    - uniqe: [id]\n"
     )
@@ -193,35 +176,14 @@ def test_broken_checks_file_is_exit_2_with_file_and_line(cli, tmp_path: Path) ->
 
 def test_subprocess_cli_errors_are_one_line_and_debug_adds_the_traceback(tmp_path: Path) -> None:
     env = {**os.environ, "WAP_HOME": str(tmp_path / "lh")}
-    p = subprocess.run(
-        [sys.executable, "-m", "wap_core", "publish", "demo.t", "x;y"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    p = cli_process(env, "publish", "demo.t", "x;y", timeout=120)
     assert p.returncode == 2
     assert p.stderr.strip().splitlines() == [
         "error: invalid branch name 'x;y': use only letters, digits and '_' (not starting with a digit), at most 128 characters"
     ]
-    p = subprocess.run(
-        [sys.executable, "-m", "wap_core", "--debug", "publish", "demo.t", "x;y"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    p = cli_process(env, "--debug", "publish", "demo.t", "x;y", timeout=120)
     assert p.returncode == 2 and "Traceback" in p.stderr
-    p = subprocess.run(
-        [sys.executable, "-m", "wap_core", "tables", "--json"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    p = cli_process(env, "tables", "--json", timeout=120)
     assert p.returncode == 0 and json.loads(p.stdout) == []
 
 

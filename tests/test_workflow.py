@@ -7,21 +7,17 @@ runs in-process (same Spark session) as the user given by WAP_USER; refusals cos
 
 from __future__ import annotations
 
-import contextlib
-import io
 import itertools
 import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import refs, write_csv
+from helpers import app_test, cli_process, lake_env, refs, run_cli, use_env, write_csv
 
 from wap_core import Lakehouse, Settings, TableId
-from wap_core.cli import main
 from wap_core.exceptions import AccessFileError, ConflictError
 from wap_core.faults import FAULT_EXIT_CODE
 from wap_core.identifiers import MAIN
@@ -33,7 +29,6 @@ from wap_core.workflow.reconcile import reconcile
 from wap_core.workflow.review import policy_for, review_state
 from wap_core.workflow.rollback import rollback
 
-ROOT = Path(__file__).resolve().parent.parent
 P = TableId("demo", "people")
 F = TableId("demo", "free")
 SUITE = (
@@ -85,27 +80,7 @@ def lake(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Lakeh
 
 
 def cli(lh: Lakehouse, user: str, *args: str) -> tuple[int, str, str]:
-    s = lh.settings
-    out, err = io.StringIO(), io.StringIO()
-    with pytest.MonkeyPatch.context() as mp:
-        for k, v in {
-            "WAP_HOME": str(s.home),
-            "WAP_CHECKS": str(s.checks_file),
-            "WAP_CATALOG_NAME": s.catalog_name,
-            "WAP_ACCESS": str(s.access_file),
-            "WAP_USER": user,
-            "WAP_SHUFFLE_PARTITIONS": "2",
-            "WAP_INGEST_ROOTS": str(s.home),
-        }.items():
-            mp.setenv(k, v)
-        for k in ("WAP_CONFIG", "WAP_CATALOG_URI", "WAP_CATALOG_JDBC_URI", "WAP_WAREHOUSE", "WAP_FAULT"):
-            mp.delenv(k, raising=False)
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = main(list(args))
-            except SystemExit as exc:  # argparse: bad usage
-                code = int(exc.code or 0)
-    return code, out.getvalue(), err.getvalue()
+    return run_cli(lake_env(lh.settings, user, access=True, roots=True), *args)
 
 
 def src(lh: Lakehouse, name: str, rows: list[tuple[object, ...]]) -> str:
@@ -433,25 +408,8 @@ def test_reopen_rebase_audit_republish(lake: Lakehouse) -> None:
 
 
 def _run_killed(lh: Lakehouse, point: str, *args: str) -> subprocess.CompletedProcess[str]:
-    s = lh.settings
-    env = {
-        **os.environ,
-        "WAP_HOME": str(s.home),
-        "WAP_CHECKS": str(s.checks_file),
-        "WAP_CATALOG_NAME": s.catalog_name,
-        "WAP_ACCESS": str(s.access_file),
-        "WAP_USER": ROOT_,
-        "WAP_FAULT": point,
-        "PYSPARK_PYTHON": sys.executable,
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "wap_core", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    env = {**os.environ, **lake_env(lh.settings, ROOT_, access=True, WAP_FAULT=point)}
+    return cli_process({**env, "PYSPARK_PYTHON": sys.executable}, *args)
 
 
 def test_rollback_killed_at_its_fault_points_is_reconciled(lake: Lakehouse) -> None:
@@ -496,27 +454,10 @@ def test_rollback_killed_at_its_fault_points_is_reconciled(lake: Lakehouse) -> N
 def _page(lh: Lakehouse, user: str, page: str, mp: pytest.MonkeyPatch) -> Any:
     """The console's ``page`` as ``user``; the environment stays set (``mp``) for further runs of the AppTest."""
     import streamlit as st
-    from streamlit.testing.v1 import AppTest
 
-    s = lh.settings
-    for k, v in {
-        "WAP_HOME": str(s.home),
-        "WAP_CHECKS": str(s.checks_file),
-        "WAP_CATALOG_NAME": s.catalog_name,
-        "WAP_ACCESS": str(s.access_file),
-        "WAP_USER": user,
-        "WAP_SHUFFLE_PARTITIONS": "2",
-    }.items():
-        mp.setenv(k, v)
-    for k in ("WAP_CONFIG", "WAP_CATALOG_URI", "WAP_CATALOG_JDBC_URI", "WAP_WAREHOUSE", "WAP_FAULT"):
-        mp.delenv(k, raising=False)
+    use_env(mp, lake_env(lh.settings, user, access=True))
     st.cache_data.clear()
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    at.run()
-    at.switch_page(page)
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return app_test(page)
 
 
 def test_console_history_rollback_is_admin_only_and_offers_reopen(

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import crowd, data, spread, xl
+from bench import crowd, data, s3, spread, xl
 from bench.data import KEY
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,6 +90,47 @@ def fmt_s(v: float | None) -> str:
     return "—" if v is None else (f"{v * 1000:.0f} ms" if v < 1 else f"{v:.2f} s")
 
 
+# --------------------------------------------------------------------------- shared set-up steps (bench/s3.py too)
+
+
+def load_main(lh: Any, tid: Any, path: Path, sort_by: tuple[str, ...] = KEY) -> None:
+    """Create ``tid`` in ``lh`` with ``path`` as main, sorted by key: per-file key bounds stay tight."""
+    t0 = time.perf_counter()
+    df = lh.spark.read.parquet(str(path))
+    if sort_by:
+        df = df.sortWithinPartitions(*sort_by)
+    (
+        df.writeTo(lh.spark_name(tid))
+        .using("iceberg")
+        .tableProperty("write.target-file-size-bytes", str(TARGET_MB * 1024 * 1024))
+        .create()
+    )
+    snap = lh.table(tid).current_snapshot()
+    log(
+        f"{tid}: main written in {time.perf_counter() - t0:.1f} s "
+        f"({snap.summary.additional_properties.get('total-records')} rows, "
+        f"{snap.summary.additional_properties.get('total-data-files')} files)"
+    )
+
+
+def ingest_batch(lh: Any, tid: Any, path: Path, branch: str) -> Any:
+    """Ingest ``path`` into ``branch`` of ``tid`` (audited by the ingest); SystemExit if the audit fails."""
+    from wap_core.security.paths import SourcePolicy
+    from wap_core.workflow.ingest import ingest
+
+    res = ingest(lh, tid, [str(path)], branch=branch, source_policy=SourcePolicy.ANY)
+    if not res.audit.passed:
+        bad = [f"{c.name}: {c.message}" for c in res.audit.checks if c.status.blocks_publish]
+        raise SystemExit(f"set-up batch for {tid}/{branch} failed its audit: {bad}")
+    return res
+
+
+def data_files_on_disk(lh: Any, tid: Any) -> set[str]:
+    """Every file under the table's ``data`` folder on a local warehouse."""
+    root = Path(lh.table(tid).metadata.location.removeprefix("file:")) / "data"
+    return {str(p) for p in root.rglob("*") if p.is_file()}
+
+
 # --------------------------------------------------------------------------- the bench
 
 
@@ -103,6 +144,9 @@ class Bench:
         self.repeat: int = args.repeat
         self.batch_index = 0
         self.job_groups = itertools.count(1)
+        self.spark_master: str | None = (
+            None  # of a family's own lakehouses (bench/s3.py) when self.lh is not made
+        )
 
     # ----- set-up ------------------------------------------------------------
     def prepare_data(self) -> None:
@@ -176,33 +220,10 @@ class Bench:
 
     def load_main(self, name: str, path: Path, sort_by: tuple[str, ...] = KEY) -> None:
         """Create ``tpch.<name>`` with ``path`` as main, sorted by key: per-file key bounds stay tight."""
-        t0 = time.perf_counter()
-        df = self.spark.read.parquet(str(path))
-        if sort_by:
-            df = df.sortWithinPartitions(*sort_by)
-        (
-            df.writeTo(self.lh.spark_name(self.tid(name)))
-            .using("iceberg")
-            .tableProperty("write.target-file-size-bytes", str(TARGET_MB * 1024 * 1024))
-            .create()
-        )
-        tbl = self.lh.table(self.tid(name))
-        snap = tbl.current_snapshot()
-        log(
-            f"{NS}.{name}: main written in {time.perf_counter() - t0:.1f} s "
-            f"({snap.summary.additional_properties.get('total-records')} rows, "
-            f"{snap.summary.additional_properties.get('total-data-files')} files)"
-        )
+        load_main(self.lh, self.tid(name), path, sort_by)
 
     def ingest(self, name: str, path: Path, branch: str) -> Any:
-        from wap_core.security.paths import SourcePolicy
-        from wap_core.workflow.ingest import ingest
-
-        res = ingest(self.lh, self.tid(name), [str(path)], branch=branch, source_policy=SourcePolicy.ANY)
-        if not res.audit.passed:
-            bad = [f"{c.name}: {c.message}" for c in res.audit.checks if c.status.blocks_publish]
-            raise SystemExit(f"set-up batch for {name}/{branch} failed its audit: {bad}")
-        return res
+        return ingest_batch(self.lh, self.tid(name), path, branch)
 
     def setup_tables(self) -> None:
         self.load_main("li_large", self.large_dir / "lineitem.parquet")
@@ -714,8 +735,7 @@ class Bench:
 
     # ----- scenario 2: publish is constant-time and writes no data file ------------------------------
     def data_files_on_disk(self, name: str) -> set[str]:
-        root = Path(self.lh.table(self.tid(name)).metadata.location.removeprefix("file:")) / "data"
-        return {str(p) for p in root.rglob("*") if p.is_file()}
+        return data_files_on_disk(self.lh, self.tid(name))
 
     def scenario_2(self) -> None:
         from wap_core.workflow.publish import publish
@@ -1096,6 +1116,7 @@ class Bench:
                 f"spread: lineitem SF{a.scale_spread} mains, batch SF{spread.BATCH_SCALE:g} (end-of-range and spread keys)"
                 if "spread" in self.only
                 else "",
+                s3.scale_line(self) if "s3" in self.only else "",
             )
             if x
         )
@@ -1115,7 +1136,7 @@ class Bench:
             f"- scale: {scale}",
             f"- machine: {self.machine()}",
             f"- software: Python {platform.python_version()}, PySpark {pyspark.__version__}, Spark master "
-            f"{self.lh.settings.spark_master if hasattr(self, 'lh') else '(not started)'}, driver memory {a.driver_memory}, shuffle partitions {a.shuffle_partitions}",
+            f"{self.lh.settings.spark_master if hasattr(self, 'lh') else self.spark_master or '(not started)'}, driver memory {a.driver_memory}, shuffle partitions {a.shuffle_partitions}",
             f"- repetitions: {a.repeat} (medians; scenarios 6 and 8 use min(repeat, 3)); total run time {total / 60:.1f} min",
             f"- command: `python -m bench.run {' '.join(sys.argv[1:])}`".rstrip(),
             "",
@@ -1125,7 +1146,7 @@ class Bench:
             "the 1-check suite (4), the first diff on a main snapshot (6), lake-sift (7, 8), the fastest of Great Expectations "
             "and Soda Core that reports failing counts (9) and a fresh audit (9·, re-audit); "
             "for 10 (ten times the data, `--only xl`) the SF0.01 main (10b, 10c) and a full-scan profile of main (10a, "
-            "with `--xl-scan-baseline`).",
+            "with `--xl-scan-baseline`); for s3 (`--only s3`) the SF0.01 main on the same store.",
             "",
             "## Notes",
             "",
@@ -1135,6 +1156,8 @@ class Bench:
         RESULTS.mkdir(parents=True, exist_ok=True)
         # the crowd (and its runaway-query row) has its own file
         default = "crowd.md" if self.only and self.only <= {"crowd", "runaway"} else "latest.md"
+        if self.only == set(s3.SCENARIOS):  # so has the S3 family (issue 18)
+            default = "s3.md"
         out = Path(a.output) if a.output else RESULTS / default
         out.write_text("\n".join(md))
         log(f"wrote {out}")
@@ -1147,7 +1170,7 @@ class Bench:
     def core(self) -> bool:
         """Whether any scenario of the default set runs (the on-demand ones of bench/xl.py need none of its tables)."""
         return not self.only or bool(
-            self.only - set(xl.SCENARIOS) - set(crowd.SCENARIOS) - set(spread.SCENARIOS)
+            self.only - set(xl.SCENARIOS) - set(crowd.SCENARIOS) - set(spread.SCENARIOS) - set(s3.SCENARIOS)
         )
 
     def run(self) -> int:
@@ -1170,6 +1193,9 @@ class Bench:
             crowd.scenario_crowd(self)  # its own lakehouse, console, browsers and CLI processes
         if "runaway" in self.only:
             crowd.scenario_runaway(self)  # its own lakehouse; one user's runaway query, another's diffs
+        if "s3" in self.only:  # its own SeaweedFS and lakehouses; first to start Spark (with the S3A jars)
+            s3.prepare(self)
+            s3.scenario_s3(self)
         if not self.core and not self.only & {"xl", "spread"}:
             self.report(started)
             return 0 if all(r.passed for r in self.rows) else 1
@@ -1279,7 +1305,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "run only when named: xl (main at --scale-xl vs SF0.01, 600k batch), metadata500 (--meta-tables tables), "
         "crowd (--crowd-sessions browser sessions publishing while a CLI ingests; results in bench/results/crowd.md), "
         "runaway (another user's Review diff while one user's runaway query runs; results in bench/results/crowd.md), "
-        "spread (600k batch of keys spread over main's range vs at its end, mains at --scale-spread)",
+        "spread (600k batch of keys spread over main's range vs at its end, mains at --scale-spread), "
+        "s3 (main of --scale-s3 minus its top 10%% vs SF0.01 main, the same top-10%% batch, on SeaweedFS S3 and "
+        "on local files; results in bench/results/s3.md)",
     )
     p.add_argument(
         "--crowd-sessions",
@@ -1334,6 +1362,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--scale-spread",
         default="1",
         help="scenario spread: comma-separated TPC-H scale factors of the mains (default 1; 1,10 adds 60M rows)",
+    )
+    p.add_argument(
+        "--scale-s3",
+        type=float,
+        default=1.0,
+        help="scenario s3: TPC-H scale factor split into the large main (lowest 90%% of order keys) and the "
+        "batch (the highest 10%%) (default 1: 5.4M-row main, 600k-row batch)",
     )
     p.add_argument(
         "--meta-tables", type=int, default=500, help="scenario metadata500: number of tables (default 500)"

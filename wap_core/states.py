@@ -186,3 +186,17 @@ class Outcome(_JournalWord):
     ERROR = "error"
     ABANDONED = "abandoned"
     INCOMPLETE = "incomplete"
+
+
+class PublishOutcome(_Word):
+    """What a publish did (the ``outcome`` of ``publish --json`` and of a pipeline's publish)."""
+
+    PUBLISHED = "published"  # main moved to the branch head (``forced`` says whether over a refusal)
+    ALREADY_PUBLISHED = "already_published"  # an earlier publish had put the branch head on main
+
+
+class RebaseOutcome(_Word):
+    """What a rebase did (the ``outcome`` of ``rebase --json``)."""
+
+    REBASED = "rebased"  # the branch's rows were replayed onto current main
+    UP_TO_DATE = "up_to_date"  # main had not moved since the fork: nothing to do

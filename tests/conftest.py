@@ -18,7 +18,6 @@ import itertools
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from helpers import free_port
 from s3_server import SeaweedS3
 
 from wap_core import Lakehouse, Settings
@@ -97,12 +97,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 # ----- PostgreSQL -------------------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _as_pg_user(cmd: list[str]) -> list[str]:
     # initdb refuses to run as root: run the server as the 'postgres' system user.
     if os.geteuid() == 0:
@@ -128,7 +122,7 @@ def postgres() -> Iterator[str]:
     data = base / "data"
     if os.geteuid() == 0:
         shutil.chown(base, "postgres", "postgres")
-    port = _free_port()
+    port = free_port()
     subprocess.run(
         _as_pg_user([str(PG_BIN / "initdb"), "-D", str(data), "-U", "wap", "--auth=trust", "-E", "UTF8"]),
         check=True,

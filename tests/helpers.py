@@ -9,9 +9,10 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, redirect_stderr, redirect_stdout, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,6 +38,21 @@ def write_csv(path: Path, header: Sequence[str], rows: Sequence[Sequence[object]
 def refs(lh, table):  # type: ignore[no-untyped-def]
     """{ref name: snapshot id} read back with PyIceberg (never the CLI's word)."""
     return {name: ref.snapshot_id for name, ref in lh.table(table).metadata.refs.items()}
+
+
+# --------------------------------------------------------------------------- a test lakehouse's settings
+def lake_settings(
+    home: Path, name: str, checks: str | None = None, *, user: str = "seeder", **kw: Any
+) -> Settings:
+    """The settings of a test lakehouse in ``home`` (created) as ``user``: catalog ``name`` (unique in the test
+    process's Spark session), the checks file ``home/checks.yml`` (written when ``checks`` is given),
+    2 shuffle partitions, then ``kw``."""
+    home.mkdir(parents=True, exist_ok=True)
+    if checks is not None:
+        (home / "checks.yml").write_text(checks)
+    return Settings(
+        home=home, checks_path=home / "checks.yml", user=user, catalog_name=name, shuffle_partitions=2, **kw
+    )
 
 
 # --------------------------------------------------------------------------- settings as WAP_* variables
@@ -112,6 +128,22 @@ def cli_process(env: Mapping[str, str], *args: str, timeout: float = 300) -> sub
         text=True,
         timeout=timeout,
     )
+
+
+def cli_as(lh: Any, user: str, *args: str) -> tuple[int, str, str]:
+    """``run_cli`` as ``user`` on the lakehouse ``lh`` with its access file and ingest roots."""
+    return run_cli(lake_env(lh.settings, user, access=True, roots=True), *args)
+
+
+def in_threads(
+    target: Callable[..., object], args: Iterable[tuple[Any, ...]], timeout: float | None = None
+) -> None:
+    """``target(*a)`` for each ``a`` of ``args``, each in its own thread, all started before any is joined."""
+    threads = [threading.Thread(target=target, args=a) for a in args]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
 
 
 # --------------------------------------------------------------------------- the console under AppTest

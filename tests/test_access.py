@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import app_test, lake_env, refs, run_cli, use_env, write_csv
+from helpers import app_test, lake_env, lake_settings, refs, run_cli, use_env, write_csv
 from streamlit.testing.v1 import AppTest
 
-from wap_core import Lakehouse, Settings, TableId
+from wap_core import Lakehouse, TableId
 from wap_core.analysis import explore
 from wap_core.cli import main
 from wap_core.exceptions import AccessDeniedError, AccessFileError, RefusedError
@@ -197,15 +197,8 @@ def test_one_table_decides_every_permission() -> None:
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Lakehouse:
     home = tmp_path_factory.mktemp("access")
-    (home / "checks.yml").write_text(SUITE)
-    settings = Settings(
-        home=home,
-        checks_path=home / "checks.yml",
-        access_path=home / "roles" / "access.yml",
-        user="seeder",
-        catalog_name=f"acc{next(_names)}",
-        shuffle_partitions=2,
-        ingest_roots=(home,),
+    settings = lake_settings(
+        home, f"acc{next(_names)}", SUITE, access_path=home / "roles" / "access.yml", ingest_roots=(home,)
     )
     lh = Lakehouse(settings)
     src = home / "src"

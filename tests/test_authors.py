@@ -12,13 +12,14 @@ import json
 from typing import Any
 
 import pytest
-from helpers import app_test, lake_env, refs, run_cli, use_env, write_csv
+from helpers import app_test, cli_as, lake_env, lake_settings, refs, use_env, write_csv
 
-from wap_core import Lakehouse, Settings, TableId
+from wap_core import Lakehouse, TableId
 from wap_core.workflow.ingest import ingest
 from wap_core.workflow.publish import publish
 from wap_core.workflow.review import authors, evaluate, policy_for, review_state
 
+cli = cli_as  # the CLI in-process as a user, with the lakehouse's access file and ingest roots
 P = TableId("demo", "people")
 SUITE = "demo.people:\n  checks:\n    - not_null: [name]\n    - unique: [id]\n"
 HEADER = ["id", "name"]
@@ -38,15 +39,8 @@ _names = itertools.count(1)
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Lakehouse:
     home = tmp_path_factory.mktemp("authors")
-    (home / "checks.yml").write_text(SUITE)
-    settings = Settings(
-        home=home,
-        checks_path=home / "checks.yml",
-        access_path=home / "access.yml",
-        user="seeder",
-        catalog_name=f"au{next(_names)}",
-        shuffle_partitions=2,
-        ingest_roots=(home,),
+    settings = lake_settings(
+        home, f"au{next(_names)}", SUITE, access_path=home / "access.yml", ingest_roots=(home,)
     )
     lh = Lakehouse(settings)  # seeded before the access file exists (everyone is admin)
     first = [write_csv(home / "src" / "first.csv", HEADER, [(1, "ann"), (2, "bob")])]
@@ -54,10 +48,6 @@ def lake(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Lakeh
     publish(lh, P, "first")
     settings.access_file.write_text(ACCESS)
     return lh
-
-
-def cli(lh: Lakehouse, user: str, *args: str) -> tuple[int, str, str]:
-    return run_cli(lake_env(lh.settings, user, access=True, roots=True), *args)
 
 
 def src(lh: Lakehouse, name: str, rows: list[tuple[object, ...]]) -> str:

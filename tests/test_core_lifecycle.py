@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from helpers import refs, write_csv
+from helpers import in_threads, refs, write_csv
 
 from wap_core import TableId
 from wap_core.exceptions import NotFoundError, RefusedError, SchemaMismatchError, SourceError, ValidationError
@@ -175,11 +175,7 @@ def test_concurrent_publish_of_one_branch_moves_main_exactly_once(lh, tmp_path: 
         except Exception as exc:
             results.append(exc)
 
-    threads = [threading.Thread(target=go) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    in_threads(go, [(), ()])
     moved = [x for x in results if getattr(x, "moved_main", False)]
     assert len(moved) == 1, results
     others = [x for x in results if x is not moved[0]]
@@ -349,11 +345,7 @@ def test_concurrent_ingests_into_two_branches_of_one_table_both_land(lh, tmp_pat
         except Exception as exc:
             results[branch] = exc
 
-    threads = [threading.Thread(target=go, args=item) for item in srcs.items()]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    in_threads(go, srcs.items())
     assert all(
         getattr(r, "audit", None) is not None and r.audit.status == "passed" for r in results.values()
     ), results  # type: ignore[attr-defined]

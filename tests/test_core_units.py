@@ -10,20 +10,11 @@ from wap_core.checks import Level, parse_checks, parse_duration
 from wap_core.config import Settings, sqlalchemy_to_jdbc
 from wap_core.exceptions import ChecksFileError, ValidationError
 from wap_core.identifiers import TableId, validate_branch
+from wap_core.workflow.demo import CHECKS_YML
 
-ISSUE_EXAMPLE = """\
-demo.flights:
-  checks:
-    - not_null: [carrier, dep_time]
-    - unique: [year, month, day, carrier, flight, origin]
-    - row_count: {min: 1}
-    - accepted_values: {column: origin, values: [EWR, JFK, LGA]}
-    - range: {column: distance, min: 0, max: 6000}
-    - pattern: {column: tailnum, regex: "^N[0-9A-Z]+$", level: warn}
-    - expression: {name: positive_air_time, sql: "air_time > 0"}
-    - freshness: {column: time_hour, max_age: 36h}
-    - references: {column: dest, table: demo.airports, ref_column: faa}
-"""
+# the issue's example suite is the demo's demo.flights suite (CHECKS_YML); a freshness check besides
+FRESHNESS = "demo.flights:\n  checks:\n    - freshness: {column: time_hour, max_age: 36h}\n"
+PATTERN = '    - pattern: {column: tailnum, regex: "^N[0-9A-Z]+$", level: warn}'
 
 
 @pytest.mark.parametrize(
@@ -72,14 +63,17 @@ def test_postgres_uri_translates_to_jdbc() -> None:
 
 
 def test_issue_example_checks_file_parses_into_typed_specs() -> None:
-    suites = parse_checks(ISSUE_EXAMPLE, "checks.yml")
+    suites = parse_checks(CHECKS_YML, "checks.yml")
     checks = suites["demo.flights"].checks
     names = [c.name for c in checks]
     assert names[:2] == ["not_null(carrier)", "not_null(dep_time)"]  # one result per column
     assert len(checks) == 10
     pattern = next(c for c in checks if c.type == "pattern")
-    assert pattern.level is Level.WARN and pattern.line == 8
-    fresh = next(c for c in checks if c.type == "freshness")
+    lines = CHECKS_YML.splitlines()
+    assert (
+        pattern.level is Level.WARN and pattern.line == lines.index(PATTERN, lines.index("demo.flights:")) + 1
+    )
+    (fresh,) = parse_checks(FRESHNESS, "checks.yml")["demo.flights"].checks
     assert fresh.args["max_age_seconds"] == 36 * 3600
     ref = next(c for c in checks if c.type == "references")
     assert ref.args == {"table": "demo.airports", "ref_column": "faa"}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from helpers import lake_env
+
 from wap_core import TableId
 from wap_core.lake.catalog import metadata_diff
 from wap_core.workflow.demo import FAILING_BRANCH, PASSING_BRANCH
@@ -58,12 +60,7 @@ def test_metadata_views_never_start_spark(demo_lakehouse) -> None:  # type: igno
         "md = metadata_diff(lh.table(TableId('demo','flights')), TableId('demo','flights'), b[0].branch)\n"
         "print(json.dumps({'branches': len(b), 'tables': len(t), 'pyspark_loaded': 'pyspark' in sys.modules}))\n"
     )
-    env = {
-        **os.environ,
-        "WAP_HOME": str(s.home),
-        "WAP_CATALOG_NAME": s.catalog_name,
-        "WAP_CHECKS": str(s.checks_file),
-    }
+    env = {**os.environ, **lake_env(s)}
     out = subprocess.run(
         [sys.executable, "-c", code],
         cwd=Path(__file__).resolve().parent.parent,

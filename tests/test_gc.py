@@ -10,9 +10,11 @@ import json
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
-from helpers import refs, write_csv
+import pytest
+from helpers import lake_env, refs, use_env, write_csv
 
 from wap_core import TableId
 from wap_core.lake import catalog as cat
@@ -64,12 +66,18 @@ def _ids(lh, t: TableId, branch: str | None = None) -> set[int]:  # type: ignore
     return {r.id for r in lh.spark.table(lh.spark_name(t, branch)).select("id").collect()}
 
 
-def test_dry_run_changes_nothing_then_gc_expires_the_stale_branch_and_reclaims_its_files(
-    make_lakehouse, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+@pytest.fixture
+def seeded(make_lakehouse, tmp_path: Path) -> tuple[Any, TableId, int]:  # type: ignore[no-untyped-def]
+    """A fresh lakehouse with ``demo.people`` seeded (``_seed``): the lakehouse, the table, the seed's snapshot."""
     lh = make_lakehouse(SUITE)
     t = TableId("demo", "people")
-    _seed(lh, t, tmp_path)
+    return lh, t, _seed(lh, t, tmp_path)
+
+
+def test_dry_run_changes_nothing_then_gc_expires_the_stale_branch_and_reclaims_its_files(
+    seeded: tuple[Any, TableId, int], tmp_path: Path
+) -> None:
+    lh, t, _ = seeded
     stale = _branch(lh, t, tmp_path, "stale", [(10, "old"), (11, "older")])
     _set(lh, t, **{"wap.branch-ttl": "1s"})  # per-table TTL (table property) instead of the 14d default
     time.sleep(1.2)
@@ -125,11 +133,9 @@ def test_dry_run_changes_nothing_then_gc_expires_the_stale_branch_and_reclaims_i
 
 
 def test_open_branches_keep_their_data_and_their_fork_while_main_history_expires(
-    make_lakehouse, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
-    lh = make_lakehouse(SUITE)
-    t = TableId("demo", "people")
-    fork = _seed(lh, t, tmp_path)
+    seeded: tuple[Any, TableId, int], tmp_path: Path
+) -> None:
+    lh, t, fork = seeded
     head = _branch(
         lh, t, tmp_path, "open", [(20, "dee")]
     )  # an open branch (default TTL 14d) forked at the seed
@@ -157,11 +163,9 @@ def test_open_branches_keep_their_data_and_their_fork_while_main_history_expires
 
 
 def test_young_kept_temp_and_incomplete_leftovers_removed_and_per_table_retention(
-    make_lakehouse, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
-    lh = make_lakehouse(SUITE)
-    t = TableId("demo", "people")
-    seed = _seed(lh, t, tmp_path)
+    seeded: tuple[Any, TableId, int], tmp_path: Path
+) -> None:
+    lh, t, seed = seeded
     _branch(lh, t, tmp_path, "young", [(5, "fay")])
     lh.table(t).manage_snapshots().create_branch(
         seed, "young__rebase_0123abcd"
@@ -199,22 +203,14 @@ def test_young_kept_temp_and_incomplete_leftovers_removed_and_per_table_retentio
     assert collect_garbage(lh, dry_run=True, older_than="30d").tables[0].snapshots_expired == 0
 
 
-def test_cli_gc_exit_codes_json_keys_and_text(make_lakehouse, tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_cli_gc_exit_codes_json_keys_and_text(seeded, tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
     from wap_core.cli import main
 
-    lh = make_lakehouse(SUITE)
-    t = TableId("demo", "people")
-    _seed(lh, t, tmp_path)
+    lh, t, _ = seeded
     _branch(lh, t, tmp_path, "stale", [(7, "hal")])
     _set(lh, t, **{"wap.branch-ttl": "1s"})
     time.sleep(1.2)
-    for k, v in {
-        "WAP_HOME": str(lh.settings.home),
-        "WAP_CHECKS": str(lh.settings.checks_file),
-        "WAP_CATALOG_NAME": lh.settings.catalog_name,
-        "WAP_USER": "admin",
-    }.items():
-        monkeypatch.setenv(k, v)
+    use_env(monkeypatch, lake_env(lh.settings, "admin"), unset=())
     capsys.readouterr()
     assert main(["gc", "--dry-run", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)

@@ -20,12 +20,10 @@ import pytest
 from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
 
-from wap_core import Lakehouse, Settings, TableId
+from wap_core import Lakehouse, TableId
 from wap_core.workflow.ingest import ingest
 from wap_core.workflow.publish import discard, publish
 
-ROOT = Path(__file__).resolve().parent.parent
-APP = str(ROOT / "app.py")
 ITEMS = TableId("shop", "items")
 HOSTILE = "![p](http://127.0.0.1:9/x.png) [link](http://evil) <img src=x onerror=alert(1)> **bold** :red[x]"
 HOSTILE_NAME = "![n](http://127.0.0.1:9/name.png) [n](http://evil/name)"
@@ -102,18 +100,9 @@ def _unescape(text: str) -> str:
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Lakehouse:
     home = tmp_path_factory.mktemp("render")
-    (home / "checks.yml").write_text(CHECKS)
+    lh = Lakehouse(helpers.lake_settings(home, f"render{next(_names)}", CHECKS))
     src = home / "landing"
     src.mkdir()
-    lh = Lakehouse(
-        Settings(
-            home=home,
-            checks_path=home / "checks.yml",
-            user="seeder",
-            catalog_name=f"render{next(_names)}",
-            shuffle_partitions=2,
-        )
-    )
     (src / "first.csv").write_text(
         "id,city,qty\n" + "".join(f"{i},{'Paris' if i % 2 else 'Lyon'},{i}\n" for i in range(1, 11))
     )
@@ -140,13 +129,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> La
 
 @pytest.fixture
 def env(hostile: Lakehouse, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lakehouse]:
-    s = hostile.settings
-    monkeypatch.setenv("WAP_HOME", str(s.home))
-    monkeypatch.setenv("WAP_CHECKS", str(s.checks_file))
-    monkeypatch.setenv("WAP_CATALOG_NAME", s.catalog_name)
-    monkeypatch.setenv("WAP_USER", "reviewer")
-    for var in ("WAP_CONFIG", "WAP_CATALOG_URI", "WAP_CATALOG_JDBC_URI", "WAP_WAREHOUSE", "WAP_INGEST_ROOTS"):
-        monkeypatch.delenv(var, raising=False)
+    helpers.use_env(monkeypatch, helpers.lake_env(hostile.settings, "reviewer"))
     yield hostile
 
 
@@ -166,15 +149,7 @@ def test_the_detector_sees_what_the_hostile_text_would_do() -> None:
 
 
 def _page(page: str, **query: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=180)
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    at.switch_page(page)
-    for k, v in query.items():
-        at.query_params[k] = v
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return helpers.app_test(page, timeout=180, **query)
 
 
 def _assert_inert(at: AppTest) -> list[str]:
@@ -258,9 +233,7 @@ def test_sidebar_masks_the_catalog_password(
     monkeypatch.setenv("WAP_USER", "reviewer")
     for var in ("WAP_CONFIG", "WAP_CHECKS", "WAP_CATALOG_JDBC_URI", "WAP_WAREHOUSE", "WAP_INGEST_ROOTS"):
         monkeypatch.delenv(var, raising=False)
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
+    at = helpers.app_test()
     everything = "\n".join(_strings(at))
     assert "Sup3rS3cretPw" not in everything
     assert "postgresql+psycopg2://wap:***@127.0.0.1:" in _unescape(
@@ -271,44 +244,31 @@ def test_sidebar_masks_the_catalog_password(
 # ----------------------------------------------------------------------------- real Chromium, one page load
 @pytest.mark.e2e
 def test_review_in_chromium_renders_no_image_no_link_no_html_from_user_text(env: Lakehouse) -> None:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     if not Path(helpers.CHROMIUM).exists():
         pytest.skip("Chromium is not installed (make browser-deps)")
-    expect.set_options(timeout=120_000)  # a fresh server on 2 busy cores
     s = env.settings
-    server_env = helpers.console_env(
-        WAP_HOME=str(s.home),
-        WAP_CHECKS=str(s.checks_file),
-        WAP_CATALOG_NAME=s.catalog_name,
-        WAP_USER="reviewer",
-        WAP_SHUFFLE_PARTITIONS="2",
-    )
+    server_env = helpers.console_env(**helpers.lake_env(s, "reviewer"))
     dialogs: list[str] = []
-    with helpers.console(server_env, s.home / "streamlit-render.log") as base, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=helpers.CHROMIUM, args=helpers.CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.set_default_timeout(120_000)
-            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-            page.goto(f"{base}/review?table=shop.items&branch=hostile_batch")
-            expect(page.get_by_text("Audit failed").first).to_be_visible()
-            expect(
-                page.get_by_text("checks (failing first)").first
-            ).to_be_visible()  # the audit details rendered too
-            expect(page.get_by_text("onerror=alert(1)").first).to_be_visible()  # the text is there, literally
-            page.wait_for_timeout(500)
-            for selector in (
-                "img[src*='x.png']",
-                "img[src*='name.png']",
-                "img[src='x']",
-                "a[href*='evil']",
-                "[data-testid=stMain] img",
-            ):
-                assert page.locator(selector).count() == 0, selector
-            assert "**bold**" in page.locator("[data-testid=stMain]").inner_text()  # not turned into <strong>
-        finally:
-            browser.close()
+    with helpers.console(server_env, s.home / "streamlit-render.log") as base, helpers.browser_page() as page:
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        page.goto(f"{base}/review?table=shop.items&branch=hostile_batch")
+        expect(page.get_by_text("Audit failed").first).to_be_visible()
+        expect(
+            page.get_by_text("checks (failing first)").first
+        ).to_be_visible()  # the audit details rendered too
+        expect(page.get_by_text("onerror=alert(1)").first).to_be_visible()  # the text is there, literally
+        page.wait_for_timeout(500)
+        for selector in (
+            "img[src*='x.png']",
+            "img[src*='name.png']",
+            "img[src='x']",
+            "a[href*='evil']",
+            "[data-testid=stMain] img",
+        ):
+            assert page.locator(selector).count() == 0, selector
+        assert "**bold**" in page.locator("[data-testid=stMain]").inner_text()  # not turned into <strong>
     assert dialogs == []
 
 
@@ -344,20 +304,12 @@ def linky(hostile: Lakehouse) -> Lakehouse:
 def test_no_link_from_user_text_in_chromium(linky: Lakehouse) -> None:
     """Every place user text is shown (review thread and approvals, a discard reason, the journal on
     History and Overview, errors built from URL parameters): the text is there, no <a> comes from it."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     if not Path(helpers.CHROMIUM).exists():
         pytest.skip("Chromium is not installed (make browser-deps)")
-    expect.set_options(timeout=120_000)
     s = linky.settings
-    server_env = helpers.console_env(
-        WAP_HOME=str(s.home),
-        WAP_CHECKS=str(s.checks_file),
-        WAP_CATALOG_NAME=s.catalog_name,
-        WAP_USER="reviewer",
-        WAP_SHUFFLE_PARTITIONS="2",
-        WAP_SPARK_EAGER="0",
-    )
+    server_env = helpers.console_env(**helpers.lake_env(s, "reviewer", WAP_SPARK_EAGER="0"))
     evil = ("evil.example", "second.example", "user.example", "corp.example")
 
     def no_links_from_user_text(page, base: str, where: str) -> str:  # type: ignore[no-untyped-def]
@@ -371,41 +323,35 @@ def test_no_link_from_user_text_in_chromium(linky: Lakehouse) -> None:
         assert not foreign, (where, foreign)
         return str(page.locator("[data-testid=stMain]").inner_text()).replace("\u2060", "")
 
-    with helpers.console(server_env, s.home / "streamlit-links.log") as base, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=helpers.CHROMIUM, args=helpers.CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.set_default_timeout(120_000)
-            # the review thread: an approval's and a request-changes comment, a comment, the users
-            page.goto(f"{base}/review?table=shop.items&branch=linky_batch")
-            expect(page.get_by_text("Changes requested").first).to_be_visible()
-            expect(page.get_by_text("No comments yet.")).to_have_count(0)
-            shown = no_links_from_user_text(page, base, "review")
-            assert shown.count(LINKY) >= 2 and "www.second.example" in shown, shown
-            # a discard through the dialog: its reason comes back in the confirmation
-            page.goto(f"{base}/review?table=shop.items&branch=linky_discard")
-            # a dialog's submit reruns after the page's run: let the Spark diff finish first
-            expect(page.get_by_text("Diff computed on").first).to_be_visible(timeout=300_000)
-            page.get_by_role("button", name="Discard").click()
-            box = page.get_by_role("dialog").get_by_label("Reason", exact=True)
-            box.fill(LINKY)
-            box.press("Enter")
-            expect(page.get_by_text("Discarded shop.items · linky_discard")).to_be_visible()
-            assert LINKY in no_links_from_user_text(page, base, "discarded")
-            # the journal's reasons (History, Overview) and the forced publish
-            for path, marker in (("/history", "Main's snapshot timeline"), ("/", "Recent publishes")):
-                page.goto(f"{base}{path}")
-                expect(page.get_by_text(marker)).to_be_visible()
-                no_links_from_user_text(page, base, path)
-            # errors built from URL parameters
-            for query, error in (
-                ("table=shop.items&branch=http://evil.example/login", "invalid branch name"),
-                ("table=shop.items&branch=phish@evil.example", "invalid branch name"),
-                ("table=www.evil.example&branch=x", "www.evil.example"),
-            ):
-                page.goto(f"{base}/review?{query}")
-                expect(page.get_by_text(re.compile(r"invalid (branch|table) name")).first).to_be_visible()
-                shown = no_links_from_user_text(page, base, query)
-                assert error in shown, (query, shown)
-        finally:
-            browser.close()
+    with helpers.console(server_env, s.home / "streamlit-links.log") as base, helpers.browser_page() as page:
+        # the review thread: an approval's and a request-changes comment, a comment, the users
+        page.goto(f"{base}/review?table=shop.items&branch=linky_batch")
+        expect(page.get_by_text("Changes requested").first).to_be_visible()
+        expect(page.get_by_text("No comments yet.")).to_have_count(0)
+        shown = no_links_from_user_text(page, base, "review")
+        assert shown.count(LINKY) >= 2 and "www.second.example" in shown, shown
+        # a discard through the dialog: its reason comes back in the confirmation
+        page.goto(f"{base}/review?table=shop.items&branch=linky_discard")
+        # a dialog's submit reruns after the page's run: let the Spark diff finish first
+        expect(page.get_by_text("Diff computed on").first).to_be_visible(timeout=300_000)
+        page.get_by_role("button", name="Discard").click()
+        box = page.get_by_role("dialog").get_by_label("Reason", exact=True)
+        box.fill(LINKY)
+        box.press("Enter")
+        expect(page.get_by_text("Discarded shop.items · linky_discard")).to_be_visible()
+        assert LINKY in no_links_from_user_text(page, base, "discarded")
+        # the journal's reasons (History, Overview) and the forced publish
+        for path, marker in (("/history", "Main's snapshot timeline"), ("/", "Recent publishes")):
+            page.goto(f"{base}{path}")
+            expect(page.get_by_text(marker)).to_be_visible()
+            no_links_from_user_text(page, base, path)
+        # errors built from URL parameters
+        for query, error in (
+            ("table=shop.items&branch=http://evil.example/login", "invalid branch name"),
+            ("table=shop.items&branch=phish@evil.example", "invalid branch name"),
+            ("table=www.evil.example&branch=x", "www.evil.example"),
+        ):
+            page.goto(f"{base}/review?{query}")
+            expect(page.get_by_text(re.compile(r"invalid (branch|table) name")).first).to_be_visible()
+            shown = no_links_from_user_text(page, base, query)
+            assert error in shown, (query, shown)

@@ -5,25 +5,20 @@ which refuses the bare environment name (WAP_USER / the OS user). Both modes, on
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import io
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from helpers import cli_process, run_cli
 
-from wap_core.cli import main
 from wap_core.exceptions import AccessFileError
 from wap_core.security.access import parse_access
 from wap_core.store.migrate import HEAD
 
-ROOT = Path(__file__).resolve().parent.parent
 ACCESS = """\
 roles:
   viewer: ["*"]
@@ -47,22 +42,9 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def cli(user: str | None, *args: str, token: str | None = None) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with pytest.MonkeyPatch.context() as mp:
-        if user is None:
-            mp.delenv("WAP_USER", raising=False)
-        else:
-            mp.setenv("WAP_USER", user)
-        if token is None:
-            mp.delenv("WAP_TOKEN", raising=False)
-        else:
-            mp.setenv("WAP_TOKEN", token)
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = main(list(args))
-            except SystemExit as exc:  # argparse: bad usage
-                code = int(exc.code or 0)
-    return code, out.getvalue(), err.getvalue()
+    """The CLI in-process as ``user`` (WAP_USER unset when None) with ``token`` (WAP_TOKEN), in ``home``'s settings."""
+    env = {k: v for k, v in (("WAP_USER", user), ("WAP_TOKEN", token)) if v is not None}
+    return run_cli(env, *args, unset=("WAP_USER", "WAP_TOKEN"))
 
 
 def whoami(user: str | None, token: str | None = None) -> dict[str, object]:
@@ -198,13 +180,6 @@ def test_the_token_never_reaches_the_logs_of_a_cli_run(home: Path) -> None:
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("WAP_")}}
     env.update({"WAP_HOME": str(home), "WAP_CATALOG_NAME": "tok", "WAP_ACCESS": str(home / "access.yml")})
     env["WAP_TOKEN"] = token
-    p = subprocess.run(
-        [sys.executable, "-m", "wap_core", "--debug", "token", "list"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    p = cli_process(env, "--debug", "token", "list")
     assert p.returncode == 1 and "ci-bot (viewer) may not list tokens" in p.stderr
     assert token not in p.stdout + p.stderr

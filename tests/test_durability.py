@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import write_csv
+from helpers import cli_process, in_threads, lake_env, write_csv
 from sqlalchemy import text
 
 from wap_core import Lakehouse, TableId
@@ -35,7 +35,6 @@ from wap_core.workflow.publish import discard, publish, publish_readiness, rebas
 from wap_core.workflow.reconcile import reconcile
 from wap_core.workflow.status import list_branches
 
-ROOT = Path(__file__).resolve().parent.parent
 T = TableId("demo", "people")
 HEADER = ["id", "name"]
 SUITE = "demo.people:\n  checks:\n    - not_null: [name]\n    - unique: [id]\n"
@@ -56,27 +55,12 @@ def sql(lh: Lakehouse, query: str, **params: Any) -> list[dict[str, Any]]:
 
 
 def cli_env(lh: Lakehouse, user: str) -> dict[str, str]:
-    s = lh.settings
-    return {
-        "WAP_HOME": str(s.home),
-        "WAP_CHECKS": str(s.checks_file),
-        "WAP_CATALOG_NAME": s.catalog_name,
-        "WAP_USER": user,
-        "WAP_SHUFFLE_PARTITIONS": "2",
-        "WAP_SPARK_DRIVER_MEMORY": "1g",
-    }
+    return lake_env(lh.settings, user, WAP_SPARK_DRIVER_MEMORY="1g")
 
 
 def run_killed(lh: Lakehouse, point: str, *args: str) -> None:
     env = {**os.environ, **cli_env(lh, CRASH_USER), "WAP_FAULT": point, "PYSPARK_PYTHON": sys.executable}
-    p = subprocess.run(
-        [sys.executable, "-m", "wap_core", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    p = cli_process(env, *args, timeout=600)
     assert p.returncode == FAULT_EXIT_CODE, (
         f"exit {p.returncode}, expected a kill at {point}\n{p.stderr[-3000:]}"
     )
@@ -534,11 +518,7 @@ def test_a_landed_move_is_recorded_at_once_even_while_its_process_lives_and_only
         except Exception as exc:
             got.append(exc)
 
-    threads = [threading.Thread(target=go, args=(r,)) for r in readers]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    in_threads(go, [(r,) for r in readers])
     assert len(got) == 1 and getattr(got[0], "outcome", None) == "published", got
     rows = sql(lh, "select * from wap_journal where intent_id = :i", i=intent.id)
     assert len(rows) == 1 and rows[0]["user_name"] == "far-user" and rows[0]["reason"] == "go"

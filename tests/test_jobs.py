@@ -1,7 +1,8 @@
 """One query cannot starve everyone (issue 19, item 1): job groups, per-user FAIR pools, a time limit, cancel.
 
-Real Spark, real Iceberg. A runaway query (a cross join of a 200,000-row table: 4 * 10^10 rows, through the
-real SQL box entry points; a cross join of ``range()`` at the jobs layer) is cancelled after a short
+Real Spark, real Iceberg. A runaway query (a self-join of a 200,000-row table on a key with two values:
+2 * 10^10 rows, through the real SQL box entry points; a cross join of ``range()`` at the jobs layer, which
+the SQL box refuses) is cancelled after a short
 ``WAP_QUERY_TIMEOUT`` with the one-line message, and Spark's status tracker shows no job of its group still
 running; ``cancel()`` from another thread ends it; a query whose ``alive()`` turns false (the browser
 session ended) is cancelled; two users' jobs run in two different FAIR pools, and one user's runaway query
@@ -30,9 +31,14 @@ from wap_core.workflow.publish import publish
 
 T = TableId("jobs", "wide")
 ROWS = 200_000
-# 4 * 10^10 rows. Two-way only: Spark checks a task's kill flag between input rows, and a nested cross join
-# computes n^2 rows per input row, so its task would outlive the cancelled job (bench/results/crowd.md).
-RUNAWAY_SQL = "SELECT count(*) AS n, sum(a.id * b.id) AS s FROM ref_view a CROSS JOIN ref_view b"
+# The SQL box refuses a join without an equality (a cartesian product), but an equi-join on a key with few
+# distinct values is still quadratic: 2 * (10^5)^2 = 2 * 10^10 rows, in one task (one split, one shuffle
+# partition). 10^5 rows per input row: Spark checks a task's kill flag between input rows, so a cancelled
+# task stops within milliseconds (a nested join computing n^2 rows per input row would outlive its job).
+RUNAWAY_SQL = (
+    "SELECT count(*) AS n, sum(a.id + b.id) AS s FROM ref_view a JOIN ref_view b ON a.id % 2 = b.id % 2"
+)
+CROSS_SQL = "SELECT count(*) AS n, sum(a.id + b.id) AS s FROM ref_view a CROSS JOIN ref_view b"
 QUICK_SQL = "SELECT count(*) AS n FROM ref_view"
 
 
@@ -130,6 +136,14 @@ def test_runaway_query_is_cancelled_after_the_time_limit(lh: Lakehouse) -> None:
         explore.query_rows(lh, T, _main(lh), RUNAWAY_SQL, user="ann")
     # and the driver is free again: a quick query answers (a patient limit: the machine may be loaded)
     assert explore.run_sql(_patient(lh), T, _main(lh), QUICK_SQL, user="ann")["n"].tolist() == [ROWS]
+
+
+def test_the_sql_box_refuses_a_cross_join_before_any_job(lh: Lakehouse) -> None:
+    sc = lh.spark.sparkContext
+    handle = explore.start_query(_patient(lh), T, _main(lh), CROSS_SQL, user="ann")
+    with pytest.raises(ValidationError, match=r"^refused: a join without an equality condition \(Cross join"):
+        handle.result(timeout=60)
+    assert list(sc.statusTracker().getJobIdsForGroup(handle.group.id)) == []  # refused before it ran
 
 
 def test_a_range_cross_join_is_cancelled_at_the_jobs_layer(lh: Lakehouse) -> None:

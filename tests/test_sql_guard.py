@@ -294,6 +294,34 @@ HOSTILE = [
             "SELECT format_number(amount, qty) FROM ref_view",
         ]
     ),
+    # issue 19.1: joins without an equality condition (cartesian products, nested loops), on the optimized plan
+    *(
+        CARTESIAN := [
+            "SELECT count(*) FROM ref_view a CROSS JOIN ref_view b",
+            "SELECT * FROM ref_view a, ref_view b",
+            "SELECT * FROM ref_view a, ref_view b WHERE a.city = 'Paris'",
+            "SELECT * FROM ref_view a JOIN ref_view b ON true",
+            "SELECT * FROM ref_view a JOIN ref_view b ON 1 = 1",
+            "SELECT * FROM ref_view a JOIN ref_view b ON a.id = a.id",
+            "SELECT * FROM ref_view a INNER JOIN ref_view b",
+            "SELECT count(*) FROM ref_view a CROSS JOIN ref_view b CROSS JOIN ref_view c CROSS JOIN ref_view d",
+            "SELECT count(*) FROM ref_view a JOIN ref_view b ON a.id < b.id",
+            "SELECT * FROM ref_view a LEFT JOIN ref_view b ON a.id <> b.id",
+            "SELECT * FROM ref_view a FULL JOIN ref_view b ON a.id = 1",
+            "SELECT * FROM ref_view a JOIN ref_view b ON a.id = b.id OR a.qty = b.qty",
+            "WITH x AS (SELECT * FROM ref_view) SELECT count(*) FROM x a, x b",
+            "WITH x AS (SELECT id FROM ref_view WHERE qty > 0) SELECT count(*) FROM x a JOIN x b ON true",
+            "SELECT count(*) FROM (SELECT * FROM ref_view) a CROSS JOIN (SELECT id FROM ref_view WHERE qty > 0) b",
+            "SELECT * FROM ref_view WHERE id = (SELECT max(a.id) FROM ref_view a, ref_view b)",
+            "SELECT * FROM ref_view WHERE id IN (SELECT a.id FROM ref_view a CROSS JOIN ref_view b)",
+            "SELECT * FROM ref_view o WHERE EXISTS (SELECT 1 FROM ref_view i WHERE i.amount > o.amount)",
+            "SELECT * FROM ref_view WHERE (id, qty) NOT IN (SELECT id, qty FROM ref_view WHERE qty > 1)",
+            "SELECT * FROM ref_view a CROSS JOIN (SELECT * FROM ref_view LIMIT 1001) b",
+            "SELECT count(*) FROM ref_view a CROSS JOIN (SELECT id FROM ref_view LIMIT 100) b "
+            "CROSS JOIN (SELECT id FROM ref_view LIMIT 100) c",
+            "SELECT count(*) FROM ref_view a CROSS JOIN ref_view b LATERAL VIEW explode(array(1, 2)) t AS x",
+        ]
+    ),
 ]
 
 
@@ -366,6 +394,32 @@ ANALYZED_ONLY = [
         and "0.0001" not in a  # Spark sizes that sketch while analysing: refused before (test below)
     ),
 ]
+
+
+def test_a_join_without_an_equality_is_refused_on_the_optimized_plan(env: Env, guarded: Guarded) -> None:
+    """The analyzed-plan check accepts these (joins are allowed operators); the join check on the plan Spark
+    optimized refuses them, with one line that says what to change."""
+    s = guarded.session
+    jvm = s._jvm
+    skip = getattr(jvm.org.apache.spark.sql.execution, "CommandExecutionMode$").__getattr__("MODULE$").SKIP()
+    jvm.SparkSession.setActiveSession(s._jsparkSession)
+    try:
+        for sql in CARTESIAN:
+            qe = s._jsparkSession.sessionState().executePlan(sql_guard.parse_query(s, sql), skip)
+            sql_guard.check_analyzed(s, qe.analyzed(), guarded.relation)  # not refused here
+            with pytest.raises(ValidationError) as refused:
+                sql_guard.check_joins(s, qe.optimizedPlan())
+            msg = str(refused.value)
+            assert "\n" not in msg and msg.startswith("refused: a join without an equality condition"), msg
+            assert "is not allowed in the SQL box: join on equal keys (JOIN ... ON a.k = b.k" in msg, msg
+    finally:
+        jvm.SparkSession.clearActiveSession()
+    with pytest.raises(ValidationError, match=r"\(Cross join, a cartesian product\) is not allowed"):
+        guarded.query("SELECT count(*) FROM ref_view a CROSS JOIN ref_view b")
+    with pytest.raises(ValidationError, match=r"\(Inner join, a nested loop\) is not allowed"):
+        guarded.query("SELECT count(*) FROM ref_view a JOIN ref_view b ON a.id < b.id")
+    with pytest.raises(ValidationError, match=r"together they multiply rows by 10,000\)"):
+        guarded.query(CARTESIAN[-2])
 
 
 def test_tiny_relative_error_is_refused_before_analysis(guarded: Guarded) -> None:
@@ -581,6 +635,45 @@ def _legit() -> list[tuple[str, str, list[tuple[Any, ...]]]]:
             [(None, 3), ("Lyon", 3)],
         ),
         ("ids", "SELECT id FROM ref_view ORDER BY id", [(i,) for i in ids]),
+        # issue 19.1: joins with an equality (hash or sort-merge joins) and nested loops over a small side
+        (
+            "comma join with a WHERE equality",
+            "SELECT a.id, b.qty FROM ref_view a, ref_view b WHERE a.id = b.id AND a.city = 'Lyon' ORDER BY a.id",
+            [(r[0], r[4]) for r in sorted(MAIN_ROWS) if r[1] == "Lyon"],
+        ),
+        (
+            "CROSS JOIN with a WHERE equality",
+            "SELECT count(*) FROM ref_view a CROSS JOIN ref_view b WHERE a.id = b.id",
+            [(len(MAIN_ROWS),)],
+        ),
+        (
+            "join USING a column",
+            "SELECT count(*) FROM ref_view a JOIN ref_view b USING (city)",
+            [(sum(len(rs) ** 2 for c, rs in by_city.items() if c is not None),)],
+        ),
+        (
+            "equi-join with an extra inequality",
+            "SELECT a.id, b.id FROM ref_view a JOIN ref_view b ON a.city = b.city AND a.id < b.id "
+            "WHERE a.city = 'Lyon' ORDER BY a.id, b.id",
+            [(2, 5), (2, 8), (5, 8)],
+        ),
+        (
+            "share of a total: cross join with a one-row aggregate",
+            "SELECT id, qty, t.total FROM ref_view CROSS JOIN (SELECT sum(qty) AS total FROM ref_view) t "
+            "WHERE id IN (1, 2) ORDER BY id",
+            [(1, 3, sum(r[4] for r in MAIN_ROWS)), (2, 1, sum(r[4] for r in MAIN_ROWS))],
+        ),
+        (
+            "theta join against a LIMIT",
+            "SELECT a.id, b.id FROM ref_view a JOIN (SELECT id FROM ref_view ORDER BY id LIMIT 2) b "
+            "ON a.id < b.id ORDER BY a.id, b.id",
+            [(1, 2)],
+        ),
+        (
+            "NOT IN subquery (a null-aware hash anti join)",
+            "SELECT id FROM ref_view WHERE qty NOT IN (SELECT qty FROM ref_view WHERE city = 'Paris') ORDER BY id",
+            [(r[0],) for r in sorted(MAIN_ROWS) if r[4] not in {x[4] for x in MAIN_ROWS if x[1] == "Paris"}],
+        ),
         # issue 19.1: the bounded amplifiers answer within their bounds
         (
             "bounded pads, formats and precision",
@@ -725,6 +818,7 @@ def test_cli_query_table_output(cli) -> None:  # type: ignore[no-untyped-def]
         ("query", "shop.sales", "SELECT TRANSFORM(city) USING 'id' AS (o string) FROM ref_view"),
         ("query", "shop.sales", "SELECT * FROM IDENTIFIER('shop.secret')"),
         ("query", "shop.sales", "SET spark.wap.pwned=1"),
+        ("query", "shop.sales", "SELECT * FROM ref_view a, ref_view b"),
         ("query", "shop.sales", "SELECT nope FROM ref_view"),
         ("query", "shop.sales", "SELEC 1"),
         ("query", "shop.sales", "--ref", "no_such_ref", "SELECT * FROM ref_view"),

@@ -20,7 +20,17 @@ Nothing here looks at the SQL text with patterns. A statement is decided in two 
    :data:`ALLOWED_FUNCTIONS`) or one of :data:`SYNTAX_EXPRESSIONS`. Spark-internal invocation nodes
    (:data:`INTERNAL_EXPRESSIONS`) are accepted only inside the replacement of an allowed built-in function.
 
-:func:`read_only_query` runs both stages and returns a lazy DataFrame whose plan is exactly the one checked.
+3. **Optimized plan** (:func:`check_joins`), on the plan that runs (Spark's optimizer has pushed ``WHERE``
+   equalities into join conditions and folded ``ON true``/``ON 1=1`` away): every join must have an equality
+   between the two sides (Spark's own ``ExtractEquiJoinKeys``, the test its planner uses to choose a hash or
+   sort-merge join; or a one-column ``NOT IN``, a null-aware hash anti join). Any other join is a nested loop
+   (a cartesian product, with or without a condition) and is refused unless one side is at most
+   :data:`MAX_NESTED_LOOP_ROWS` rows by construction (an aggregate without ``GROUP BY``, a ``LIMIT``), all of
+   them together multiplying rows by at most that much. So ``CROSS JOIN``, ``FROM a, b`` without a ``WHERE``
+   equality, ``ON true``, ``ON 1=1`` and theta joins (``ON a.x < b.x``) of two unbounded sides are refused;
+   ``a CROSS JOIN (SELECT sum(x) ...)`` (a share of a total) is allowed.
+
+:func:`read_only_query` runs the three stages and returns a lazy DataFrame whose plan is exactly the one checked.
 
 Function choices (default: refused; the lists below are the whole of what is allowed):
 
@@ -44,9 +54,10 @@ Function choices (default: refused; the lists below are the whole of what is all
   ``now``/``curdate``/``localtimestamp`` (one value per query, read nothing but the clock; analysts need
   "last 30 days") and the order-sensitive aggregates ``first``/``last``/``any_value``/``collect_*``.
 
-Time is not bounded here (a self-join can be slow): every query runs in its own Spark job group in the
-user's FAIR pool and is cancelled after ``WAP_QUERY_TIMEOUT`` (:mod:`wap_core.lake.jobs`); the row count
-of a result is bounded by the caller.
+Time is not bounded here: an equi-join on a key with few distinct values (``ON a.k % 2 = b.k % 2``) is still
+quadratic, and generators (``LATERAL VIEW explode``) multiply rows by the size of their arrays. Every query
+runs in its own Spark job group in the user's FAIR pool and is cancelled after ``WAP_QUERY_TIMEOUT``
+(:mod:`wap_core.lake.jobs`); the row count of a result is bounded by the caller.
 """
 
 from __future__ import annotations
@@ -55,15 +66,19 @@ import logging
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from wap_core.exceptions import ValidationError
 from wap_core.lake.errors import spark_error_line
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
+
+_Node = TypeVar("_Node")
 
 VIEW = "ref_view"
 MAX_SQL_CHARS = 20_000
@@ -75,11 +90,35 @@ MAX_FORMAT_DECIMALS = 100  # format_number decimals
 MIN_RELATIVE_SD = 0.01  # approx_count_distinct relative standard deviation (Spark's default 0.05)
 MAX_PERCENTILE_ACCURACY = 100_000  # approx_percentile accuracy (Spark's default 10000)
 MAX_HISTOGRAM_BINS = 1_000  # histogram_numeric bins
+#: A join without an equality condition runs as a nested loop (every row of one side against every row of
+#: the other: Spark's BroadcastNestedLoopJoin or CartesianProduct). It is allowed only when one side is at
+#: most this many rows by construction, and all such joins of a query together multiply rows by at most
+#: this much (see :func:`check_joins`).
+MAX_NESTED_LOOP_ROWS = 1_000
 
 _LOGICAL = "org.apache.spark.sql.catalyst.plans.logical."
 _ANALYSIS = "org.apache.spark.sql.catalyst.analysis."
 _EXPR = "org.apache.spark.sql.catalyst.expressions."
 _V2_RELATION = "org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation"
+
+#: Relational operators both stages accept (JVM class names relative to the logical plan package).
+_RELATIONAL = (
+    "Project",
+    "Filter",
+    "Aggregate",
+    "Sort",
+    "GlobalLimit",
+    "LocalLimit",
+    "Offset",
+    "Join",
+    "Union",
+    "Intersect",
+    "Except",
+    "Distinct",
+    "SubqueryAlias",
+    "Generate",
+    "Sample",
+)
 
 #: Operators the parser may produce for an accepted statement (JVM classes). Everything else, among them
 #: every Command, InsertIntoStatement, SetCommand, AddJarsCommand, CacheTableStatement, CreateFunction,
@@ -88,23 +127,7 @@ _V2_RELATION = "org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relati
 #: WithWindowDefinition and RepartitionByExpression, is refused before analysis.
 PARSED_OPERATORS: frozenset[str] = frozenset(
     {
-        _LOGICAL + "Project",
-        _LOGICAL + "Filter",
-        _LOGICAL + "Aggregate",
-        _LOGICAL + "Sort",
-        _LOGICAL + "GlobalLimit",
-        _LOGICAL + "LocalLimit",
-        _LOGICAL + "Offset",
-        _LOGICAL + "Join",
-        _LOGICAL + "Union",
-        _LOGICAL + "Intersect",
-        _LOGICAL + "Except",
-        _LOGICAL + "Distinct",
-        _LOGICAL + "SubqueryAlias",
-        _LOGICAL + "UnresolvedWith",
-        _LOGICAL + "Generate",
-        _LOGICAL + "Pivot",
-        _LOGICAL + "Sample",
+        *(_LOGICAL + op for op in (*_RELATIONAL, "UnresolvedWith", "Pivot")),
         _ANALYSIS + "UnresolvedRelation",
         _ANALYSIS + "UnresolvedHaving",
         _ANALYSIS + "UnresolvedSubqueryColumnAliases",
@@ -115,28 +138,19 @@ PARSED_OPERATORS: frozenset[str] = frozenset(
 #: restricted to the temp view ``ref_view`` and the relation bound to it.
 PLAN_OPERATORS: frozenset[str] = frozenset(
     {
-        _LOGICAL + "Project",
-        _LOGICAL + "Filter",
-        _LOGICAL + "Aggregate",
-        _LOGICAL + "Sort",
-        _LOGICAL + "GlobalLimit",
-        _LOGICAL + "LocalLimit",
-        _LOGICAL + "Offset",
-        _LOGICAL + "Join",
-        _LOGICAL + "Union",
-        _LOGICAL + "Intersect",
-        _LOGICAL + "Except",
-        _LOGICAL + "Distinct",
-        _LOGICAL + "Deduplicate",
-        _LOGICAL + "Window",
-        _LOGICAL + "SubqueryAlias",
-        _LOGICAL + "WithCTE",
-        _LOGICAL + "CTERelationDef",
-        _LOGICAL + "CTERelationRef",
-        _LOGICAL + "Generate",
-        _LOGICAL + "Expand",
-        _LOGICAL + "Sample",
-        _LOGICAL + "View",
+        *(
+            _LOGICAL + op
+            for op in (
+                *_RELATIONAL,
+                "Deduplicate",
+                "Window",
+                "WithCTE",
+                "CTERelationDef",
+                "CTERelationRef",
+                "Expand",
+                "View",
+            )
+        ),
         _V2_RELATION,
     }
 )
@@ -667,6 +681,16 @@ def _refuse(what: str) -> ValidationError:
     return ValidationError(f"refused: {what} (the SQL box runs one read-only query over {VIEW})")
 
 
+def _popped(stack: list[_Node]) -> Iterator[_Node]:
+    """Pop ``stack`` until it is empty (the caller pushes children as it goes), at most MAX_PLAN_NODES items."""
+    count = 0
+    while stack:
+        count += 1
+        if count > MAX_PLAN_NODES:
+            raise ValidationError(f"the statement is too large (more than {MAX_PLAN_NODES} plan nodes)")
+        yield stack.pop()
+
+
 # --------------------------------------------------------------------------- stage 1: the parsed plan
 def parse_query(session: SparkSession, sql: str) -> Any:
     """Parse ``sql`` with the session's parser and accept it only as one plain query over ``ref_view``.
@@ -679,13 +703,8 @@ def parse_query(session: SparkSession, sql: str) -> Any:
     classes = _Classes(session)
     ctes: set[str] = set()
     relations: list[str] = []
-    count = 0
     stack = [plan]
-    while stack:
-        node = stack.pop()
-        count += 1
-        if count > MAX_PLAN_NODES:
-            raise ValidationError(f"the statement is too large (more than {MAX_PLAN_NODES} plan nodes)")
+    for node in _popped(stack):
         name = _class(node)
         if name not in PARSED_OPERATORS:
             raise _refuse(f"{node.nodeName()} is not a read-only query operator")
@@ -807,13 +826,8 @@ def check_analyzed(session: SparkSession, plan: Any, relation: Any) -> None:
     classes = _Classes(session)
     bound_hash = int(jvm.java.lang.System.identityHashCode(relation.table()))
     bound_options = relation.options()
-    count = 0
     stack: list[tuple[Any, bool]] = [(plan, False)]  # (node, inside the ref_view View)
-    while stack:
-        node, in_view = stack.pop()
-        count += 1
-        if count > MAX_PLAN_NODES:
-            raise ValidationError(f"the statement is too large (more than {MAX_PLAN_NODES} plan nodes)")
+    for node, in_view in _popped(stack):
         name = _class(node)
         if name not in PLAN_OPERATORS:
             raise _refuse(f"{node.nodeName()} is not a read-only query operator")
@@ -936,6 +950,74 @@ def _check_arguments(e: Any, name: str) -> None:
         _bounded(e.nBins(), "histogram_numeric", "number of bins", MAX_HISTOGRAM_BINS)
 
 
+# --------------------------------------------------------------------------- stage 3: joins on the optimized plan
+_JOIN = _LOGICAL + "Join"
+
+
+def _extractor(jvm: Any, name: str) -> Any:
+    """A Scala extractor object of Spark's planner (its ``unapply`` is what the planner matches on)."""
+    return getattr(jvm.org.apache.spark.sql.catalyst.planning, name + "$").__getattr__("MODULE$")
+
+
+def _plan_nodes(plan: Any, classes: _Classes) -> Iterator[Any]:
+    """Every operator of ``plan``, the plans of its subquery expressions included (bounded walk)."""
+    stack = [plan]
+    for node in _popped(stack):
+        yield node
+        exprs = _seq(node.expressions())
+        while exprs:
+            e = exprs.pop()
+            if classes.isinstance(e, _SUBQUERY_EXPRESSION):
+                stack.append(e.plan())
+            exprs.extend(_seq(e.children()))
+        stack.extend(_seq(node.children()))
+
+
+def _max_rows(plan: Any) -> int | None:
+    """Spark's structural bound on the rows of ``plan`` (a LIMIT, an aggregate without GROUP BY), if any."""
+    bound = plan.maxRows()
+    return None if bound.isEmpty() else int(bound.get())
+
+
+def check_joins(session: SparkSession, plan: Any) -> None:
+    """Refuse a join without an equality condition (a nested loop) unless one side is small by construction.
+
+    ``plan`` is the optimized plan (JVM) of an accepted query. A join passes if Spark's planner can run it
+    as a hash or sort-merge join (``ExtractEquiJoinKeys``: an equality between an expression of each side)
+    or as a null-aware hash anti join (a one-column ``NOT IN``). Any other join (cartesian product, theta
+    join) needs a side of at most :data:`MAX_NESTED_LOOP_ROWS` rows by Spark's ``maxRows`` (a structural
+    bound, not an estimate), and the product of those sides over the whole query stays within the bound.
+    Raises ValidationError (one line) saying what to change.
+    """
+    jvm: Any = session._jvm
+    equi = _extractor(jvm, "ExtractEquiJoinKeys")
+    null_aware = _extractor(jvm, "ExtractSingleColumnNullAwareAntiJoin")
+    classes = _Classes(session)
+    factor = 1
+    for node in _plan_nodes(plan, classes):
+        if _class(node) != _JOIN or equi.unapply(node).isDefined() or null_aware.unapply(node).isDefined():
+            continue
+        sides = [n for n in (_max_rows(node.left()), _max_rows(node.right())) if n is not None]
+        small = min(sides) if sides else None
+        if small is None or factor * max(small, 1) > MAX_NESTED_LOOP_ROWS:
+            kind = "cartesian product" if node.condition().isEmpty() else "nested loop"
+            grows = "" if small is None else f" (together they multiply rows by {factor * max(small, 1):,})"
+            raise ValidationError(
+                f"refused: a join without an equality condition ({node.joinType()} join, a {kind}){grows} "
+                f"is not allowed in the SQL box: join on equal keys (JOIN ... ON a.k = b.k, or a WHERE "
+                f"a.k = b.k), or make one side at most {MAX_NESTED_LOOP_ROWS:,} rows (an aggregate "
+                f"without GROUP BY, a LIMIT)"
+            )
+        factor *= max(small, 1)
+
+
+def _optimized(jdf: Any) -> Any:
+    try:
+        return jdf.queryExecution().optimizedPlan()
+    except Exception as exc:  # an optimizer error from the JVM, as one line
+        raise ValidationError(f"SQL error: {_one_line(exc)}") from exc
+
+
 # --------------------------------------------------------------------------- both stages
 def bound_relation(frame: DataFrame) -> Any:
     """The DataSourceV2Relation (JVM) of the frame bound to ``ref_view``."""
@@ -963,7 +1045,8 @@ def check_query(session: SparkSession, sql: str, relation: Any) -> CheckedQuery:
 def read_only_query(session: SparkSession, sql: str, relation: Any) -> DataFrame:
     """A lazy DataFrame of ``sql`` whose plan is the analyzed plan judged by :func:`check_analyzed`.
 
-    Nothing runs until the caller collects it (with a row limit).
+    Its optimized plan (the one that runs) is judged by :func:`check_joins`. Nothing runs until the caller
+    collects it (with a row limit).
     """
     from pyspark.sql import DataFrame
 
@@ -974,4 +1057,5 @@ def read_only_query(session: SparkSession, sql: str, relation: Any) -> DataFrame
     identity = jvm.java.lang.System.identityHashCode
     if identity(runs) != identity(checked.analyzed):  # pragma: no cover - Spark keeps an analyzed plan as is
         check_analyzed(session, runs, relation)
+    check_joins(session, _optimized(jdf))
     return DataFrame(jdf, session)

@@ -45,15 +45,8 @@ def lake(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Setti
     if not Path(helpers.CHROMIUM).exists():
         pytest.skip("Chromium is not installed (make test-deps)")
     home = tmp_path_factory.mktemp("e2eauth")
-    (home / "checks.yml").write_text("crm.leads:\n  checks:\n    - not_null: [email]\n")
-    settings = Settings(
-        home=home,
-        checks_path=home / "checks.yml",
-        user="seeder",
-        catalog_name="e2eauth",
-        shuffle_partitions=2,
-        ingest_roots=(home,),
-    )
+    checks = "crm.leads:\n  checks:\n    - not_null: [email]\n"
+    settings = helpers.lake_settings(home, "e2eauth", checks, ingest_roots=(home,))
     lh = Lakehouse(settings)
     src = home / "src"
     ingest(
@@ -95,12 +88,8 @@ def servers(lake: Settings) -> Iterator[str]:
     ):
         env = {
             **base_env,
-            "WAP_HOME": str(lake.home),
-            "WAP_CHECKS": str(lake.checks_file),
-            "WAP_CATALOG_NAME": "e2eauth",
-            "WAP_USER": "root",  # the OS identity must NOT be used once sign-in is on
-            "WAP_SHUFFLE_PARTITIONS": "2",
-            "WAP_SPARK_DRIVER_MEMORY": "1g",
+            # WAP_USER: the OS identity must NOT be used once sign-in is on
+            **helpers.lake_env(lake, "root", WAP_SPARK_DRIVER_MEMORY="1g"),
             "PYSPARK_PYTHON": sys.executable,
         }
         cmd = helpers.streamlit_cmd(port, "--secrets.files", str(secrets))
@@ -116,66 +105,58 @@ def servers(lake: Settings) -> Iterator[str]:
 
 
 def test_oidc_sign_in_then_a_journaled_action_as_the_signed_in_user(servers: str, lake: Settings) -> None:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     base = servers
-    expect.set_options(timeout=180_000)  # the Review page starts Spark in the server
     lh = Lakehouse(lake)
     main_before = lh.table(T).metadata.refs["main"].snapshot_id
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=helpers.CHROMIUM, args=helpers.CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.set_default_timeout(180_000)
+    with helpers.browser_page(180_000) as page:  # the Review page starts Spark in the server
+        # Anonymous: the sign-in screen and nothing else, also on a deep link.
+        page.goto(f"{base}/review?table=crm.leads&branch={BRANCH}")
+        expect(page.get_by_role("button", name="Sign in")).to_be_visible()
+        page.wait_for_timeout(1000)
+        body = page.inner_text("body")
+        for secret in (
+            "crm.leads",
+            BRANCH,
+            "e2eauth",
+            "Catalog",
+            "Warehouse",
+            "Signed in as",
+            "root",
+            "Discard",
+        ):
+            assert secret not in body, (secret, body)
+        assert page.locator('[data-testid="stSidebarNav"]').count() == 0
 
-            # Anonymous: the sign-in screen and nothing else, also on a deep link.
-            page.goto(f"{base}/review?table=crm.leads&branch={BRANCH}")
-            expect(page.get_by_role("button", name="Sign in")).to_be_visible()
-            page.wait_for_timeout(1000)
-            body = page.inner_text("body")
-            for secret in (
-                "crm.leads",
-                BRANCH,
-                "e2eauth",
-                "Catalog",
-                "Warehouse",
-                "Signed in as",
-                "root",
-                "Discard",
-            ):
-                assert secret not in body, (secret, body)
-            assert page.locator('[data-testid="stSidebarNav"]').count() == 0
+        # Sign in through the provider's authorize form (the predefined user "ann").
+        page.get_by_role("button", name="Sign in").click()
+        page.wait_for_url("http://127.0.0.1:*/oauth2/authorize*")
+        page.get_by_role("button", name="ann", exact=True).click()
+        page.wait_for_url(f"{base}/**")
+        sidebar = page.locator('[data-testid="stSidebar"]')
+        # the address reads as text, not a mailto link: an invisible word joiner follows the "@"
+        expect(sidebar).to_contain_text(re.compile("Signed in as ann@\u2060corp\\.test"))
+        expect(sidebar).to_contain_text("Role: approver")
+        expect(sidebar.get_by_role("button", name="Sign out")).to_be_visible()
+        assert "sign-in is off" not in sidebar.inner_text()
 
-            # Sign in through the provider's authorize form (the predefined user "ann").
-            page.get_by_role("button", name="Sign in").click()
-            page.wait_for_url("http://127.0.0.1:*/oauth2/authorize*")
-            page.get_by_role("button", name="ann", exact=True).click()
-            page.wait_for_url(f"{base}/**")
-            sidebar = page.locator('[data-testid="stSidebar"]')
-            # the address reads as text, not a mailto link: an invisible word joiner follows the "@"
-            expect(sidebar).to_contain_text(re.compile("Signed in as ann@\u2060corp\\.test"))
-            expect(sidebar).to_contain_text("Role: approver")
-            expect(sidebar.get_by_role("button", name="Sign out")).to_be_visible()
-            assert "sign-in is off" not in sidebar.inner_text()
+        # One journaled action through the UI: discard the branch in the Review dialog.
+        page.goto(f"{base}/review?table=crm.leads&branch={BRANCH}")
+        expect(page.get_by_role("button", name="Discard")).to_be_enabled()
+        page.get_by_role("button", name="Discard").click()
+        dialog = page.get_by_role("dialog")
+        expect(dialog).to_be_visible()
+        dialog.get_by_label("Reason", exact=True).fill("duplicate leads from the CRM export")
+        dialog.get_by_label("Reason", exact=True).press("Enter")  # one submit: the text with Enter
+        expect(page.get_by_text(f"Discarded crm.leads · {BRANCH}")).to_be_visible()
 
-            # One journaled action through the UI: discard the branch in the Review dialog.
-            page.goto(f"{base}/review?table=crm.leads&branch={BRANCH}")
-            expect(page.get_by_role("button", name="Discard")).to_be_enabled()
-            page.get_by_role("button", name="Discard").click()
-            dialog = page.get_by_role("dialog")
-            expect(dialog).to_be_visible()
-            dialog.get_by_label("Reason", exact=True).fill("duplicate leads from the CRM export")
-            dialog.get_by_label("Reason", exact=True).press("Enter")  # one submit: the text with Enter
-            expect(page.get_by_text(f"Discarded crm.leads · {BRANCH}")).to_be_visible()
-
-            # Sign out: the provider's end-session form, then back to the sign-in screen.
-            page.locator('[data-testid="stSidebar"]').get_by_role("button", name="Sign out").click()
-            page.wait_for_url("http://127.0.0.1:*/oauth2/end_session*")
-            page.get_by_role("button", name="End session").click()
-            expect(page.get_by_role("button", name="Sign in")).to_be_visible()
-            assert "ann@corp.test" not in page.inner_text("body").replace("\u2060", "")
-        finally:
-            browser.close()
+        # Sign out: the provider's end-session form, then back to the sign-in screen.
+        page.locator('[data-testid="stSidebar"]').get_by_role("button", name="Sign out").click()
+        page.wait_for_url("http://127.0.0.1:*/oauth2/end_session*")
+        page.get_by_role("button", name="End session").click()
+        expect(page.get_by_role("button", name="Sign in")).to_be_visible()
+        assert "ann@corp.test" not in page.inner_text("body").replace("\u2060", "")
 
     refs = Lakehouse(lake).table(T).metadata.refs
     assert BRANCH not in refs and refs["main"].snapshot_id == main_before

@@ -35,13 +35,7 @@ def demo_settings(tmp_path_factory: pytest.TempPathFactory, spark_session: None)
     if not Path(CHROMIUM).exists():
         pytest.skip("Chromium is not installed (make browser-deps)")
     home = tmp_path_factory.mktemp("e2e")
-    settings = Settings(
-        home=home,
-        checks_path=home / "checks.yml",
-        user="demo-seeder",
-        catalog_name="e2edemo",
-        shuffle_partitions=2,
-    )
+    settings = helpers.lake_settings(home, "e2edemo", user="demo-seeder")
     seed_demo(Lakehouse(settings))
     return settings
 
@@ -50,13 +44,12 @@ def demo_settings(tmp_path_factory: pytest.TempPathFactory, spark_session: None)
 def server(demo_settings: Settings) -> Iterator[str]:
     """The console on the demo lakehouse: its base URL."""
     env = helpers.console_env(
-        WAP_HOME=str(demo_settings.home),
-        WAP_CHECKS=str(demo_settings.checks_file),
-        WAP_CATALOG_NAME="e2edemo",
-        WAP_USER="steward-e2e",
-        WAP_SHUFFLE_PARTITIONS="2",
-        WAP_SPARK_EAGER="0",
-        WAP_INGEST_ROOTS=str(demo_settings.home / "demo_sources"),
+        **helpers.lake_env(
+            demo_settings,
+            "steward-e2e",
+            WAP_SPARK_EAGER="0",
+            WAP_INGEST_ROOTS=str(demo_settings.home / "demo_sources"),
+        )
     )
     with helpers.console(env, demo_settings.home / "streamlit.log") as base:
         yield base
@@ -133,154 +126,127 @@ def _all_snapshot_ids(settings: Settings) -> set[str]:
 
 def _cli_keyed(settings: Settings, branch: str, key: str) -> dict[str, int]:
     """``python -m wap_core diff --key KEY --json`` in this process (its Spark session), parsed as JSON."""
-    import contextlib
-    import io
-
-    from wap_core.cli import main
-
-    env = {
-        "WAP_HOME": str(settings.home),
-        "WAP_CHECKS": str(settings.checks_file),
-        "WAP_CATALOG_NAME": "e2edemo",
-        "WAP_USER": "steward-e2e",
-        "WAP_SHUFFLE_PARTITIONS": "2",
-    }
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    out = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(out):
-            assert main(["diff", "demo.flights", branch, "--key", key, "--json"]) == 0
-    finally:
-        for k, v in saved.items():
-            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
-    return json.loads(out.getvalue())["keyed"]["summary"]
+    code, out, err = helpers.run_cli(
+        helpers.lake_env(settings, "steward-e2e"), "diff", "demo.flights", branch, "--key", key, "--json"
+    )
+    assert code == 0, err
+    return json.loads(out)["keyed"]["summary"]
 
 
 def test_review_deep_link_discard_in_browser(server: str, demo_settings: Settings, tmp_path: Path) -> None:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     base = server
-    expect.set_options(timeout=120_000)  # Spark starts (~5 s) and diffs (~10 s) on 2 cores
     lh = Lakehouse(demo_settings)
     main_before = lh.table(FLIGHTS).metadata.refs["main"].snapshot_id
     assert BRANCH in lh.table(FLIGHTS).metadata.refs
 
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.set_default_timeout(120_000)
+    with helpers.browser_page() as page:  # Spark starts (~5 s) and diffs (~10 s) on 2 cores
+        # Metadata pages do not start Spark in the fresh server.
+        page.goto(f"{base}/branches")
+        expect(page.get_by_role("link", name=f"demo.flights · {BRANCH}")).to_be_visible()
+        expect(page.get_by_text("Spark: not started")).to_be_visible()
+        _shoot(page, "branches", tmp_path)
 
-            # Metadata pages do not start Spark in the fresh server.
-            page.goto(f"{base}/branches")
-            expect(page.get_by_role("link", name=f"demo.flights · {BRANCH}")).to_be_visible()
-            expect(page.get_by_text("Spark: not started")).to_be_visible()
-            _shoot(page, "branches", tmp_path)
+        # Every metadata page, with the 64-bit ids read off the rendered grids and compared with PyIceberg's.
+        known = _all_snapshot_ids(demo_settings)
+        page.goto(f"{base}/")
+        expect(page.get_by_text("Audit outcomes over time")).to_be_visible()
+        _shoot(page, "overview", tmp_path)
+        page.goto(f"{base}/history")
+        expect(page.get_by_text("Main's snapshot timeline")).to_be_visible()
+        journal = _grid(page, 0)
+        ids = {c for row in journal[1:] for c in row if c.isdigit() and len(c) >= 15}
+        assert ids and ids <= known, ids - known  # exact, never 4887153865992561000 for 4887153865992560141
+        tl = _grid(page, 1)
+        parent = tl[0].index("parent")
+        parents = {row[parent] for row in tl[1:]} - {""}
+        assert parents and parents <= known, parents - known
+        _shoot(page, "history", tmp_path)
+        page.goto(f"{base}/explore?table=demo.flights")
+        page.get_by_role("tab", name="Snapshots").click()
+        expect(page.get_by_text("Ancestry of main")).to_be_visible()
+        snaps = _grid(page, 1)
+        parent = snaps[0].index("parent")
+        flights = Lakehouse(demo_settings).table(FLIGHTS)
+        real = {str(s.snapshot_id): str(s.parent_snapshot_id or "") for s in flights.metadata.snapshots}
+        assert all(
+            real[row[0 if snaps[0][0] == "snapshot" else snaps[0].index("snapshot")]] == row[parent]
+            for row in snaps[1:]
+        )
+        assert "table=demo.flights" in page.url and "kind=branch" in page.url and "ref=main" in page.url
+        _shoot(page, "explore", tmp_path)
+        page.goto(f"{base}/checks")
+        expect(page.get_by_text("Checks file").first).to_be_visible()
+        _shoot(page, "checks", tmp_path)
 
-            # Every metadata page, with the 64-bit ids read off the rendered grids and compared with PyIceberg's.
-            known = _all_snapshot_ids(demo_settings)
-            page.goto(f"{base}/")
-            expect(page.get_by_text("Audit outcomes over time")).to_be_visible()
-            _shoot(page, "overview", tmp_path)
-            page.goto(f"{base}/history")
-            expect(page.get_by_text("Main's snapshot timeline")).to_be_visible()
-            journal = _grid(page, 0)
-            ids = {c for row in journal[1:] for c in row if c.isdigit() and len(c) >= 15}
-            assert ids and ids <= known, (
-                ids - known
-            )  # exact, never 4887153865992561000 for 4887153865992560141
-            tl = _grid(page, 1)
-            parent = tl[0].index("parent")
-            parents = {row[parent] for row in tl[1:]} - {""}
-            assert parents and parents <= known, parents - known
-            _shoot(page, "history", tmp_path)
-            page.goto(f"{base}/explore?table=demo.flights")
-            page.get_by_role("tab", name="Snapshots").click()
-            expect(page.get_by_text("Ancestry of main")).to_be_visible()
-            snaps = _grid(page, 1)
-            parent = snaps[0].index("parent")
-            flights = Lakehouse(demo_settings).table(FLIGHTS)
-            real = {str(s.snapshot_id): str(s.parent_snapshot_id or "") for s in flights.metadata.snapshots}
-            assert all(
-                real[row[0 if snaps[0][0] == "snapshot" else snaps[0].index("snapshot")]] == row[parent]
-                for row in snaps[1:]
-            )
-            assert "table=demo.flights" in page.url and "kind=branch" in page.url and "ref=main" in page.url
-            _shoot(page, "explore", tmp_path)
-            page.goto(f"{base}/checks")
-            expect(page.get_by_text("Checks file").first).to_be_visible()
-            _shoot(page, "checks", tmp_path)
+        # The deep link, pasted into a fresh browser context.
+        ctx = page.context.browser.new_context(viewport={"width": 1400, "height": 1000})
+        review = ctx.new_page()
+        review.set_default_timeout(120_000)
+        review.goto(f"{base}/review?table=demo.flights&branch={BRANCH}")
+        expect(review.get_by_text("Audit failed").first).to_be_visible()
+        expect(review.get_by_text("not_null(dep_time)").first).to_be_visible()
+        expect(review.get_by_text("positive_air_time").first).to_be_visible()
+        expect(review.get_by_role("button", name="Publish")).to_be_disabled()
+        expect(review.get_by_text("Diff computed on").first).to_be_visible()  # the Spark diff finished
+        expect(review.get_by_text("Distributions, main vs batch")).to_be_visible()
+        review.wait_for_timeout(1500)  # let charts draw
 
-            # The deep link, pasted into a fresh browser context.
-            ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-            review = ctx.new_page()
-            review.set_default_timeout(120_000)
-            review.goto(f"{base}/review?table=demo.flights&branch={BRANCH}")
-            expect(review.get_by_text("Audit failed").first).to_be_visible()
-            expect(review.get_by_text("not_null(dep_time)").first).to_be_visible()
-            expect(review.get_by_text("positive_air_time").first).to_be_visible()
-            expect(review.get_by_role("button", name="Publish")).to_be_disabled()
-            expect(review.get_by_text("Diff computed on").first).to_be_visible()  # the Spark diff finished
-            expect(review.get_by_text("Distributions, main vs batch")).to_be_visible()
-            review.wait_for_timeout(1500)  # let charts draw
+        height = review.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
+        review.set_viewport_size({"width": 1400, "height": min(int(height) + 40, 6000)})
+        review.wait_for_timeout(1500)
+        (ROOT / "docs").mkdir(exist_ok=True)
+        # README's screenshot is refreshed on demand (WAP_UPDATE_SCREENSHOT=1), so a test run leaves the tree clean
+        shot = (
+            ROOT / "docs" / "review.png"
+            if os.environ.get("WAP_UPDATE_SCREENSHOT")
+            else tmp_path / "review.png"
+        )
+        review.screenshot(path=str(shot), full_page=True)
+        assert shot.stat().st_size > 50_000
+        review.set_viewport_size({"width": 1400, "height": 1000})
 
-            height = review.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
-            review.set_viewport_size({"width": 1400, "height": min(int(height) + 40, 6000)})
-            review.wait_for_timeout(1500)
-            (ROOT / "docs").mkdir(exist_ok=True)
-            # README's screenshot is refreshed on demand (WAP_UPDATE_SCREENSHOT=1), so a test run leaves the tree clean
-            shot = (
-                ROOT / "docs" / "review.png"
-                if os.environ.get("WAP_UPDATE_SCREENSHOT")
-                else tmp_path / "review.png"
-            )
-            review.screenshot(path=str(shot), full_page=True)
-            assert shot.stat().st_size > 50_000
-            review.set_viewport_size({"width": 1400, "height": 1000})
+        # What changed most leads: the first chart is dep_time's null rate.
+        first = review.get_by_text(re.compile(r"^Chart 1 · ")).first
+        expect(first).to_contain_text("dep_time")
+        expect(first).to_contain_text("null rate")
+        # The failing column leads the failing-row sample of positive_air_time.
+        sample = review.get_by_test_id("stExpander").filter(
+            has_text="Failing-row sample of positive_air_time"
+        )
+        headers = _grid_of(sample.get_by_test_id("stDataFrame").first)[0]
+        assert "air_time" in headers[:2], headers
+        # The keyed diff on the page equals the CLI's (diff --key ... --json).
+        review.get_by_role("button", name="Compare by key").click()
+        expect(review.get_by_text("By key year, month, day, carrier, flight, origin")).to_be_visible()
+        shown = _metrics(review)
+        cli = _cli_keyed(demo_settings, BRANCH, "year,month,day,carrier,flight,origin")
+        assert {k: shown[k.capitalize()] for k in ("added", "removed", "changed")} == {
+            k: f"{cli[k]:,}" for k in ("added", "removed", "changed")
+        }
 
-            # What changed most leads: the first chart is dep_time's null rate.
-            first = review.get_by_text(re.compile(r"^Chart 1 · ")).first
-            expect(first).to_contain_text("dep_time")
-            expect(first).to_contain_text("null rate")
-            # The failing column leads the failing-row sample of positive_air_time.
-            sample = review.get_by_test_id("stExpander").filter(
-                has_text="Failing-row sample of positive_air_time"
-            )
-            headers = _grid_of(sample.get_by_test_id("stDataFrame").first)[0]
-            assert "air_time" in headers[:2], headers
-            # The keyed diff on the page equals the CLI's (diff --key ... --json).
-            review.get_by_role("button", name="Compare by key").click()
-            expect(review.get_by_text("By key year, month, day, carrier, flight, origin")).to_be_visible()
-            shown = _metrics(review)
-            cli = _cli_keyed(demo_settings, BRANCH, "year,month,day,carrier,flight,origin")
-            assert {k: shown[k.capitalize()] for k in ("added", "removed", "changed")} == {
-                k: f"{cli[k]:,}" for k in ("added", "removed", "changed")
-            }
+        # Force publish needs a reason: with none, the browser refuses to submit and marks the box.
+        review.get_by_text("Force publish (admins only").click()
+        review.get_by_role("button", name="Force publish").click()
+        dialog = review.get_by_role("dialog")
+        _refused_without_reason(dialog)
+        dialog.get_by_role("button", name="Cancel").click()
+        expect(dialog).to_be_hidden()
+        assert Lakehouse(demo_settings).table(FLIGHTS).metadata.refs["main"].snapshot_id == main_before
 
-            # Force publish needs a reason: with none, the browser refuses to submit and marks the box.
-            review.get_by_text("Force publish (admins only").click()
-            review.get_by_role("button", name="Force publish").click()
-            dialog = review.get_by_role("dialog")
-            _refused_without_reason(dialog)
-            dialog.get_by_role("button", name="Cancel").click()
-            expect(dialog).to_be_hidden()
-            assert Lakehouse(demo_settings).table(FLIGHTS).metadata.refs["main"].snapshot_id == main_before
-
-            # Discard: refused without a reason; then the reason and Enter alone (one submit, no click).
-            review.get_by_role("button", name="Discard").click()
-            dialog = review.get_by_role("dialog")
-            _refused_without_reason(dialog)
-            assert BRANCH in Lakehouse(demo_settings).table(FLIGHTS).metadata.refs
-            box = dialog.get_by_label("Reason", exact=True)
-            box.fill("raw week: cancelled flights and unknown destinations")
-            box.press("Enter")
-            expect(review.get_by_text(f"Discarded demo.flights · {BRANCH}")).to_be_visible()
-            expect(dialog).to_be_hidden()
-            expect(review.get_by_text("is not open on demo.flights")).to_be_visible()
-            ctx.close()
-        finally:
-            browser.close()
+        # Discard: refused without a reason; then the reason and Enter alone (one submit, no click).
+        review.get_by_role("button", name="Discard").click()
+        dialog = review.get_by_role("dialog")
+        _refused_without_reason(dialog)
+        assert BRANCH in Lakehouse(demo_settings).table(FLIGHTS).metadata.refs
+        box = dialog.get_by_label("Reason", exact=True)
+        box.fill("raw week: cancelled flights and unknown destinations")
+        box.press("Enter")
+        expect(review.get_by_text(f"Discarded demo.flights · {BRANCH}")).to_be_visible()
+        expect(dialog).to_be_hidden()
+        expect(review.get_by_text("is not open on demo.flights")).to_be_visible()
+        ctx.close()
 
     refs = Lakehouse(demo_settings).table(FLIGHTS).metadata.refs
     assert BRANCH not in refs
@@ -300,73 +266,66 @@ def test_publish_with_tab_and_enter_duplicate_upload_discard_with_tab(
     Publish: Tab reaches Confirm, and Enter in the note box submits; a forced publish: the reason, Tab
     and a click on Confirm; Discard: the reason, Tab and a click on Confirm.
     """
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     from wap_core.workflow.demo import PASSING_BRANCH
 
     base = server
-    expect.set_options(timeout=120_000)
     head = Lakehouse(demo_settings).table(FLIGHTS).metadata.refs[PASSING_BRANCH].snapshot_id
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.set_default_timeout(120_000)
-            page.goto(f"{base}/review?table=demo.flights&branch={PASSING_BRANCH}")
-            expect(page.get_by_text("Ready to publish")).to_be_visible()
-            # a dialog's submit reruns after the page's run: let the Spark diff finish first (2 busy cores)
-            expect(page.get_by_text("Diff computed on").first).to_be_visible(timeout=300_000)
-            page.get_by_role("button", name="Publish").click()
-            dialog = page.get_by_role("dialog")
-            note = dialog.get_by_label("Note (optional)")
-            note.fill("week 1 checked")
-            note.press("Tab")  # focus leaves the box: the text is kept, nothing reruns
-            expect(dialog.get_by_role("button", name="Confirm")).to_be_focused()
-            page.keyboard.press("Shift+Tab")
-            expect(note).to_be_focused()
-            note.press("Enter")  # Enter alone in the box submits the form with the note
-            expect(page.get_by_text(f"Published demo.flights · {PASSING_BRANCH}")).to_be_visible()
-            refs = Lakehouse(demo_settings).table(FLIGHTS).metadata.refs
-            assert refs["main"].snapshot_id == head and PASSING_BRANCH not in refs
-            published = Lakehouse(demo_settings).journal.history(
-                str(FLIGHTS), branch=PASSING_BRANCH, action="publish"
-            )
-            assert [e.reason for e in published] == ["week 1 checked"]  # exactly once
+    with helpers.browser_page() as page:
+        page.goto(f"{base}/review?table=demo.flights&branch={PASSING_BRANCH}")
+        expect(page.get_by_text("Ready to publish")).to_be_visible()
+        # a dialog's submit reruns after the page's run: let the Spark diff finish first (2 busy cores)
+        expect(page.get_by_text("Diff computed on").first).to_be_visible(timeout=300_000)
+        page.get_by_role("button", name="Publish").click()
+        dialog = page.get_by_role("dialog")
+        note = dialog.get_by_label("Note (optional)")
+        note.fill("week 1 checked")
+        note.press("Tab")  # focus leaves the box: the text is kept, nothing reruns
+        expect(dialog.get_by_role("button", name="Confirm")).to_be_focused()
+        page.keyboard.press("Shift+Tab")
+        expect(note).to_be_focused()
+        note.press("Enter")  # Enter alone in the box submits the form with the note
+        expect(page.get_by_text(f"Published demo.flights · {PASSING_BRANCH}")).to_be_visible()
+        refs = Lakehouse(demo_settings).table(FLIGHTS).metadata.refs
+        assert refs["main"].snapshot_id == head and PASSING_BRANCH not in refs
+        published = Lakehouse(demo_settings).journal.history(
+            str(FLIGHTS), branch=PASSING_BRANCH, action="publish"
+        )
+        assert [e.reason for e in published] == ["week 1 checked"]  # exactly once
 
-            # The same file again: flagged with the earlier branch before anything is written.
-            _upload_week1_again(page, base, demo_settings, "w1_again")
-            expect(page.get_by_text(f"branch {PASSING_BRANCH}").first).to_be_visible()
-            assert "w1_again" not in Lakehouse(demo_settings).table(FLIGHTS).metadata.refs
-            _shoot(page, "ingest", tmp_path)
-            page.get_by_role("button", name="Ingest anyway").click()
-            expect(page.get_by_text("Branch w1_again of demo.flights")).to_be_visible()
+        # The same file again: flagged with the earlier branch before anything is written.
+        _upload_week1_again(page, base, demo_settings, "w1_again")
+        expect(page.get_by_text(f"branch {PASSING_BRANCH}").first).to_be_visible()
+        assert "w1_again" not in Lakehouse(demo_settings).table(FLIGHTS).metadata.refs
+        _shoot(page, "ingest", tmp_path)
+        page.get_by_role("button", name="Ingest anyway").click()
+        expect(page.get_by_text("Branch w1_again of demo.flights")).to_be_visible()
 
-            # Its keys are on main already (unique fails): force-publish it with a reason, Tab, a click on Confirm.
-            page.goto(f"{base}/review?table=demo.flights&branch=w1_again")
-            expect(page.get_by_text("Diff computed on").first).to_be_visible(timeout=300_000)
-            page.get_by_text("Force publish (admins only").click()
-            page.get_by_role("button", name="Force publish").click()
-            dialog = page.get_by_role("dialog")
-            dialog.get_by_label("Reason", exact=True).fill("replayed on purpose")
-            dialog.get_by_label("Reason", exact=True).press("Tab")
-            expect(dialog.get_by_role("button", name="Confirm")).to_be_focused()
-            dialog.get_by_role("button", name="Confirm").click()
-            expect(page.get_by_text("Force-published demo.flights · w1_again")).to_be_visible()
+        # Its keys are on main already (unique fails): force-publish it with a reason, Tab, a click on Confirm.
+        page.goto(f"{base}/review?table=demo.flights&branch=w1_again")
+        expect(page.get_by_text("Diff computed on").first).to_be_visible(timeout=300_000)
+        page.get_by_text("Force publish (admins only").click()
+        page.get_by_role("button", name="Force publish").click()
+        dialog = page.get_by_role("dialog")
+        dialog.get_by_label("Reason", exact=True).fill("replayed on purpose")
+        dialog.get_by_label("Reason", exact=True).press("Tab")
+        expect(dialog.get_by_role("button", name="Confirm")).to_be_focused()
+        dialog.get_by_role("button", name="Confirm").click()
+        expect(page.get_by_text("Force-published demo.flights · w1_again")).to_be_visible()
 
-            # Once more, then discard it: type the reason, Tab away, click Confirm (the click carries the text).
-            _upload_week1_again(page, base, demo_settings, "w1_third")
-            page.get_by_role("button", name="Ingest anyway").click()
-            expect(page.get_by_text("Branch w1_third of demo.flights")).to_be_visible()
-            page.goto(f"{base}/review?table=demo.flights&branch=w1_third")
-            expect(page.get_by_text("Diff computed on").first).to_be_visible(timeout=300_000)
-            page.get_by_role("button", name="Discard").click()
-            dialog = page.get_by_role("dialog")
-            dialog.get_by_label("Reason", exact=True).fill("duplicate of week 1")
-            dialog.get_by_label("Reason", exact=True).press("Tab")
-            dialog.get_by_role("button", name="Confirm").click()
-            expect(page.get_by_text("Discarded demo.flights · w1_third")).to_be_visible()
-        finally:
-            browser.close()
+        # Once more, then discard it: type the reason, Tab away, click Confirm (the click carries the text).
+        _upload_week1_again(page, base, demo_settings, "w1_third")
+        page.get_by_role("button", name="Ingest anyway").click()
+        expect(page.get_by_text("Branch w1_third of demo.flights")).to_be_visible()
+        page.goto(f"{base}/review?table=demo.flights&branch=w1_third")
+        expect(page.get_by_text("Diff computed on").first).to_be_visible(timeout=300_000)
+        page.get_by_role("button", name="Discard").click()
+        dialog = page.get_by_role("dialog")
+        dialog.get_by_label("Reason", exact=True).fill("duplicate of week 1")
+        dialog.get_by_label("Reason", exact=True).press("Tab")
+        dialog.get_by_role("button", name="Confirm").click()
+        expect(page.get_by_text("Discarded demo.flights · w1_third")).to_be_visible()
     journal = Lakehouse(demo_settings).journal
     forced = journal.history(str(FLIGHTS), branch="w1_again", action="publish")
     assert [(e.reason, e.outcome) for e in forced] == [("replayed on purpose", "forced")], forced
@@ -377,41 +336,34 @@ def test_publish_with_tab_and_enter_duplicate_upload_discard_with_tab(
 
 def test_explore_selection_lives_in_the_url_and_back_restores_it(server: str) -> None:
     """Two selections on Explore, then the browser's back button: the previous selection is restored."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     base = server
-    expect.set_options(timeout=120_000)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.set_default_timeout(120_000)
-            page.goto(f"{base}/explore?table=demo.flights")
-            expect(page.get_by_text("Reading demo.flights at branch main")).to_be_visible()
+    with helpers.browser_page() as page:
+        page.goto(f"{base}/explore?table=demo.flights")
+        expect(page.get_by_text("Reading demo.flights at branch main")).to_be_visible()
 
-            def pick(label: str, option: str) -> None:
-                page.get_by_test_id("stSelectbox").filter(has_text=label).first.click()
-                page.get_by_role("option", name=option, exact=True).click()
+        def pick(label: str, option: str) -> None:
+            page.get_by_test_id("stSelectbox").filter(has_text=label).first.click()
+            page.get_by_role("option", name=option, exact=True).click()
 
-            pick("Table", "demo.planes")
-            expect(page.get_by_text("Reading demo.planes at branch main")).to_be_visible()
-            expect(page).to_have_url(re.compile(r"table=demo\.planes"))
-            pick("Table", "demo.airports")
-            expect(page.get_by_text("Reading demo.airports at branch main")).to_be_visible()
-            expect(page).to_have_url(re.compile(r"table=demo\.airports"))
+        pick("Table", "demo.planes")
+        expect(page.get_by_text("Reading demo.planes at branch main")).to_be_visible()
+        expect(page).to_have_url(re.compile(r"table=demo\.planes"))
+        pick("Table", "demo.airports")
+        expect(page.get_by_text("Reading demo.airports at branch main")).to_be_visible()
+        expect(page).to_have_url(re.compile(r"table=demo\.airports"))
 
-            page.go_back()
-            expect(page).to_have_url(re.compile(r"table=demo\.planes"))
-            expect(page.get_by_text("Reading demo.planes at branch main")).to_be_visible()
-            table_box = page.get_by_role("combobox", name="Table")
-            expect(table_box).to_have_value("demo.planes")
-            page.go_back()
-            expect(page.get_by_text("Reading demo.flights at branch main")).to_be_visible()
-            expect(table_box).to_have_value("demo.flights")
-            page.go_forward()
-            expect(page.get_by_text("Reading demo.planes at branch main")).to_be_visible()
-        finally:
-            browser.close()
+        page.go_back()
+        expect(page).to_have_url(re.compile(r"table=demo\.planes"))
+        expect(page.get_by_text("Reading demo.planes at branch main")).to_be_visible()
+        table_box = page.get_by_role("combobox", name="Table")
+        expect(table_box).to_have_value("demo.planes")
+        page.go_back()
+        expect(page.get_by_text("Reading demo.flights at branch main")).to_be_visible()
+        expect(table_box).to_have_value("demo.flights")
+        page.go_forward()
+        expect(page.get_by_text("Reading demo.planes at branch main")).to_be_visible()
 
 
 # ----------------------------------------------------------------------------- what a steward sees (issue 19, 8)
@@ -473,12 +425,11 @@ def _chart_svg(page, title: str):
 def test_what_a_steward_sees(server: str, demo_settings: Settings) -> None:
     """Counts with separators, NULL blank, a readable null-rate chart, History's timeline on the table
     that changed last with distinct ticks, Explore's times with their zone, Overview's recent publishes whole."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     from wap_core.workflow.ingest import SourcePolicy, ingest
 
     base = server
-    expect.set_options(timeout=120_000)
     lh = Lakehouse(demo_settings)
     # week 2 again (the demo's failing branch may be discarded by now): NULL dep_time, a null-rate jump
     week2 = demo_settings.home / "demo_sources" / "flights_2013_02_w2.csv"
@@ -488,74 +439,66 @@ def test_what_a_steward_sees(server: str, demo_settings: Settings) -> None:
     latest = max(mains, key=lambda t: mains[t])
     reason = "January backfill: cancellations and island destinations accepted by the data owner"
 
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.set_default_timeout(120_000)
-            page.add_init_script(DRAWN_TEXT_HOOK)
+    with helpers.browser_page() as page:
+        page.add_init_script(DRAWN_TEXT_HOOK)
 
-            # Branches: counts with thousands separators, as Review's metrics (6,139), never 6139.
-            page.goto(f"{base}/branches")
-            cells = [str(d["t"]) for d in _drawn(page.get_by_test_id("stDataFrame").first)]
-            assert f"{looked.rows_written:,}" in cells, cells
-            assert not [c for c in cells if re.fullmatch(r"\d{4,}", c)], cells
+        # Branches: counts with thousands separators, as Review's metrics (6,139), never 6139.
+        page.goto(f"{base}/branches")
+        cells = [str(d["t"]) for d in _drawn(page.get_by_test_id("stDataFrame").first)]
+        assert f"{looked.rows_written:,}" in cells, cells
+        assert not [c for c in cells if re.fullmatch(r"\d{4,}", c)], cells
 
-            # Review: a null-rate chart with one band per side, NULL cells blank in samples and the profile.
-            page.goto(f"{base}/review?table=demo.flights&branch=w2_look")
-            expect(page.get_by_text("Diff computed on").first).to_be_visible(timeout=300_000)
-            expect(page.get_by_text("Distributions, main vs batch")).to_be_visible()
-            page.wait_for_timeout(1500)
-            chart = _chart_svg(page, "dep_time: null rate, main vs batch")
-            assert chart is not None
-            sides = {d["t"]: d for d in chart["y"]}
-            assert set(sides) == {"main", "batch"}, chart
-            assert abs(float(sides["main"]["y"]) - float(sides["batch"]["y"])) >= 12, chart
-            bars = chart["bars"]
-            assert len(bars) == 2 and all(float(b["h"]) >= 10 for b in bars), bars
-            assert abs(float(bars[0]["y"]) - float(bars[1]["y"])) >= 10, bars
-            sample = page.get_by_test_id("stExpander").filter(
-                has_text="Failing-row sample of not_null(dep_time)"
-            )
-            sample_cells = [str(d["t"]) for d in _drawn(sample.get_by_test_id("stDataFrame").first)]
-            assert "dep_time" in sample_cells and "None" not in sample_cells, sample_cells
-            assert "None" not in _drawn_texts(page)  # no grid on the page shows a NULL as "None"
+        # Review: a null-rate chart with one band per side, NULL cells blank in samples and the profile.
+        page.goto(f"{base}/review?table=demo.flights&branch=w2_look")
+        expect(page.get_by_text("Diff computed on").first).to_be_visible(timeout=300_000)
+        expect(page.get_by_text("Distributions, main vs batch")).to_be_visible()
+        page.wait_for_timeout(1500)
+        chart = _chart_svg(page, "dep_time: null rate, main vs batch")
+        assert chart is not None
+        sides = {d["t"]: d for d in chart["y"]}
+        assert set(sides) == {"main", "batch"}, chart
+        assert abs(float(sides["main"]["y"]) - float(sides["batch"]["y"])) >= 12, chart
+        bars = chart["bars"]
+        assert len(bars) == 2 and all(float(b["h"]) >= 10 for b in bars), bars
+        assert abs(float(bars[0]["y"]) - float(bars[1]["y"])) >= 10, bars
+        sample = page.get_by_test_id("stExpander").filter(has_text="Failing-row sample of not_null(dep_time)")
+        sample_cells = [str(d["t"]) for d in _drawn(sample.get_by_test_id("stDataFrame").first)]
+        assert "dep_time" in sample_cells and "None" not in sample_cells, sample_cells
+        assert "None" not in _drawn_texts(page)  # no grid on the page shows a NULL as "None"
 
-            # History: the timeline opens on the table whose main changed last, each tick reads differently.
-            page.goto(f"{base}/history")
-            expect(page.get_by_text("Main's snapshot timeline")).to_be_visible()
-            expect(page.get_by_role("combobox", name="Timeline of table")).to_have_value(latest)
-            assert latest != "demo.airlines"
-            page.wait_for_timeout(1500)
-            tl = _chart_svg(page, "commit time")
-            assert tl is not None
-            ticks = [d["t"] for d in tl["x"]]
-            assert len(ticks) >= 2 and len(set(ticks)) == len(ticks), ticks
+        # History: the timeline opens on the table whose main changed last, each tick reads differently.
+        page.goto(f"{base}/history")
+        expect(page.get_by_text("Main's snapshot timeline")).to_be_visible()
+        expect(page.get_by_role("combobox", name="Timeline of table")).to_have_value(latest)
+        assert latest != "demo.airlines"
+        page.wait_for_timeout(1500)
+        tl = _chart_svg(page, "commit time")
+        assert tl is not None
+        ticks = [d["t"] for d in tl["x"]]
+        assert len(ticks) >= 2 and len(set(ticks)) == len(ticks), ticks
 
-            # Explore: the ref's time and a timestamp cell read with their zone.
-            page.goto(f"{base}/explore?table=demo.flights")
-            caption = page.get_by_text("Reading demo.flights at branch main")
-            expect(caption).to_be_visible()
-            zoned = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d ([A-Z]{2,5}|[+-]\d{4})\b")
-            assert zoned.search(caption.inner_text()), caption.inner_text()
+        # Explore: the ref's time and a timestamp cell read with their zone.
+        page.goto(f"{base}/explore?table=demo.flights")
+        caption = page.get_by_text("Reading demo.flights at branch main")
+        expect(caption).to_be_visible()
+        zoned = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d ([A-Z]{2,5}|[+-]\d{4})\b")
+        assert zoned.search(caption.inner_text()), caption.inner_text()
 
-            # Overview: the recent publishes show the reason and the time whole (wrapped, never cut off).
-            page.goto(f"{base}/")
-            expect(page.get_by_text("Recent publishes")).to_be_visible()
-            recent = page.get_by_test_id("stTable").first
-            expect(recent).to_contain_text("January backfill")
-            cells = recent.evaluate(
-                """t => Array.from(t.querySelectorAll('tr')).map(tr => Array.from(tr.querySelectorAll('th,td')).map(c => ({
-                     t: c.innerText.replaceAll('\\u2060', '').replaceAll('\\u00a0', ' ').trim(),
-                     cut: c.scrollWidth > c.clientWidth + 1 || c.scrollHeight > c.clientHeight + 1})))"""
-            )
-            header = [c["t"] for c in cells[0]]
-            assert header[:3] == ["outcome", "reason", "at"], header
-            rows = [[c["t"] for c in r] for r in cells[1:]]
-            assert any(r[1] == reason and r[0] in ("published", "forced") for r in rows), rows
-            assert all(zoned.fullmatch(r[2]) for r in rows), rows
-            assert not [c for r in cells for c in r if c["cut"]], cells
-            box = recent.evaluate("t => [t.scrollWidth, t.clientWidth]")
-            assert box[0] <= box[1] + 1, box  # no column pushed out of sight
-        finally:
-            browser.close()
+        # Overview: the recent publishes show the reason and the time whole (wrapped, never cut off).
+        page.goto(f"{base}/")
+        expect(page.get_by_text("Recent publishes")).to_be_visible()
+        recent = page.get_by_test_id("stTable").first
+        expect(recent).to_contain_text("January backfill")
+        cells = recent.evaluate(
+            """t => Array.from(t.querySelectorAll('tr')).map(tr => Array.from(tr.querySelectorAll('th,td')).map(c => ({
+                 t: c.innerText.replaceAll('\\u2060', '').replaceAll('\\u00a0', ' ').trim(),
+                 cut: c.scrollWidth > c.clientWidth + 1 || c.scrollHeight > c.clientHeight + 1})))"""
+        )
+        header = [c["t"] for c in cells[0]]
+        assert header[:3] == ["outcome", "reason", "at"], header
+        rows = [[c["t"] for c in r] for r in cells[1:]]
+        assert any(r[1] == reason and r[0] in ("published", "forced") for r in rows), rows
+        assert all(zoned.fullmatch(r[2]) for r in rows), rows
+        assert not [c for r in cells for c in r if c["cut"]], cells
+        box = recent.evaluate("t => [t.scrollWidth, t.clientWidth]")
+        assert box[0] <= box[1] + 1, box  # no column pushed out of sight

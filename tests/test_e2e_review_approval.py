@@ -11,7 +11,7 @@ from pathlib import Path
 import helpers
 import pytest
 
-from wap_core import Lakehouse, Settings, TableId
+from wap_core import Lakehouse, TableId
 from wap_core.workflow.ingest import ingest
 from wap_core.workflow.publish import publish
 from wap_core.workflow.review import review_state
@@ -32,20 +32,17 @@ pytestmark = pytest.mark.e2e
 
 
 def test_approve_in_the_dialog_with_enter_enables_publish(tmp_path: Path, spark_session: None) -> None:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     if not Path(helpers.CHROMIUM).exists():
         pytest.skip("Chromium is not installed (make browser-deps)")
     home = tmp_path / "lh"
-    home.mkdir()
-    (home / "checks.yml").write_text(SUITE)
-    settings = Settings(
-        home=home,
-        checks_path=home / "checks.yml",
-        access_path=home / "access.yml",
+    settings = helpers.lake_settings(
+        home,
+        "e2ereview",
+        SUITE,
         user="sam@corp.test",
-        catalog_name="e2ereview",
-        shuffle_partitions=2,
+        access_path=home / "access.yml",
         ingest_roots=(tmp_path,),
     )
     lh = Lakehouse(settings)
@@ -63,35 +60,19 @@ def test_approve_in_the_dialog_with_enter_enables_publish(tmp_path: Path, spark_
     settings.access_file.write_text(ACCESS)
     assert review_state(lh, T, "batch").state.value == "awaiting"
 
-    env = helpers.console_env(
-        WAP_HOME=str(home),
-        WAP_CHECKS=str(settings.checks_file),
-        WAP_CATALOG_NAME="e2ereview",
-        WAP_ACCESS=str(settings.access_file),
-        WAP_USER="ann@corp.test",
-        WAP_SHUFFLE_PARTITIONS="2",
-    )
-    with helpers.console(env, home / "streamlit.log") as base, sync_playwright() as p:
-        expect.set_options(timeout=120_000)
-        browser = p.chromium.launch(executable_path=helpers.CHROMIUM, args=helpers.CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.set_default_timeout(120_000)
-            page.goto(f"{base}/review?table=demo.people&branch=batch")
-            expect(page.get_by_text("Awaiting approval").first).to_be_visible()
-            expect(page.get_by_role("button", name="Publish", exact=True)).to_be_disabled()
-            page.get_by_role("button", name="Approve", exact=True).click()
-            dialog = page.get_by_role("dialog")
-            expect(dialog).to_be_visible()
-            box = dialog.get_by_label("Comment (optional)")
-            box.fill("checked the **ids** <b>")
-            box.press("Enter")  # one submit carries the text and the click
-            expect(page.get_by_text("Approved", exact=True).first).to_be_visible()
-            expect(page.get_by_role("button", name="Publish", exact=True)).to_be_enabled()
-            expect(
-                page.get_by_text("checked the **ids** <b>").first
-            ).to_be_visible()  # escaped, shown literally
-        finally:
-            browser.close()
+    env = helpers.console_env(**helpers.lake_env(settings, "ann@corp.test", access=True))
+    with helpers.console(env, home / "streamlit.log") as base, helpers.browser_page() as page:
+        page.goto(f"{base}/review?table=demo.people&branch=batch")
+        expect(page.get_by_text("Awaiting approval").first).to_be_visible()
+        expect(page.get_by_role("button", name="Publish", exact=True)).to_be_disabled()
+        page.get_by_role("button", name="Approve", exact=True).click()
+        dialog = page.get_by_role("dialog")
+        expect(dialog).to_be_visible()
+        box = dialog.get_by_label("Comment (optional)")
+        box.fill("checked the **ids** <b>")
+        box.press("Enter")  # one submit carries the text and the click
+        expect(page.get_by_text("Approved", exact=True).first).to_be_visible()
+        expect(page.get_by_role("button", name="Publish", exact=True)).to_be_enabled()
+        expect(page.get_by_text("checked the **ids** <b>").first).to_be_visible()  # escaped, shown literally
     st = review_state(lh, T, "batch")
     assert [(r.user, r.comment) for r in st.approvals] == [("ann@corp.test", "checked the **ids** <b>")]

@@ -23,10 +23,12 @@ import pandas as pd
 import streamlit as st
 
 from wap_core import Lakehouse, TableId
-from wap_core.config import mask_secrets
+from wap_core.config import Settings, mask_secrets
 from wap_core.exceptions import WapError
+from wap_core.lake.errors import store_failure
 from wap_core.lake.spark import spark_running
 from wap_core.security.access import Decision, Permission, decide
+from wap_core.security.paths import root_problem
 from wap_core.security.paths import sanitize_filename as _sanitize_filename
 from wap_core.states import CheckStatus
 from wap_core.workflow.reconcile import Ticker
@@ -86,7 +88,8 @@ def _lakehouse_for(env_key: tuple[tuple[str, str], ...]) -> Lakehouse:
     from wap_core.notify import start_deliverer
 
     lh = Lakehouse.from_env()
-    lh.settings.check_configured_paths()  # a configured file or folder that is not there: app.py shows it, stops
+    # a configured file or folder (or an ingest root's bucket) that is not there: app.py shows it, stops
+    lh.settings.check_configured_paths(probe=root_problem)
     # Recovery is a step of its own: crashed actions are reconciled at the console's start and on a
     # background tick (reads never repair); the console then delivers the outbox, also what exited
     # CLI commands left (never raises).
@@ -284,9 +287,21 @@ def md(text: object, *, code: bool = False) -> str:
     return _LINE_BREAK.sub("  \n", escaped)
 
 
+def store_line(exc: BaseException) -> str | None:
+    """A failure of the object store (down, refusing the keys, bucket missing) as the one line the CLI
+    prints (:func:`wap_core.lake.errors.store_failure`: the endpoint named, no Java stack, no key); None
+    when the store is not to blame."""
+    try:
+        settings = Settings.from_env()
+    except WapError:  # broken settings are reported as they are
+        return None
+    return store_failure(exc, settings)
+
+
 def error_text(exc: BaseException) -> str:
-    """An exception's message ready for the page: secrets masked, then escaped with :func:`md`."""
-    return md(mask_secrets(str(exc)))
+    """An exception's message ready for the page: the store's one line when the object store failed, else
+    the message; secrets masked, then escaped with :func:`md`."""
+    return md(store_line(exc) or mask_secrets(str(exc)))
 
 
 def show_error(exc: BaseException) -> None:
@@ -295,19 +310,30 @@ def show_error(exc: BaseException) -> None:
 
 
 def guarded(action: Callable[[], T]) -> T | None:
-    """Run a wap_core call; show WapError as a clear in-page error instead of a traceback."""
+    """Run a wap_core call; show WapError, or a failure of the object store, as a clear in-page error
+    instead of a traceback."""
     try:
         return action()
     except WapError as exc:
+        show_error(exc)
+        return None
+    except Exception as exc:
+        if store_line(exc) is None:
+            raise
         show_error(exc)
         return None
 
 
 @contextmanager
 def wap_errors() -> Iterator[None]:
+    """Show WapError, or a failure of the object store (one line naming the endpoint), in the page."""
     try:
         yield
     except WapError as exc:
+        show_error(exc)
+    except Exception as exc:
+        if store_line(exc) is None:
+            raise
         show_error(exc)
 
 

@@ -9,6 +9,7 @@ import streamlit as st
 
 from pages import _common as ui
 from wap_core import TableId
+from wap_core.config import is_url
 from wap_core.exceptions import ValidationError, WapError
 from wap_core.identifiers import validate_branch
 from wap_core.security.access import Permission
@@ -135,7 +136,8 @@ if submitted:
         else:
             if not server_path.strip():
                 raise ValidationError("give a server-side path, or switch to uploading a file")
-            source = str(Path(server_path.strip()).expanduser())
+            typed = server_path.strip()  # an s3a:// URL stays as typed (a Path would fold its '//')
+            source = typed if is_url(typed) else str(Path(typed).expanduser())
         job: dict[str, object] = {
             "table": str(tid),
             "source": source,

@@ -1,6 +1,9 @@
 """Issue 19 item 4: rules never fail open. A configured path (WAP_ACCESS, WAP_NOTIFY, WAP_INGEST_ROOTS)
 that is not there is an error at start naming it — the CLI exits 2 with one line, the console shows one
 line and stops; only an unset WAP_ACCESS with no default file means "access control off".
+
+WAP_INGEST_ROOTS also takes object-store prefixes (``s3a://bucket/prefix``, issue 18): parsed next to
+``:``-separated local paths, refused when malformed, probed at start (the real store: tests/test_s3_store.py).
 """
 
 from __future__ import annotations
@@ -17,9 +20,21 @@ from streamlit.testing.v1 import AppTest
 
 from wap_core import Lakehouse, Settings
 from wap_core.cli import main
-from wap_core.exceptions import AccessFileError, NotifyFileError, ValidationError
+from wap_core.exceptions import (
+    AccessFileError,
+    NotifyFileError,
+    PathNotAllowedError,
+    SourceError,
+    ValidationError,
+)
 from wap_core.security.access import access_policy
-from wap_core.security.paths import allowed_roots
+from wap_core.security.paths import (
+    SourcePolicy,
+    allowed_roots,
+    describe_roots,
+    fetch_url_sources,
+    root_problem,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 ACCESS = "roles:\n  viewer: ['*']\n  admin: [root]\n"
@@ -194,3 +209,85 @@ def test_console_start_shows_the_missing_path_in_one_line_and_stops(
     }[var]
     assert _errors(at) == [f"{missing}: {what}"]
     assert not at.title and not at.sidebar.caption  # nothing else ran: no page, no sidebar
+
+
+# ----------------------------------------------------------------------------- object-store roots (no server)
+def test_ingest_roots_take_urls_next_to_colon_separated_local_paths(tmp_path: Path) -> None:
+    home = _home(tmp_path)
+    # ':' still separates local roots; it never splits a URL's '://'; a line break separates too
+    env = {"WAP_HOME": str(home), "WAP_INGEST_ROOTS": "/data/in:/data/b"}
+    assert Settings.from_env(env=env).ingest_roots == (Path("/data/in"), Path("/data/b"))
+    env["WAP_INGEST_ROOTS"] = "/data/in:s3a://lake/landing/:s3://lake2:/data/b\n//net/share"
+    s = Settings.from_env(env=env)
+    assert s.ingest_roots == (
+        Path("/data/in"),
+        "s3a://lake/landing",  # canonical: s3:// and s3a:// name the same place, no trailing '/'
+        "s3a://lake2",
+        Path("/data/b"),
+        Path("//net/share"),
+    )
+    assert s.ingest_root_paths == (Path("/data/in"), Path("/data/b"), Path("//net/share"))
+    assert [str(u) for u in s.ingest_root_urls] == ["s3a://lake/landing", "s3a://lake2"]
+    # only URL roots: the default landing folder is not added (configured roots replace it)
+    only = Settings(home=home, ingest_roots=("s3://lake/landing",))
+    assert only.ingest_root_paths == () and "s3a://lake/landing" in describe_roots(only)
+    (home / "wap.toml").write_text('ingest_roots = ["/data/in", "s3a://lake/in"]\n')
+    assert Settings.from_env(env={"WAP_HOME": str(home)}).ingest_roots == (Path("/data/in"), "s3a://lake/in")
+
+
+@pytest.mark.parametrize(
+    ("root", "why"),
+    [
+        ("http://lake/landing", "the scheme http:// is not allowed"),
+        ("file:///srv/landing", "the scheme file:// is not allowed"),
+        ("s3a://lake/in/../out", "'..' segment"),
+        ("s3a://lake/in//out", "empty"),
+        ("s3a://lake/%2e%2e/out", "character"),
+        ("s3a://Lake_Bucket/in", "not a valid bucket name"),
+        ("s3a://wapkey0001:wap-secret-98765@lake/in", "user or password"),
+    ],
+)
+def test_a_malformed_url_root_is_an_error_naming_the_setting(tmp_path: Path, root: str, why: str) -> None:
+    with pytest.raises(ValidationError, match="ingest root \\(WAP_INGEST_ROOTS\\)") as info:
+        Settings(home=tmp_path, ingest_roots=(tmp_path, root))
+    assert why in str(info.value) and "wap-secret-98765" not in str(info.value)
+    if "@" not in root:  # the same from the environment, ':'-separated after a local root
+        with pytest.raises(ValidationError, match=why):
+            Settings.from_env(env={"WAP_HOME": str(tmp_path), "WAP_INGEST_ROOTS": f"{tmp_path}:{root}"})
+
+
+def test_a_url_root_is_probed_at_start_and_named_when_unreadable(tmp_path: Path) -> None:
+    home = _home(tmp_path)
+    s = Settings(home=home, ingest_roots=(tmp_path, "s3://lake/landing"), s3_endpoint="http://127.0.0.1:9")
+    s.check_configured_paths()  # no probe: the structure only (checked when the settings were made)
+    asked: list[str] = []
+
+    def probe(settings: Settings, root: object) -> str | None:
+        asked.append(str(root))
+        return "cannot be read: object store http://127.0.0.1:9: unreachable or unavailable"
+
+    with pytest.raises(ValidationError) as info:
+        s.check_configured_paths(probe=probe)
+    assert asked == ["s3a://lake/landing"]
+    assert str(info.value) == (
+        "s3a://lake/landing: the ingest root (WAP_INGEST_ROOTS) cannot be read: "
+        "object store http://127.0.0.1:9: unreachable or unavailable"
+    )
+    # the real probe against a store that is not there (port 9, discard): the same kind of line, fast
+    with pytest.raises(
+        ValidationError, match=r"s3a://lake/landing: the ingest root .* cannot be read: object store"
+    ):
+        s.check_configured_paths(probe=root_problem)
+
+
+def test_a_url_source_needs_an_object_store_and_an_allowed_scheme(tmp_path: Path) -> None:
+    home = _home(tmp_path)
+    local = Settings(home=home)  # no object store configured
+    with pytest.raises(SourceError, match="no object store is configured"):
+        fetch_url_sources(local, ["s3a://lake/in/x.csv"], SourcePolicy.ANY)
+    with pytest.raises(SourceError, match="the scheme http:// is not allowed"):
+        fetch_url_sources(local, ["http://lake/in/x.csv"], SourcePolicy.ANY)
+    for url in ("http://lake/in/x.csv", "file:///etc/passwd", "s3a://lake/in/x.csv"):
+        with pytest.raises(PathNotAllowedError, match="outside the allowed ingest roots"):
+            fetch_url_sources(local, [url], SourcePolicy.CONFINED)  # no object-store root: nothing allowed
+    assert fetch_url_sources(local, ["/data/x.csv"], SourcePolicy.CONFINED) == (["/data/x.csv"], {})

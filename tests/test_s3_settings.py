@@ -14,6 +14,7 @@ from wap_core.config import Settings, mask_secrets
 from wap_core.exceptions import EnvironmentSetupError, ValidationError
 from wap_core.lake import s3
 from wap_core.lake.catalog import file_io_properties, is_rest, journal_uri, rest_uri
+from wap_core.lake.errors import store_error, store_failure
 from wap_core.lake.spark import catalog_conf
 
 KEY, SECRET = "AKIAWAPTESTKEY0001", "wap-test-secret-0123456789abcdef"
@@ -143,5 +144,6 @@ def test_missing_jars_name_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 )
 def test_store_failures_are_one_line_naming_the_endpoint(tmp_path: Path, text: str, line: str | None) -> None:
     s = _env(tmp_path)
-    assert s3.store_error(s, text + f" key={SECRET}") == line
-    assert s3.store_failure(Settings(home=tmp_path), OSError(text)) is None  # no object store configured
+    assert store_error(s, text + f" key={SECRET}") == line
+    assert store_failure(OSError(text + f" key={SECRET}"), s) == line
+    assert store_failure(OSError(text), Settings(home=tmp_path)) is None  # no object store configured

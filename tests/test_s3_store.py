@@ -1,31 +1,40 @@
 """The object store itself, on a real SeaweedFS: collected on the object-store backends only (tests/test_s3.py).
 
 Nothing outside the bucket, gc deletes from the bucket (listed with PyArrow's S3 client, not wap_core's
-word), rollback, credentials nowhere in output / journal / logs, and the store's failures (down, wrong
-key, missing bucket) as one line naming the endpoint with main untouched and the journal complete.
+word), rollback, credentials nowhere in output / journal / logs, ingest sources as s3a:// / s3:// URLs
+under an object-store ingest root (and a regression table of URLs refused), and the store's failures
+(down, down in the middle of a publish, wrong key, missing bucket) as one line naming the endpoint,
+in the CLI and on a console page, with main untouched and the journal complete.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import backend_env
+from conftest import S3_BUCKET, backend_env
 from helpers import refs, write_csv
 from s3_server import SeaweedS3
 
 from wap_core import Lakehouse, TableId
+from wap_core.exceptions import PathNotAllowedError, SourceError
 from wap_core.identifiers import MAIN
 from wap_core.lake import catalog as cat
+from wap_core.security.paths import SourcePolicy
+from wap_core.states import Action, Outcome
+from wap_core.values import to_jsonable
 from wap_core.workflow.gc import collect_garbage
 from wap_core.workflow.ingest import ingest
 from wap_core.workflow.publish import publish
+from wap_core.workflow.reconcile import reconcile
 from wap_core.workflow.rollback import rollback
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,8 +54,8 @@ def _seed(lh: Lakehouse, tmp_path: Path, rows=((1, "ann"), (2, "bob"))) -> int: 
     return r.snapshot_id
 
 
-def _cli(lh: Lakehouse, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """``python -m wap_core`` in a subprocess with the lakehouse's settings (and ``env`` on top)."""
+def _cli_env(lh: Lakehouse, **env: str) -> dict[str, str]:
+    """The environment of a CLI run on the lakehouse's settings (and ``env`` on top)."""
     s = lh.settings
     full = {k: v for k, v in os.environ.items() if not k.startswith("WAP_")}
     full.update(
@@ -58,10 +67,15 @@ def _cli(lh: Lakehouse, *args: str, **env: str) -> subprocess.CompletedProcess[s
         **backend_env(s),
     )
     full.update(env)
+    return full
+
+
+def _cli(lh: Lakehouse, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``python -m wap_core`` in a subprocess with the lakehouse's settings (and ``env`` on top)."""
     return subprocess.run(
         [sys.executable, "-m", "wap_core", *args],
         cwd=ROOT,
-        env=full,
+        env=_cli_env(lh, **env),
         capture_output=True,
         text=True,
         timeout=300,
@@ -167,6 +181,135 @@ def test_credentials_never_appear_in_cli_output_journal_or_logs(
         assert secret not in text and key not in text, p
 
 
+# ----- ingest sources on the object store ------------------------------------------------------------------
+def _put(server: SeaweedS3, path: str, rows: list[tuple[int, str | None]]) -> str:
+    """Upload a CSV of ``rows`` to ``bucket/key`` (PyArrow's S3 client, not wap_core's)."""
+    body = "\n".join([",".join(HEADER)] + [f"{i},{'' if n is None else n}" for i, n in rows]) + "\n"
+    with server.fs().open_output_stream(path) as out:
+        out.write(body.encode())
+    return path
+
+
+def test_a_url_source_under_an_object_store_root_is_ingested_confined_and_audited(  # type: ignore[no-untyped-def]
+    make_lakehouse, backend, tmp_path: Path
+) -> None:
+    land = f"landing-{uuid.uuid4().hex[:8]}"
+    root = f"s3a://{S3_BUCKET}/{land}/"
+    lh = make_lakehouse(SUITE, ingest_roots=(tmp_path, root))
+    _put(backend.s3, f"{S3_BUCKET}/{land}/in/people.csv", [(1, "ann"), (2, "bob")])
+    _put(backend.s3, f"{S3_BUCKET}/{land}/more/a.csv", [(3, "cy")])
+    _put(backend.s3, f"{S3_BUCKET}/{land}/more/b.csv", [(4, None)])  # fails not_null
+    _put(backend.s3, f"{S3_BUCKET}/{land}/more/deeper/c.csv", [(5, "not matched: * stops at /")])
+    # the console's path: the default policy, confined to the roots; s3:// names the same object as s3a://
+    first = ingest(lh, T, [f"s3://{S3_BUCKET}/{land}/in/people.csv"], create=True, branch="from_s3")
+    want = f"s3a://{S3_BUCKET}/{land}/in/people.csv"
+    assert first.rows_written == 2 and first.audit.status == "passed", to_jsonable(first.audit)
+    assert first.sources == [want]  # the provenance is the object's URL, not the local copy
+    assert cat.summary_get(lh.table(T).snapshot_by_id(first.snapshot_id), "wap.source") == want
+    entry = lh.journal.history(str(T), action=Action.INGEST)[0]
+    assert entry.outcome == Outcome.WRITTEN and entry.details["sources"] == [want], entry
+    audit = lh.journal.history(str(T), action=Action.AUDIT)[0]
+    assert audit.branch == "from_s3" and audit.snapshot_after == first.snapshot_id
+    # a glob: listed from the store, a wildcard never crossing '/', every match confined again
+    batch = ingest(lh, T, [f"s3a://{S3_BUCKET}/{land}/more/*.csv"], branch="globbed")
+    assert batch.sources == [f"s3a://{S3_BUCKET}/{land}/more/{n}.csv" for n in "ab"]
+    assert batch.rows_written == 2 and batch.audit.status == "failed"  # b.csv's NULL name, audited
+    # local roots still work next to the object-store root, under the same confined policy
+    local = ingest(lh, T, [write_csv(tmp_path / "local.csv", HEADER, [(6, "di")])], branch="local")
+    assert local.rows_written == 1 and local.sources == [str((tmp_path / "local.csv").resolve())]
+    publish(lh, T, "from_s3")
+    assert {x.id for x in lh.spark.table(lh.spark_name(T)).select("id").collect()} == {1, 2}
+    key, secret = lh.settings.s3_access_key, lh.settings.s3_secret_key
+    assert key and secret
+    dump = repr([e.details for e in lh.journal.history(str(T))])
+    assert key not in dump and secret not in dump
+
+
+# One row per URL a confined ingest must refuse, whatever is stored there (every object exists).
+REFUSED_URLS = {
+    "outside the root's prefix": "s3a://{bucket}/other-{n}/x.csv",
+    "sibling prefix": "s3a://{bucket}/landing-{n}-evil/x.csv",
+    "dot-dot segment": "s3a://{bucket}/landing-{n}/../other-{n}/x.csv",
+    "percent-encoded dots": "s3a://{bucket}/landing-{n}/%2e%2e/other-{n}/x.csv",
+    "empty segment": "s3a://{bucket}/landing-{n}//x.csv",
+    "dot segment": "s3a://{bucket}/landing-{n}/./x.csv",
+    "another bucket": "s3a://{other}/landing-{n}/x.csv",
+    "credentials in the URL": "s3a://{key}:{secret}@{bucket}/landing-{n}/x.csv",
+    "glob widening the prefix": "s3a://{bucket}/landing-{n}*/x.csv",
+    "http scheme": "{endpoint}/{bucket}/landing-{n}/x.csv",
+    "file scheme": "file://{local}",
+    "s3n scheme": "s3n://{bucket}/landing-{n}/x.csv",
+}
+
+
+@pytest.mark.parametrize("row", sorted(REFUSED_URLS))
+def test_url_sources_outside_the_roots_are_refused(  # type: ignore[no-untyped-def]
+    make_lakehouse, backend, tmp_path: Path, row: str
+) -> None:
+    server: SeaweedS3 = backend.s3
+    n = uuid.uuid4().hex[:8]
+    other = server.create_bucket(f"wap-other-{n}")
+    for path in (f"landing-{n}/x.csv", f"other-{n}/x.csv", f"landing-{n}-evil/x.csv"):
+        _put(server, f"{S3_BUCKET}/{path}", [(1, "ann")])
+    _put(server, f"{other}/landing-{n}/x.csv", [(1, "ann")])
+    local = write_csv(tmp_path / "in" / "x.csv", HEADER, [(1, "ann")])  # under a local root, yet file://
+    lh = make_lakehouse(SUITE, ingest_roots=(tmp_path, f"s3a://{S3_BUCKET}/landing-{n}"))
+    url = REFUSED_URLS[row].format(
+        bucket=S3_BUCKET,
+        other=other,
+        n=n,
+        endpoint=server.endpoint,
+        local=local,
+        key=server.access_key,
+        secret=server.secret_key,
+    )
+    ingest(lh, T, [f"s3a://{S3_BUCKET}/landing-{n}/x.csv"], create=True, branch="allowed")  # the root works
+    before = refs(lh, T)
+    with pytest.raises(PathNotAllowedError) as info:
+        ingest(lh, T, [url], branch="refused")  # the console's (confined) policy
+    message = str(info.value)
+    assert "outside the allowed ingest roots" in message and f"s3a://{S3_BUCKET}/landing-{n}" in message
+    assert server.secret_key not in message and server.access_key not in message
+    assert refs(lh, T) == before and "refused" not in before  # nothing written
+    entry = lh.journal.history(str(T), action=Action.INGEST)[0]
+    assert entry.outcome == Outcome.ERROR and entry.branch == "refused"  # the attempt is journaled
+    assert server.secret_key not in repr(entry) and server.access_key not in repr(entry)
+    # the CLI's policy (ANY) reads any well-formed s3 URL the credentials can read, never a malformed one
+    readable = {"outside the root's prefix": 1, "sibling prefix": 1, "another bucket": 1}
+    readable["glob widening the prefix"] = 2  # landing-n/x.csv and landing-n-evil/x.csv
+    if row in readable:
+        assert (
+            ingest(lh, T, [url], branch="any", source_policy=SourcePolicy.ANY).rows_written == readable[row]
+        )
+    else:
+        with pytest.raises(SourceError, match=r"^source ") as anyinfo:
+            ingest(lh, T, [url], branch="any", source_policy=SourcePolicy.ANY)
+        assert server.secret_key not in str(anyinfo.value)
+
+
+def test_a_url_root_must_be_readable_at_start(make_lakehouse, backend, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    lh = make_lakehouse(SUITE)
+    endpoint = backend.s3.endpoint
+    for root, fragment in (
+        (
+            "s3a://wap-no-such-bucket/landing",
+            f"names bucket 'wap-no-such-bucket', which does not exist on {endpoint}",
+        ),
+        (f"s3a://{S3_BUCKET}/landing", None),
+    ):
+        proc = _cli(lh, "tables", WAP_INGEST_ROOTS=f"{tmp_path}:{root}")
+        if fragment is None:
+            assert proc.returncode == 0, proc.stderr
+            continue
+        _one_line_naming(proc, root, fragment)
+        assert "the ingest root (WAP_INGEST_ROOTS)" in proc.stderr
+    wrong = _cli(
+        lh, "tables", WAP_INGEST_ROOTS=f"s3a://{S3_BUCKET}/landing", WAP_S3_SECRET_KEY="wrong-secret-1234"
+    )
+    _one_line_naming(wrong, f"s3a://{S3_BUCKET}/landing", "access denied")
+    assert "wrong-secret-1234" not in wrong.stderr
+
+
 # ----- failures of the store ----------------------------------------------------------------------------
 @pytest.fixture
 def own_store(tmp_path: Path) -> Iterator[SeaweedS3]:
@@ -203,6 +346,22 @@ def _on(make_lakehouse, backend, server: SeaweedS3, **kw: object) -> Lakehouse: 
     return make_lakehouse(SUITE, **{**own, **kw})
 
 
+def _console_errors(lh: Lakehouse) -> list[str]:
+    """The error boxes of the console's first page (Overview, under AppTest), as read on screen."""
+    from streamlit.testing.v1 import AppTest
+
+    with pytest.MonkeyPatch.context() as mp:
+        for k in [k for k in os.environ if k.startswith("WAP_")]:
+            mp.delenv(k)
+        for k, v in _cli_env(lh, WAP_SPARK_EAGER="0").items():
+            mp.setenv(k, v)
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+        at.run()
+    assert not at.exception, [e.value for e in at.exception]  # no traceback on the page
+    # the console escapes text for Markdown (``http\://``, a word joiner after ``//``): read it back plain
+    return [re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", str(e.value)).replace("\u2060", "") for e in at.error]
+
+
 def test_store_down_is_one_line_naming_the_endpoint_and_nothing_half_moved(  # type: ignore[no-untyped-def]
     make_lakehouse, backend, own_store: SeaweedS3, tmp_path: Path
 ) -> None:
@@ -214,12 +373,62 @@ def test_store_down_is_one_line_naming_the_endpoint_and_nothing_half_moved(  # t
     try:
         for args in (("publish", str(T), "ready"), ("tables",)):
             _one_line_naming(_cli(lh, *args), own_store.endpoint, "unreachable")
+        # the console's pages show the same one line (pages/_common.py, wap_core.lake.errors.store_failure)
+        shown = _console_errors(lh)
+        assert f"object store {own_store.endpoint}: unreachable or unavailable" in shown, shown
     finally:
         own_store.start()
     assert refs(lh, T) == before and before[MAIN] == main and before["ready"] == ready.snapshot_id
     assert not lh.journal.pending_intents(str(T))  # the refused publish left no intent open
     publish(lh, T, "ready")  # the store is back: the same publish goes through
     assert refs(lh, T)[MAIN] == ready.snapshot_id
+
+    # down in the middle of a publish: its intent journaled, the store stops before the ref move commits
+    mid = ingest(lh, T, [write_csv(tmp_path / "m.csv", HEADER, [(4, "di")])], branch="mid")
+    main_before = refs(lh, T)[MAIN]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "wap_core", "publish", str(T), "mid"],
+        cwd=ROOT,
+        env=_cli_env(lh, WAP_PAUSE="after_publish_intent=15"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while not lh.journal.pending_intents(str(T)):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.2)
+        intent = lh.journal.pending_intents(str(T))[0]
+        assert (intent.action, intent.branch, intent.expected_before) == (Action.PUBLISH, "mid", main_before)
+        own_store.stop()  # the publish's commit now meets a store that is gone
+        out, err = proc.communicate(timeout=300)
+        # its outcome could not be read from a store that is down: the intent waits for reconciliation
+        assert [i.id for i in lh.journal.pending_intents(str(T))] == [intent.id]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        own_store.start()
+    # one line for the error, naming the endpoint; before it at most the notice that the outcome is left to
+    # reconciliation (one line too): no Python or Java stack
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert proc.returncode == 2 and lines, (proc.returncode, out, err)
+    _one_line_naming(
+        subprocess.CompletedProcess(proc.args, 2, out, lines[-1]), own_store.endpoint, "unreachable"
+    )
+    assert lines[:-1] in ([], [f"could not record the outcome of intent {intent.id}; reconciliation will"]), (
+        err
+    )
+    assert "Traceback" not in err and "\tat " not in err and "Py4J" not in err
+    after = refs(lh, T)  # read back with the store up again: main before, never in between
+    assert after[MAIN] == main_before and after["mid"] == mid.snapshot_id, after
+    reconcile(lh)  # the store is back: the pending intent is settled (or already was, by the console's tick)
+    assert not lh.journal.pending_intents(str(T))
+    rows = [e for e in lh.journal.history(str(T)) if e.intent_id == intent.id]
+    assert len(rows) == 1 and rows[0].outcome != Outcome.PUBLISHED and rows[0].snapshot_after is None, rows
+    publish(lh, T, "mid")  # the journal is complete and the branch intact: the publish goes through
+    assert refs(lh, T)[MAIN] == mid.snapshot_id
 
 
 def test_wrong_credentials_are_one_line_naming_the_endpoint(  # type: ignore[no-untyped-def]

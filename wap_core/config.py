@@ -83,9 +83,9 @@ class Settings:
     shuffle_partitions: int = 4
     jdbc_jars: tuple[str, ...] = ()
     sample_rows: int = 20  # failing-row sample per check (WAP_SAMPLE_ROWS)
-    ingest_roots: tuple[
-        Path, ...
-    ] = ()  # where confined (console) ingest may read; default ($WAP_HOME/landing,)
+    # where confined (console) ingest may read: local folders (Path) and object-store URL prefixes
+    # (canonical ``s3a://bucket/prefix`` text, see StoreUrl); default ($WAP_HOME/landing,)
+    ingest_roots: tuple[Path | str, ...] = ()
     # extra Spark conf for a cluster ("spark.executor.memory=1g spark.driver.host=10.0.0.5"); applied last
     spark_conf: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     # extra Iceberg catalog properties for BOTH PyIceberg and Spark's catalog (object store: s3.endpoint=...)
@@ -137,6 +137,7 @@ class Settings:
             )
         parse_duration(self.branch_ttl, "branch_ttl")
         parse_duration(self.snapshot_retention, "snapshot_retention")
+        object.__setattr__(self, "ingest_roots", _ingest_roots(self.ingest_roots))
 
     # ----- derived values -------------------------------------------------
     @property
@@ -192,10 +193,18 @@ class Settings:
 
     @property
     def ingest_root_paths(self) -> tuple[Path, ...]:
-        """The configured ingest roots, or the default ``$WAP_HOME/landing`` (not resolved, maybe missing)."""
-        return self.ingest_roots if self.ingest_roots else (self.home / "landing",)
+        """The configured local ingest roots, or the default ``$WAP_HOME/landing`` when no root at all is
+        configured (not resolved, maybe missing). Object-store roots: :attr:`ingest_root_urls`."""
+        if not self.ingest_roots:
+            return (self.home / "landing",)
+        return tuple(r for r in self.ingest_roots if isinstance(r, Path))
 
-    def check_configured_paths(self) -> None:
+    @property
+    def ingest_root_urls(self) -> tuple[StoreUrl, ...]:
+        """The configured object-store ingest roots (``s3a://bucket/prefix``), parsed."""
+        return tuple(parse_store_url(r, root=True) for r in self.ingest_roots if isinstance(r, str))
+
+    def check_configured_paths(self, probe: Callable[[Settings, StoreUrl], str | None] | None = None) -> None:
         """Every file or folder a setting names must be there: called at the start of the CLI and the console.
 
         A configured access file (``WAP_ACCESS`` / ``access_path``) or notifications file (``WAP_NOTIFY`` /
@@ -203,7 +212,8 @@ class Settings:
         (``WAP_INGEST_ROOTS``) that is not a readable folder, is an error naming the path: a typo never
         turns access control off, silences notifications or allows nothing. Only the defaults may be
         absent (no ``$WAP_HOME/access.yml``: access control is off; no ``$WAP_HOME/notify.yml``: no
-        targets; ``$WAP_HOME/landing`` is created on first use).
+        targets; ``$WAP_HOME/landing`` is created on first use). An object-store root's bucket must be
+        reachable and readable: ``probe`` (:func:`wap_core.lake.s3.root_problem`) says why not.
         """
         if self.access_path is not None:
             problem = _file_problem(self.access_path)
@@ -221,12 +231,11 @@ class Settings:
                     str(self.notify_path), None, f"the notifications file (WAP_NOTIFY) {problem}"
                 )
         for root in self.ingest_roots:
-            path = root.expanduser()
-            if not path.is_dir():
-                what = "is not a folder" if path.exists() else "does not exist"
-                raise ValidationError(f"{root}: the ingest root (WAP_INGEST_ROOTS) {what}")
-            if not os.access(path, os.R_OK | os.X_OK):
-                raise ValidationError(f"{root}: the ingest root (WAP_INGEST_ROOTS) cannot be read")
+            problem = _folder_problem(root) if isinstance(root, Path) else None
+            if problem is None and isinstance(root, str) and probe is not None:
+                problem = probe(self, parse_store_url(root, root=True))
+            if problem:
+                raise ValidationError(mask_secrets(f"{root}: the ingest root (WAP_INGEST_ROOTS) {problem}"))
 
     # ----- construction ----------------------------------------------------
     @classmethod
@@ -254,6 +263,16 @@ class Settings:
     def with_(self, **changes: Any) -> Settings:
         """A copy with some settings changed."""
         return replace(self, **_coerce(changes))
+
+
+def _folder_problem(root: Path) -> str | None:
+    """Why a local ingest root is not a readable folder, or None when it is one."""
+    path = root.expanduser()
+    if not path.is_dir():
+        return "is not a folder" if path.exists() else "does not exist"
+    if not os.access(path, os.R_OK | os.X_OK):
+        return "cannot be read"
+    return None
 
 
 def _file_problem(path: Path) -> str | None:
@@ -291,9 +310,33 @@ def _flag(key: str, value: Any) -> bool:
     return flag in ("true", "1", "yes")
 
 
-def _path_list(key: str, value: Any) -> tuple[Path, ...]:
-    items = value.split(os.pathsep) if isinstance(value, str) else value
-    return tuple(Path(p) for p in items if p)
+# WAP_INGEST_ROOTS: roots separated by ':' (os.pathsep, as before) where it does not start a URL's '://',
+# or by line breaks; a local root starting with '//' is written on a line of its own.
+_ROOT_SEPARATOR = re.compile(r"[\r\n]+|:(?!//)")
+
+
+def split_ingest_roots(value: str) -> list[str]:
+    """``/data/in:s3a://lake/landing`` -> ``['/data/in', 's3a://lake/landing']`` (blank items dropped)."""
+    return [item.strip() for item in _ROOT_SEPARATOR.split(value) if item.strip()]
+
+
+def _root_list(key: str, value: Any) -> tuple[Path | str, ...]:
+    items = split_ingest_roots(value) if isinstance(value, str) else value
+    return _ingest_roots(items)
+
+
+def _ingest_roots(items: Any) -> tuple[Path | str, ...]:
+    """Local roots as Paths, object-store roots as their canonical URL text (a malformed one is an error)."""
+    out: list[Path | str] = []
+    for item in items:
+        if isinstance(item, str) and is_url(item):
+            try:
+                out.append(str(parse_store_url(item, root=True)))
+            except ValidationError as exc:
+                raise ValidationError(f"ingest root (WAP_INGEST_ROOTS) {exc}") from None
+        elif item:
+            out.append(Path(item))
+    return tuple(out)
 
 
 def _str_list(key: str, value: Any) -> tuple[str, ...]:
@@ -311,7 +354,7 @@ _COERCE: dict[str, Callable[[str, Any], Any]] = {
     "sample_rows": _integer,
     "reconcile_seconds": _integer,
     "query_timeout": _seconds,
-    "ingest_roots": _path_list,
+    "ingest_roots": _root_list,
     "jdbc_jars": _str_list,
     "s3_path_style": _flag,
     "spark_conf": lambda _k, v: parse_spark_conf(v),
@@ -398,6 +441,89 @@ def sqlalchemy_to_jdbc(uri: str) -> str:
     raise ValidationError(
         f"cannot derive a JDBC URL from catalog URI {mask_secrets(uri)!r}: set WAP_CATALOG_JDBC_URI"
     )
+
+
+# --------------------------------------------------------------------------- object-store URLs
+# The object-store URLs an ingest source or root may be; ``s3://`` and ``s3a://`` name the same object
+# (Spark reads both through S3A). Any other scheme (http://, file://, s3n://...) is refused.
+STORE_URL_SCHEMES = frozenset({"s3", "s3a"})
+_URL_SCHEME = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*)://")
+# S3's bucket naming rules: 3-63 of [a-z0-9.-], a letter or digit at both ends, no '..' (checked apart)
+_BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]")
+# one key segment: letters, digits, space and a few punctuation marks (no '%', ':', '\\', '?', '#', '{'...)
+_SEGMENT = re.compile(r"[\w .\-+=,@()!'~]+")
+_PATTERN_SEGMENT = re.compile(r"[\w .\-+=,@()!'~*?\[\]]+")
+GLOB_CHARS = frozenset("*?[")
+
+
+def is_url(value: object) -> bool:
+    """True when ``value`` starts like a URL (``scheme://``), whatever the scheme."""
+    return bool(_URL_SCHEME.match(str(value)))
+
+
+@dataclass(frozen=True)
+class StoreUrl:
+    """An object-store location checked on its structure: ``bucket`` and a normalized ``key`` (no leading or
+    trailing ``/``, no empty, ``.`` or ``..`` segment, no percent-encoding; ``""`` is the whole bucket)."""
+
+    bucket: str
+    key: str
+
+    def __str__(self) -> str:
+        """The canonical form, ``s3a://bucket/key`` (the scheme Spark reads with)."""
+        return f"s3a://{self.bucket}/{self.key}" if self.key else f"s3a://{self.bucket}"
+
+    @property
+    def path(self) -> str:
+        """``bucket/key``: the path PyArrow's S3 filesystem takes."""
+        return f"{self.bucket}/{self.key}" if self.key else self.bucket
+
+    @property
+    def is_pattern(self) -> bool:
+        """True when the key holds a glob wildcard (``*``, ``?``, ``[``)."""
+        return any(ch in GLOB_CHARS for ch in self.key)
+
+    def is_under(self, root: StoreUrl) -> bool:
+        """Same bucket, and the key is the root's prefix or below it at a ``/`` boundary
+        (``landing`` holds ``landing/x.csv``, never ``landing-evil/x.csv``)."""
+        if self.bucket != root.bucket:
+            return False
+        return not root.key or self.key == root.key or self.key.startswith(root.key + "/")
+
+
+def parse_store_url(text: str, *, root: bool = False, pattern: bool = False) -> StoreUrl:
+    """``s3a://bucket/key`` or ``s3://bucket/key`` checked on its structure, else ValidationError saying why.
+
+    The scheme must be one of :data:`STORE_URL_SCHEMES`; the bucket must be a valid S3 bucket name (so no
+    user, password or port); the key's segments are each a plain name (``pattern``: glob wildcards too):
+    no ``..`` or ``.`` segment, no ``//``, no percent-encoding, query or fragment. A ``root`` may end in
+    ``/`` and may be a whole bucket; a source names an object (or, ``pattern``, objects).
+    """
+    shown = mask_secrets(text)
+    m = _URL_SCHEME.match(text)
+    if not m:
+        raise ValidationError(f"{shown!r} is not a URL (s3a://bucket/key)")
+    scheme = m.group("scheme").lower()
+    if scheme not in STORE_URL_SCHEMES:
+        raise ValidationError(f"{shown!r}: the scheme {scheme}:// is not allowed (only s3a:// and s3://)")
+    bucket, _, key = text[m.end() :].partition("/")
+    if "@" in bucket:  # never echoed: it may hold a key or password
+        raise ValidationError(f"{scheme}:// URL with a user or password: give keys in WAP_S3_* settings")
+    if not _BUCKET_NAME.fullmatch(bucket) or ".." in bucket:
+        raise ValidationError(f"{shown!r}: {bucket!r} is not a valid bucket name")
+    if root and key.endswith("/"):
+        key = key[:-1]
+    if not key and not root:
+        raise ValidationError(f"{shown!r} names a bucket, not an object")
+    segment = _PATTERN_SEGMENT if pattern else _SEGMENT
+    for part in key.split("/") if key else ():
+        if part in ("", ".", ".."):
+            raise ValidationError(f"{shown!r}: the key has an empty, '.' or '..' segment")
+        if not segment.fullmatch(part):
+            raise ValidationError(
+                f"{shown!r}: the key segment {part!r} has a character a source URL may not hold"
+            )
+    return StoreUrl(bucket, key)
 
 
 # --------------------------------------------------------------------------- secrets

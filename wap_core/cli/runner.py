@@ -13,11 +13,11 @@ from wap_core.cli.commands import COMMANDS
 from wap_core.cli.output import EXIT_ERROR, EXIT_OK, print_traceback
 from wap_core.cli.parser import build_parser
 from wap_core.config import Settings, mask_secrets
-from wap_core.exceptions import WapError
-from wap_core.lake import s3
-from wap_core.lake.errors import is_spark_error, spark_error_line
+from wap_core.exceptions import WapError, one_line
+from wap_core.lake.errors import is_spark_error, spark_error_line, store_failure
 from wap_core.lake.spark import set_spark_log_level
 from wap_core.lakehouse import Lakehouse
+from wap_core.security.paths import root_problem
 from wap_core.workflow import tokens as token_actions
 from wap_core.workflow.reconcile import reconcile
 
@@ -29,6 +29,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
     set_spark_log_level("warn" if args.debug else "error")
+    _log_to_stderr(args.debug)
     try:
         code = _run(args)
         sys.stdout.flush()
@@ -63,6 +64,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         _drain_notifications()
 
 
+class _OneLineFormatter(logging.Formatter):
+    """A log record as one line, its message only: no traceback (``--debug`` shows them in full)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return one_line(mask_secrets(record.getMessage()))
+
+
+def _log_to_stderr(debug: bool) -> None:
+    """Warnings and errors logged during the command go to stderr, as Python's last-resort handler would
+    print them, but one line each unless ``--debug``: a failure (the object store down in the middle of
+    a publish) is never followed by a Python or Java stack. An embedding program's (or pytest's)
+    logging configuration is left alone."""
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter() if debug else _OneLineFormatter())
+    root.addHandler(handler)
+
+
 def _drain_notifications() -> None:
     """Give this command's queued notifications a bounded grace period (``exit_grace_seconds``); the rest stays
     in the outbox for the next process or the console to deliver."""
@@ -76,7 +98,8 @@ def _run(args: argparse.Namespace) -> int:
     # Identity: $WAP_USER or the OS user. Whoever runs the CLI already holds the catalog's
     # credentials; roles still apply (the access file), the same as in the console.
     lh = Lakehouse.from_env(home=args.home)
-    lh.settings.check_configured_paths()  # a configured file or folder that is not there: exit 2, naming it
+    # a configured file or folder (or an ingest root's bucket) that is not there: exit 2, naming it
+    lh.settings.check_configured_paths(probe=root_problem)
     # the acting user: WAP_TOKEN's, or WAP_USER / the OS user unless access.yml says cli_identity: token
     lh = token_actions.cli_identity(lh)
     if args.command not in _NO_RECONCILE:
@@ -90,9 +113,9 @@ _NO_RECONCILE = frozenset({"whoami", "notify-test"})
 
 def store_failure_line(args: argparse.Namespace, exc: BaseException) -> str | None:
     """A failure of the object store (down, refused credentials, missing bucket) as one line naming the
-    endpoint (wap_core.lake.s3); None when the store is not to blame."""
+    endpoint (wap_core.lake.errors, the same line the console's pages show); None when the store is not to blame."""
     try:
-        return s3.store_failure(Settings.from_env(home=args.home), exc)
+        return store_failure(exc, Settings.from_env(home=args.home))
     except WapError:  # the settings themselves are broken: that error is reported as it is
         return None
 

@@ -1,4 +1,4 @@
-"""Spark's errors as one line a person can act on: ``ERROR_CLASS: message``, never a Py4J object name.
+"""Errors as one line a person can act on: Spark's ``ERROR_CLASS: message`` and the object store's failures.
 
 PySpark turns some JVM exceptions into its own (``AnalysisException``, ``SparkRuntimeException``...,
 all ``CapturedException``) and leaves the rest as ``Py4JJavaError``, whose text starts with
@@ -6,15 +6,21 @@ all ``CapturedException``) and leaves the rest as ``Py4JJavaError``, whose text 
 ``SparkException`` "Job aborted due to stage failure" whose cause is the error of the row
 (e.g. ``[DUPLICATED_MAP_KEY] Duplicate map key 1 was found...``). :func:`spark_error_line` walks the
 JVM cause chain and reports the innermost error that has a Spark error class, else the root cause.
+
+A failure of the object store (down or answering 503, refused credentials, missing bucket) or of an
+Iceberg REST catalog is one line naming the endpoint (:func:`store_failure`): never a Java stack, never
+a key. The CLI (wap_core.cli.runner) and the console's pages (pages/_common.py) both print it.
 """
 
 from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import urlsplit
 
-from wap_core.config import mask_secrets
+from wap_core.config import Settings, mask_secrets
 from wap_core.exceptions import SparkJobError, one_line
+from wap_core.lake.s3 import bucket_of, endpoint_label, uses_s3
 
 MAX_CHARS = 500
 _CLASS_PREFIX = re.compile(r"^\[(?P<cls>[A-Z][A-Z0-9_]*(?:\.[A-Z][A-Z0-9_]*)*)\]\s*")
@@ -129,3 +135,75 @@ def spark_job_error(exc: BaseException, prefix: str = "SQL error") -> SparkJobEr
     """The domain error for a Spark failure: ``<prefix>: ERROR_CLASS: message`` in one line."""
     cls, text = spark_error_parts(exc)
     return SparkJobError(f"{prefix}: {_line(cls, text)}", error_class=cls)
+
+
+# --------------------------------------------------------------------------- the object store
+# Causes worth a message, from the Java (S3A/AWS SDK), PyArrow, PyIceberg REST texts; the first that matches wins.
+_MISSING = re.compile(
+    r"(?i)NoSuchBucket|bucket does not exist|specified bucket does not exist|table bucket (?P<tb>[\w.-]+) not found"
+)
+_DENIED = re.compile(
+    r"(?i)InvalidAccessKeyId|SignatureDoesNotMatch|AccessDenied|403 Forbidden|Status Code: 403|HTTP status 403|"
+    r"ACCESS_DENIED|credentials were refused|No AWS Credentials|NotAuthorized|UnauthorizedError|OAuthError|"
+    r"invalid_client|Bearer token is invalid"
+)
+_DOWN = re.compile(
+    r"(?i)Connection refused|Unable to execute HTTP request|connect timed out|ConnectException|"
+    r"NETWORK_CONNECTION|Couldn't connect|Could not connect|curlCode: 7|UnknownHostException|"
+    r"Failed to connect|connection reset|ConnectTimeoutException|503 Service Unavailable|Status Code: 503|"
+    r"HTTP status 503|SlowDown|ServiceUnavailable|Max retries exceeded"
+)
+_BUCKET = re.compile(r"s3[an]?://([^/\s'\"]+)|in bucket '([^']+)'")
+
+
+def _rest_uri(settings: Settings) -> str | None:
+    uri = settings.catalog_uri or ""
+    if settings.catalog_type == "rest" or uri.startswith("rest+"):
+        return uri.removeprefix("rest+")
+    return None
+
+
+def store_error(settings: Settings, text: str) -> str | None:
+    """One line for a failure of the object store (or the REST catalog) found in ``text`` (an exception's
+    text, Java stack included), naming the endpoint; None when ``text`` is not such a failure."""
+    rest = _rest_uri(settings)
+    where = f"object store {endpoint_label(settings)}"
+    if rest and (
+        urlsplit(rest).netloc in text or re.search(r"(?i)NotAuthorized|OAuth|Bearer|table bucket", text)
+    ):
+        where = f"Iceberg REST catalog {rest}"
+    missing = _MISSING.search(text)
+    if missing:
+        m = _BUCKET.search(text)
+        bucket = (
+            missing.group("tb") or (m and (m.group(1) or m.group(2))) or bucket_of(settings.warehouse_uri)
+        )
+        line = f"bucket {bucket!r} does not exist"
+    elif _DENIED.search(text):
+        fix = (
+            "credential= in WAP_CATALOG_PROPERTIES"
+            if where.startswith("Iceberg")
+            else "WAP_S3_ACCESS_KEY / WAP_S3_SECRET_KEY"
+        )
+        line = f"access denied (check {fix})"
+    elif _DOWN.search(text):
+        line = "unreachable or unavailable"
+    else:
+        return None
+    return mask_secrets(f"{where}: {line}")
+
+
+def store_failure(exc: BaseException, settings: Settings) -> str | None:
+    """:func:`store_error` for an exception (PyArrow's, PyIceberg's, or a Py4J error carrying the Java
+    cause chain), following ``__cause__``/``__context__``; None when the store is not to blame or the
+    settings use no object store."""
+    if not uses_s3(settings):
+        return None
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    texts: list[str] = []
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        texts.append(f"{type(e).__name__}: {e}")
+        e = e.__cause__ or e.__context__
+    return store_error(settings, "\n".join(texts))

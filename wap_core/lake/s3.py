@@ -8,19 +8,22 @@ Hadoop 3.3.4) come from ``make setup-s3`` into ``<venv>/share/wap-jars`` (:func:
 gets them whenever the warehouse or an ingest root is an ``s3a://``/``s3://`` URL.
 
 Errors of the store (down, refused credentials, missing bucket) reach the user as one line naming
-the endpoint (:func:`store_error`): never a Java stack, never a key.
+the endpoint (:func:`wap_core.lake.errors.store_failure`): never a Java stack, never a key.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from wap_core.config import Settings, mask_secrets
+from wap_core.config import Settings, StoreUrl
 from wap_core.exceptions import EnvironmentSetupError
+
+if TYPE_CHECKING:
+    from pyarrow.fs import S3FileSystem
 
 S3_SCHEMES = ("s3a://", "s3://", "s3n://")
 HADOOP_AWS_JAR = "hadoop-aws-3.3.1.jar"
@@ -127,80 +130,70 @@ def pyiceberg_properties(settings: Settings) -> dict[str, str]:
     return props
 
 
+def filesystem(settings: Settings) -> S3FileSystem:
+    """PyArrow's S3 client on the same settings (endpoint, keys, region, addressing), failing fast like
+    :func:`spark_conf`: ingest sources and roots on the object store are listed and read with it."""
+    from pyarrow import fs
+
+    options: dict[str, object] = {}
+    if settings.s3_endpoint:
+        parts = urlsplit(settings.s3_endpoint)
+        options["endpoint_override"] = parts.netloc + parts.path.rstrip("/")
+        options["scheme"] = parts.scheme or "https"
+    if settings.s3_access_key and settings.s3_secret_key:
+        options["access_key"] = settings.s3_access_key
+        options["secret_key"] = settings.s3_secret_key
+    return fs.S3FileSystem(
+        region=settings.s3_region,
+        force_virtual_addressing=not path_style(settings),
+        connect_timeout=5,
+        request_timeout=30,
+        retry_strategy=fs.AwsStandardS3RetryStrategy(max_attempts=2),
+        **options,
+    )
+
+
+def bucket_exists(client: S3FileSystem, bucket: str) -> bool:
+    """True when ``bucket`` exists (OSError when the store cannot be asked)."""
+    from pyarrow import fs
+
+    return bool(client.get_file_info(bucket).type != fs.FileType.NotFound)
+
+
+def object_size(client: S3FileSystem, url: StoreUrl) -> int | None:
+    """The size of the object at ``url``; None when there is none (a missing key or a "folder")."""
+    from pyarrow import fs
+
+    info = client.get_file_info(url.path)
+    return int(info.size or 0) if info.type == fs.FileType.File else None
+
+
+def list_objects(client: S3FileSystem, prefix: StoreUrl) -> list[str]:
+    """The keys of every object at or under ``prefix`` (``bucket/key/...``), sorted; none for a missing prefix."""
+    from pyarrow import fs
+
+    selector = fs.FileSelector(prefix.path, recursive=True, allow_not_found=True)
+    infos = client.get_file_info(selector)
+    cut = len(prefix.bucket) + 1
+    return sorted(i.path[cut:] for i in infos if i.type == fs.FileType.File)
+
+
+def download(client: S3FileSystem, url: StoreUrl, target: Path, chunk: int = 8 * 1024 * 1024) -> int:
+    """Copy the object at ``url`` into ``target`` (created exclusively); returns the bytes copied."""
+    copied = 0
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o640)
+    with os.fdopen(fd, "wb") as out, client.open_input_stream(url.path) as inp:
+        while True:
+            data = inp.read(chunk)
+            if not data:
+                return copied
+            out.write(data)
+            copied += len(data)
+
+
 def endpoint_label(settings: Settings) -> str:
     """The store as users name it: the endpoint, or AWS S3 in the region."""
     return settings.s3_endpoint or f"AWS S3 ({settings.s3_region})"
-
-
-# Causes worth a message, from the Java (S3A/AWS SDK), PyArrow, PyIceberg REST texts; the first that matches wins.
-_MISSING = re.compile(
-    r"(?i)NoSuchBucket|bucket does not exist|specified bucket does not exist|table bucket (?P<tb>[\w.-]+) not found"
-)
-_DENIED = re.compile(
-    r"(?i)InvalidAccessKeyId|SignatureDoesNotMatch|AccessDenied|403 Forbidden|Status Code: 403|HTTP status 403|"
-    r"ACCESS_DENIED|credentials were refused|No AWS Credentials|NotAuthorized|UnauthorizedError|OAuthError|"
-    r"invalid_client|Bearer token is invalid"
-)
-_DOWN = re.compile(
-    r"(?i)Connection refused|Unable to execute HTTP request|connect timed out|ConnectException|"
-    r"NETWORK_CONNECTION|Couldn't connect|Could not connect|curlCode: 7|UnknownHostException|"
-    r"Failed to connect|connection reset|ConnectTimeoutException|503 Service Unavailable|Status Code: 503|"
-    r"HTTP status 503|SlowDown|ServiceUnavailable|Max retries exceeded"
-)
-_BUCKET = re.compile(r"s3[an]?://([^/\s'\"]+)|in bucket '([^']+)'")
-
-
-def _rest_uri(settings: Settings) -> str | None:
-    uri = settings.catalog_uri or ""
-    if settings.catalog_type == "rest" or uri.startswith("rest+"):
-        return uri.removeprefix("rest+")
-    return None
-
-
-def store_error(settings: Settings, text: str) -> str | None:
-    """One line for a failure of the object store (or the REST catalog) found in ``text`` (an exception's
-    text, Java stack included), naming the endpoint; None when ``text`` is not such a failure."""
-    rest = _rest_uri(settings)
-    where = f"object store {endpoint_label(settings)}"
-    if rest and (
-        urlsplit(rest).netloc in text or re.search(r"(?i)NotAuthorized|OAuth|Bearer|table bucket", text)
-    ):
-        where = f"Iceberg REST catalog {rest}"
-    missing = _MISSING.search(text)
-    if missing:
-        m = _BUCKET.search(text)
-        bucket = (
-            missing.group("tb") or (m and (m.group(1) or m.group(2))) or bucket_of(settings.warehouse_uri)
-        )
-        line = f"bucket {bucket!r} does not exist"
-    elif _DENIED.search(text):
-        fix = (
-            "credential= in WAP_CATALOG_PROPERTIES"
-            if where.startswith("Iceberg")
-            else "WAP_S3_ACCESS_KEY / WAP_S3_SECRET_KEY"
-        )
-        line = f"access denied (check {fix})"
-    elif _DOWN.search(text):
-        line = "unreachable or unavailable"
-    else:
-        return None
-    return mask_secrets(f"{where}: {line}")
-
-
-def store_failure(settings: Settings, exc: BaseException) -> str | None:
-    """:func:`store_error` for an exception (PyArrow's, PyIceberg's, or a Py4J error carrying the Java
-    cause chain), following ``__cause__``/``__context__``; None when the store is not to blame or the
-    settings use no object store."""
-    if not uses_s3(settings):
-        return None
-    seen: set[int] = set()
-    e: BaseException | None = exc
-    texts: list[str] = []
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        texts.append(f"{type(e).__name__}: {e}")
-        e = e.__cause__ or e.__context__
-    return store_error(settings, "\n".join(texts))
 
 
 def bucket_of(url: str) -> str:

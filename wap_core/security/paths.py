@@ -7,6 +7,15 @@ A confined ingest (the console: :attr:`SourcePolicy.CONFINED`, the default of
 are refused); a glob's folder must lie under a root and each of its matches is checked again.
 The CLI passes :attr:`SourcePolicy.ANY`: whoever runs it already holds the catalog's credentials,
 so it reads any path its OS user can read.
+
+A root may also be an object-store prefix (``s3a://bucket/landing``) and a source an ``s3a://`` or
+``s3://`` URL (the same object either way). Such a URL is confined on its structure, never by text
+matching: the scheme is s3 or s3a, the bucket a valid bucket name equal to a root's, the key made of
+plain segments (no ``..``, ``.``, ``//``, percent-encoding) under the root's prefix at a ``/``
+boundary (``landing`` never allows ``landing-evil/x``). A glob is listed from the store under its
+fixed prefix and every match is checked again. The objects are copied into a fresh upload folder
+(:func:`fetch_url_sources`), so the batch reads exactly what was confined, and the URLs stay the
+batch's provenance.
 """
 
 from __future__ import annotations
@@ -18,10 +27,17 @@ import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from enum import Enum
+from fnmatch import fnmatchcase
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from wap_core.config import Settings
-from wap_core.exceptions import PathNotAllowedError, SourceError
+from wap_core.config import GLOB_CHARS, Settings, StoreUrl, is_url, mask_secrets, parse_store_url
+from wap_core.exceptions import PathNotAllowedError, SourceError, ValidationError, one_line
+from wap_core.lake import s3
+from wap_core.lake.errors import store_failure
+
+if TYPE_CHECKING:
+    from pyarrow.fs import S3FileSystem
 
 log = logging.getLogger(__name__)
 _MAGIC = frozenset("*?[")
@@ -61,7 +77,9 @@ def allowed_roots(settings: Settings) -> tuple[Path, ...]:
 
 def describe_roots(settings: Settings) -> str:
     """The allowed roots as one line, for messages and the Ingest page."""
-    return ", ".join(str(r) for r in (*settings.ingest_root_paths, uploads_root(settings)))
+    return ", ".join(
+        str(r) for r in (*settings.ingest_root_paths, *settings.ingest_root_urls, uploads_root(settings))
+    )
 
 
 def _inside(path: Path, roots: Sequence[Path]) -> bool:
@@ -132,6 +150,143 @@ def expand_confined(pattern: str, roots: Sequence[Path]) -> list[Path]:
     if not matched:
         raise SourceError(f"source pattern {shown!r} matches no file")
     return [confine(m, roots) for m in matched]
+
+
+# --------------------------------------------------------------------------- object-store sources
+def root_problem(settings: Settings, root: StoreUrl) -> str | None:
+    """Why an object-store ingest root cannot be read (its bucket missing, the store down, the keys
+    refused), or None; :meth:`Settings.check_configured_paths` names the root with it."""
+    if not s3.uses_s3(settings):  # pragma: no cover - an s3a:// root makes uses_s3 true
+        return "needs an object store (WAP_S3_ENDPOINT / WAP_S3_ACCESS_KEY / WAP_S3_SECRET_KEY)"
+    try:
+        client = s3.filesystem(settings)
+        if not s3.bucket_exists(client, root.bucket):
+            return f"names bucket {root.bucket!r}, which does not exist on {s3.endpoint_label(settings)}"
+        s3.list_objects(client, StoreUrl(root.bucket, root.key))  # a listing: the keys may read there
+    except OSError as exc:
+        return f"cannot be read: {_store_line(exc, settings)}"
+    return None
+
+
+def _store_line(exc: BaseException, settings: Settings) -> str:
+    """An object-store failure as one line naming the endpoint (or PyArrow's first line), masked."""
+    line = store_failure(exc, settings)
+    if line is None:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        line = f"object store {s3.endpoint_label(settings)}: {first}"
+    return one_line(mask_secrets(line))[:500]
+
+
+def _refuse_url(shown: str, settings: Settings, why: str | None = None) -> PathNotAllowedError:
+    where = describe_roots(settings)
+    return PathNotAllowedError(
+        f"source {mask_secrets(shown)!r} is outside the allowed ingest roots ({where})"
+        + (f": {why}" if why else "")
+        + "; put the file under one of them, upload it, or ask an admin to add its prefix to WAP_INGEST_ROOTS"
+    )
+
+
+def _parse(text: str, settings: Settings, confined: bool, *, pattern: bool) -> StoreUrl:
+    """The URL checked on its structure; refused (confined) or invalid (any) when it is not plain."""
+    try:
+        return parse_store_url(text, pattern=pattern)
+    except ValidationError as exc:
+        if confined:
+            raise _refuse_url(text, settings, str(exc).split(": ", 1)[-1]) from None
+        raise SourceError(f"source {exc}") from None
+
+
+def _confined_url(text: str, settings: Settings, confined: bool, *, pattern: bool = False) -> StoreUrl:
+    """:func:`_parse`, then (confined) the URL (a pattern: its fixed prefix) must lie under an object-store root."""
+    url = _parse(text, settings, confined, pattern=pattern)
+    if confined:
+        fixed = _fixed_prefix(url) if pattern else url
+        if not any(fixed.is_under(root) for root in settings.ingest_root_urls):
+            raise _refuse_url(text, settings)
+    return url
+
+
+def _fixed_prefix(url: StoreUrl) -> StoreUrl:
+    """The key's segments before the first one holding a wildcard (``in/2013/*.csv`` -> ``in/2013``)."""
+    parts = url.key.split("/")
+    cut = next(i for i, part in enumerate(parts) if any(ch in GLOB_CHARS for ch in part))
+    return StoreUrl(url.bucket, "/".join(parts[:cut]))
+
+
+def _glob_match(pattern: Sequence[str], key: str) -> bool:
+    """Glob semantics per ``/`` segment, as :func:`glob.glob` (a wildcard never crosses ``/``, nor
+    matches a leading ``.`` unless the pattern segment starts with one)."""
+    parts = key.split("/")
+    return len(parts) == len(pattern) and all(
+        fnmatchcase(part, pat) and (not part.startswith(".") or pat.startswith("."))
+        for part, pat in zip(parts, pattern, strict=True)
+    )
+
+
+def _objects(text: str, settings: Settings, confined: bool, client: S3FileSystem) -> list[StoreUrl]:
+    """The objects a URL source names: the URL itself, or a glob's matches (each confined again)."""
+    pattern = any(ch in GLOB_CHARS for ch in text.partition("://")[2])
+    url = _confined_url(text, settings, confined, pattern=pattern)
+    if not pattern:
+        return [url]
+    wanted = url.key.split("/")
+    matches = [key for key in s3.list_objects(client, _fixed_prefix(url)) if _glob_match(wanted, key)]
+    if not matches:
+        raise SourceError(f"source pattern {mask_secrets(text)!r} matches no object")
+    return [_confined_url(f"s3a://{url.bucket}/{key}", settings, confined) for key in matches]
+
+
+def fetch_url_sources(
+    settings: Settings, sources: Sequence[str], policy: SourcePolicy
+) -> tuple[list[str], dict[str, str]]:
+    """``sources`` with each object-store URL (or URL glob) replaced by local copies of its objects, in one
+    fresh upload folder, and {copy's real path: the object's canonical ``s3a://`` URL} (the provenance).
+
+    Confined: a URL must lie under an object-store root (structurally, see the module). A URL needs
+    an object store to be configured; any other scheme is refused. Local sources pass through unchanged.
+    """
+    if not any(is_url(src) for src in sources):
+        return list(sources), {}
+    confined = policy is not SourcePolicy.ANY
+    for src in sources:  # every URL checked on its structure (and confined) before the store is asked
+        if is_url(src):
+            _confined_url(src, settings, confined, pattern=any(ch in GLOB_CHARS for ch in src))
+    if not s3.uses_s3(settings):
+        shown = next(mask_secrets(src) for src in sources if is_url(src))
+        raise SourceError(
+            f"source {shown!r} is an object-store URL, but no object store is configured "
+            "(WAP_S3_ENDPOINT / WAP_S3_ACCESS_KEY / WAP_S3_SECRET_KEY, or an s3a:// WAP_WAREHOUSE)"
+        )
+    out: list[str] = []
+    origin: dict[str, str] = {}
+    folder: Path | None = None
+    for src in sources:
+        if not is_url(src):
+            out.append(src)
+            continue
+        try:
+            client = s3.filesystem(settings)
+            for url in _objects(src, settings, confined, client):
+                folder = folder or new_upload_dir(settings)
+                local = _copy(client, url, folder / str(len(origin)))
+                origin[str(local.resolve())] = str(url)
+                out.append(str(local))
+        except OSError as exc:
+            raise SourceError(f"source {mask_secrets(src)!r}: {_store_line(exc, settings)}") from exc
+    return out, origin
+
+
+def _copy(client: S3FileSystem, url: StoreUrl, into: Path) -> Path:
+    """Copy one object into ``into/<its name>``: SourceError when there is no object or it is empty."""
+    size = s3.object_size(client, url)
+    if size is None:
+        raise SourceError(f"source {url} does not exist (no object at that key)")
+    if size == 0:
+        raise SourceError(f"source {url} is empty")
+    into.mkdir(parents=True)
+    target = into / sanitize_filename(url.key.rsplit("/", 1)[-1])
+    s3.download(client, url, target)
+    return target
 
 
 def sanitize_filename(name: str) -> str:

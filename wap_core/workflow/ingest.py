@@ -45,7 +45,13 @@ from wap_core.lake.errors import spark_error_line
 from wap_core.lake.refs import is_commit_state_unknown, remove_branch_quietly, with_commit_retry
 from wap_core.samples import sample_json
 from wap_core.security.access import Permission, authorize
-from wap_core.security.paths import SourcePolicy, allowed_roots, confine, expand_confined
+from wap_core.security.paths import (
+    SourcePolicy,
+    allowed_roots,
+    confine,
+    expand_confined,
+    fetch_url_sources,
+)
 from wap_core.states import Action, Outcome
 from wap_core.store.journal import Intent
 from wap_core.workflow.audit import AuditResult, audit_branch
@@ -879,8 +885,11 @@ def ingest(
     authorize(lh, user, Permission.INGEST, table=table, branch=branch)
     try:
         roots = allowed_roots(lh.settings) if source_policy is not SourcePolicy.ANY else ()
-        files, fmt = resolve_sources(sources, fmt, policy=source_policy, roots=roots)
-        return _ingest(lh, table, files, fmt, branch, create, user, t0, progress or _no_progress)
+        # object-store URLs (s3a://, s3://): confined on their structure, copied into an upload folder;
+        # ``origin`` maps each copy back to its URL, the batch's provenance
+        local, origin = fetch_url_sources(lh.settings, sources, source_policy)
+        files, fmt = resolve_sources(local, fmt, policy=source_policy, roots=roots)
+        return _ingest(lh, table, files, fmt, branch, create, user, t0, progress or _no_progress, origin)
     except WapError as exc:
         if not exc.journaled:  # an error after the intent is already its outcome row
             lh.journal.record(
@@ -909,8 +918,10 @@ def _ingest(
     user: str,
     t0: float,
     progress: Progress,
+    origin: dict[str, str] | None = None,
 ) -> IngestResult:
     progress("reading", None)
+    shown = [(origin or {}).get(f, f) for f in files]  # provenance: an object's URL, not its local copy
     digest = content_hash(files)
     spark = lh.spark
     exists = cat.table_exists(lh.catalog, table)
@@ -926,7 +937,7 @@ def _ingest(
     main_before = cat.ref_snapshot_id(tbl, "main") if tbl is not None else None
     batch_id = uuid.uuid4().hex
     intent_details = {
-        "sources": files,
+        "sources": shown,
         "format": fmt,
         "batch_id": batch_id,
         "rows": prepared.rows,
@@ -959,7 +970,7 @@ def _ingest(
         with_commit_retry(create_branch)
         fault_point("after_create_branch")
         props = {
-            "wap.source": ", ".join(files)[:2000],
+            "wap.source": ", ".join(shown)[:2000],
             "wap.format": fmt,
             "wap.batch-id": batch_id,
             CONTENT_HASH_PROPERTY: digest,
@@ -1002,7 +1013,7 @@ def _ingest(
         malformed_rows=prepared.malformed,
         snapshot_id=lin.head,
         fork_snapshot_id=lin.fork,
-        sources=files,
+        sources=shown,
         audit=audit,
         seconds=time.perf_counter() - t0,
     )

@@ -8,7 +8,8 @@ commit step. Everything else lives here, once:
 * the **intent** row, committed before any Iceberg commit; a branch another action holds is a
   journaled refusal (:func:`refuse`, notified unless the declaration says not to);
 * the **fault points** ``after_<action>_intent`` / ``after_<action>_commit`` (the kill tests) and
-  the pause point ``before_<action>_intent`` (the race tests);
+  the pause points ``before_<action>_intent`` (the race tests) and ``after_publish_intent`` (the
+  object store stopped in the middle of a publish);
 * the **outcome** row: the commit step's :class:`Moved` (success outcome, or a move that turned out
   unnecessary); an exception from the step is settled from the metadata
   (:func:`wap_core.workflow.reconcile.acting`): a lost race (:class:`ConflictError`) is journaled
@@ -163,6 +164,7 @@ class RefMove:
         intent = intent if intent is not None else self.begin()
         with acting(self.lh, intent):
             self._point(FAULT_POINTS, f"after_{self.action}_intent", fault_point)
+            self._point(PAUSE_POINTS, f"after_{self.action}_intent", pause_point)
             moved = commit(intent)
             if moved.done:
                 self._point(FAULT_POINTS, f"after_{self.action}_commit", fault_point)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import altair as alt
@@ -12,6 +13,7 @@ import streamlit as st
 from pages import _common as ui
 from wap_core import TableId
 from wap_core.analysis.diff import ColumnChange, ColumnDiff, ColumnProfile, DiffResult, rank_changes
+from wap_core.analysis.keyed_diff import KeyedDiff, KeyedSamples
 from wap_core.checks import CheckResult
 from wap_core.checks.registry import key_columns as checks_key_columns
 from wap_core.lake.catalog import MetadataDiff
@@ -418,7 +420,7 @@ def diff_details(diff: DiffResult, max_charts: int = 6, lead: list[str] | None =
 @st.cache_data(ttl=600, show_spinner=False)
 def cached_keyed(
     table: str, branch: str, head: int | None, key: tuple[str, ...], _user: str | None = None
-) -> dict[str, Any]:
+) -> tuple[KeyedDiff, KeyedSamples]:
     """The keyed diff (counts, by ``key``) and a sample of each kind of change; the head is part of the cache key;
     computed in ``_user``'s FAIR pool (not part of the key)."""
     from wap_core.analysis.keyed_diff import keyed_diff, keyed_samples
@@ -426,7 +428,7 @@ def cached_keyed(
     lh, tid = ui.lakehouse(), TableId.parse(table)
     counts = keyed_diff(lh, tid, branch, list(key), user=_user)
     samples = keyed_samples(lh, tid, branch, list(key), limit=10, user=_user)
-    return {"summary": counts.summary(), "diff": counts.to_dict(), "samples": samples.to_dict()}
+    return counts, samples
 
 
 def _changed_frame(rows: list[dict[str, Any]], key: list[str]) -> tuple[pd.DataFrame, list[str]]:
@@ -474,48 +476,44 @@ def keyed_section(
         return
     try:
         with st.spinner("Comparing rows by key with Spark…"):
-            res = cached_keyed(table, branch, head, tuple(chosen["key"]), _user=ui.current_user())
+            counts, samples = cached_keyed(table, branch, head, tuple(chosen["key"]), _user=ui.current_user())
     except Exception as exc:  # noqa: BLE001 - WapError and Spark analysis errors alike: shown, page goes on
         ui.show_error(exc)
         return
-    s = res["summary"]
+    s = counts.summary()
     c = st.columns(4)
     c[0].metric("Added", f"{s['added']:,}")
     c[1].metric("Removed", f"{s['removed']:,}")
     c[2].metric("Changed", f"{s['changed']:,}")
     c[3].metric("Changed cells", f"{s['changed_cells']:,}")
     st.caption(f"By key {ui.md(', '.join(chosen['key']))} · main at the fork vs the branch head")
-    samples = res["samples"]
     t_add, t_rem, t_chg = st.tabs(
         [f"Added ({s['added']:,})", f"Removed ({s['removed']:,})", f"Changed ({s['changed']:,})"]
     )
     key_config = {k: st.column_config.Column(k, pinned=True) for k in chosen["key"]}
     with t_add:
-        if samples["added"]:
-            ui.grid(
-                ui.texts_for_ids(pd.DataFrame(samples["added"])),
-                hide_index=True,
-                width="stretch",
-                column_config=key_config,
-            )
-        else:
-            st.caption("No added keys.")
+        _sample_rows(samples.added, key_config, "No added keys.")
     with t_rem:
-        if samples["removed"]:
-            ui.grid(
-                ui.texts_for_ids(pd.DataFrame(samples["removed"])),
-                hide_index=True,
-                width="stretch",
-                column_config=key_config,
-            )
-        else:
-            st.caption("No removed keys.")
+        _sample_rows(samples.removed, key_config, "No removed keys.")
     with t_chg:
-        if samples["changed"]:
-            df, changed_cols = _changed_frame(samples["changed"], chosen["key"])
+        if samples.changed:
+            df, changed_cols = _changed_frame(list(samples.changed), chosen["key"])
             styled = df.style.map(
                 lambda v: "background-color: #fff3cd; font-weight: 600" if v else "", subset=changed_cols
             )
             ui.grid(styled, hide_index=True, width="stretch", column_config=key_config)
         else:
             st.caption("No changed rows.")
+
+
+def _sample_rows(rows: Sequence[dict[str, Any]], key_config: dict[str, Any], none: str) -> None:
+    """Sample rows as they are, the key pinned; ``none`` when there are none."""
+    if rows:
+        ui.grid(
+            ui.texts_for_ids(pd.DataFrame(list(rows))),
+            hide_index=True,
+            width="stretch",
+            column_config=key_config,
+        )
+    else:
+        st.caption(none)

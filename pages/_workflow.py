@@ -7,7 +7,7 @@ text (users, comments, reasons, branch names) goes through ``ui.md`` before any 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import streamlit as st
@@ -18,6 +18,9 @@ from wap_core.exceptions import WapError
 from wap_core.lakehouse import Lakehouse
 from wap_core.security.access import Permission
 from wap_core.workflow import review as rw
+
+if TYPE_CHECKING:
+    from wap_core.workflow.status import BranchInfo, TimelineSnapshot
 
 _DIALOG = "workflow_dialog"
 
@@ -69,14 +72,8 @@ def text_form(
 # --------------------------------------------------------------------------- Review page
 
 
-def review_panel(lh: Lakehouse, user: str, tid: TableId, branch: str) -> None:
-    """Under the verdict: the review state of the head, Approve / Request changes, the comment thread and form."""
-    try:
-        rs = rw.review_state(lh, tid, branch)
-    except WapError as exc:
-        ui.show_error(exc)
-        return
-    st.markdown("#### Review")
+def _review_state_lines(rs: rw.ReviewStatus) -> None:
+    """The policy, the state of the head, and who approved, asked for changes, was not counted or dismissed."""
     pol = rs.policy
     rules = [f"{pol.approvals} approval{'s' if pol.approvals != 1 else ''} required"]
     if pol.author_cannot_approve:
@@ -99,16 +96,15 @@ def review_panel(lh: Lakehouse, user: str, tid: TableId, branch: str) -> None:
     {"approved": st.success, "changes_requested": st.error, "awaiting": st.warning}.get(
         rs.state.value, st.info
     )(text)
-    for r in rs.approvals:
-        st.markdown(
-            f":material/check_circle: approved by **{ui.md(r.user)}** at {ui.md(ui.short_time(r.at.isoformat()))}"
-            + (f": {ui.md(r.comment)}" if r.comment else "")
-        )
-    for r in rs.changes_requested:
-        st.markdown(
-            f":material/block: changes requested by **{ui.md(r.user)}** at {ui.md(ui.short_time(r.at.isoformat()))}"
-            + (f": {ui.md(r.comment)}" if r.comment else "")
-        )
+    for icon, verb, reviews in (
+        ("check_circle", "approved", rs.approvals),
+        ("block", "changes requested", rs.changes_requested),
+    ):
+        for r in reviews:
+            st.markdown(
+                f":material/{icon}: {verb} by **{ui.md(r.user)}** at {ui.md(ui.short_time(r.at.isoformat()))}"
+                + (f": {ui.md(r.comment)}" if r.comment else "")
+            )
     for r in rs.ignored:
         st.caption(f"Not counted: {ui.md(r.user)} is an author of this batch.")
     for r in rs.dismissed:
@@ -117,6 +113,16 @@ def review_panel(lh: Lakehouse, user: str, tid: TableId, branch: str) -> None:
             f"{r.snapshot_id}: the branch moved since (a later commit or a rebase)."
         )
 
+
+def review_panel(lh: Lakehouse, user: str, tid: TableId, branch: str) -> None:
+    """Under the verdict: the review state of the head, Approve / Request changes, the comment thread and form."""
+    try:
+        rs = rw.review_state(lh, tid, branch)
+    except WapError as exc:
+        ui.show_error(exc)
+        return
+    st.markdown("#### Review")
+    _review_state_lines(rs)
     allowed, why = rw.approve_decision(lh, tid, branch, user)
     d = ui.may(lh, user, Permission.APPROVE)
     c1, c2 = st.columns(2)
@@ -229,23 +235,23 @@ def thread(lh: Lakehouse, user: str, tid: TableId, branch: str, *, checks: list[
 # --------------------------------------------------------------------------- Branches page
 
 
-def add_review_columns(df: pd.DataFrame, rows: list[dict[str, Any]]) -> None:
+def add_review_columns(df: pd.DataFrame, rows: list[BranchInfo]) -> None:
     """Add ``review``, ``approvals`` and ``authors`` of each branch (from ``branches``) to the Branches table, in place."""
     labels = {
-        "none": "—",
-        "awaiting": "awaiting",
-        "approved": "approved",
-        "changes_requested": "changes requested",
+        rw.ReviewState.NONE: "—",
+        rw.ReviewState.AWAITING: "awaiting",
+        rw.ReviewState.APPROVED: "approved",
+        rw.ReviewState.CHANGES_REQUESTED: "changes requested",
     }
-    df["review state"] = [labels.get(r.get("review", "none"), r.get("review", "")) for r in rows]
-    df["approvals"] = [int(r.get("approvals", 0)) for r in rows]
-    df["authors"] = [", ".join(r.get("authors") or []) for r in rows]
+    df["review state"] = [labels[r.review] for r in rows]
+    df["approvals"] = [r.approvals for r in rows]
+    df["authors"] = [", ".join(r.authors) for r in rows]
 
 
 # --------------------------------------------------------------------------- History page
 
 
-def history_actions(lh: Lakehouse, user: str, table: str, timeline: list[dict[str, Any]]) -> None:
+def history_actions(lh: Lakehouse, user: str, table: str, timeline: list[TimelineSnapshot]) -> None:
     """Under main's timeline: Roll back (admin; confirm dialog with reason) and Reopen as branch for rolled-back batches."""
     from wap_core.workflow.rollback import rolled_back_snapshots
 
@@ -254,26 +260,24 @@ def history_actions(lh: Lakehouse, user: str, table: str, timeline: list[dict[st
     admin = ui.may(lh, user, Permission.ADMIN)
     if not admin.allowed:
         st.caption(f":material/lock: {ui.md(admin.message.replace('run admin actions', 'roll back'))}")
-    head = timeline[0]["snapshot_id"] if timeline else None
+    head = timeline[0].snapshot_id if timeline else None
     for snap in timeline[1:20]:
         c1, c2 = st.columns([4, 1])
         c1.markdown(
-            f"snapshot `{snap['snapshot_id']}` · {ui.md(ui.short_time(snap['at']))} · {ui.md(snap['operation'])} · "
-            f"{snap['total_records']:,} rows · {ui.md(snap.get('user') or '')}"
+            f"snapshot `{snap.snapshot_id}` · {ui.md(ui.short_time(snap.at))} · {ui.md(snap.operation)} · "
+            f"{snap.total_records:,} rows · {ui.md(snap.user or '')}"
         )
         if c2.button(
             "Roll back",
-            key=f"wf_rb_{snap['snapshot_id']}",
+            key=f"wf_rb_{snap.snapshot_id}",
             disabled=not admin.allowed,
             icon=":material/undo:",
-            help=ui.md(
-                f"Move main back to snapshot {snap['snapshot_id']}" if admin.allowed else admin.message
-            ),
+            help=ui.md(f"Move main back to snapshot {snap.snapshot_id}" if admin.allowed else admin.message),
         ):
             st.session_state[_DIALOG] = {
                 "kind": "rollback",
                 "table": table,
-                "to": snap["snapshot_id"],
+                "to": snap.snapshot_id,
                 "head": head,
             }
     gone = rolled_back_snapshots(lh, tid)
@@ -283,12 +287,12 @@ def history_actions(lh: Lakehouse, user: str, table: str, timeline: list[dict[st
         for g in gone:
             c1, c2 = st.columns([4, 1])
             c1.markdown(
-                f"snapshot `{g['snapshot_id']}` · branch {ui.md(g.get('branch') or '?')} · {g['rows']:,} rows · rolled back by "
-                f"{ui.md(g['rolled_back_by'])}: {ui.md(g.get('reason') or '')}"
+                f"snapshot `{g.snapshot_id}` · branch {ui.md(g.branch or '?')} · {g.rows:,} rows · rolled back by "
+                f"{ui.md(g.rolled_back_by)}: {ui.md(g.reason or '')}"
             )
             if c2.button(
                 "Reopen as branch",
-                key=f"wf_ro_{g['snapshot_id']}",
+                key=f"wf_ro_{g.snapshot_id}",
                 disabled=not steward.allowed,
                 icon=":material/call_split:",
                 help=ui.md(
@@ -297,7 +301,7 @@ def history_actions(lh: Lakehouse, user: str, table: str, timeline: list[dict[st
                     else steward.message
                 ),
             ):
-                _reopen(lh, user, tid, int(g["snapshot_id"]))
+                _reopen(lh, user, tid, g.snapshot_id)
     dialog = st.session_state.get(_DIALOG)
     if dialog and dialog.get("kind") == "rollback" and dialog.get("table") == table:
         _rollback_dialog(lh, user, tid, int(dialog["to"]), dialog.get("head"))

@@ -1,8 +1,8 @@
 """Versioned migrations of the journal tables: a lakehouse made with the pre-migration schema is
 upgraded without losing a row, on SQLite and on a real PostgreSQL; concurrent starters are safe.
 
-The v1 fixture below is the exact table definitions of ``wap_core/store/journal.py`` at commit 7280bab
-(before Alembic), created with ``create_all`` as that code did.
+The pre-migration ("v1") database is built by the baseline revision ``0001`` (exactly the schema
+that code created, before Alembic) with its version table dropped, as such a lakehouse has none.
 """
 
 from __future__ import annotations
@@ -17,85 +17,41 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from sqlalchemy import (
-    BigInteger,
-    Column,
-    DateTime,
-    Integer,
-    MetaData,
-    String,
-    Table,
-    Text,
-    create_engine,
-    inspect,
-    text,
-)
+from alembic import command
+from sqlalchemy import MetaData, create_engine, inspect, text
 
+import wap_core.checks.store
+import wap_core.notify.deliverer
+import wap_core.security.tokens
+import wap_core.workflow.review  # noqa: F401  (with the imports above: every owner of a table, on the metadata)
 from wap_core import Lakehouse, Settings
-from wap_core.store.journal import Journal, _meta
-from wap_core.store.migrate import HEAD, VERSION_TABLE, current_revision, script_head
+from wap_core.store.journal import Journal
+from wap_core.store.migrate import (
+    BASELINE,
+    HEAD,
+    VERSION_TABLE,
+    _alembic_config,
+    current_revision,
+    script_head,
+)
 from wap_core.store.profiles import ProfileStore
+from wap_core.store.schema import metadata
 
 ROOT = Path(__file__).resolve().parent.parent
-
-# ----- v1 fixture: wap_core/store/journal.py at 7280bab, verbatim -----------------------------------
-V1 = MetaData()
-Table(
-    "wap_journal",
-    V1,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("at", DateTime(timezone=True), nullable=False, index=True),
-    Column("user_name", String(255), nullable=False),
-    Column("action", String(32), nullable=False),
-    Column("table_name", String(512), nullable=True, index=True),
-    Column("branch", String(255), nullable=True),
-    Column("snapshot_before", BigInteger, nullable=True),
-    Column("snapshot_after", BigInteger, nullable=True),
-    Column("outcome", String(32), nullable=False),
-    Column("reason", Text, nullable=True),
-    Column("details", Text, nullable=True),
-)
-Table(
-    "wap_audits",
-    V1,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("at", DateTime(timezone=True), nullable=False),
-    Column("user_name", String(255), nullable=False),
-    Column("table_name", String(512), nullable=False, index=True),
-    Column("branch", String(255), nullable=False),
-    Column("snapshot_id", BigInteger, nullable=True),
-    Column("fork_snapshot_id", BigInteger, nullable=True),
-    Column("status", String(16), nullable=False),
-    Column("result", Text, nullable=False),
-)
-Table(
-    "wap_profiles",
-    V1,
-    Column("table_name", String(512), primary_key=True),
-    Column("snapshot_id", BigInteger, primary_key=True),
-    Column("at", DateTime(timezone=True), nullable=False),
-    Column("profile", Text, nullable=False),
-)
-Table(
-    "wap_batch_profiles",
-    V1,
-    Column("table_name", String(512), primary_key=True),
-    Column("head_snapshot_id", BigInteger, primary_key=True),
-    Column("fork_snapshot_id", BigInteger, nullable=False),
-    Column("at", DateTime(timezone=True), nullable=False),
-    Column("profile", Text, nullable=False),
-)
-# -----------------------------------------------------------------------------------------------
 
 AT = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 BIG = 8_123_456_789_012_345_678  # snapshot ids are 64-bit
 
 
 def make_v1(url: str) -> None:
-    """A catalog database as today's code leaves it: v1 tables, rows in every one, no version table."""
+    """A catalog database as the pre-migration code left it: v1 tables, rows in every one, no version table."""
     engine = create_engine(url)
-    V1.create_all(engine)
-    t = V1.tables
+    with engine.begin() as conn:
+        command.upgrade(_alembic_config(conn), BASELINE)
+        conn.execute(text(f"DROP TABLE {VERSION_TABLE}"))
+    v1 = MetaData()
+    v1.reflect(engine)
+    t = v1.tables
     with engine.begin() as conn:
         conn.execute(
             t["wap_journal"].insert(),
@@ -177,7 +133,8 @@ def assert_v1_rows_intact(journal: Journal) -> None:
 
 
 def assert_schema_is_the_model(url: str) -> None:
-    """The migrated database and the Table models of wap_core.store.journal agree (no missing migration)."""
+    """The migrated database and the Table models of their owners agree (no missing migration, no model
+    missing for a table the migrations make)."""
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
 
@@ -187,8 +144,8 @@ def assert_schema_is_the_model(url: str) -> None:
             ctx = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
             diff = [
                 d
-                for d in compare_metadata(ctx, _meta)
-                if not (isinstance(d, tuple) and d[0] == "remove_table")
+                for d in compare_metadata(ctx, metadata)
+                if not (isinstance(d, tuple) and d[0] == "remove_table" and not d[1].name.startswith("wap_"))
             ]
             assert diff == []
             assert current_revision(conn) == HEAD
@@ -227,7 +184,7 @@ def test_a_lakehouse_with_the_pre_migration_schema_is_upgraded_without_losing_a_
 def test_a_new_database_gets_every_table_at_head(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'new.db'}"
     journal = Journal(create_engine(url))
-    assert set(_meta.tables) <= set(inspect(journal.engine).get_table_names())
+    assert set(metadata.tables) <= set(inspect(journal.engine).get_table_names())
     assert_schema_is_the_model(url)
     use_new_schema(journal)
 

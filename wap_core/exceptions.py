@@ -24,6 +24,14 @@ def one_line(message: str) -> str:
     return _LINE_BREAKS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), message)
 
 
+def first_line(error: BaseException | str) -> str:
+    """The first non-blank line of an error's message, stripped; a message-less exception: its type's name."""
+    for line in str(error).splitlines():
+        if line.strip():
+            return line.strip()
+    return type(error).__name__ if isinstance(error, BaseException) else ""
+
+
 class ValidationError(WapError, ValueError):
     """Input that can never be valid: a bad name, a malformed option. Always one line."""
 
@@ -70,8 +78,8 @@ class SchemaMismatchError(WapError):
         )
 
 
-class ChecksFileError(WapError):
-    """The checks YAML is invalid; the message names file and line."""
+class _FileError(WapError):
+    """A configuration file that is invalid: ``path:line: message`` (``detail`` is the message alone)."""
 
     def __init__(self, path: str, line: int | None, message: str) -> None:
         self.path = path
@@ -79,6 +87,10 @@ class ChecksFileError(WapError):
         self.detail = message
         where = f"{path}:{line}" if line is not None else path
         super().__init__(f"{where}: {message}")
+
+
+class ChecksFileError(_FileError):
+    """The checks YAML is invalid; the message names file and line."""
 
 
 class EnvironmentSetupError(WapError):
@@ -138,33 +150,19 @@ class AccessDeniedError(RefusedError):
         super().__init__(message, reason_code="forbidden")
 
 
-class AccessFileError(ValidationError):
+class AccessFileError(_FileError, ValidationError):
     """The access file (roles) is invalid; the message names file and line. Exit code 2.
 
     Never read as "access control is off": a broken file stops every guarded action.
     """
 
-    def __init__(self, path: str, line: int | None, message: str) -> None:
-        self.path = path
-        self.line = line
-        self.detail = message
-        where = f"{path}:{line}" if line is not None else path
-        super().__init__(f"{where}: {message}")
 
-
-class NotifyFileError(ValidationError):
+class NotifyFileError(_FileError, ValidationError):
     """The notification targets file (``WAP_NOTIFY``) is invalid; the message names file and line. Exit code 2.
 
     Never read as "no targets": ``notify-test`` exits 2 and every event that could not be queued
     because of it is journaled (action ``notify``, outcome ``failed``).
     """
-
-    def __init__(self, path: str, line: int | None, message: str) -> None:
-        self.path = path
-        self.line = line
-        self.detail = message
-        where = f"{path}:{line}" if line is not None else path
-        super().__init__(f"{where}: {message}")
 
 
 class CommitConflictError(ConflictError):

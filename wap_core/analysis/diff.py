@@ -15,8 +15,8 @@ import itertools
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from wap_core.identifiers import MAIN, TableId, quote_column
 from wap_core.lake import catalog as cat
@@ -33,12 +33,12 @@ from wap_core.lake.metaprofile import (
     column_kind,
     metadata_profile,
 )
-from wap_core.values import jsonable
+from wap_core.values import JSON, JsonOrder, jsonable, omit_none, to_jsonable
 
 if TYPE_CHECKING:
     import pandas as pd
     from pyiceberg.table import Table
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from wap_core.lakehouse import Lakehouse
 
@@ -49,9 +49,25 @@ MAX_MERGE_DEPTH = 20  # publishes in a row whose profiles merge without a rescan
 
 def profile_frame(df: DataFrame, max_top_columns: int = 12) -> dict[str, Any]:
     """Per-column profile in two Spark jobs: one aggregate pass, one top-values pass."""
+    fields = [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
+    row = df.agg(*_profile_aggs(fields)).collect()[0].asDict()
+    rows = int(row["_rows"])
+    cols = {name: _column_profile(row, i, typ, rows) for i, (name, typ) in enumerate(fields)}
+    cats = [
+        n
+        for n, t in fields
+        if column_kind(t) == "categorical" and cols[n]["distinct"] <= TOP_VALUES_MAX_DISTINCT
+    ][:max_top_columns]
+    if cats and rows:
+        _add_top_values(df, cols, cats, rows)
+    return {"rows": rows, "columns": cols}
+
+
+def _profile_aggs(fields: list[tuple[str, str]]) -> list[Column]:
+    """The aggregates of the one pass: the row count, and per column (by position ``i``) its non-nulls,
+    distinct estimate and HLL sketch, min/max where ordered, mean and quantiles where numeric."""
     from pyspark.sql import functions as F
 
-    fields = [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
     aggs = [F.count(F.lit(1)).alias("_rows")]
     for i, (name, typ) in enumerate(fields):
         c = F.col(quote_column(name))
@@ -71,71 +87,66 @@ def profile_frame(df: DataFrame, max_top_columns: int = 12) -> dict[str, Any]:
                 F.avg(c).alias(f"avg{i}"),
                 F.percentile_approx(c.cast("double"), list(QUANTILES), 1000).alias(f"q{i}"),
             ]
-    row = df.agg(*aggs).collect()[0].asDict()
-    rows = int(row["_rows"])
-    cols: dict[str, dict[str, Any]] = {}
-    for i, (name, typ) in enumerate(fields):
-        nn = int(row[f"nn{i}"])
-        # every row read: counts, min, max, mean and top values are exact; the distinct count is an HLL
-        # sketch's estimate and the quantiles percentile_approx's
-        acc = {
-            f: APPROXIMATE if f == "distinct" or (f == "quantiles" and row.get(f"q{i}")) else EXACT
-            for f in FIELDS
-        }
-        cols[name] = {
-            "type": typ,
-            "kind": column_kind(typ),
-            "rows": rows,
-            "nulls": rows - nn,
-            "null_pct": round(100.0 * (rows - nn) / rows, 4) if rows else 0.0,
-            "distinct": int(row[f"d{i}"] or 0),
-            "hll": base64.b64encode(bytes(row[f"h{i}"])).decode("ascii")
-            if row.get(f"h{i}") is not None
-            else None,
-            "min": jsonable(row.get(f"mn{i}")),
-            "max": jsonable(row.get(f"mx{i}")),
-            "mean": jsonable(row.get(f"avg{i}")),
-            "quantiles": dict(
-                zip([str(q) for q in QUANTILES], jsonable(row.get(f"q{i}")) or [], strict=False)
-            )
-            if row.get(f"q{i}")
-            else None,
-            "top_values": None,
-            "accuracy": acc,
-            "approximate": [f for f in FIELDS if acc[f] == APPROXIMATE],
-        }
-    cats = [
-        n
-        for n, t in fields
-        if column_kind(t) == "categorical" and cols[n]["distinct"] <= TOP_VALUES_MAX_DISTINCT
-    ][:max_top_columns]
-    if cats and rows:
-        pairs = F.explode(
-            F.array(
-                *[
-                    F.struct(F.lit(n).alias("col"), F.col(quote_column(n)).cast("string").alias("val"))
-                    for n in cats
-                ]
-            )
-        )
-        counted = (
-            df.select(pairs.alias("p"))
-            .groupBy(F.col("p.col").alias("col"), F.col("p.val").alias("val"))
-            .count()
-        )
-        from pyspark.sql.window import Window
+    return aggs
 
-        w = Window.partitionBy("col").orderBy(F.desc("count"), F.asc_nulls_last("val"))
-        for r in counted.withColumn("rk", F.row_number().over(w)).where(F.col("rk") <= TOP_N).collect():
-            tv = cols[r["col"]].setdefault("top_values", None) or []
-            tv.append(
-                {"value": r["val"], "count": int(r["count"]), "pct": round(100.0 * int(r["count"]) / rows, 4)}
-            )
-            cols[r["col"]]["top_values"] = tv
-        for n in cats:
-            if cols[n]["top_values"]:
-                cols[n]["top_values"].sort(key=lambda d: -d["count"])
-    return {"rows": rows, "columns": cols}
+
+def _column_profile(row: dict[str, Any], i: int, typ: str, rows: int) -> dict[str, Any]:
+    """Column ``i``'s profile from the aggregate row (its top values come from the second pass)."""
+    nn = int(row[f"nn{i}"])
+    # every row read: counts, min, max, mean and top values are exact; the distinct count is an HLL
+    # sketch's estimate and the quantiles percentile_approx's
+    acc = {
+        f: APPROXIMATE if f == "distinct" or (f == "quantiles" and row.get(f"q{i}")) else EXACT
+        for f in FIELDS
+    }
+    return {
+        "type": typ,
+        "kind": column_kind(typ),
+        "rows": rows,
+        "nulls": rows - nn,
+        "null_pct": round(100.0 * (rows - nn) / rows, 4) if rows else 0.0,
+        "distinct": int(row[f"d{i}"] or 0),
+        "hll": base64.b64encode(bytes(row[f"h{i}"])).decode("ascii")
+        if row.get(f"h{i}") is not None
+        else None,
+        "min": jsonable(row.get(f"mn{i}")),
+        "max": jsonable(row.get(f"mx{i}")),
+        "mean": jsonable(row.get(f"avg{i}")),
+        "quantiles": dict(zip([str(q) for q in QUANTILES], jsonable(row.get(f"q{i}")) or [], strict=False))
+        if row.get(f"q{i}")
+        else None,
+        "top_values": None,
+        "accuracy": acc,
+        "approximate": [f for f in FIELDS if acc[f] == APPROXIMATE],
+    }
+
+
+def _add_top_values(df: DataFrame, cols: dict[str, dict[str, Any]], cats: list[str], rows: int) -> None:
+    """The second pass: the ``TOP_N`` most frequent values of each categorical column in ``cats``."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.window import Window
+
+    pairs = F.explode(
+        F.array(
+            *[
+                F.struct(F.lit(n).alias("col"), F.col(quote_column(n)).cast("string").alias("val"))
+                for n in cats
+            ]
+        )
+    )
+    counted = (
+        df.select(pairs.alias("p")).groupBy(F.col("p.col").alias("col"), F.col("p.val").alias("val")).count()
+    )
+    w = Window.partitionBy("col").orderBy(F.desc("count"), F.asc_nulls_last("val"))
+    for r in counted.withColumn("rk", F.row_number().over(w)).where(F.col("rk") <= TOP_N).collect():
+        tv = cols[r["col"]].setdefault("top_values", None) or []
+        tv.append(
+            {"value": r["val"], "count": int(r["count"]), "pct": round(100.0 * int(r["count"]) / rows, 4)}
+        )
+        cols[r["col"]]["top_values"] = tv
+    for n in cats:
+        if cols[n]["top_values"]:
+            cols[n]["top_values"].sort(key=lambda d: -d["count"])
 
 
 def main_profile(lh: Lakehouse, table: TableId, snapshot_id: int | None) -> dict[str, Any] | None:
@@ -324,11 +335,8 @@ def _merge_quantiles(qa: dict[str, float], na: int, qb: dict[str, float], nb: in
 class _ByKey:
     """Read access by JSON key (``col["batch"]["nulls"]``) for code written against the JSON form.
 
-    The attributes are the interface; this view answers exactly the keys :meth:`to_dict` writes.
+    The attributes are the interface; this view answers exactly the keys :func:`to_jsonable` writes.
     """
-
-    def to_dict(self) -> dict[str, Any]:
-        raise NotImplementedError
 
     def _keys(self) -> tuple[str, ...]:
         return tuple(f.name for f in fields(self))  # type: ignore[arg-type]
@@ -352,10 +360,6 @@ class TopValue(_ByKey):
     value: Any
     count: int
     pct: float
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form of the value."""
-        return {"value": self.value, "count": self.count, "pct": self.pct}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TopValue:
@@ -385,24 +389,6 @@ class ColumnProfile(_ByKey):
     top_values: tuple[TopValue, ...] | None
     accuracy: Mapping[str, str]
     approximate: tuple[str, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form (the ``diff --json`` column profile, without the sketch)."""
-        return {
-            "type": self.type,
-            "kind": self.kind,
-            "rows": self.rows,
-            "nulls": self.nulls,
-            "null_pct": self.null_pct,
-            "distinct": self.distinct,
-            "min": self.min,
-            "max": self.max,
-            "mean": self.mean,
-            "quantiles": dict(self.quantiles) if self.quantiles is not None else None,
-            "top_values": [t.to_dict() for t in self.top_values] if self.top_values is not None else None,
-            "accuracy": dict(self.accuracy),
-            "approximate": list(self.approximate),
-        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ColumnProfile:
@@ -439,26 +425,13 @@ class ColumnDiff(_ByKey):
     kind: str
     main: ColumnProfile | None
     batch: ColumnProfile
-    null_pct_change: float | None = None  # batch minus main, percentage points
-    mean_change: float | None = None  # batch minus main
+    null_pct_change: float | None = field(
+        default=None, metadata={JSON: omit_none}
+    )  # batch minus main, percentage points
+    mean_change: float | None = field(default=None, metadata={JSON: omit_none})  # batch minus main
 
     def _keys(self) -> tuple[str, ...]:
-        return tuple(self.to_dict())
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form (one entry of ``diff --json`` ``columns``)."""
-        d: dict[str, Any] = {
-            "name": self.name,
-            "type": self.type,
-            "kind": self.kind,
-            "main": self.main.to_dict() if self.main is not None else None,
-            "batch": self.batch.to_dict(),
-        }
-        if self.null_pct_change is not None:
-            d["null_pct_change"] = self.null_pct_change
-        if self.mean_change is not None:
-            d["mean_change"] = self.mean_change
-        return d
+        return tuple(to_jsonable(self))
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ColumnDiff:
@@ -494,14 +467,6 @@ class ProfileBasis(_ByKey):
     basis: str | None
     sample: Mapping[str, int] | None
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form (``diff --json`` ``main_profile``)."""
-        return {
-            "source": self.source,
-            "basis": self.basis,
-            "sample": dict(self.sample) if self.sample is not None else None,
-        }
-
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ProfileBasis:
         """The basis back from its JSON form."""
@@ -513,15 +478,34 @@ class DiffResult:
     """Branch vs main: the metadata diff, the counted rows, the schema changes and every column's profiles.
 
     The refs and whether the branch is a pure append are the :class:`MetadataDiff`'s (read from
-    the same table metadata); ``rows_added`` and ``rows_deleted`` are counted by Spark.
+    the same table metadata); ``rows_added`` and ``rows_deleted`` are counted by Spark. Its JSON
+    (``diff --json``) leads with the refs; a missing ``main_profile`` is written ``{}``.
     """
+
+    __json__: ClassVar[JsonOrder] = (
+        "table",
+        "branch",
+        "fork_snapshot_id",
+        "head_snapshot_id",
+        "main_snapshot_id",
+        "main_moved",
+        "pure_append",
+        "rows_added",
+        "rows_deleted",
+        "schema_changes",
+        "columns",
+        "metadata",
+        "main_profile",
+    )
 
     metadata: MetadataDiff
     rows_added: int
     rows_deleted: int
     schema_changes: list[dict[str, Any]]
     columns: tuple[ColumnDiff, ...]
-    main_profile: ProfileBasis | None = None  # None: main has no snapshot at the fork
+    main_profile: ProfileBasis | None = field(
+        default=None, metadata={JSON: lambda p: {} if p is None else p}
+    )  # None: main has no snapshot at the fork
 
     @property
     def table(self) -> str:
@@ -561,24 +545,6 @@ class DiffResult:
     def column(self, name: str) -> ColumnDiff | None:
         """The diff of one column by name (None: no such column)."""
         return next((c for c in self.columns if c.name == name), None)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON of ``wap diff --json``."""
-        return {
-            "table": self.table,
-            "branch": self.branch,
-            "fork_snapshot_id": self.fork_snapshot_id,
-            "head_snapshot_id": self.head_snapshot_id,
-            "main_snapshot_id": self.main_snapshot_id,
-            "main_moved": self.main_moved,
-            "pure_append": self.pure_append,
-            "rows_added": self.rows_added,
-            "rows_deleted": self.rows_deleted,
-            "schema_changes": [dict(c) for c in self.schema_changes],
-            "columns": [c.to_dict() for c in self.columns],
-            "metadata": asdict(self.metadata),
-            "main_profile": self.main_profile.to_dict() if self.main_profile is not None else {},
-        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> DiffResult:

@@ -34,10 +34,10 @@ from __future__ import annotations
 import datetime as _dt
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from functools import reduce
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from wap_core.analysis.diff import compare_columns
 from wap_core.exceptions import ValidationError
@@ -45,6 +45,7 @@ from wap_core.identifiers import TableId, quote_column
 from wap_core.lake import catalog as cat
 from wap_core.lake import jobs
 from wap_core.lake.batch import batch_frame
+from wap_core.values import JSON, JsonOrder
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -55,19 +56,33 @@ if TYPE_CHECKING:
 _EPOCH = _dt.date(1970, 1, 1)
 
 
+def _plain(v: Any) -> Any:
+    if isinstance(v, Decimal):
+        return float(v)
+    if isinstance(v, (_dt.date, _dt.datetime)):
+        return v.isoformat()
+    return v
+
+
+def _count_pairs(pairs: tuple[tuple[str, int], ...]) -> list[dict[str, Any]]:
+    return [{"column": c, "count": n} for c, n in pairs]
+
+
 @dataclass(frozen=True)
 class KeyRange:
     """Bounds of one key column over the batch (sound: every batch value lies inside)."""
 
     column: str
-    lo: Any
-    hi: Any
+    lo: Any = field(metadata={JSON: _plain})
+    hi: Any = field(metadata={JSON: _plain})
     has_nulls: bool
 
 
 @dataclass(frozen=True)
 class KeyedDiff:
-    """Keyed comparison of main at the fork (left) with the branch head (right)."""
+    """Keyed comparison of main at the fork (left) with the branch head (right); its JSON adds the summary."""
+
+    __json__: ClassVar[JsonOrder] = (..., "summary")
 
     table: str
     branch: str
@@ -86,7 +101,7 @@ class KeyedDiff:
     rows_changed: int  # key on both sides, some compared column differs (lake-sift "changed")
     cells_changed: int  # differing cells over those rows                 (lake-sift "changed_cells")
     keys_unchanged: int  # main rows whose key is on the branch with equal values
-    changed_by_column: tuple[tuple[str, int], ...]
+    changed_by_column: tuple[tuple[str, int], ...] = field(metadata={JSON: _count_pairs})
     duplicate_keys_branch: int
     duplicate_keys_main: int
     schema_changes: tuple[dict[str, Any], ...]
@@ -110,22 +125,6 @@ class KeyedDiff:
             "changed_cells": self.cells_changed,
             "schema_changes": len(self.schema_changes),
         }
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form, with the summary."""
-        d = asdict(self)
-        d["key_ranges"] = [{**asdict(r), "lo": _plain(r.lo), "hi": _plain(r.hi)} for r in self.key_ranges]
-        d["changed_by_column"] = [{"column": c, "count": n} for c, n in self.changed_by_column]
-        d["summary"] = self.summary()
-        return d
-
-
-def _plain(v: Any) -> Any:
-    if isinstance(v, Decimal):
-        return float(v)
-    if isinstance(v, (_dt.date, _dt.datetime)):
-        return v.isoformat()
-    return v
 
 
 # --------------------------------------------------------------------------- validation
@@ -375,133 +374,149 @@ def _keyed_diff(
         "branch_rows": _total_records(tbl, lin.head),
         "schema_changes": compare_columns(left_schema, right_schema),
     }
-    if ops <= {"append"} or lin.fork is None:
-        result = _append_diff(lh, tbl, table, lin, key, compared, common)
-    else:
-        result = _full_diff(lh, tbl, table, lin, key, compared, common)
+    d = _Diffing(lh, tbl, table, lin, key, compared, common)
+    result = _append_diff(d) if ops <= {"append"} or lin.fork is None else _full_diff(d)
     return replace(result, seconds=time.perf_counter() - t0)
 
 
-def _append_diff(
-    lh: Lakehouse,
-    tbl: Table,
-    table: TableId,
-    lin: cat.Lineage,
-    key: tuple[str, ...],
-    compared: tuple[str, ...],
-    common: dict[str, Any],
-) -> KeyedDiff:
-    """Branch = main@fork + appended rows: only the batch, and main within its key range, are read."""
+@dataclass(frozen=True)
+class _Diffing:
+    """What both diff methods read: the table at its lineage, the key, the compared columns, and the
+    fields every result shares (``common``)."""
+
+    lh: Lakehouse
+    tbl: Table
+    table: TableId
+    lin: cat.Lineage
+    key: tuple[str, ...]
+    compared: tuple[str, ...]
+    common: dict[str, Any]
+
+
+def _cell_changes(compared: tuple[str, ...], rows_changed: int, per_col: list[int]) -> dict[str, Any]:
+    """A result's changed rows, changed cells and the changed cells per column (most first, none left out)."""
+    by_column = sorted(((c, n) for c, n in zip(compared, per_col, strict=False) if n), key=lambda t: -t[1])
+    return {
+        "rows_changed": rows_changed,
+        "cells_changed": sum(per_col),
+        "changed_by_column": tuple(by_column),
+    }
+
+
+def _all_added(d: _Diffing, batch: DataFrame) -> KeyedDiff:
+    """Nothing on main to compare with: every batch row is added."""
     from pyspark.sql import functions as F
 
-    batch = batch_frame(lh, table, lin)
-    nk = len(key)
-    if lin.fork is None or lin.head == lin.fork or common["main_rows"] == 0:
-        # Nothing on main to compare with: every batch row is added.
-        stats = (
-            batch.groupBy(*[F.col(quote_column(k)) for k in key])
-            .agg(F.count(F.lit(1)).alias("n"))
-            .agg(
-                F.coalesce(F.sum("n"), F.lit(0)).alias("rows"),
-                F.count(F.when(F.col("n") > 1, 1)).alias("dups"),
-            )
-            .collect()[0]
+    stats = (
+        batch.groupBy(*[F.col(quote_column(k)) for k in d.key])
+        .agg(F.count(F.lit(1)).alias("n"))
+        .agg(
+            F.coalesce(F.sum("n"), F.lit(0)).alias("rows"),
+            F.count(F.when(F.col("n") > 1, 1)).alias("dups"),
         )
-        rows = int(stats["rows"])
-        return KeyedDiff(
-            **common,
-            method="append",
-            batch_rows=rows,
-            keys_added=rows,
-            keys_removed=0,
-            rows_changed=0,
-            cells_changed=0,
-            keys_unchanged=0,
-            changed_by_column=(),
-            duplicate_keys_branch=int(stats["dups"]),
-            duplicate_keys_main=0,
-        )
-    notes: list[str] = []
-    ranges = batch_key_ranges(tbl, lin, key)
-    if not ranges:
-        # No usable bounds in the manifests: one aggregate over the (small) batch gives the first key's range.
-        c = F.col(quote_column(key[0]))
-        r = batch.agg(
-            F.min(c).alias("lo"), F.max(c).alias("hi"), F.count(F.when(c.isNull(), 1)).alias("nulls")
-        ).collect()[0]
-        ranges = (KeyRange(key[0], r["lo"], r["hi"], int(r["nulls"]) > 0),)
-        notes.append("key range computed from the batch (no usable manifest bounds)")
-    main = lh.read_snapshot(table, lin.fork)
-    cond = _spark_filter(ranges)
-    main_near = main.where(cond) if cond is not None else main
-    files_total = _count_files(tbl, lin.fork)
-    files_scanned = _count_files(tbl, lin.fork, _pyiceberg_filter(ranges))
+        .collect()[0]
+    )
+    rows = int(stats["rows"])
+    return KeyedDiff(
+        **d.common,
+        method="append",
+        batch_rows=rows,
+        keys_added=rows,
+        keys_removed=0,
+        **_cell_changes(d.compared, 0, []),
+        keys_unchanged=0,
+        duplicate_keys_branch=int(stats["dups"]),
+        duplicate_keys_main=0,
+    )
 
-    # Job 1 (key-only): batch keys with their multiplicity, looked up in main's keys within the range.
+
+def _key_ranges(d: _Diffing, batch: DataFrame, notes: list[str]) -> tuple[KeyRange, ...]:
+    """The batch's key ranges from the manifests; without usable bounds, the first key's range from one
+    aggregate over the (small) batch."""
+    from pyspark.sql import functions as F
+
+    ranges = batch_key_ranges(d.tbl, d.lin, d.key)
+    if ranges:
+        return ranges
+    c = F.col(quote_column(d.key[0]))
+    r = batch.agg(
+        F.min(c).alias("lo"), F.max(c).alias("hi"), F.count(F.when(c.isNull(), 1)).alias("nulls")
+    ).collect()[0]
+    notes.append("key range computed from the batch (no usable manifest bounds)")
+    return (KeyRange(d.key[0], r["lo"], r["hi"], int(r["nulls"]) > 0),)
+
+
+def _keys_on_main(key: tuple[str, ...], batch: DataFrame, main_near: DataFrame) -> Any:
+    """Job 1 (key-only): batch keys with their multiplicity, looked up in main's keys within the range."""
+    from pyspark.sql import functions as F
+
     bk = batch.groupBy(*[F.col(quote_column(k)).alias(f"__rk{i}") for i, k in enumerate(key)]).agg(
         F.count(F.lit(1)).alias("__bn")
     )
     mk = main_near.groupBy(*[F.col(quote_column(k)).alias(f"__lk{i}") for i, k in enumerate(key)]).agg(
         F.count(F.lit(1)).alias("__mn")
     )
-    joined = bk.join(mk, _key_cond(nk), "left")
     on_main = F.col("__mn").isNotNull()
-    s = joined.agg(
-        F.coalesce(F.sum("__bn"), F.lit(0)).alias("batch_rows"),
-        F.coalesce(F.sum(F.when(~on_main, F.col("__bn"))), F.lit(0)).alias("added"),
-        F.count(F.when(on_main, 1)).alias("keys_on_main"),
-        F.count(F.when((F.col("__bn") > 1) | on_main, 1)).alias("dup_branch"),
-        F.count(F.when(F.col("__mn") > 1, 1)).alias("dup_main"),
-    ).collect()[0]
-    batch_rows, added = int(s["batch_rows"]), int(s["added"])
-    changed, per_col = 0, [0] * len(compared)
+    return (
+        bk.join(mk, _key_cond(len(key)), "left")
+        .agg(
+            F.coalesce(F.sum("__bn"), F.lit(0)).alias("batch_rows"),
+            F.coalesce(F.sum(F.when(~on_main, F.col("__bn"))), F.lit(0)).alias("added"),
+            F.count(F.when(on_main, 1)).alias("keys_on_main"),
+            F.count(F.when((F.col("__bn") > 1) | on_main, 1)).alias("dup_branch"),
+            F.count(F.when(F.col("__mn") > 1, 1)).alias("dup_main"),
+        )
+        .collect()[0]
+    )
+
+
+def _append_diff(d: _Diffing) -> KeyedDiff:
+    """Branch = main@fork + appended rows: only the batch, and main within its key range, are read."""
+    batch = batch_frame(d.lh, d.table, d.lin)
+    if d.lin.fork is None or d.lin.head == d.lin.fork or d.common["main_rows"] == 0:
+        return _all_added(d, batch)
+    notes: list[str] = []
+    ranges = _key_ranges(d, batch, notes)
+    main = d.lh.read_snapshot(d.table, d.lin.fork)
+    cond = _spark_filter(ranges)
+    main_near = main.where(cond) if cond is not None else main
+    s = _keys_on_main(d.key, batch, main_near)
+    changed, per_col = 0, [0] * len(d.compared)
     if int(s["keys_on_main"]):
         # Job 2 (only when some batch key is already in main): compare the cells of those rows.
-        pairs = _renamed(main_near, key, compared, "l").join(
-            _renamed(batch, key, compared, "r"), _key_cond(nk), "inner"
+        pairs = _renamed(main_near, d.key, d.compared, "l").join(
+            _renamed(batch, d.key, d.compared, "r"), _key_cond(len(d.key)), "inner"
         )
-        changed, per_col = _cell_stats(pairs, compared)
+        changed, per_col = _cell_stats(pairs, d.compared)
         notes.append(f"{int(s['keys_on_main'])} batch keys already exist in main")
     return KeyedDiff(
-        **common,
+        **d.common,
         method="append",
-        batch_rows=batch_rows,
-        keys_added=added,
+        batch_rows=int(s["batch_rows"]),
+        keys_added=int(s["added"]),
         keys_removed=0,
-        rows_changed=changed,
-        cells_changed=sum(per_col),
-        keys_unchanged=max(common["main_rows"] - changed, 0),
-        changed_by_column=tuple(
-            sorted(((c, n) for c, n in zip(compared, per_col, strict=False) if n), key=lambda t: -t[1])
-        ),
+        **_cell_changes(d.compared, changed, per_col),
+        keys_unchanged=max(d.common["main_rows"] - changed, 0),
         duplicate_keys_branch=int(s["dup_branch"]),
         duplicate_keys_main=int(s["dup_main"]),
         key_ranges=ranges,
-        main_files_total=files_total,
-        main_files_scanned=files_scanned,
+        main_files_total=_count_files(d.tbl, d.lin.fork),
+        main_files_scanned=_count_files(d.tbl, d.lin.fork, _pyiceberg_filter(ranges)),
         notes=tuple(notes),
     )
 
 
-def _full_diff(
-    lh: Lakehouse,
-    tbl: Table,
-    table: TableId,
-    lin: cat.Lineage,
-    key: tuple[str, ...],
-    compared: tuple[str, ...],
-    common: dict[str, Any],
-) -> KeyedDiff:
+def _full_diff(d: _Diffing) -> KeyedDiff:
     """Any other history: NULL-safe full outer join of main@fork with the branch head."""
     from pyspark.sql import functions as F
 
+    lin, compared = d.lin, d.compared
     assert lin.fork is not None
-    left = lh.read_snapshot(table, lin.fork)
-    right = lh.read_snapshot(table, lin.head)
-    nk = len(key)
-    lsel = _renamed(left, key, compared, "l").withColumn("__l", F.lit(1))
-    rsel = _renamed(right, key, compared, "r").withColumn("__r", F.lit(1))
-    j = lsel.join(rsel, _key_cond(nk), "full_outer")
+    left = d.lh.read_snapshot(d.table, lin.fork)
+    right = d.lh.read_snapshot(d.table, lin.head)
+    lsel = _renamed(left, d.key, compared, "l").withColumn("__l", F.lit(1))
+    rsel = _renamed(right, d.key, compared, "r").withColumn("__r", F.lit(1))
+    j = lsel.join(rsel, _key_cond(len(d.key)), "full_outer")
     both = F.col("__l").isNotNull() & F.col("__r").isNotNull()
     aggs = [
         F.count(F.when(F.col("__l").isNull(), 1)).alias("added"),
@@ -513,21 +528,17 @@ def _full_diff(
     r = j.agg(*aggs).collect()[0]
     per_col = [int(r[f"d{i}"]) for i in range(len(compared))]
     changed = int(r["changed"])
-    files_total = _count_files(tbl, lin.fork)
+    files_total = _count_files(d.tbl, lin.fork)
     return KeyedDiff(
-        **common,
+        **d.common,
         method="full",
-        batch_rows=common["branch_rows"],
+        batch_rows=d.common["branch_rows"],
         keys_added=int(r["added"]),
         keys_removed=int(r["removed"]),
-        rows_changed=changed,
-        cells_changed=sum(per_col),
+        **_cell_changes(compared, changed, per_col),
         keys_unchanged=int(r["pairs"]) - changed,
-        changed_by_column=tuple(
-            sorted(((c, n) for c, n in zip(compared, per_col, strict=False) if n), key=lambda t: -t[1])
-        ),
-        duplicate_keys_branch=_dup_keys(right, key),
-        duplicate_keys_main=_dup_keys(left, key),
+        duplicate_keys_branch=_dup_keys(right, d.key),
+        duplicate_keys_main=_dup_keys(left, d.key),
         main_files_total=files_total,
         main_files_scanned=files_total,
         notes=("branch history is not append-only (or main moved): both snapshots read in full",),
@@ -546,15 +557,6 @@ class KeyedSamples:
     added: tuple[dict[str, Any], ...]
     removed: tuple[dict[str, Any], ...]
     changed: tuple[dict[str, Any], ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form."""
-        return {
-            "key": list(self.key),
-            "added": list(self.added),
-            "removed": list(self.removed),
-            "changed": list(self.changed),
-        }
 
 
 def keyed_samples(

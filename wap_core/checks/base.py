@@ -16,7 +16,6 @@ fingerprint), so a change of a threshold is judged again without any Spark job.
 
 from __future__ import annotations
 
-import copy
 import datetime as _dt
 import hashlib
 import json
@@ -27,6 +26,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from wap_core import values
+from wap_core.exceptions import first_line
 from wap_core.identifiers import TableId
 from wap_core.lake.errors import spark_error_line
 from wap_core.states import CheckStatus, overall_status
@@ -60,16 +60,6 @@ class CheckResult:
     failing_rows: int | None
     sample: list[dict[str, Any]] = field(default_factory=list)
     message: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form of the result (its own copies of the lists and the observed values)."""
-        # not ``asdict``: it deep-copies every sample value, a few milliseconds of every audit
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
-        d["columns"] = list(self.columns)
-        d["observed"] = copy.deepcopy(self.observed)
-        d["sample"] = [dict(r) for r in self.sample]
-        d["status"] = self.status.value
-        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> CheckResult:
@@ -141,10 +131,7 @@ def short_error(exc: BaseException | str) -> str:
     """
     if isinstance(exc, BaseException):
         return spark_error_line(exc)
-    text = str(exc)
-    # Spark analysis errors carry a long plan; keep the first informative line.
-    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-    return first[:500]
+    return first_line(exc)[:500]  # Spark analysis errors carry a long plan: the first informative line
 
 
 def row_dict(row: Any) -> dict[str, Any]:
@@ -179,6 +166,11 @@ class CheckSpec:
     def parse(cls, args: Args) -> list[CheckSpec]:
         """Build the spec(s) from the YAML arguments (``args`` raises with file and line)."""
         raise NotImplementedError
+
+    @classmethod
+    def for_batch(cls, summaries: Sequence[Mapping[str, str]]) -> list[CheckSpec]:
+        """A built-in type's checks of a batch, from its snapshots' summaries (a type of the checks file: none)."""
+        return []
 
     # ----- description --------------------------------------------------------------
     @property

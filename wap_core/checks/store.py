@@ -14,16 +14,14 @@ import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Engine, and_, insert, select, update
+from sqlalchemy import Column, Engine, String, and_, insert, select, update
+from sqlalchemy import Table as SqlTable
 from sqlalchemy.exc import IntegrityError
 
 from wap_core.checks.base import Measurement
-from wap_core.store.journal import (
-    batch_metrics_table,
-    batch_profiles_table,
-    check_results_table,
-    utcnow,
-)
+from wap_core.store.journal import utcnow
+from wap_core.store.profiles import batch_profiles_table
+from wap_core.store.schema import cache_table, snapshot_column
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -32,6 +30,26 @@ log = logging.getLogger(__name__)
 
 ANCESTORS_SEARCHED = 5000  # newest snapshots of main searched for published batches
 _CHUNK = 400
+
+# A check's measurement of one batch head, keyed by its fingerprint (type, measured arguments and the
+# snapshots it reads, never its thresholds): a re-audit measures only what changed.
+check_results_table = cache_table(
+    "wap_check_results",
+    [
+        snapshot_column("head_snapshot_id", primary_key=True),
+        Column("fingerprint", String(64), primary_key=True),
+    ],
+    "measurement",
+)
+
+# The metrics of each audited batch (row count, and what the suite's anomaly checks measure), keyed
+# by its head snapshot: the history the anomaly check compares a new batch with.
+batch_metrics_table = cache_table(
+    "wap_batch_metrics",
+    [snapshot_column("head_snapshot_id", primary_key=True)],
+    "metrics",
+    before_at=(snapshot_column("fork_snapshot_id"),),
+)
 
 
 class ResultCache:
@@ -107,41 +125,39 @@ def save_batch_metrics(
         )
 
 
-def load_batch_metrics(engine: Engine, table: str, heads: Sequence[int]) -> dict[int, dict[str, Any]]:
-    """The stored batch metrics of ``table`` by head snapshot id, for the given heads."""
-    t = batch_metrics_table.c
-    out: dict[int, dict[str, Any]] = {}
-    with engine.connect() as conn:
-        for i in range(0, len(heads), _CHUNK):
-            chunk = list(heads[i : i + _CHUNK])
-            for head, metrics in conn.execute(
-                select(t.head_snapshot_id, t.metrics).where(
-                    and_(t.table_name == table, t.head_snapshot_id.in_(chunk))
-                )
-            ).all():
-                out[int(str(head))] = json.loads(str(metrics))
-    return out
-
-
-def _profile_metrics(engine: Engine, table: str, heads: Sequence[int]) -> dict[int, dict[str, Any]]:
-    """Metrics of batches whose profile a review computed (``wap_batch_profiles``), as metric keys."""
-    t = batch_profiles_table.c
+def _json_by_head(
+    engine: Engine, cache: SqlTable, payload: str, table: str, heads: Sequence[int]
+) -> dict[int, dict[str, Any]]:
+    """The JSON ``payload`` column of ``cache``'s rows of ``table`` by head snapshot id, for the given heads."""
+    t = cache.c
     out: dict[int, dict[str, Any]] = {}
     with engine.connect() as conn:
         for i in range(0, len(heads), _CHUNK):
             chunk = list(heads[i : i + _CHUNK])
             for head, text in conn.execute(
-                select(t.head_snapshot_id, t.profile).where(
+                select(t.head_snapshot_id, t[payload]).where(
                     and_(t.table_name == table, t.head_snapshot_id.in_(chunk))
                 )
             ).all():
-                prof = json.loads(str(text))
-                m: dict[str, Any] = {"row_count": prof.get("rows")}
-                for col, c in (prof.get("columns") or {}).items():
-                    m[f"null_pct({col})"] = c.get("null_pct")
-                    m[f"distinct({col})"] = c.get("distinct")
-                    m[f"mean({col})"] = c.get("mean")
-                out[int(str(head))] = m
+                out[int(str(head))] = json.loads(str(text))
+    return out
+
+
+def load_batch_metrics(engine: Engine, table: str, heads: Sequence[int]) -> dict[int, dict[str, Any]]:
+    """The stored batch metrics of ``table`` by head snapshot id, for the given heads."""
+    return _json_by_head(engine, batch_metrics_table, "metrics", table, heads)
+
+
+def _profile_metrics(engine: Engine, table: str, heads: Sequence[int]) -> dict[int, dict[str, Any]]:
+    """Metrics of batches whose profile a review computed (``wap_batch_profiles``), as metric keys."""
+    out: dict[int, dict[str, Any]] = {}
+    for head, prof in _json_by_head(engine, batch_profiles_table, "profile", table, heads).items():
+        m: dict[str, Any] = {"row_count": prof.get("rows")}
+        for col, c in (prof.get("columns") or {}).items():
+            m[f"null_pct({col})"] = c.get("null_pct")
+            m[f"distinct({col})"] = c.get("distinct")
+            m[f"mean({col})"] = c.get("mean")
+        out[head] = m
     return out
 
 

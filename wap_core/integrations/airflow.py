@@ -22,7 +22,8 @@ hands the wait to the triggerer (:class:`WapDecisionTrigger`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -32,6 +33,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from wap_core import pipeline
 from wap_core.exceptions import WapError
+from wap_core.values import to_jsonable
 
 INGEST_TASK = "ingest"  # the default upstream task whose XCom names the table and branch
 REVIEW_URL_KEY = "review_url"
@@ -65,6 +67,17 @@ def _push(context: Any, operator: Any, table: str, branch: str, snapshot_id: int
 def _fail(exc: WapError) -> AirflowFailException:
     """A refusal (exit code 1) is final: no retry repeats a failed audit or a person's decision."""
     return AirflowFailException(f"{type(exc).__name__} (exit {exc.exit_code}): {exc}")
+
+
+@contextmanager
+def _refusal_fails_the_task() -> Iterator[None]:
+    """A refusal (exit code 1) in the block fails the task for good (:func:`_fail`); other errors stay retryable."""
+    try:
+        yield
+    except WapError as exc:
+        if exc.exit_code == 1:
+            raise _fail(exc) from exc
+        raise
 
 
 class _BatchTask:
@@ -111,18 +124,14 @@ class WapIngestOperator(BaseOperator):  # type: ignore[misc]
 
     def execute(self, context: Any) -> dict[str, Any]:
         """Ingest; XCom: table, branch, snapshot_id; returns the Branch as a dict."""
-        try:
-            srcs = [self.sources] if isinstance(self.sources, str) else list(self.sources)
+        srcs = [self.sources] if isinstance(self.sources, str) else list(self.sources)
+        with _refusal_fails_the_task():
             b = pipeline.ingest(
                 self.table, srcs, branch=self.branch or None, fmt=self.fmt, create=self.create
             )
-        except WapError as exc:
-            if exc.exit_code == 1:
-                raise _fail(exc) from exc
-            raise
         _push(context, self, b.table, b.branch, b.snapshot_id)
         self.log.info("ingested %s rows into %s %s: audit %s", b.rows_written, b.table, b.branch, b.status)
-        return b.to_dict()
+        return to_jsonable(b)
 
 
 class WapAuditOperator(_BatchTask, BaseOperator):  # type: ignore[misc]
@@ -150,15 +159,12 @@ class WapAuditOperator(_BatchTask, BaseOperator):  # type: ignore[misc]
         """Audit; returns the Audit as a dict."""
         table, branch = self.batch(context)
         try:
-            a = pipeline.audit(table, branch, require_pass=self.require_pass)
-        except WapError as exc:
-            if exc.exit_code == 1:
-                raise _fail(exc) from exc
-            raise
+            with _refusal_fails_the_task():
+                a = pipeline.audit(table, branch, require_pass=self.require_pass)
         finally:
             self._wap_review_url = pipeline.review_url(table, branch)
         _push(context, self, a.table, a.branch, a.snapshot_id)
-        return a.to_dict()
+        return to_jsonable(a)
 
 
 class WapDecisionTrigger(BaseTrigger):  # type: ignore[misc]
@@ -278,12 +284,8 @@ class WapPublishOperator(_BatchTask, BaseOperator):  # type: ignore[misc]
         """Publish; XCom snapshot_id is main's new head; returns the PublishResult as a dict."""
         table, branch = self.batch(context)
         self._wap_review_url = pipeline.review_url(table, branch)
-        try:
+        with _refusal_fails_the_task():
             r = pipeline.publish_if_passed(table, branch)
-        except WapError as exc:
-            if exc.exit_code == 1:
-                raise _fail(exc) from exc
-            raise
         _push(context, self, table, branch, r.main_after)
         self.log.info("%s %s: %s (main %s -> %s)", table, branch, r.outcome, r.main_before, r.main_after)
-        return r.to_dict()
+        return to_jsonable(r)

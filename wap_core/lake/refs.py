@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, TypeVar
 from pyiceberg.exceptions import CommitFailedException
 
 from wap_core.exceptions import CommitConflictError, NotFoundError, ValidationError
-from wap_core.identifiers import TableId
+from wap_core.identifiers import MAIN, TableId
 from wap_core.lake import catalog as cat
 
 if TYPE_CHECKING:
@@ -157,6 +157,22 @@ def commit_with_retry(
             )
             time.sleep(policy.delay(attempt))
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def point_main(t: Table, snapshot_id: int, *, remove: str | None = None) -> None:
+    """Point main at ``snapshot_id`` in one metadata commit, keeping main's retention settings; branch
+    ``remove`` (a published batch's) goes in the same commit. Run it through :func:`commit_with_retry`."""
+    main_ref = t.metadata.refs.get(MAIN)
+    moves = t.manage_snapshots().create_branch(
+        snapshot_id,
+        MAIN,
+        max_ref_age_ms=main_ref.max_ref_age_ms if main_ref else None,
+        max_snapshot_age_ms=main_ref.max_snapshot_age_ms if main_ref else None,
+        min_snapshots_to_keep=main_ref.min_snapshots_to_keep if main_ref else None,
+    )
+    if remove is not None:
+        moves = moves.remove_branch(remove)
+    moves.commit()
 
 
 def remove_branch(

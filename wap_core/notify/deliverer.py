@@ -7,7 +7,6 @@ A claim is a conditional ``UPDATE`` (so two processes never deliver one row twic
 from __future__ import annotations
 
 import http.client
-import json
 import logging
 import random
 import threading
@@ -15,12 +14,25 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import and_, func, insert, or_, select, update
+from sqlalchemy import (
+    Column,
+    Connection,
+    Index,
+    Integer,
+    String,
+    Table,
+    Text,
+    and_,
+    func,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.exc import SQLAlchemyError
 
 from wap_core.config import mask_secrets
@@ -29,19 +41,21 @@ from wap_core.notify.config import (
     MAX_BACKOFF_SECONDS,
     DeliveryPolicy,
     DeliveryState,
+    Event,
     NotifyConfig,
     Webhook,
     config_for,
     load_config,
 )
 from wap_core.states import Action, Outcome
-from wap_core.store.journal import (
-    Journal,
-    journal_table,
-    mask_values,
-    outbox_table,
-    process_owner,
-    utcnow,
+from wap_core.store.journal import Journal, process_owner, utcnow, write_entry
+from wap_core.store.schema import (
+    at_column,
+    branch_column,
+    id_column,
+    metadata,
+    table_name_column,
+    user_column,
 )
 
 if TYPE_CHECKING:
@@ -54,6 +68,33 @@ _POLL_SECONDS = 15.0  # the console's deliverer looks at the outbox at least thi
 _CLAIM_BATCH = 10
 _MAX_ERRORS = (
     3  # consecutive outbox errors after which a CLI's deliverer gives up (the rows stay for a later process)
+)
+
+outbox_table = Table(
+    "wap_outbox",  # notifications waiting for delivery (migration 0004)
+    metadata,
+    id_column(),
+    at_column("created_at"),
+    Column("event", String(32), nullable=False),
+    table_name_column(nullable=True),
+    branch_column(nullable=True),
+    user_column(),
+    Column(
+        "target", String(64), nullable=False
+    ),  # sha256 of format + URL: the URL itself (a secret) is never stored
+    Column("target_label", String(512), nullable=False),  # the masked URL, for the journal and the console
+    Column("format", String(16), nullable=False),
+    Column("body", Text, nullable=False),  # the exact request body, rendered when the event happened
+    Column("status", String(16), nullable=False),  # pending | delivering | delivered | failed
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    at_column("next_attempt_at"),
+    Column("origin", String(255), nullable=False),  # process_owner() of the emitting process
+    Column("claimed_by", String(255), nullable=True),  # process_owner() of the deliverer holding the row
+    at_column("claimed_until", nullable=True),  # its lease: reclaimable after that
+    at_column("delivered_at", nullable=True),
+    Column("last_status", Integer, nullable=True),  # the last HTTP status code (None: no answer)
+    Column("last_error", Text, nullable=True),
+    Index("ix_wap_outbox_due", "status", "next_attempt_at"),
 )
 
 
@@ -132,7 +173,7 @@ class OutboxRow:
     """One notification for one target in the outbox, with its delivery state."""
 
     id: int
-    event: str
+    event: Event
     table: str | None
     branch: str | None
     user: str
@@ -140,20 +181,16 @@ class OutboxRow:
     target_label: str
     format: str
     body: str
-    status: str
+    status: DeliveryState
     attempts: int
     last_status: int | None
     last_error: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form."""
-        return asdict(self)
 
 
 def _row(r: Any) -> OutboxRow:
     return OutboxRow(
         id=r["id"],
-        event=r["event"],
+        event=Event(r["event"]),
         table=r["table_name"],
         branch=r["branch"],
         user=r["user_name"],
@@ -161,7 +198,7 @@ def _row(r: Any) -> OutboxRow:
         target_label=r["target_label"],
         format=r["format"],
         body=r["body"],
-        status=r["status"],
+        status=DeliveryState(r["status"]),
         attempts=r["attempts"],
         last_status=r["last_status"],
         last_error=r["last_error"],
@@ -188,6 +225,30 @@ def _due(now: datetime) -> Any:
     return or_(
         and_(c.status == DeliveryState.PENDING.value, c.next_attempt_at <= now),
         and_(c.status == DeliveryState.DELIVERING.value, c.claimed_until < now),
+    )
+
+
+def _journal_failure(conn: Connection, row: OutboxRow, answer: Answer, at: datetime) -> None:
+    """Journal ``notify``/``failed`` for a row given up, in the transaction that ends the row."""
+    what = f"HTTP {answer.status}" if answer.status is not None else (answer.error or "no answer")
+    write_entry(
+        conn,
+        at=at,
+        user=row.user,
+        action=Action.NOTIFY,
+        outcome=Outcome.FAILED,
+        table=row.table,
+        branch=row.branch,
+        reason=f"{row.event.value} notification to {row.target_label} failed after {row.attempts} attempt(s): {what}",
+        details={
+            "event": row.event.value,
+            "target": row.target_label,
+            "format": row.format,
+            "status_code": answer.status,
+            "attempts": row.attempts,
+            "error": answer.error,
+            "outbox_id": row.id,
+        },
     )
 
 
@@ -398,29 +459,7 @@ class Deliverer:
                 log.warning("notification %d: the claim expired before its answer was recorded", row.id)
                 return
             if state is DeliveryState.FAILED:  # journaled with the row's end, once
-                what = f"HTTP {answer.status}" if answer.status is not None else (answer.error or "no answer")
-                reason = f"{row.event} notification to {row.target_label} failed after {row.attempts} attempt(s): {what}"
-                details = {
-                    "event": row.event,
-                    "target": row.target_label,
-                    "format": row.format,
-                    "status_code": answer.status,
-                    "attempts": row.attempts,
-                    "error": answer.error,
-                    "outbox_id": row.id,
-                }
-                conn.execute(
-                    insert(journal_table).values(
-                        at=now,
-                        user_name=row.user,
-                        action=Action.NOTIFY.value,
-                        table_name=row.table,
-                        branch=row.branch,
-                        outcome=Outcome.FAILED.value,
-                        reason=mask_secrets(reason),
-                        details=json.dumps(mask_values(details), default=str),
-                    )
-                )
+                _journal_failure(conn, row, answer, now)
         if state is DeliveryState.FAILED:
             log.warning(
                 "notification %d to %s failed after %d attempt(s): %s",
@@ -550,18 +589,6 @@ class TestOutcome:
     status: int | None  # the last HTTP status (None: no answer)
     error: str | None
     attempts: int
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form (the CLI's ``notify-test --json``)."""
-        return {
-            "target": self.target,
-            "format": self.format,
-            "source": self.source,
-            "delivered": self.delivered,
-            "status": self.status,
-            "error": self.error,
-            "attempts": self.attempts,
-        }
 
 
 def send_now(target: Webhook, body: bytes, policy: DeliveryPolicy) -> TestOutcome:

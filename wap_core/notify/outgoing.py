@@ -28,13 +28,12 @@ from wap_core.notify.config import (
     link_for,
     slack_escape,
 )
-from wap_core.notify.deliverer import TestOutcome, deliverer_for, send_now
+from wap_core.notify.deliverer import TestOutcome, deliverer_for, outbox_table, send_now
 from wap_core.states import Action, Outcome
 from wap_core.store.journal import (
     Journal,
     JournalEntry,
     mask_values,
-    outbox_table,
     process_owner,
     utcnow,
 )
@@ -209,10 +208,10 @@ def emit_outcome(lh: Lakehouse, entry: JournalEntry | None) -> None:
     if entry is None or entry.table is None:
         return
     event = {
-        "published": Event.PUBLISHED,
-        "forced": Event.PUBLISHED,
-        "discarded": Event.DISCARDED,
-        "refused": Event.REFUSED,
+        Outcome.PUBLISHED: Event.PUBLISHED,
+        Outcome.FORCED: Event.PUBLISHED,
+        Outcome.DISCARDED: Event.DISCARDED,
+        Outcome.REFUSED: Event.REFUSED,
     }.get(entry.outcome)
     if event is None:
         return

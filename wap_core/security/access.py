@@ -239,6 +239,27 @@ def parse_access(text: str, source: str = "<access>") -> AccessPolicy:
         raise AccessFileError(
             source, _line(root), "the file must be a mapping with 'roles' (and optionally 'policies')"
         )
+    top = _top_keys(root, source)
+    cli_identity = _cli_identity(top, source)
+    if "roles" not in top:
+        raise AccessFileError(
+            source, _line(root), "missing 'roles': map viewer, steward, approver, admin to lists of users"
+        )
+    grants = _parse_roles(top["roles"][1], source)
+    policies, policies_line, policies_node = _parse_policies(top.get("policies"), source)
+    return AccessPolicy(
+        path=source,
+        enabled=True,
+        grants=grants,
+        policies=policies,
+        policies_line=policies_line,
+        policies_node=policies_node,
+        cli_identity=cli_identity,
+    )
+
+
+def _top_keys(root: yaml.MappingNode, source: str) -> dict[str, tuple[yaml.Node, yaml.Node]]:
+    """The file's top-level (key node, value node) by key: known keys only, each once."""
     top: dict[str, tuple[yaml.Node, yaml.Node]] = {}
     for key_node, val_node in root.value:
         key = _text(key_node, source, "a key")
@@ -249,55 +270,45 @@ def parse_access(text: str, source: str = "<access>") -> AccessPolicy:
         if key in top:
             raise AccessFileError(source, _line(key_node), f"{key!r} is given twice")
         top[key] = (key_node, val_node)
-    cli_identity = "env"
-    if "cli_identity" in top:
-        node = top["cli_identity"][1]
-        value = node.value if isinstance(node, yaml.ScalarNode) else None
-        if value not in CLI_IDENTITIES:
-            raise AccessFileError(
-                source,
-                _line(node),
-                f"'cli_identity' must be 'env' (WAP_USER / the OS user) or 'token' (WAP_TOKEN only), got {value!r}",
-            )
-        cli_identity = str(value)
-    if "roles" not in top:
+    return top
+
+
+def _cli_identity(top: Mapping[str, tuple[yaml.Node, yaml.Node]], source: str) -> str:
+    """``cli_identity``: ``env`` (the default) or ``token``."""
+    if "cli_identity" not in top:
+        return "env"
+    node = top["cli_identity"][1]
+    value = node.value if isinstance(node, yaml.ScalarNode) else None
+    if value not in CLI_IDENTITIES:
         raise AccessFileError(
-            source, _line(root), "missing 'roles': map viewer, steward, approver, admin to lists of users"
+            source,
+            _line(node),
+            f"'cli_identity' must be 'env' (WAP_USER / the OS user) or 'token' (WAP_TOKEN only), got {value!r}",
         )
-    grants = _parse_roles(top["roles"][1], source)
-    policies: Mapping[str, Any] | None = None
-    policies_line: int | None = None
-    policies_node: yaml.Node | None = None
-    if "policies" in top:
-        key_node, node = top["policies"]
-        policies_line = _line(key_node)
-        if not (
-            isinstance(node, yaml.MappingNode)
-            or (isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null")
-        ):
-            raise AccessFileError(
-                source, _line(node), "'policies' must be a mapping from table (or \"*\") to its review policy"
-            )
-        if isinstance(node, yaml.MappingNode):
-            try:
-                plain = yaml.safe_load(yaml.serialize(node))
-            except yaml.YAMLError as exc:
-                raise AccessFileError(
-                    source, _line(node), f"invalid 'policies': {getattr(exc, 'problem', None) or exc}"
-                ) from exc
-            policies = MappingProxyType(dict(plain or {}))
-            policies_node = node
-        else:
-            policies = MappingProxyType({})
-    return AccessPolicy(
-        path=source,
-        enabled=True,
-        grants=grants,
-        policies=policies,
-        policies_line=policies_line,
-        policies_node=policies_node,
-        cli_identity=cli_identity,
-    )
+    return str(value)
+
+
+def _parse_policies(
+    entry: tuple[yaml.Node, yaml.Node] | None, source: str
+) -> tuple[Mapping[str, Any] | None, int | None, yaml.Node | None]:
+    """``policies`` as plain data (None when absent), the line of its key and its mapping node."""
+    if entry is None:
+        return None, None, None
+    key_node, node = entry
+    is_null = isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null"
+    if not (isinstance(node, yaml.MappingNode) or is_null):
+        raise AccessFileError(
+            source, _line(node), "'policies' must be a mapping from table (or \"*\") to its review policy"
+        )
+    if not isinstance(node, yaml.MappingNode):
+        return MappingProxyType({}), _line(key_node), None
+    try:
+        plain = yaml.safe_load(yaml.serialize(node))
+    except yaml.YAMLError as exc:
+        raise AccessFileError(
+            source, _line(node), f"invalid 'policies': {getattr(exc, 'problem', None) or exc}"
+        ) from exc
+    return MappingProxyType(dict(plain or {})), _line(key_node), node
 
 
 def _parse_roles(node: yaml.Node, source: str) -> tuple[Grant, ...]:

@@ -21,11 +21,29 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from typing import Any
+from typing import Any, ClassVar
 
-from sqlalchemy import Engine, and_, insert, select, update
+from sqlalchemy import Column, Engine, String, Table, UniqueConstraint, and_, insert, select, update
 
-from wap_core.store.journal import _aware, tokens_table, utcnow
+from wap_core.store.journal import utcnow
+from wap_core.store.schema import at_column, aware, id_column, metadata, user_column
+from wap_core.values import JsonOrder
+
+# Migration 0006: only the SHA-256 of each token is stored; the token itself is shown once, when created.
+tokens_table = Table(
+    "wap_tokens",
+    metadata,
+    id_column(),
+    Column("token_hash", String(64), nullable=False),
+    user_column(),  # the user the token acts as
+    Column("role", String(16), nullable=False),  # the role it grants: viewer | steward | approver | admin
+    at_column("created_at"),
+    user_column("created_by"),
+    at_column("expires_at"),
+    at_column("revoked_at", nullable=True),
+    user_column("revoked_by", nullable=True),
+    UniqueConstraint("token_hash", name="ux_wap_tokens_token_hash"),
+)
 
 PREFIX = "wapt_"
 _FORMAT = re.compile(r"wapt_[A-Za-z0-9_-]{43}")  # PREFIX + secrets.token_urlsafe(32)
@@ -41,7 +59,10 @@ class TokenStatus(str, Enum):
 
 @dataclass(frozen=True)
 class TokenInfo:
-    """One stored token (never the token itself): who it acts as, its role and lifetime."""
+    """One stored token (never the token itself): who it acts as, its role and lifetime (its JSON adds
+    the ``status`` now)."""
+
+    __json__: ClassVar[JsonOrder] = (..., "status")
 
     id: int
     user: str
@@ -60,20 +81,6 @@ class TokenInfo:
             return TokenStatus.EXPIRED
         return TokenStatus.ACTIVE
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form (``token list --json``)."""
-        return {
-            "id": self.id,
-            "user": self.user,
-            "role": self.role,
-            "created_at": self.created_at.isoformat(),
-            "created_by": self.created_by,
-            "expires_at": self.expires_at.isoformat(),
-            "revoked_at": self.revoked_at.isoformat() if self.revoked_at else None,
-            "revoked_by": self.revoked_by,
-            "status": self.status().value,
-        }
-
 
 def new_token() -> str:
     """A fresh token: ``wapt_`` + 256 random bits, URL-safe."""
@@ -90,10 +97,10 @@ def _info(r: Any) -> TokenInfo:
         id=int(r["id"]),
         user=str(r["user_name"]),
         role=str(r["role"]),
-        created_at=_aware(r["created_at"]),
+        created_at=aware(r["created_at"]),
         created_by=str(r["created_by"]),
-        expires_at=_aware(r["expires_at"]),
-        revoked_at=_aware(r["revoked_at"]) if r["revoked_at"] is not None else None,
+        expires_at=aware(r["expires_at"]),
+        revoked_at=aware(r["revoked_at"]) if r["revoked_at"] is not None else None,
         revoked_by=r["revoked_by"],
     )
 

@@ -3,8 +3,8 @@
 Tables next to Iceberg's own (``iceberg_tables``): ``wap_journal`` (every ingest, audit,
 publish, rebase, discard and refusal: the outcomes), ``wap_intents`` (every ref move
 announced before its Iceberg commit), ``wap_audits`` (each audit's full result, keyed by the
-audited snapshot) and the profile caches (read and written by :mod:`wap_core.store.profiles`).
-Any SQL client can read them. Their schema is versioned with Alembic (:mod:`wap_core.store.migrate`);
+audited snapshot). The console's other tables are defined next to their owners, on the one
+metadata of :mod:`wap_core.store.schema`. Any SQL client can read them. Their schema is versioned with Alembic (:mod:`wap_core.store.migrate`);
 ``Journal()`` upgrades it.
 
 Intent and outcome
@@ -41,17 +41,15 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import Enum
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from sqlalchemy import (
-    BigInteger,
     Boolean,
     Column,
-    DateTime,
+    Connection,
     Engine,
     Index,
     Integer,
-    MetaData,
     String,
     Table,
     Text,
@@ -70,10 +68,9 @@ from wap_core.config import MASK, SECRET_KEY, mask_secrets
 from wap_core.exceptions import BranchBusyError
 from wap_core.states import Action, CheckStatus, Outcome
 from wap_core.store.migrate import upgrade
+from wap_core.store.schema import at_column, aware, event_columns, event_fields, metadata, snapshot_column
 
 log = logging.getLogger(__name__)
-
-_meta = MetaData()
 
 
 def mask_values(obj: Any) -> Any:
@@ -94,15 +91,10 @@ def mask_values(obj: Any) -> Any:
 
 journal_table = Table(
     "wap_journal",
-    _meta,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("at", DateTime(timezone=True), nullable=False, index=True),
-    Column("user_name", String(255), nullable=False),
-    Column("action", String(32), nullable=False),
-    Column("table_name", String(512), nullable=True, index=True),
-    Column("branch", String(255), nullable=True),
-    Column("snapshot_before", BigInteger, nullable=True),
-    Column("snapshot_after", BigInteger, nullable=True),
+    metadata,
+    *event_columns(nullable=True, index=True, index_at=True, action=True),
+    snapshot_column("snapshot_before"),
+    snapshot_column("snapshot_after"),
     Column("outcome", String(32), nullable=False),
     Column("reason", Text, nullable=True),
     Column("details", Text, nullable=True),
@@ -113,87 +105,29 @@ journal_table = Table(
 
 intents_table = Table(
     "wap_intents",
-    _meta,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("at", DateTime(timezone=True), nullable=False),
-    Column("user_name", String(255), nullable=False),
-    Column("action", String(32), nullable=False),
-    Column("table_name", String(512), nullable=False, index=True),
-    Column("branch", String(255), nullable=False),
-    Column("expected_before", BigInteger, nullable=True),
-    Column("expected_after", BigInteger, nullable=True),
+    metadata,
+    *event_columns(index=True, action=True),
+    snapshot_column("expected_before"),
+    snapshot_column("expected_after"),
     Column("reason", Text, nullable=True),
     Column("details", Text, nullable=True),
     Column("status", String(16), nullable=False, index=True),
     Column("owner", String(255), nullable=False),  # host|pid|process start|token of the acting process
-    Column("heartbeat_at", DateTime(timezone=True), nullable=False),
-    Column("resolved_at", DateTime(timezone=True), nullable=True),
+    at_column("heartbeat_at"),
+    at_column("resolved_at", nullable=True),
     Column("lock_key", String(400), nullable=True),  # table/branch while pending, NULL once resolved
     UniqueConstraint("lock_key", name="uq_wap_intents_lock_key"),
 )
 
 audits_table = Table(
     "wap_audits",
-    _meta,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("at", DateTime(timezone=True), nullable=False),
-    Column("user_name", String(255), nullable=False),
-    Column("table_name", String(512), nullable=False, index=True),
-    Column("branch", String(255), nullable=False),
-    Column("snapshot_id", BigInteger, nullable=True),
-    Column("fork_snapshot_id", BigInteger, nullable=True),
+    metadata,
+    *event_columns(index=True),
+    snapshot_column("snapshot_id"),
+    snapshot_column("fork_snapshot_id"),
     Column("status", String(16), nullable=False),
     Column("result", Text, nullable=False),
 )
-
-# ----------------------------------------------------------------------------- profile cache tables
-# (wap_core.store.profiles reads and writes them)
-profiles_table = Table(
-    "wap_profiles",
-    _meta,
-    Column("table_name", String(512), primary_key=True),
-    Column("snapshot_id", BigInteger, primary_key=True),
-    Column("at", DateTime(timezone=True), nullable=False),
-    Column("profile", Text, nullable=False),
-)
-
-batch_profiles_table = Table(
-    "wap_batch_profiles",
-    _meta,
-    Column("table_name", String(512), primary_key=True),
-    Column("head_snapshot_id", BigInteger, primary_key=True),
-    Column("fork_snapshot_id", BigInteger, nullable=False),
-    Column("at", DateTime(timezone=True), nullable=False),
-    Column("profile", Text, nullable=False),
-)
-
-# ----------------------------------------------------------------------------- check engine tables
-# (wap_core.checks.store reads and writes them; a migration must create them like the tables above)
-
-# A check's measurement of one batch head, keyed by its fingerprint (type, measured arguments and the
-# snapshots it reads, never its thresholds): a re-audit measures only what changed.
-check_results_table = Table(
-    "wap_check_results",
-    _meta,
-    Column("table_name", String(512), primary_key=True),
-    Column("head_snapshot_id", BigInteger, primary_key=True),
-    Column("fingerprint", String(64), primary_key=True),
-    Column("at", DateTime(timezone=True), nullable=False),
-    Column("measurement", Text, nullable=False),
-)
-
-# The metrics of each audited batch (row count, and what the suite's anomaly checks measure), keyed
-# by its head snapshot: the history the anomaly check compares a new batch with.
-batch_metrics_table = Table(
-    "wap_batch_metrics",
-    _meta,
-    Column("table_name", String(512), primary_key=True),
-    Column("head_snapshot_id", BigInteger, primary_key=True),
-    Column("fork_snapshot_id", BigInteger, nullable=True),
-    Column("at", DateTime(timezone=True), nullable=False),
-    Column("metrics", Text, nullable=False),
-)
-# ----------------------------------------------------------------------------- end of check engine tables
 
 ACTIONS = (
     "ingest",
@@ -209,80 +143,6 @@ ACTIONS = (
     "approve",
     "request_changes",
     "comment",
-)
-outbox_table = Table(
-    "wap_outbox",  # notifications waiting for delivery (wap_core.notify; migration 0004)
-    _meta,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("created_at", DateTime(timezone=True), nullable=False),
-    Column("event", String(32), nullable=False),
-    Column("table_name", String(512), nullable=True),
-    Column("branch", String(255), nullable=True),
-    Column("user_name", String(255), nullable=False),
-    Column(
-        "target", String(64), nullable=False
-    ),  # sha256 of format + URL: the URL itself (a secret) is never stored
-    Column("target_label", String(512), nullable=False),  # the masked URL, for the journal and the console
-    Column("format", String(16), nullable=False),
-    Column("body", Text, nullable=False),  # the exact request body, rendered when the event happened
-    Column("status", String(16), nullable=False),  # pending | delivering | delivered | failed
-    Column("attempts", Integer, nullable=False, server_default="0"),
-    Column("next_attempt_at", DateTime(timezone=True), nullable=False),
-    Column("origin", String(255), nullable=False),  # process_owner() of the emitting process
-    Column("claimed_by", String(255), nullable=True),  # process_owner() of the deliverer holding the row
-    Column("claimed_until", DateTime(timezone=True), nullable=True),  # its lease: reclaimable after that
-    Column("delivered_at", DateTime(timezone=True), nullable=True),
-    Column("last_status", Integer, nullable=True),  # the last HTTP status code (None: no answer)
-    Column("last_error", Text, nullable=True),
-    Index("ix_wap_outbox_due", "status", "next_attempt_at"),
-)
-
-# The review workflow (migration 0005): each reviewer's verdict on a branch head, and the thread.
-reviews_table = Table(
-    "wap_reviews",
-    _meta,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("at", DateTime(timezone=True), nullable=False),
-    Column("user_name", String(255), nullable=False),
-    Column("table_name", String(512), nullable=False),
-    Column("branch", String(255), nullable=False),
-    Column("snapshot_id", BigInteger, nullable=False),  # the branch head the verdict is about
-    Column("verdict", String(32), nullable=False),  # approved | changes_requested
-    Column("role", String(16), nullable=True),  # the reviewer's role when reviewing
-    Column("comment", Text, nullable=True),
-    Index("ix_wap_reviews_table_branch", "table_name", "branch"),
-)
-
-comments_table = Table(
-    "wap_comments",
-    _meta,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("at", DateTime(timezone=True), nullable=False),
-    Column("user_name", String(255), nullable=False),
-    Column("table_name", String(512), nullable=False),
-    Column("branch", String(255), nullable=False),
-    Column("snapshot_id", BigInteger, nullable=True),  # the branch head when written
-    Column("check_name", String(512), nullable=True),  # the check the comment is about
-    Column("kind", String(32), nullable=False),  # comment | approved | changes_requested
-    Column("text", Text, nullable=False),
-    Index("ix_wap_comments_table_branch", "table_name", "branch"),
-)
-
-# Service tokens of the CLI (migration 0006): only the SHA-256 of each token is stored
-# (wap_core.security.tokens); the token itself is shown once, when it is created.
-tokens_table = Table(
-    "wap_tokens",
-    _meta,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("token_hash", String(64), nullable=False),
-    Column("user_name", String(255), nullable=False),  # the user the token acts as
-    Column("role", String(16), nullable=False),  # the role it grants: viewer | steward | approver | admin
-    Column("created_at", DateTime(timezone=True), nullable=False),
-    Column("created_by", String(255), nullable=False),
-    Column("expires_at", DateTime(timezone=True), nullable=False),
-    Column("revoked_at", DateTime(timezone=True), nullable=True),
-    Column("revoked_by", String(255), nullable=True),
-    UniqueConstraint("token_hash", name="ux_wap_tokens_token_hash"),
 )
 
 
@@ -303,10 +163,6 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def _aware(dt: datetime) -> datetime:
-    return dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)
-
-
 @dataclass(frozen=True)
 class JournalEntry:
     """One row of the journal: an action, the refs before and after, its outcome and reason."""
@@ -324,24 +180,6 @@ class JournalEntry:
     details: dict[str, Any]
     intent_id: int | None = None
     reconciled: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form (the CLI's ``history --json``)."""
-        return {
-            "id": self.id,
-            "at": self.at.isoformat(),
-            "user": self.user,
-            "action": self.action.value,
-            "table": self.table,
-            "branch": self.branch,
-            "snapshot_before": self.snapshot_before,
-            "snapshot_after": self.snapshot_after,
-            "outcome": self.outcome.value,
-            "reason": self.reason,
-            "details": self.details,
-            "intent_id": self.intent_id,
-            "reconciled": self.reconciled,
-        }
 
 
 @dataclass(frozen=True)
@@ -362,24 +200,6 @@ class Intent:
     owner: str = ""
     heartbeat_at: datetime | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form."""
-        return {
-            "id": self.id,
-            "at": self.at.isoformat(),
-            "user": self.user,
-            "action": self.action.value,
-            "table": self.table,
-            "branch": self.branch,
-            "expected_before": self.expected_before,
-            "expected_after": self.expected_after,
-            "reason": self.reason,
-            "details": self.details,
-            "status": self.status,
-            "owner": self.owner,
-            "heartbeat_at": self.heartbeat_at.isoformat() if self.heartbeat_at else None,
-        }
-
 
 @dataclass(frozen=True)
 class StoredAudit:
@@ -394,6 +214,22 @@ class StoredAudit:
     status: CheckStatus  # the audit's overall status
     result: dict[str, Any]
 
+    @property
+    def rows_checked(self) -> int | None:
+        """The rows the audit read."""
+        rows = self.result.get("rows_checked")
+        return int(rows) if rows is not None else None
+
+    @property
+    def check_statuses(self) -> dict[str, CheckStatus]:
+        """Each check's status by name, in the audit's order."""
+        return {str(c["name"]): CheckStatus(c["status"]) for c in self.result.get("checks", [])}
+
+    @property
+    def failed_checks(self) -> tuple[str, ...]:
+        """The checks that failed or errored (they fail the audit)."""
+        return tuple(name for name, status in self.check_statuses.items() if status.blocks_publish)
+
 
 class Journal:
     """Append-only log over a SQLAlchemy engine (the catalog's). Its reads are pure: recovery of
@@ -404,36 +240,10 @@ class Journal:
         self.key = str(engine.url)  # identifies the database (password masked) for the in-flight registry
         upgrade(engine)
 
-    def record(
-        self,
-        *,
-        user: str,
-        action: Action,
-        outcome: Outcome,
-        table: str | None = None,
-        branch: str | None = None,
-        snapshot_before: int | None = None,
-        snapshot_after: int | None = None,
-        reason: str | None = None,
-        details: dict[str, Any] | None = None,
-    ) -> None:
+    def record(self, *, user: str, action: Action, outcome: Outcome, **fields: Unpack[EntryFields]) -> None:
         """Append one entry; passwords in ``reason`` and ``details`` are masked before they are written."""
-        reason = mask_secrets(reason) if reason else reason
         with self.engine.begin() as conn:
-            conn.execute(
-                insert(journal_table).values(
-                    at=utcnow(),
-                    user_name=user,
-                    action=Action(action).value,
-                    table_name=table,
-                    branch=branch,
-                    snapshot_before=snapshot_before,
-                    snapshot_after=snapshot_after,
-                    outcome=Outcome(outcome).value,
-                    reason=reason,
-                    details=json.dumps(mask_values(details or {}), default=str),
-                )
-            )
+            write_entry(conn, at=utcnow(), user=user, action=action, outcome=outcome, **fields)
 
     def history(
         self,
@@ -524,7 +334,7 @@ class Journal:
             q = q.where(journal_table.c.table_name == table)
         with self.engine.connect() as conn:
             rows = conn.execute(q).all()
-        return {(r[0], r[1]): _aware(r[2]) for r in rows if r[2] is not None}
+        return {(r[0], r[1]): aware(r[2]) for r in rows if r[2] is not None}
 
     def audit_record(self, table: str | None = None, limit: int = 200) -> list[StoredAudit]:
         """Recent audits (newest first), for pass/fail records and charts."""
@@ -578,15 +388,7 @@ class Journal:
                 assert pk is not None
                 intent_id = int(pk[0])
         except IntegrityError as exc:
-            holder = self.pending_intent_on(table, branch)
-            who = (
-                f"a {holder.action} by {holder.user} since {holder.at.isoformat(timespec='seconds')}"
-                if holder
-                else "another action"
-            )
-            raise BranchBusyError(
-                f"branch {branch} of {table} is busy: {who} is in flight; try again when it ends"
-            ) from exc
+            raise self._busy(table, branch) from exc
         _in_flight.add(self, intent_id)
         return Intent(
             id=intent_id,
@@ -601,6 +403,18 @@ class Journal:
             details=dict(details or {}),
             owner=owner,
             heartbeat_at=now,
+        )
+
+    def _busy(self, table: str, branch: str) -> BranchBusyError:
+        """The refusal of a ref move on a branch whose lock another pending intent holds, naming that one."""
+        holder = self.pending_intent_on(table, branch)
+        who = (
+            f"a {holder.action} by {holder.user} since {holder.at.isoformat(timespec='seconds')}"
+            if holder
+            else "another action"
+        )
+        return BranchBusyError(
+            f"branch {branch} of {table} is busy: {who} is in flight; try again when it ends"
         )
 
     def resolve_intent(
@@ -627,36 +441,25 @@ class Journal:
         why = intent.reason if reason is None else (mask_secrets(reason) if reason else reason)
         status = IntentStatus.DONE if done else IntentStatus.ABANDONED
         with self.engine.begin() as conn:
-            res = conn.execute(
-                update(intents_table)
-                .where(
-                    and_(
-                        intents_table.c.id == intent.id, intents_table.c.status == IntentStatus.PENDING.value
-                    )
-                )
-                .values(status=status.value, resolved_at=now, lock_key=None)
-            )
-            if res.rowcount != 1:
+            if not _close_intent(conn, intent.id, status, now):
                 return None
-            pk = conn.execute(
-                insert(journal_table).values(
-                    at=entry_at,
-                    user_name=intent.user,
-                    action=intent.action.value,
-                    table_name=intent.table,
-                    branch=intent.branch,
-                    snapshot_before=intent.expected_before,
-                    snapshot_after=snapshot_after,
-                    outcome=outcome.value,
-                    reason=why,
-                    details=json.dumps(mask_values(merged), default=str),
-                    intent_id=intent.id,
-                    reconciled=reconciled,
-                )
-            ).inserted_primary_key
-            assert pk is not None
+            entry_id = write_entry(
+                conn,
+                at=entry_at,
+                user=intent.user,
+                action=intent.action,
+                outcome=outcome,
+                table=intent.table,
+                branch=intent.branch,
+                snapshot_before=intent.expected_before,
+                snapshot_after=snapshot_after,
+                reason=why,
+                details=merged,
+                intent_id=intent.id,
+                reconciled=reconciled,
+            )
         return JournalEntry(
-            id=int(pk[0]),
+            id=entry_id,
             at=entry_at,
             user=intent.user,
             action=intent.action,
@@ -770,6 +573,60 @@ class Journal:
             )
 
 
+def _close_intent(conn: Connection, intent_id: int, status: IntentStatus, at: datetime) -> bool:
+    """``pending -> status`` (its branch lock released) unless another resolver was first: whether it was ours."""
+    res = conn.execute(
+        update(intents_table)
+        .where(and_(intents_table.c.id == intent_id, intents_table.c.status == IntentStatus.PENDING.value))
+        .values(status=status.value, resolved_at=at, lock_key=None)
+    )
+    return bool(res.rowcount == 1)
+
+
+class EntryFields(TypedDict, total=False):
+    """The optional fields of a journal entry (absent: NULL, details ``{}``)."""
+
+    table: str | None
+    branch: str | None
+    snapshot_before: int | None
+    snapshot_after: int | None
+    reason: str | None
+    details: dict[str, Any] | None
+
+
+def write_entry(
+    conn: Connection,
+    *,
+    at: datetime,
+    user: str,
+    action: Action,
+    outcome: Outcome,
+    intent_id: int | None = None,
+    reconciled: bool = False,
+    **fields: Unpack[EntryFields],
+) -> int:
+    """Insert one journal row in the caller's transaction (secrets in ``reason`` and ``details`` masked); its id."""
+    reason = fields.get("reason")
+    pk = conn.execute(
+        insert(journal_table).values(
+            at=at,
+            user_name=user,
+            action=Action(action).value,
+            table_name=fields.get("table"),
+            branch=fields.get("branch"),
+            snapshot_before=fields.get("snapshot_before"),
+            snapshot_after=fields.get("snapshot_after"),
+            outcome=Outcome(outcome).value,
+            reason=mask_secrets(reason) if reason else reason,
+            details=json.dumps(mask_values(fields.get("details") or {}), default=str),
+            intent_id=intent_id,
+            reconciled=reconciled,
+        )
+    ).inserted_primary_key
+    assert pk is not None
+    return int(pk[0])
+
+
 def _lock_key(table: str, branch: str) -> str:
     return f"{table}/{branch}"
 
@@ -777,11 +634,8 @@ def _lock_key(table: str, branch: str) -> str:
 def _entry(r: Any) -> JournalEntry:
     return JournalEntry(
         id=r["id"],
-        at=_aware(r["at"]),
-        user=r["user_name"],
+        **event_fields(r),
         action=Action(r["action"]),
-        table=r["table_name"],
-        branch=r["branch"],
         snapshot_before=r["snapshot_before"],
         snapshot_after=r["snapshot_after"],
         outcome=Outcome(r["outcome"]),
@@ -795,18 +649,15 @@ def _entry(r: Any) -> JournalEntry:
 def _intent(r: Any) -> Intent:
     return Intent(
         id=r["id"],
-        at=_aware(r["at"]),
-        user=r["user_name"],
+        **event_fields(r),
         action=Action(r["action"]),
-        table=r["table_name"],
-        branch=r["branch"],
         expected_before=r["expected_before"],
         expected_after=r["expected_after"],
         reason=r["reason"],
         details=json.loads(r["details"] or "{}"),
         status=r["status"],
         owner=r["owner"],
-        heartbeat_at=_aware(r["heartbeat_at"]),
+        heartbeat_at=aware(r["heartbeat_at"]),
     )
 
 
@@ -930,10 +781,7 @@ _in_flight = _InFlight()
 
 def _stored(r: Any) -> StoredAudit:
     return StoredAudit(
-        at=_aware(r["at"]),
-        user=r["user_name"],
-        table=r["table_name"],
-        branch=r["branch"],
+        **event_fields(r),
         snapshot_id=r["snapshot_id"],
         fork_snapshot_id=r["fork_snapshot_id"],
         status=CheckStatus(r["status"]),

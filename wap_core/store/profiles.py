@@ -3,7 +3,7 @@
 Column profiles of immutable snapshots (``wap_profiles``: main at a snapshot) and of published-or-
 reviewed batches (``wap_batch_profiles``: the rows a pure-append branch added in (fork, head]), so a
 diff reuses main's profile instead of scanning main again, and merges a batch into it. The tables
-are defined with the journal's (:mod:`wap_core.store.journal`, versioned by its Alembic migrations); only
+are defined here (on :mod:`wap_core.store.schema`'s metadata, versioned by the Alembic migrations); only
 this module reads and writes profiles (the anomaly history reads ``wap_batch_profiles`` in
 :mod:`wap_core.checks.store`). Entries never go stale: snapshots are immutable, first writer wins.
 """
@@ -17,9 +17,18 @@ from typing import Any
 from sqlalchemy import Engine, Table, and_, insert, select
 from sqlalchemy.exc import IntegrityError
 
-from wap_core.store.journal import batch_profiles_table, profiles_table, utcnow
+from wap_core.store.journal import utcnow
+from wap_core.store.schema import cache_table, snapshot_column
 
 log = logging.getLogger(__name__)
+
+profiles_table = cache_table("wap_profiles", [snapshot_column("snapshot_id", primary_key=True)], "profile")
+batch_profiles_table = cache_table(
+    "wap_batch_profiles",
+    [snapshot_column("head_snapshot_id", primary_key=True)],
+    "profile",
+    before_at=(snapshot_column("fork_snapshot_id", nullable=False),),
+)
 
 
 class ProfileStore:

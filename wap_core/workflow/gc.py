@@ -35,9 +35,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pyiceberg.manifest import DataFileContent
 from pyiceberg.table import Table
@@ -53,6 +53,7 @@ from wap_core.notify import Event
 from wap_core.security.access import Permission, authorize
 from wap_core.states import Action, BranchStatus, Outcome
 from wap_core.store.journal import Intent
+from wap_core.values import JsonOrder
 from wap_core.workflow.reconcile import reconciled_table
 from wap_core.workflow.refmove import Moved, Notice, RefMove
 from wap_core.workflow.status import BranchInfo, list_branches
@@ -108,23 +109,12 @@ class TableGc:
     bytes_reclaimed: int  # data + delete files
     skipped: str | None = None  # why snapshots were not expired on this table
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form (tuples as lists)."""
-        d = asdict(self)
-        for key in (
-            "expired_branches",
-            "removed_branches",
-            "kept_branches",
-            "protected_snapshot_ids",
-            "expired_snapshot_ids",
-        ):
-            d[key] = list(d[key])
-        return d
-
 
 @dataclass(frozen=True)
 class GcResult:
-    """What garbage collection did (or, in a dry run, would do) to every table."""
+    """What garbage collection did (or, in a dry run, would do) to every table (its JSON adds the totals)."""
+
+    __json__: ClassVar[JsonOrder] = (..., "totals")
 
     dry_run: bool
     older_than_override: str | None
@@ -144,15 +134,6 @@ class GcResult:
         out["expired_branches"] = sum(len(t.expired_branches) for t in self.tables)
         out["removed_branches"] = sum(len(t.removed_branches) for t in self.tables)
         return out
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form (the CLI's ``gc --json``), with the totals."""
-        return {
-            "dry_run": self.dry_run,
-            "older_than_override": self.older_than_override,
-            "tables": [t.to_dict() for t in self.tables],
-            "totals": self.totals(),
-        }
 
     def lines(self) -> list[str]:
         """The text report of ``python -m wap_core gc``."""
@@ -430,6 +411,27 @@ def collect_garbage(
     return GcResult(dry_run, format_duration(override) if override is not None else None, tuple(results))
 
 
+def _gc_branches(
+    lh: Lakehouse, table: TableId, tbl: Table, rule: _BranchRule, now_ms: int, dry_run: bool, user: str
+) -> dict[str, list[BranchGc]]:
+    """Every branch but main (rebase temp branches included: cat.branch_names hides those), classified by
+    ``rule`` and, unless ``dry_run``, expired or removed: ``expired`` / ``removed`` / ``kept``."""
+    sorted_out: dict[str, list[BranchGc]] = {"expired": [], "removed": [], "kept": []}
+    infos = {b.branch: b for b in list_branches(lh, table)}
+    for name in sorted(n for n, r in tbl.metadata.refs.items() if _is_branch(r) and n != MAIN):
+        info = infos.get(name)
+        created = datetime.fromisoformat(info.created) if info is not None and info.created else None
+        age = timedelta(milliseconds=max(0, now_ms - _age_ms(tbl, name, created)))
+        head = tbl.metadata.refs[name].snapshot_id
+        kind, reason = rule.classify(name, info, age)
+        done = False
+        if kind != "kept" and not dry_run:
+            kind, reason, done = _gc_branch(lh, user, table, name, head, kind, reason, rule, age)
+        entry = BranchGc(name, kind, age.total_seconds(), format_duration(rule.ttl), head, done, reason)
+        sorted_out[{"temp": "removed", "incomplete": "removed"}.get(kind, kind)].append(entry)
+    return sorted_out
+
+
 def _gc_table(
     lh: Lakehouse, table: TableId, override: timedelta | None, dry_run: bool, user: str, grace: timedelta
 ) -> TableGc:
@@ -442,20 +444,7 @@ def _gc_table(
 
     # 1. branches
     rule = _BranchRule(ttl, ttl_source, grace)
-    sorted_out: dict[str, list[BranchGc]] = {"expired": [], "removed": [], "kept": []}
-    infos = {b.branch: b for b in list_branches(lh, table)}
-    # every branch but main, rebase temp branches included (cat.branch_names hides those)
-    for name in sorted(n for n, r in tbl.metadata.refs.items() if _is_branch(r) and n != MAIN):
-        info = infos.get(name)
-        created = datetime.fromisoformat(info.created) if info is not None and info.created else None
-        age = timedelta(milliseconds=max(0, now_ms - _age_ms(tbl, name, created)))
-        head = tbl.metadata.refs[name].snapshot_id
-        kind, reason = rule.classify(name, info, age)
-        done = False
-        if kind != "kept" and not dry_run:
-            kind, reason, done = _gc_branch(lh, user, table, name, head, kind, reason, rule, age)
-        entry = BranchGc(name, kind, age.total_seconds(), format_duration(ttl), head, done, reason)
-        sorted_out[{"temp": "removed", "incomplete": "removed"}.get(kind, kind)].append(entry)
+    sorted_out = _gc_branches(lh, table, tbl, rule, now_ms, dry_run, user)
     expired, removed, kept = sorted_out["expired"], sorted_out["removed"], sorted_out["kept"]
 
     # 2. snapshots, on the refs that stay

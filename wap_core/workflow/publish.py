@@ -10,8 +10,8 @@ nothing is half-applied and no write is lost. No data file is written.
 from __future__ import annotations
 
 import uuid
-from dataclasses import asdict, dataclass, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from pyiceberg.table import Table
 
@@ -30,6 +30,7 @@ from wap_core.lake.batch import batch_frame
 from wap_core.lake.refs import (
     commit_conflicts,
     commit_with_retry,
+    point_main,
     remove_branch,
     remove_branch_quietly,
     remove_branches,
@@ -37,7 +38,7 @@ from wap_core.lake.refs import (
 )
 from wap_core.samples import load_sample, sample_json
 from wap_core.security.access import Permission, authorize
-from wap_core.states import Action, BranchStatus, Outcome, branch_status
+from wap_core.states import Action, BranchStatus, Outcome, PublishOutcome, RebaseOutcome, branch_status
 from wap_core.store.journal import Intent
 from wap_core.workflow.audit import latest_audit
 from wap_core.workflow.reconcile import (
@@ -61,7 +62,7 @@ class PublishResult:
 
     table: str
     branch: str
-    outcome: str  # published | already_published
+    outcome: PublishOutcome
     main_before: int | None
     main_after: int | None
     forced: bool = False
@@ -70,11 +71,7 @@ class PublishResult:
     @property
     def moved_main(self) -> bool:
         """True when the publish moved main (not already published)."""
-        return self.outcome == "published"
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form (the CLI's ``publish --json``)."""
-        return asdict(self)
+        return self.outcome is PublishOutcome.PUBLISHED
 
 
 @dataclass(frozen=True)
@@ -83,16 +80,12 @@ class RebaseResult:
 
     table: str
     branch: str
-    outcome: str  # rebased | up_to_date
+    outcome: RebaseOutcome
     old_head: int
     new_head: int
     old_fork: int | None
     new_fork: int | None
     rows: int
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form (the CLI's ``rebase --json``)."""
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -103,10 +96,6 @@ class DiscardResult:
     branch: str
     head: int
     reason: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form (the CLI's ``discard --json``)."""
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -177,7 +166,7 @@ def _already_published(lh: Lakehouse, table: TableId, branch: str, tbl: Table) -
     """
     main_ids = {s.snapshot_id for s in cat.ancestors(tbl, cat.ref_snapshot_id(tbl, MAIN))}
     for e in lh.journal.history(str(table), branch=branch, action=Action.PUBLISH, limit=50):
-        if e.outcome in ("published", "forced") and e.snapshot_after in main_ids:
+        if e.outcome in (Outcome.PUBLISHED, Outcome.FORCED) and e.snapshot_after in main_ids:
             return e.snapshot_after
     for n, snap in enumerate(cat.ancestors(tbl, cat.ref_snapshot_id(tbl, MAIN))):
         if n >= _LINEAGE_SCAN:
@@ -209,6 +198,27 @@ def _record_untracked_publish(lh: Lakehouse, table: TableId, branch: str, snapsh
     )
 
 
+def _forced_or_refused(move: RefMove, ready: PublishCheck, force: bool, tbl: Table) -> bool:
+    """Whether the publish is forced over a refusal (refused, journaled, unless it may be); a forced
+    publish is the admins' call, and a policy may want a second admin's approval of the head."""
+    lh, user, table, branch = move.lh, move.user, move.table, move.branch
+    if not ready.allowed and not (force and ready.forceable):
+        raise move.refuse(RefusedError(f"publish of {table} {branch} refused: {ready.message}", ready.code))
+    if ready.allowed:
+        return False
+    authorize(lh, user, Permission.FORCE_PUBLISH, table=table, branch=branch)
+    rs = ready.review if ready.review is not None else review_state(lh, table, branch, tbl)
+    if rs.policy.force_needs_second_admin and second_admin_approval(lh, rs, user) is None:
+        raise move.refuse(
+            RefusedError(
+                f"forced publish of {table} {branch} refused: the policy ({rs.policy.source}) needs an approval of the head "
+                f"from an admin other than {user}",
+                "second_admin_missing",
+            )
+        )
+    return True
+
+
 def publish(
     lh: Lakehouse,
     table: TableId,
@@ -227,43 +237,19 @@ def publish(
     tbl = reconciled_table(lh, table)
     main_before = cat.ref_snapshot_id(tbl, MAIN)
     if branch not in tbl.metadata.refs:
-        done = _already_published(lh, table, branch, tbl)
-        if done is not None:
-            return PublishResult(str(table), branch, "already_published", main_before, main_before)
+        if _already_published(lh, table, branch, tbl) is not None:
+            return PublishResult(
+                str(table), branch, PublishOutcome.ALREADY_PUBLISHED, main_before, main_before
+            )
         cat.require_branch(tbl, table, branch)  # raises NotFoundError naming the open branches
     ready = publish_readiness(lh, table, branch, tbl)
     head = tbl.metadata.refs[branch].snapshot_id
     move = RefMove(lh, user, Action.PUBLISH, table, branch, main_before, head, reason)
-    if not ready.allowed and not (force and ready.forceable):
-        raise move.refuse(RefusedError(f"publish of {table} {branch} refused: {ready.message}", ready.code))
-    forced = not ready.allowed
-    if forced:  # publishing over the audit (or the review policy) is the admins' call
-        authorize(lh, user, Permission.FORCE_PUBLISH, table=table, branch=branch)
-        rs = ready.review if ready.review is not None else review_state(lh, table, branch, tbl)
-        if rs.policy.force_needs_second_admin and second_admin_approval(lh, rs, user) is None:
-            raise move.refuse(
-                RefusedError(
-                    f"forced publish of {table} {branch} refused: the policy ({rs.policy.source}) needs an approval of the head "
-                    f"from an admin other than {user}",
-                    "second_admin_missing",
-                )
-            )
+    forced = _forced_or_refused(move, ready, force, tbl)
     move = replace(move, details={"forced": forced, "refusal_overridden": ready.code if forced else None})
 
     def move_main(t: Table) -> None:
-        main_ref = t.metadata.refs.get(MAIN)
-        (
-            t.manage_snapshots()
-            .create_branch(
-                head,
-                MAIN,
-                max_ref_age_ms=main_ref.max_ref_age_ms if main_ref else None,
-                max_snapshot_age_ms=main_ref.max_snapshot_age_ms if main_ref else None,
-                min_snapshots_to_keep=main_ref.min_snapshots_to_keep if main_ref else None,
-            )
-            .remove_branch(branch)
-            .commit()
-        )
+        point_main(t, head, remove=branch)
 
     def unrelated(t: Table) -> bool:  # another branch of the table committed: retry on fresh metadata
         return cat.ref_snapshot_id(t, MAIN) == main_before and cat.ref_snapshot_id(t, branch) == head
@@ -291,8 +277,8 @@ def publish(
         )
 
     if not move.run(commit, notice).done:
-        return PublishResult(str(table), branch, "already_published", main_before, head)
-    return PublishResult(str(table), branch, "published", main_before, head, forced, reason)
+        return PublishResult(str(table), branch, PublishOutcome.ALREADY_PUBLISHED, main_before, head)
+    return PublishResult(str(table), branch, PublishOutcome.PUBLISHED, main_before, head, forced, reason)
 
 
 def discard(
@@ -331,6 +317,21 @@ def discard(
     return DiscardResult(str(table), branch, head, reason)
 
 
+def _replayed_properties(lin: cat.Lineage) -> dict[str, str]:
+    """The snapshot properties of a rebased batch: its batch's provenance and malformed rows, carried over."""
+    props: dict[str, str] = {"wap.rebased-from": str(lin.head)}
+    malformed, samples = 0, []
+    for s in lin.new_snapshots:
+        for key in ("wap.source", "wap.format", "wap.batch-id", "wap.branch", "wap.user"):
+            if (val := cat.summary_get(s, key)) is not None:
+                props[key] = val
+        malformed += int(cat.summary_get(s, "wap.malformed-rows") or 0)
+        samples += load_sample(cat.summary_get(s, "wap.malformed-sample"))
+    props["wap.malformed-rows"] = str(malformed)
+    props["wap.malformed-sample"] = sample_json(samples)
+    return props
+
+
 def rebase(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = None) -> RebaseResult:
     """Replay the branch's appended rows onto current main. The old branch stays intact until an atomic swap."""
     user = user or lh.user
@@ -340,7 +341,9 @@ def rebase(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = Non
     cat.require_branch(tbl, table, branch)
     lin = cat.lineage(tbl, branch)
     if not lin.main_moved:
-        return RebaseResult(str(table), branch, "up_to_date", lin.head, lin.head, lin.fork, lin.fork, 0)
+        return RebaseResult(
+            str(table), branch, RebaseOutcome.UP_TO_DATE, lin.head, lin.head, lin.fork, lin.fork, 0
+        )
     ops = [cat.snapshot_operation(s) for s in lin.new_snapshots]
     move = RefMove(lh, user, Action.REBASE, table, branch, lin.head)
     if any(op != "append" for op in ops):
@@ -353,16 +356,7 @@ def rebase(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = Non
     main_head = lin.main_head
     assert main_head is not None
     tmp = temp_branch_name(branch, uuid.uuid4().hex[:8])
-    props: dict[str, str] = {"wap.rebased-from": str(lin.head)}
-    malformed, samples = 0, []
-    for s in lin.new_snapshots:
-        for key in ("wap.source", "wap.format", "wap.batch-id", "wap.branch", "wap.user"):
-            if (val := cat.summary_get(s, key)) is not None:
-                props[key] = val
-        malformed += int(cat.summary_get(s, "wap.malformed-rows") or 0)
-        samples += load_sample(cat.summary_get(s, "wap.malformed-sample"))
-    props["wap.malformed-rows"] = str(malformed)
-    props["wap.malformed-sample"] = sample_json(samples)
+    props = _replayed_properties(lin)
     rows = sum(int(cat.summary_get(s, "added-records") or 0) for s in lin.new_snapshots)
     move = replace(move, details={"tmp": tmp, "old_fork": lin.fork, "new_fork": main_head, "rows": rows})
 
@@ -393,7 +387,9 @@ def rebase(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = Non
 
     new_head = move.run(commit).snapshot_after
     assert new_head is not None
-    return RebaseResult(str(table), branch, "rebased", lin.head, new_head, lin.fork, main_head, rows)
+    return RebaseResult(
+        str(table), branch, RebaseOutcome.REBASED, lin.head, new_head, lin.fork, main_head, rows
+    )
 
 
 def _replay_and_swap(

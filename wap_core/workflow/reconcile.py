@@ -47,7 +47,14 @@ from pyiceberg.table import Table
 from sqlalchemy.exc import SQLAlchemyError
 
 from wap_core import notify
-from wap_core.exceptions import ConflictError, NotFoundError, RefusedError, ValidationError, WapError
+from wap_core.exceptions import (
+    ConflictError,
+    NotFoundError,
+    RefusedError,
+    ValidationError,
+    WapError,
+    first_line,
+)
 from wap_core.identifiers import MAIN, TableId
 from wap_core.lake import catalog as cat
 from wap_core.lake.catalog import TEMP_MARK, is_temp_branch
@@ -362,8 +369,7 @@ def settle(lh: Lakehouse, intent: Intent, exc: BaseException | None) -> JournalE
 def _one_line(exc: BaseException | None) -> str:
     if exc is None:
         return "interrupted"
-    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    return text[:1000]
+    return first_line(exc)[:1000]
 
 
 @contextmanager

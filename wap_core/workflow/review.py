@@ -29,10 +29,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import yaml
-from sqlalchemy import and_, insert, or_, select
+from sqlalchemy import Column, Connection, Index, String, Text, and_, insert, or_, select
+from sqlalchemy import Table as SqlTable
 
 from wap_core.exceptions import AccessFileError, RefusedError, ValidationError
 from wap_core.identifiers import MAIN, TableId, validate_branch
@@ -40,7 +41,9 @@ from wap_core.lake import catalog as cat
 from wap_core.notify import Event, emit
 from wap_core.security.access import AccessPolicy, Permission, Role, access_policy, authorize, decide
 from wap_core.states import Action, Outcome
-from wap_core.store.journal import _aware, comments_table, journal_table, reviews_table, utcnow
+from wap_core.store.journal import journal_table, utcnow
+from wap_core.store.schema import event_columns, event_fields, metadata, snapshot_column
+from wap_core.values import JSON, JsonOrder
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -51,6 +54,29 @@ log = logging.getLogger(__name__)
 
 MAX_TEXT = 10_000  # characters of a comment
 MAX_CHECK = 512
+
+# Migration 0005: each reviewer's verdict on a branch head, and the thread.
+reviews_table = SqlTable(
+    "wap_reviews",
+    metadata,
+    *event_columns(),
+    snapshot_column("snapshot_id", nullable=False),  # the branch head the verdict is about
+    Column("verdict", String(32), nullable=False),  # approved | changes_requested
+    Column("role", String(16), nullable=True),  # the reviewer's role when reviewing
+    Column("comment", Text, nullable=True),
+    Index("ix_wap_reviews_table_branch", "table_name", "branch"),
+)
+
+comments_table = SqlTable(
+    "wap_comments",
+    metadata,
+    *event_columns(),
+    snapshot_column("snapshot_id"),  # the branch head when written
+    Column("check_name", String(512), nullable=True),  # the check the comment is about
+    Column("kind", String(32), nullable=False),  # comment | approved | changes_requested
+    Column("text", Text, nullable=False),
+    Index("ix_wap_comments_table_branch", "table_name", "branch"),
+)
 
 
 class ReviewState(str, Enum):
@@ -82,15 +108,6 @@ class ReviewPolicy:
     author_cannot_approve: bool = False
     force_needs_second_admin: bool = False
     source: str = "default"  # the policies key it came from ("*", a table, a pattern) or "default"
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form."""
-        return {
-            "approvals": self.approvals,
-            "author_cannot_approve": self.author_cannot_approve,
-            "force_needs_second_admin": self.force_needs_second_admin,
-            "source": self.source,
-        }
 
 
 _parsed: dict[int, tuple[AccessPolicy, dict[str, ReviewPolicy]]] = {}
@@ -174,23 +191,9 @@ class Review:
     table: str
     branch: str
     snapshot_id: int
-    verdict: str
+    verdict: Verdict
     role: str | None
     comment: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form."""
-        return {
-            "id": self.id,
-            "at": self.at.isoformat(),
-            "user": self.user,
-            "table": self.table,
-            "branch": self.branch,
-            "snapshot_id": self.snapshot_id,
-            "verdict": self.verdict,
-            "role": self.role,
-            "comment": self.comment,
-        }
 
 
 @dataclass(frozen=True)
@@ -207,32 +210,37 @@ class Comment:
     kind: str  # comment | approved | changes_requested
     text: str
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form."""
-        return {
-            "id": self.id,
-            "at": self.at.isoformat(),
-            "user": self.user,
-            "table": self.table,
-            "branch": self.branch,
-            "snapshot_id": self.snapshot_id,
-            "check": self.check,
-            "kind": self.kind,
-            "text": self.text,
-        }
-
 
 @dataclass(frozen=True)
 class ReviewStatus:
-    """Where a branch head stands against its table's policy."""
+    """Where a branch head stands against its table's policy (its JSON: the state as ``review``,
+    ``approvals`` counted, who approved and who asks for changes by name)."""
+
+    __json__: ClassVar[JsonOrder] = (
+        "table",
+        "branch",
+        "head",
+        "policy",
+        "author",
+        "authors",
+        "state",
+        "approvals",
+        "required",
+        "approved_by",
+        "changes_requested_by",
+        "dismissed",
+        "message",
+    )
 
     table: str
     branch: str
     head: int
     policy: ReviewPolicy
     author: str | None  # the latest writer (the last of ``authors``)
-    state: ReviewState
-    approvals: tuple[Review, ...]  # counting approvals on the head (each reviewer's latest)
+    state: ReviewState = field(metadata={JSON: "review"})
+    approvals: tuple[Review, ...] = field(
+        metadata={JSON: len}
+    )  # counting approvals on the head (each reviewer's latest)
     changes_requested: tuple[Review, ...]  # open requests for changes on the head
     dismissed: tuple[
         Review, ...
@@ -246,6 +254,21 @@ class ReviewStatus:
     def missing(self) -> int:
         """How many more approvals the policy needs."""
         return max(0, self.policy.approvals - len(self.approvals))
+
+    @property
+    def required(self) -> int:
+        """The approvals the policy needs."""
+        return self.policy.approvals
+
+    @property
+    def approved_by(self) -> list[str]:
+        """Who approved the head (the counting approvals)."""
+        return [r.user for r in self.approvals]
+
+    @property
+    def changes_requested_by(self) -> list[str]:
+        """Who asks for changes on the head."""
+        return [r.user for r in self.changes_requested]
 
     @property
     def satisfied(self) -> bool:
@@ -265,34 +288,13 @@ class ReviewStatus:
             )
         return "; ".join(parts)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form."""
-        return {
-            "table": self.table,
-            "branch": self.branch,
-            "head": self.head,
-            "policy": self.policy.to_dict(),
-            "author": self.author,
-            "authors": list(self.authors),
-            "review": self.state.value,
-            "approvals": len(self.approvals),
-            "required": self.policy.approvals,
-            "approved_by": [r.user for r in self.approvals],
-            "changes_requested_by": [r.user for r in self.changes_requested],
-            "dismissed": [r.to_dict() for r in self.dismissed],
-            "message": self.message,
-        }
-
 
 def _review(r: Any) -> Review:
     return Review(
         id=r["id"],
-        at=_aware(r["at"]),
-        user=r["user_name"],
-        table=r["table_name"],
-        branch=r["branch"],
+        **event_fields(r),
         snapshot_id=int(r["snapshot_id"]),
-        verdict=r["verdict"],
+        verdict=Verdict(r["verdict"]),
         role=r["role"],
         comment=r["comment"],
     )
@@ -301,10 +303,7 @@ def _review(r: Any) -> Review:
 def _comment(r: Any) -> Comment:
     return Comment(
         id=r["id"],
-        at=_aware(r["at"]),
-        user=r["user_name"],
-        table=r["table_name"],
-        branch=r["branch"],
+        **event_fields(r),
         snapshot_id=r["snapshot_id"],
         check=r["check_name"],
         kind=r["kind"],
@@ -312,15 +311,16 @@ def _comment(r: Any) -> Comment:
     )
 
 
+def _branch_rows(lh: Lakehouse, rows: SqlTable, table: TableId | str, branch: str) -> Sequence[Any]:
+    """The rows of ``rows`` (reviews or comments) about the branch, oldest first."""
+    q = select(rows).where(and_(rows.c.table_name == str(table), rows.c.branch == branch)).order_by(rows.c.id)
+    with lh.journal.engine.connect() as conn:
+        return conn.execute(q).mappings().all()
+
+
 def reviews(lh: Lakehouse, table: TableId | str, branch: str) -> list[Review]:
     """Every review of the branch (all heads), oldest first."""
-    q = (
-        select(reviews_table)
-        .where(and_(reviews_table.c.table_name == str(table), reviews_table.c.branch == branch))
-        .order_by(reviews_table.c.id)
-    )
-    with lh.journal.engine.connect() as conn:
-        return [_review(r) for r in conn.execute(q).mappings().all()]
+    return [_review(r) for r in _branch_rows(lh, reviews_table, table, branch)]
 
 
 def _all_reviews(lh: Lakehouse, table: str | None) -> dict[tuple[str, str], list[Review]]:
@@ -337,18 +337,18 @@ def _all_reviews(lh: Lakehouse, table: str | None) -> dict[tuple[str, str], list
 
 # journal (action, outcome) pairs that write a branch's batch: their users are its authors
 _AUTHOR_OUTCOMES = (
-    ("ingest", "written"),
-    ("ingest", "incomplete"),
-    ("rebase", "rebased"),
-    ("reopen", "reopened"),
+    (Action.INGEST, Outcome.WRITTEN),
+    (Action.INGEST, Outcome.INCOMPLETE),
+    (Action.REBASE, Outcome.REBASED),
+    (Action.REOPEN, Outcome.REOPENED),
 )
 # pairs that end a branch: a later ingest under the same name is a new batch with new authors
 _END_OUTCOMES = (
-    ("publish", "published"),
-    ("publish", "forced"),
-    ("discard", "discarded"),
-    ("discard", "expired"),
-    ("discard", "removed"),
+    (Action.PUBLISH, Outcome.PUBLISHED),
+    (Action.PUBLISH, Outcome.FORCED),
+    (Action.DISCARD, Outcome.DISCARDED),
+    (Action.DISCARD, Outcome.EXPIRED),
+    (Action.DISCARD, Outcome.REMOVED),
 )
 
 
@@ -378,7 +378,7 @@ def _replay(
     pairs = (*_AUTHOR_OUTCOMES, *_END_OUTCOMES)
     q = (
         select(c.table_name, c.branch, c.user_name, c.action, c.snapshot_after, c.details)
-        .where(or_(*[and_(c.action == a, c.outcome == o) for a, o in pairs]))
+        .where(or_(*[and_(c.action == a.value, c.outcome == o.value) for a, o in pairs]))
         .order_by(c.id)
     )
     if table is not None:
@@ -387,15 +387,15 @@ def _replay(
         rows = conn.execute(q).all()
     open_: dict[tuple[str, str], list[str]] = {}
     published: dict[int, list[str]] = {}
-    for t, b, u, action, after, details in rows:
-        key = (str(t), str(b))
-        if action in ("publish", "discard"):
+    for t, b, u, word, after, details in rows:
+        key, action = (str(t), str(b)), Action(word)
+        if action in (Action.PUBLISH, Action.DISCARD):
             ended = open_.pop(key, [])
-            if action == "publish" and after is not None:
+            if action is Action.PUBLISH and after is not None:
                 published[int(str(after))] = ended
             continue
         out = open_.setdefault(key, [])
-        if action == "reopen":  # a reopened batch keeps the authors recorded when it was reopened
+        if action is Action.REOPEN:  # a reopened batch keeps the authors recorded when it was reopened
             try:
                 kept = json.loads(str(details or "{}")).get("authors") or []
             except (ValueError, AttributeError):  # not JSON or not an object: no authors kept
@@ -456,10 +456,10 @@ def evaluate(
         latest[r.user.casefold() if "@" in r.user else r.user] = r
     on_head = [r for r in latest.values() if r.snapshot_id == head]
     dismissed = tuple(r for r in latest.values() if r.snapshot_id != head)
-    approvals = [r for r in on_head if r.verdict == Verdict.APPROVED.value]
+    approvals = [r for r in on_head if r.verdict == Verdict.APPROVED]
     ignored = tuple(r for r in approvals if policy.author_cannot_approve and is_author(r.user, writers))
     counting = tuple(r for r in approvals if r not in ignored)
-    changes = tuple(r for r in on_head if r.verdict == Verdict.CHANGES_REQUESTED.value)
+    changes = tuple(r for r in on_head if r.verdict == Verdict.CHANGES_REQUESTED)
     if changes:
         state = ReviewState.CHANGES_REQUESTED
     elif len(counting) < policy.approvals:
@@ -529,6 +529,35 @@ def _clean_text(text: str | None, what: str, required: bool) -> str | None:
     return text.strip()
 
 
+def _insert_comment(
+    conn: Connection,
+    *,
+    at: datetime,
+    user: str,
+    table: TableId,
+    branch: str,
+    head: int,
+    kind: str,
+    text: str,
+    check: str | None = None,
+) -> int:
+    """One row of the branch's thread, in the caller's transaction; its id."""
+    pk = conn.execute(
+        insert(comments_table).values(
+            at=at,
+            user_name=user,
+            table_name=str(table),
+            branch=branch,
+            snapshot_id=head,
+            check_name=check,
+            kind=kind,
+            text=text,
+        )
+    ).inserted_primary_key
+    assert pk is not None
+    return int(pk[0])
+
+
 def _record_review(
     lh: Lakehouse,
     user: str,
@@ -555,21 +584,19 @@ def _record_review(
             )
         ).inserted_primary_key
         assert pk is not None
-        conn.execute(
-            insert(comments_table).values(
-                at=now,
-                user_name=user,
-                table_name=str(table),
-                branch=branch,
-                snapshot_id=head,
-                check_name=None,
-                kind=verdict.value,
-                text=comment or "",
-            )
+        _insert_comment(
+            conn,
+            at=now,
+            user=user,
+            table=table,
+            branch=branch,
+            head=head,
+            kind=verdict.value,
+            text=comment or "",
         )
     lh.journal.record(
         user=user,
-        action=Action.APPROVE if verdict is Verdict.APPROVED else Action.REQUEST_CHANGES,
+        action=_VERDICT_ACTIONS[verdict],
         table=str(table),
         branch=branch,
         snapshot_after=head,
@@ -577,19 +604,16 @@ def _record_review(
         reason=comment,
     )
     rv = Review(
-        int(pk[0]), now, user, str(table), branch, head, verdict.value, role.label if role else None, comment
+        int(pk[0]), now, user, str(table), branch, head, verdict, role.label if role else None, comment
     )
     return rv, head
 
 
-def approve(
-    lh: Lakehouse, table: TableId, branch: str, *, comment: str | None = None, user: str | None = None
-) -> ReviewStatus:
-    """Approve the branch's current head (approver role). Self-approval is refused where the policy says so."""
-    user = user or lh.user
-    validate_branch(branch)
-    authorize(lh, user, Permission.APPROVE, table=table, branch=branch)
-    text = _clean_text(comment, "the comment", required=False)
+_VERDICT_ACTIONS = {Verdict.APPROVED: Action.APPROVE, Verdict.CHANGES_REQUESTED: Action.REQUEST_CHANGES}
+
+
+def _refuse_self_approval(lh: Lakehouse, user: str, table: TableId, branch: str) -> None:
+    """Refuse (journaled) when the policy forbids the branch's author to approve it and ``user`` is one."""
     policy = policy_for(lh, table)
     if policy.author_cannot_approve and is_author(user, authors_of(lh, table, branch)):
         msg = f"{user} may not approve {table} {branch}: the author of a branch cannot approve it (policy {policy.source})"
@@ -603,33 +627,56 @@ def approve(
             details={"code": "self_approval"},
         )
         raise RefusedError(msg, "self_approval")
-    _record_review(lh, user, table, branch, Verdict.APPROVED, text, access_policy(lh).role_of(user))
+
+
+def _review_head(
+    lh: Lakehouse, table: TableId, branch: str, verdict: Verdict, comment: str | None, user: str | None
+) -> ReviewStatus:
+    """The one path of both verdicts: authorize, check the comment (and the self-approval policy), record,
+    notify a request for changes; the branch's review status after it."""
+    user = user or lh.user
+    validate_branch(branch)
+    approving = verdict is Verdict.APPROVED
+    authorize(
+        lh,
+        user,
+        Permission.APPROVE,
+        table=table,
+        branch=branch,
+        action=None if approving else Action.REQUEST_CHANGES,
+    )
+    text = _clean_text(
+        comment, "the comment" if approving else "the comment (--comment)", required=not approving
+    )
+    if approving:
+        _refuse_self_approval(lh, user, table, branch)
+    _, head = _record_review(lh, user, table, branch, verdict, text, access_policy(lh).role_of(user))
+    if not approving:
+        emit(
+            lh,
+            Event.CHANGES_REQUESTED,
+            table=str(table),
+            branch=branch,
+            user=user,
+            status=ReviewState.CHANGES_REQUESTED.value,
+            summary=f"changes requested by {user}: {text}"[:500],
+            snapshot_id=head,
+        )
     return review_state(lh, table, branch)
+
+
+def approve(
+    lh: Lakehouse, table: TableId, branch: str, *, comment: str | None = None, user: str | None = None
+) -> ReviewStatus:
+    """Approve the branch's current head (approver role). Self-approval is refused where the policy says so."""
+    return _review_head(lh, table, branch, Verdict.APPROVED, comment, user)
 
 
 def request_changes(
     lh: Lakehouse, table: TableId, branch: str, *, comment: str, user: str | None = None
 ) -> ReviewStatus:
     """Request changes on the branch's current head (approver role); blocks publish until that reviewer approves."""
-    user = user or lh.user
-    validate_branch(branch)
-    authorize(lh, user, Permission.APPROVE, table=table, branch=branch, action=Action.REQUEST_CHANGES)
-    text = _clean_text(comment, "the comment (--comment)", required=True)
-    _, head = _record_review(
-        lh, user, table, branch, Verdict.CHANGES_REQUESTED, text, access_policy(lh).role_of(user)
-    )
-
-    emit(
-        lh,
-        Event.CHANGES_REQUESTED,
-        table=str(table),
-        branch=branch,
-        user=user,
-        status=ReviewState.CHANGES_REQUESTED.value,
-        summary=f"changes requested by {user}: {text}"[:500],
-        snapshot_id=head,
-    )
-    return review_state(lh, table, branch)
+    return _review_head(lh, table, branch, Verdict.CHANGES_REQUESTED, comment, user)
 
 
 def add_comment(
@@ -654,20 +701,18 @@ def add_comment(
     head = cat.require_branch(tbl, table, branch)
     now = utcnow()
     with lh.journal.engine.begin() as conn:
-        pk = conn.execute(
-            insert(comments_table).values(
-                at=now,
-                user_name=user,
-                table_name=str(table),
-                branch=branch,
-                snapshot_id=head,
-                check_name=check_name,
-                kind="comment",
-                text=body,
-            )
-        ).inserted_primary_key
-        assert pk is not None
-    return Comment(int(pk[0]), now, user, str(table), branch, head, check_name, "comment", body)
+        pk = _insert_comment(
+            conn,
+            at=now,
+            user=user,
+            table=table,
+            branch=branch,
+            head=head,
+            kind="comment",
+            text=body,
+            check=check_name,
+        )
+    return Comment(pk, now, user, str(table), branch, head, check_name, "comment", body)
 
 
 def comments(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = None) -> list[Comment]:
@@ -675,13 +720,7 @@ def comments(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = N
     user = user or lh.user
     validate_branch(branch)
     authorize(lh, user, Permission.READ, table=table, branch=branch)
-    q = (
-        select(comments_table)
-        .where(and_(comments_table.c.table_name == str(table), comments_table.c.branch == branch))
-        .order_by(comments_table.c.id)
-    )
-    with lh.journal.engine.connect() as conn:
-        return [_comment(r) for r in conn.execute(q).mappings().all()]
+    return [_comment(r) for r in _branch_rows(lh, comments_table, table, branch)]
 
 
 def approve_decision(lh: Lakehouse, table: TableId, branch: str, user: str) -> tuple[bool, str]:

@@ -14,7 +14,8 @@ intent/outcome and reconciled after a crash (:mod:`wap_core.workflow.reconcile`)
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from wap_core.exceptions import (
@@ -26,7 +27,7 @@ from wap_core.exceptions import (
 )
 from wap_core.identifiers import MAIN, TableId, validate_branch
 from wap_core.lake import catalog as cat
-from wap_core.lake.refs import commit_with_retry
+from wap_core.lake.refs import commit_with_retry, point_main
 from wap_core.notify import Event
 from wap_core.security.access import Permission, authorize
 from wap_core.states import Action, Outcome
@@ -54,10 +55,6 @@ class RolledBackBatch:
     user: str | None
     rows: int
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form."""
-        return asdict(self)
-
 
 @dataclass(frozen=True)
 class RollbackResult:
@@ -69,12 +66,6 @@ class RollbackResult:
     reason: str
     rolled_back: tuple[RolledBackBatch, ...] = field(default=())
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form (the CLI's ``rollback --json``)."""
-        d = asdict(self)
-        d["rolled_back"] = [b.to_dict() for b in self.rolled_back]
-        return d
-
 
 @dataclass(frozen=True)
 class ReopenResult:
@@ -84,10 +75,6 @@ class ReopenResult:
     branch: str
     head: int
     fork: int | None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form (the CLI's ``reopen --json``)."""
-        return asdict(self)
 
 
 def _move(
@@ -105,6 +92,44 @@ def _move(
     return RefMove(
         lh, user, action, table, branch, before, after, reason, details or {}, notify_refusal=False
     )
+
+
+def _taken_off(tbl: Table, main_before: int, to_snapshot: int) -> list[RolledBackBatch] | None:
+    """The batches main holds above ``to_snapshot``, newest first; None when ``to_snapshot`` is not among
+    main's newest ``_SCAN`` ancestors."""
+    dropped: list[RolledBackBatch] = []
+    for n, snap in enumerate(cat.ancestors(tbl, main_before)):
+        if n >= _SCAN:
+            return None
+        if snap.snapshot_id == to_snapshot:
+            return dropped
+        dropped.append(
+            RolledBackBatch(
+                snap.snapshot_id,
+                cat.summary_get(snap, "wap.branch"),
+                cat.summary_get(snap, "wap.user"),
+                int(cat.summary_get(snap, "added-records") or 0),
+            )
+        )
+    return None
+
+
+def _refuse_stale_or_same(
+    move: RefMove, table: TableId, expected_main: int | None, main_before: int, to_snapshot: int
+) -> None:
+    """Refuse (journaled) a rollback from a main the caller did not see, or to where main already is."""
+    if expected_main is not None and expected_main != main_before:
+        raise move.refuse(
+            ConflictError(
+                f"rollback of {table} refused: main moved since it was read (expected {expected_main}, now {main_before}); look again"
+            )
+        )
+    if to_snapshot == main_before:
+        raise move.refuse(
+            RefusedError(
+                f"rollback of {table} refused: main is already at snapshot {to_snapshot}", "already_there"
+            )
+        )
 
 
 def rollback(
@@ -129,35 +154,9 @@ def rollback(
     if main_before is None:
         raise NotFoundError(f"table {table} has no main snapshot to roll back")
     move = _move(lh, user, Action.ROLLBACK, table, MAIN, main_before, to_snapshot, reason)
-    if expected_main is not None and expected_main != main_before:
-        raise move.refuse(
-            ConflictError(
-                f"rollback of {table} refused: main moved since it was read (expected {expected_main}, now {main_before}); look again"
-            )
-        )
-    if to_snapshot == main_before:
-        raise move.refuse(
-            RefusedError(
-                f"rollback of {table} refused: main is already at snapshot {to_snapshot}", "already_there"
-            )
-        )
-    dropped: list[RolledBackBatch] = []
-    found = False
-    for n, snap in enumerate(cat.ancestors(tbl, main_before)):
-        if n >= _SCAN:
-            break
-        if snap.snapshot_id == to_snapshot:
-            found = True
-            break
-        dropped.append(
-            RolledBackBatch(
-                snap.snapshot_id,
-                cat.summary_get(snap, "wap.branch"),
-                cat.summary_get(snap, "wap.user"),
-                int(cat.summary_get(snap, "added-records") or 0),
-            )
-        )
-    if not found:
+    _refuse_stale_or_same(move, table, expected_main, main_before, to_snapshot)
+    dropped = _taken_off(tbl, main_before, to_snapshot)
+    if dropped is None:
         raise move.refuse(
             RefusedError(
                 f"rollback of {table} refused: snapshot {to_snapshot} is not an ancestor of main (main is at {main_before}); "
@@ -168,18 +167,7 @@ def rollback(
     move = replace(move, details={"rolled_back": [b.snapshot_id for b in dropped]})
 
     def move_main(t: Table) -> None:
-        main_ref = t.metadata.refs[MAIN]
-        (
-            t.manage_snapshots()
-            .create_branch(
-                to_snapshot,
-                MAIN,
-                max_ref_age_ms=main_ref.max_ref_age_ms,
-                max_snapshot_age_ms=main_ref.max_snapshot_age_ms,
-                min_snapshots_to_keep=main_ref.min_snapshots_to_keep,
-            )
-            .commit()
-        )
+        point_main(t, to_snapshot)
 
     def main_unmoved(t: Table) -> bool:  # another branch of the table committed: retry on fresh metadata
         return cat.ref_snapshot_id(t, MAIN) == main_before
@@ -202,14 +190,23 @@ def rollback(
     return RollbackResult(str(table), main_before, to_snapshot, reason.strip(), tuple(dropped))
 
 
-def rolled_back_snapshots(lh: Lakehouse, table: TableId) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class RolledBackSnapshot(RolledBackBatch):
+    """A batch a rollback took off main and that main still does not hold: when, by whom and why."""
+
+    rolled_back_at: datetime
+    rolled_back_by: str
+    reason: str | None
+
+
+def rolled_back_snapshots(lh: Lakehouse, table: TableId) -> list[RolledBackSnapshot]:
     """Snapshots main held once and no longer holds, per the journal's rollbacks (newest rollback first)."""
     tbl = lh.table(table)
     main_ids = {s.snapshot_id for s in cat.ancestors(tbl, cat.ref_snapshot_id(tbl, MAIN))}
-    out: list[dict[str, Any]] = []
+    out: list[RolledBackSnapshot] = []
     seen: set[int] = set()
     for e in lh.journal.history(str(table), action=Action.ROLLBACK, limit=100):
-        if e.outcome != "rolled_back":
+        if e.outcome is not Outcome.ROLLED_BACK:
             continue
         for sid in e.details.get("rolled_back", []):
             snap = tbl.metadata.snapshot_by_id(int(sid))
@@ -217,15 +214,15 @@ def rolled_back_snapshots(lh: Lakehouse, table: TableId) -> list[dict[str, Any]]
                 continue
             seen.add(sid)
             out.append(
-                {
-                    "snapshot_id": sid,
-                    "branch": cat.summary_get(snap, "wap.branch"),
-                    "user": cat.summary_get(snap, "wap.user"),
-                    "rows": int(cat.summary_get(snap, "added-records") or 0),
-                    "rolled_back_at": e.at.isoformat(),
-                    "rolled_back_by": e.user,
-                    "reason": e.reason,
-                }
+                RolledBackSnapshot(
+                    snapshot_id=sid,
+                    branch=cat.summary_get(snap, "wap.branch"),
+                    user=cat.summary_get(snap, "wap.user"),
+                    rows=int(cat.summary_get(snap, "added-records") or 0),
+                    rolled_back_at=e.at,
+                    rolled_back_by=e.user,
+                    reason=e.reason,
+                )
             )
     return out
 

@@ -162,7 +162,8 @@ def root_problem(settings: Settings, root: StoreUrl) -> str | None:
         client = s3.filesystem(settings)
         if not s3.bucket_exists(client, root.bucket):
             return f"names bucket {root.bucket!r}, which does not exist on {s3.endpoint_label(settings)}"
-        s3.list_objects(client, StoreUrl(root.bucket, root.key))  # a listing: the keys may read there
+        if root.key:  # one cheap look at the prefix (never a listing of everything under it)
+            s3.object_size(client, root)
     except OSError as exc:
         return f"cannot be read: {_store_line(exc, settings)}"
     return None

@@ -689,7 +689,16 @@ def scenario_crowd(b: Bench) -> None:
 
 
 # --------------------------------------------------------------------------- scenario runaway (issue 19, item 1)
-RUNAWAY_SQL = (
+#: The SQL box refuses a join without an equality condition (sql_guard.check_joins), so the runaway is an
+#: equi-join that explodes: 200,000 rows on a key with two values, 2 * (10^5)^2 = 2 * 10^10 rows.
+RUNAWAY_SQL = "SELECT count(*) AS n, sum(a.k + b.k) AS s FROM ref_view a JOIN ref_view b ON a.k % 2 = b.k % 2"
+#: Two such joins side by side: a UNION ALL's stage has a task per branch, so this one holds two task slots.
+RUNAWAY_UNION_SQL = (
+    "SELECT count(*) AS n, sum(k) AS s FROM (SELECT a.k + b.k AS k FROM ref_view a JOIN ref_view b "
+    "ON a.k % 2 = b.k % 2 UNION ALL SELECT a.k - b.k FROM ref_view a JOIN ref_view b ON a.k % 2 = b.k % 2)"
+)
+#: The runaway this scenario used before the guard refused cartesian products (checked: refused).
+CROSS_SQL = (
     "SELECT count(*) AS n, sum(a.k + b.k + c.k + d.k) AS s "
     "FROM ref_view a CROSS JOIN ref_view b CROSS JOIN ref_view c CROSS JOIN ref_view d"
 )
@@ -701,17 +710,19 @@ def scenario_runaway(b: Bench) -> None:
     One process, one Spark driver, as in the console (the Review page's diff is ``compute_diff`` as the
     signed-in user; the SQL box is ``explore.start_query``): a steward's diff of a 20,000-row batch of a
     200,000-row table, timed ``--runaway-diffs`` times quiet, then as many times each just after an
-    analyst started a four-way cross join of a 2,000-row table in 8 files (1.6 * 10^13 rows: it never ends
-    on its own; cancelled after ``--runaway-timeout`` s) whose tasks hold every task slot. Each user's jobs
-    run in their own job group and FAIR pool (wap_core.lake.jobs). FAIR scheduling does not preempt a
-    running task: while the runaway's tasks hold the slots, the diff's tasks wait for a slot to free, so
-    what bounds the wait is the time limit.
+    analyst started a runaway query on main of the same table (an equi-join on ``k % 2``: 2 * 10^10 rows,
+    never ends within the run; cancelled after the diff, or after ``--runaway-timeout`` s), then again under
+    a UNION ALL of two such joins (a task per branch: two slots, one row each). A cross join,
+    the runaway before, is checked to be refused by the guard. Each user's jobs run in their own job group
+    and FAIR pool (wap_core.lake.jobs); a SQL box query reads ``ref_view`` as one split and shuffles into
+    one partition, so it holds one task slot; FAIR scheduling does not preempt a running task, so the
+    diff gets the other slots. After each cancel, the time until no task of the runaway runs is recorded.
     """
     from bench.run import Row, fmt_s, log
     from wap_core import Lakehouse, Settings, TableId
     from wap_core.analysis import explore
     from wap_core.analysis.diff import compute_diff
-    from wap_core.exceptions import QueryCancelledError
+    from wap_core.exceptions import QueryCancelledError, ValidationError
     from wap_core.workflow.ingest import ingest
     from wap_core.workflow.publish import publish
 
@@ -741,22 +752,15 @@ def scenario_runaway(b: Bench) -> None:
             }
         )
 
-    facts, tiny = TableId("rw", "facts"), TableId("rw", "tiny")
+    facts = TableId("rw", "facts")
     t0 = time.perf_counter()
     pq.write_table(frame(0, 200_000), src / "main.parquet")
     ingest(lh, facts, [str(src / "main.parquet")], create=True, branch="m1")
     publish(lh, facts, "m1")
-    parts = [src / f"tiny_{i}.parquet" for i in range(8)]
-    for i, part in enumerate(parts):
-        pq.write_table(frame(i * 250, 250), part)
-    ingest(lh, tiny, [str(x) for x in parts], create=True, branch="t1")
-    publish(lh, tiny, "t1")
-    with lh.table(tiny).transaction() as tx:  # one scan task per data file, if the query may use them all
-        tx.set_properties({"read.split.target-size": "1024", "read.split.open-file-cost": "1024"})
+    main = lh.table(facts).metadata.refs["main"].snapshot_id
     pq.write_table(frame(200_000, 20_000), src / "batch.parquet")
     ingest(lh, facts, [str(src / "batch.parquet")], branch="review_me")
     setup = time.perf_counter() - t0
-    tiny_main = lh.table(tiny).metadata.refs["main"].snapshot_id
     n = max(3, b.args.runaway_diffs)
 
     def diffs(times: int) -> list[float]:
@@ -770,62 +774,90 @@ def scenario_runaway(b: Bench) -> None:
     diffs(1)  # warm: main's profile cached, JIT
     quiet = diffs(n)
     log(f"runaway: quiet diffs {[round(x, 2) for x in quiet]}")
-    files = len(list(lh.table(tiny).scan().plan_files()))
     limit = float(b.args.runaway_timeout)
     hog_lh = Lakehouse(settings.with_(query_timeout=limit))
-    loaded: list[float] = []
-    busy: list[int] = []
-    endings: list[str] = []
-    for _ in range(n):  # a fresh runaway query before each timed diff
-        hog = explore.start_query(hog_lh, tiny, tiny_main, RUNAWAY_SQL, user="analyst")
-        deadline = time.monotonic() + 120
-        while not (hog.group.running_jobs() and _active_tasks(lh)) and time.monotonic() < deadline:
-            if hog.done():
-                break
-            time.sleep(0.2)
-        time.sleep(1)  # its tasks run
-        busy.append(_active_tasks(lh))
-        loaded += diffs(1)
-        log(f"runaway: diff {loaded[-1]:.2f} s with {busy[-1]} task(s) of the runaway query running")
-        hog.cancel()
-        try:
-            hog.result(timeout=120)
-            endings.append("finished")
-        except QueryCancelledError as exc:
-            endings.append(exc.reason)
-    ended = ", ".join(f"{k} {v}" for k, v in Counter(endings).items())
-    still_running = "finished" not in endings
-    log(f"runaway: diffs while a runaway query ran {[round(x, 2) for x in loaded]}; the runaways: {ended}")
+    try:
+        explore.run_sql(hog_lh, facts, main, CROSS_SQL, user="analyst")
+        cross = "NOT refused: it ran"
+    except ValidationError as exc:
+        cross = f"refused ({str(exc)[:90]}…)"
+    log(f"runaway: the four-way cross join: {cross}")
+
+    def run_under(sql: str) -> tuple[list[float], list[int], list[float], list[str]]:
+        loaded: list[float] = []
+        busy: list[int] = []
+        drained: list[float] = []
+        endings: list[str] = []
+        for _ in range(n):  # a fresh runaway query before each timed diff
+            hog = explore.start_query(hog_lh, facts, main, sql, user="analyst")
+            deadline = time.monotonic() + 120
+            while not (hog.group.running_jobs() and _active_tasks(lh)) and time.monotonic() < deadline:
+                if hog.done():
+                    break
+                time.sleep(0.2)
+            time.sleep(1)  # its tasks run
+            busy.append(_active_tasks(lh))
+            loaded += diffs(1)
+            log(f"runaway: diff {loaded[-1]:.2f} s with {busy[-1]} task(s) of the runaway query running")
+            hog.cancel()
+            cancelled = time.monotonic()
+            try:
+                hog.result(timeout=120)
+                endings.append("finished")
+            except QueryCancelledError as exc:
+                endings.append(exc.reason)
+            while (
+                _active_tasks(lh) and time.monotonic() < cancelled + 120
+            ):  # the work, not only the job, ends
+                time.sleep(0.1)
+            drained.append(time.monotonic() - cancelled)
+        return loaded, busy, drained, endings
+
     q50, q95 = statistics.median(quiet), _pct(quiet, 95)
-    l50, l95 = statistics.median(loaded), _pct(loaded, 95)
-    ratio = l50 / q50 if q50 else None
-    ok = ratio is not None and ratio <= 2 and l95 / q95 <= 2 and still_running
-    b.rows.append(
-        Row(
-            "runaway query: another user's Review diff while it runs",
-            f"diff of 20k new rows on 200k; {n} diffs quiet, {n} under a 4-way cross join of 2k rows",
-            l50,
-            q50,
-            ratio,
-            "p50 and p95 ≤ 2× quiet",
-            ok,
-            value=f"p50 {fmt_s(l50)} · p95 {fmt_s(l95)} (quiet p50 {fmt_s(q50)} · p95 {fmt_s(q95)}; p95 ratio {l95 / q95:.2f})",
-            notes=[
-                f"runaway: one process, one Spark driver ({settings.spark_master}), FAIR pools user:analyst and user:steward; "
-                f"set-up {setup:.0f} s; WAP_QUERY_TIMEOUT {limit:g} s for the runaway query (the console's default is 60 s); "
-                f"its scan has {files} data files (one task each); running tasks when each diff started {busy}; "
-                f"the runaway queries ended: {ended} (timeout = cancelled by the time limit while the diff waited)",
-                f"runaway: quiet diffs {', '.join(f'{x:.2f}' for x in quiet)} s; under the runaway "
-                f"{', '.join(f'{x:.2f}' for x in loaded)} s; load average {os.getloadavg()[0]:.1f} after",
-            ],
+    for what, sql in (
+        ("a self-join of 200k rows on k % 2", RUNAWAY_SQL),
+        ("a UNION ALL of two such self-joins", RUNAWAY_UNION_SQL),
+    ):
+        loaded, busy, drained, endings = run_under(sql)
+        ended = ", ".join(f"{k} {v}" for k, v in Counter(endings).items())
+        log(f"runaway: diffs under {what} {[round(x, 2) for x in loaded]}; the runaways: {ended}")
+        l50, l95 = statistics.median(loaded), _pct(loaded, 95)
+        ratio = l50 / q50 if q50 else None
+        ok = (
+            ratio is not None
+            and ratio <= 2
+            and l95 / q95 <= 2
+            and "finished" not in endings
+            and cross.startswith("refused")
         )
-    )
+        b.rows.append(
+            Row(
+                f"runaway query: another user's Review diff while it runs ({what})",
+                f"diff of 20k new rows on 200k; {n} diffs quiet, {n} under {what}",
+                l50,
+                q50,
+                ratio,
+                "p50 and p95 ≤ 2× quiet",
+                ok,
+                value=f"p50 {fmt_s(l50)} · p95 {fmt_s(l95)} (quiet p50 {fmt_s(q50)} · p95 {fmt_s(q95)}; p95 ratio {l95 / q95:.2f})",
+                notes=[
+                    f"runaway ({what}): {sql}; running tasks when each diff started {busy}; the runaway queries "
+                    f"ended: {ended} (timeout = cancelled by the time limit while the diff waited); seconds from "
+                    f"cancel until none of its tasks ran {', '.join(f'{x:.1f}' for x in drained)}; diffs under it "
+                    f"{', '.join(f'{x:.2f}' for x in loaded)} s; load average {os.getloadavg()[0]:.1f} after",
+                ],
+            )
+        )
+    b.rows[-1].notes += [
+        f"runaway: one process, one Spark driver ({settings.spark_master}), FAIR pools user:analyst and user:steward; "
+        f"set-up {setup:.0f} s; WAP_QUERY_TIMEOUT {limit:g} s for the runaway query (the console's default is 60 s); "
+        f"quiet diffs {', '.join(f'{x:.2f}' for x in quiet)} s",
+        f"runaway: the four-way cross join it replaced: {cross}",
+    ]
 
 
 def _active_tasks(lh: Any) -> int:
-    tracker = lh.spark.sparkContext.statusTracker()
-    total = 0
-    for stage in tracker.getActiveStageIds():
-        info = tracker.getStageInfo(stage)
-        total += info.numActiveTasks if info is not None else 0
-    return int(total)
+    """Tasks the executors run now (Spark's status store): a cancelled task counts until it has really ended,
+    unlike the active stages of the status tracker, which drop a cancelled stage at once."""
+    executors = lh.spark.sparkContext._jsc.sc().statusStore().executorList(True)
+    return sum(int(executors.apply(i).activeTasks()) for i in range(executors.size()))

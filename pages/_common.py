@@ -13,11 +13,11 @@ import re
 import string
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pandas as pd
 import streamlit as st
@@ -30,8 +30,14 @@ from wap_core.lake.spark import spark_running
 from wap_core.security.access import Decision, Permission, decide
 from wap_core.security.paths import root_problem
 from wap_core.security.paths import sanitize_filename as _sanitize_filename
-from wap_core.states import CheckStatus
+from wap_core.values import to_jsonable
 from wap_core.workflow.reconcile import Ticker
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+    from wap_core.store.journal import JournalEntry, StoredAudit
+    from wap_core.workflow.status import BranchInfo, TableInfo, TimelineSnapshot
 
 T = TypeVar("T")
 
@@ -339,10 +345,10 @@ def wap_errors() -> Iterator[None]:
 
 # --------------------------------------------------------------------------- cached metadata (no Spark)
 @st.cache_data(ttl=CACHE_TTL, show_spinner=False)
-def table_infos() -> list[dict[str, Any]]:
+def table_infos() -> list[TableInfo]:
     from wap_core.workflow.status import table_infos as infos
 
-    return [t.to_dict() for t in infos(lakehouse())]
+    return infos(lakehouse())
 
 
 @st.cache_data(ttl=CACHE_TTL, show_spinner=False)
@@ -351,41 +357,25 @@ def table_names() -> list[str]:
 
 
 @st.cache_data(ttl=CACHE_TTL, show_spinner=False)
-def branches(table: str | None = None) -> list[dict[str, Any]]:
+def branches(table: str | None = None) -> list[BranchInfo]:
     from wap_core.workflow.status import list_branches
 
     tid = TableId.parse(table) if table else None
-    return [b.to_dict() for b in list_branches(lakehouse(), tid)]
+    return list_branches(lakehouse(), tid)
 
 
 @st.cache_data(ttl=CACHE_TTL, show_spinner=False)
-def journal(table: str | None = None, action: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
-    return [e.to_dict() for e in lakehouse().journal.history(table, action=action, limit=limit)]
+def journal(table: str | None = None, action: str | None = None, limit: int = 500) -> list[JournalEntry]:
+    return lakehouse().journal.history(table, action=action, limit=limit)
 
 
 @st.cache_data(ttl=CACHE_TTL, show_spinner=False)
-def audit_record(table: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
-    out = []
-    for a in lakehouse().journal.audit_record(table, limit=limit):
-        checks = a.result.get("checks", [])
-        out.append(
-            {
-                "at": a.at.isoformat(),
-                "user": a.user,
-                "table": a.table,
-                "branch": a.branch,
-                "snapshot_id": a.snapshot_id,
-                "status": a.status,
-                "rows_checked": a.result.get("rows_checked"),
-                "checks": {c["name"]: c["status"] for c in checks},
-                "failed_checks": [c["name"] for c in checks if CheckStatus(c["status"]).blocks_publish],
-            }
-        )
-    return out
+def audit_record(table: str | None = None, limit: int = 500) -> list[StoredAudit]:
+    return lakehouse().journal.audit_record(table, limit=limit)
 
 
 @st.cache_data(ttl=CACHE_TTL, show_spinner=False)
-def timeline(table: str, ref: str = "main") -> list[dict[str, Any]]:
+def timeline(table: str, ref: str = "main") -> list[TimelineSnapshot]:
     from wap_core.workflow.status import snapshot_timeline
 
     return snapshot_timeline(lakehouse(), TableId.parse(table), ref)
@@ -481,9 +471,9 @@ def time_axis(times: pd.Series, title: str) -> Any:
     return alt.Axis(title=title, format=fmt, labelAngle=-30, labelOverlap=True, tickCount=TICKS)
 
 
-def latest_table(infos: list[dict[str, Any]], tables: list[str]) -> str | None:
+def latest_table(infos: list[TableInfo], tables: list[str]) -> str | None:
     """Of ``tables``, the one whose main changed most recently (``last_updated`` of :func:`table_infos`)."""
-    stamps = {i["table"]: to_datetime(pd.Series([i.get("last_updated")]))[0] for i in infos}
+    stamps = {i.table: to_datetime(pd.Series([i.last_updated]))[0] for i in infos}
     dated = [(stamps[t], t) for t in tables if t in stamps and not pd.isna(stamps[t])]
     return max(dated)[1] if dated else (tables[0] if tables else None)
 
@@ -590,17 +580,31 @@ def _is_id_key(key: object) -> bool:
     return key in ID_COLUMNS or str(key).endswith("snapshot_id")
 
 
-def frame(rows: list[dict[str, Any]], columns: list[str] | None = None) -> pd.DataFrame:
-    """A DataFrame of ``rows``; 64-bit ids become exact text BEFORE pandas sees them (a None among ids
+def frame(
+    rows: Sequence[Mapping[str, Any] | DataclassInstance], columns: list[str] | None = None
+) -> pd.DataFrame:
+    """A DataFrame of ``rows`` (dicts, or the core's dataclasses in their JSON form: times as ISO text,
+    enums as their values); 64-bit ids become exact text BEFORE pandas sees them (a None among ids
     would otherwise make the column float64 and round the ids)."""
-    rows = [{k: (id_text(v) if _is_id_key(k) else v) for k, v in r.items()} for r in rows]
-    df = pd.DataFrame(rows)
+    cells = [
+        {k: (id_text(v) if _is_id_key(k) else v) for k, v in _row_json(r, columns).items()} for r in rows
+    ]
+    df = pd.DataFrame(cells)
     if columns is not None:
         for c in columns:
             if c not in df.columns:
                 df[c] = None
         df = df[columns]
     return texts_for_ids(df)
+
+
+def _row_json(row: Mapping[str, Any] | DataclassInstance, columns: list[str] | None) -> Mapping[str, Any]:
+    """A row for :func:`frame`: a dict as it is, a dataclass as its JSON (only ``columns``, when given)."""
+    if isinstance(row, Mapping):
+        return row
+    if columns is None:
+        return to_jsonable(row)
+    return {c: to_jsonable(getattr(row, c, None)) for c in columns}
 
 
 def to_datetime(series: pd.Series) -> pd.Series:

@@ -18,7 +18,7 @@ ui.page_header(
 with ui.wap_errors():
     rows = ui.branches()
     f1, f2 = st.columns(2)
-    tables = sorted({r["table"] for r in rows} | set(ui.table_names()))
+    tables = sorted({r.table for r in rows} | set(ui.table_names()))
     pick_tables = f1.multiselect("Table", tables, placeholder="All tables")
     pick_status = f2.multiselect(
         "Status", list(BRANCH_STATUSES), format_func=ui.status_badge, placeholder="All statuses"
@@ -26,7 +26,7 @@ with ui.wap_errors():
     shown = [
         r
         for r in rows
-        if (not pick_tables or r["table"] in pick_tables) and (not pick_status or r["status"] in pick_status)
+        if (not pick_tables or r.table in pick_tables) and (not pick_status or r.status in pick_status)
     ]
     st.caption(f"{len(shown)} of {len(rows)} open branches")
     if not shown:
@@ -67,6 +67,6 @@ with ui.wap_errors():
         for r in shown:
             st.page_link(
                 "pages/review.py",
-                label=f"{ui.md(r['table'])} · {ui.md(r['branch'])} — {ui.md(ui.status_badge(r['status']))}",
-                query_params={"table": r["table"], "branch": r["branch"]},
+                label=f"{ui.md(r.table)} · {ui.md(r.branch)} — {ui.md(ui.status_badge(r.status))}",
+                query_params={"table": r.table, "branch": r.branch},
             )

@@ -27,10 +27,10 @@ with ui.wap_errors():
     for name in sorted(suites):
         suite = suites[name]
         st.subheader(ui.md(name))
-        runs = [r for r in record if r["table"] == name]
+        runs = [r for r in record if r.table == name]
         rows = []
         for spec in suite.checks:
-            statuses = [r["checks"].get(spec.name) for r in runs if spec.name in r["checks"]]
+            statuses = [r.check_statuses[spec.name] for r in runs if spec.name in r.check_statuses]
             rows.append(
                 {
                     "check": spec.name,
@@ -39,9 +39,9 @@ with ui.wap_errors():
                     "level": spec.level.value,
                     "threshold": spec.threshold,
                     "runs": len(statuses),
-                    "passed": sum(s == CheckStatus.PASSED for s in statuses),
-                    "warned": sum(s == CheckStatus.WARNED for s in statuses),
-                    "failed": sum(CheckStatus(s).blocks_publish for s in statuses),
+                    "passed": sum(s is CheckStatus.PASSED for s in statuses),
+                    "warned": sum(s is CheckStatus.WARNED for s in statuses),
+                    "failed": sum(s.blocks_publish for s in statuses),
                     "last": ui.status_badge(statuses[0]) if statuses else "–",
                 }
             )
@@ -52,15 +52,15 @@ with ui.wap_errors():
                 [
                     {
                         "audit": n + 1,
-                        "at": r["at"],
-                        "when": ui.local_time(r["at"]),
-                        "branch": r["branch"],
-                        "snapshot": ui.id_text(r["snapshot_id"]),
+                        "at": r.at.isoformat(),
+                        "when": ui.local_time(r.at.isoformat()),
+                        "branch": r.branch,
+                        "snapshot": ui.id_text(r.snapshot_id),
                         "check": c,
-                        "status": s,
+                        "status": s.value,
                     }
                     for n, r in enumerate(shown)
-                    for c, s in r["checks"].items()
+                    for c, s in r.check_statuses.items()
                 ]
             )
             present = [s for s in ui.STATUS_COLOR if s in set(long["status"])]
@@ -101,6 +101,6 @@ with ui.wap_errors():
             st.altair_chart(chart, width="stretch", height=26 * int(long["check"].nunique()) + 110)
         else:
             st.caption("No audits recorded for this table yet.")
-    other = sorted({r["table"] for r in record} - set(suites))
+    other = sorted({r.table for r in record} - set(suites))
     if other:
         st.caption(f"Audited tables without a suite in the checks file: {ui.md(', '.join(other))}")

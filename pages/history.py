@@ -25,14 +25,13 @@ with ui.wap_errors():
     entries = ui.journal(
         None if table == "All tables" else table, None if action == "All actions" else action, 2000
     )
-    outcomes = sorted({e["outcome"] for e in entries})
+    outcomes = sorted({e.outcome for e in entries})
     pick_outcome = f3.multiselect("Outcome", outcomes, placeholder="All outcomes")
     who = f4.text_input("User contains")
     shown = [
         e
         for e in entries
-        if (not pick_outcome or e["outcome"] in pick_outcome)
-        and (not who or who.lower() in e["user"].lower())
+        if (not pick_outcome or e.outcome in pick_outcome) and (not who or who.lower() in e.user.lower())
     ]
     st.caption(f"{len(shown)} journal entries")
     df = ui.frame(

@@ -14,7 +14,7 @@ from wap_core.exceptions import ValidationError, WapError
 from wap_core.identifiers import validate_branch
 from wap_core.security.access import Permission
 from wap_core.security.paths import SourcePolicy, describe_roots, save_upload
-from wap_core.workflow.ingest import content_hash, find_duplicate, ingest
+from wap_core.workflow.ingest import Duplicate, content_hash, find_duplicate, ingest
 
 NEW = "New table…"
 
@@ -153,27 +153,27 @@ if submitted:
         if duplicate is None:
             _run(job)
         else:
-            st.session_state[PENDING] = {**job, "duplicate": duplicate.to_dict()}
+            st.session_state[PENDING] = {**job, "duplicate": duplicate}
     except WapError as exc:
         ui.show_error(exc)
 
 pending = st.session_state.get(PENDING)
 if pending:
-    dup = pending["duplicate"]
-    where = f"branch **{ui.md(dup['branch'])}**" if dup["branch"] else "main"
-    state = "already published to main" if dup["on_main"] else "on an open branch"
+    dup: Duplicate = pending["duplicate"]
+    where = f"branch **{ui.md(dup.branch)}**" if dup.branch else "main"
+    state = "already published to main" if dup.on_main else "on an open branch"
     st.warning(
-        f"**This file was already ingested into {ui.md(dup['table'])}**: same content as {where} "
-        f"(snapshot {ui.id_text(dup['snapshot_id'])}, {ui.md(ui.local_time(dup['at']))}), {state}. "
+        f"**This file was already ingested into {ui.md(dup.table)}**: same content as {where} "
+        f"(snapshot {ui.id_text(dup.snapshot_id)}, {ui.md(ui.local_time(dup.at))}), {state}. "
         "Ingesting it again duplicates its rows.",
         icon=":material/content_copy:",
     )
-    if dup["open_branch"] and dup["branch"]:
+    if dup.open_branch and dup.branch:
         st.page_link(
             "pages/review.py",
-            label=f"Review the earlier branch {ui.md(dup['branch'])}",
+            label=f"Review the earlier branch {ui.md(dup.branch)}",
             icon=":material/rate_review:",
-            query_params={"table": dup["table"], "branch": dup["branch"]},
+            query_params={"table": dup.table, "branch": dup.branch},
         )
     d1, d2 = st.columns(2)
     if d1.button("Ingest anyway", icon=":material/warning:", disabled=not may_ingest.allowed):

@@ -9,10 +9,11 @@ import altair as alt
 import streamlit as st
 
 from pages import _common as ui
-from wap_core.states import BranchStatus
+from wap_core.states import Action, BranchStatus, Outcome
+from wap_core.store.journal import JournalEntry
 
 
-def _recent(rows: list[dict[str, object]], columns: list[str]) -> None:
+def _recent(rows: list[JournalEntry], columns: list[str]) -> None:
     """Outcome and reason first (a forced publish must not look like any other); blanks for none; local
     times. A static table whose reasons wrap: the reason and the time are always shown whole."""
     df = ui.frame(rows, columns)
@@ -31,7 +32,7 @@ with ui.wap_errors():
     audits = ui.audit_record(limit=1000)
 
     counts = {
-        s: sum(1 for b in open_branches if b["status"] == s)
+        s: sum(1 for b in open_branches if b.status is s)
         for s in (
             BranchStatus.PASSED,
             BranchStatus.WARNED,
@@ -100,13 +101,15 @@ with ui.wap_errors():
         st.page_link("pages/branches.py", label="All branches, with filters", icon=":material/account_tree:")
 
     st.subheader("Recent publishes")
-    pubs = [e for e in entries if e["action"] == "publish" and e["outcome"] in ("published", "forced")][:10]
+    pubs = [
+        e for e in entries if e.action is Action.PUBLISH and e.outcome in (Outcome.PUBLISHED, Outcome.FORCED)
+    ][:10]
     if pubs:
         _recent(pubs, ["outcome", "reason", "at", "table", "branch", "user"])
     else:
         st.caption("Nothing published yet.")
     st.subheader("Recent refusals and discards")
-    refusals = [e for e in entries if e["outcome"] in ("refused", "discarded", "error")][:10]
+    refusals = [e for e in entries if e.outcome in (Outcome.REFUSED, Outcome.DISCARDED, Outcome.ERROR)][:10]
     if refusals:
         _recent(refusals, ["outcome", "action", "reason", "at", "table", "branch", "user"])
     else:

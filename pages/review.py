@@ -41,8 +41,8 @@ if not table_q or not branch_q:
     for b in open_branches:
         st.page_link(
             "pages/review.py",
-            label=f"{ui.md(b['table'])} · {ui.md(b['branch'])} — {ui.md(ui.status_badge(b['status']))}",
-            query_params={"table": b["table"], "branch": b["branch"]},
+            label=f"{ui.md(b.table)} · {ui.md(b.branch)} — {ui.md(ui.status_badge(b.status))}",
+            query_params={"table": b.table, "branch": b.branch},
         )
     st.stop()
 
@@ -59,7 +59,7 @@ if branch not in cat.branch_names(tbl):
     st.warning(
         f"Branch {ui.md(repr(branch))} is not open on {ui.md(tid)}: it was published, discarded or never existed."
     )
-    past = [e for e in ui.journal(str(tid), limit=200) if e["branch"] == branch]
+    past = [e for e in ui.journal(str(tid), limit=200) if e.branch == branch]
     if past:
         pdf = ui.frame(past, ["at", "user", "action", "outcome", "reason"])
         pdf["reason"] = pdf["reason"].map(ui.blank)

@@ -13,15 +13,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import app_test, lake_env, lake_settings, use_env, write_csv
 from streamlit.testing.v1 import AppTest
 
-from wap_core import Lakehouse, Settings, TableId
+from wap_core import Lakehouse, TableId
 from wap_core.analysis import explore
 from wap_core.exceptions import ValidationError
+from wap_core.values import to_jsonable
 from wap_core.workflow.ingest import ingest
 from wap_core.workflow.publish import publish
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
 ORDERS = TableId("shop", "orders")
 CHECKS = """\
 shop.orders:
@@ -35,22 +36,13 @@ _names = itertools.count(1)
 
 
 def _csv(path: Path, rows: list[tuple[int, str, str, str]]) -> str:
-    path.write_text("id,customer,amount,city\n" + "".join(f"{i},{c},{a},{city}\n" for i, c, a, city in rows))
-    return str(path)
+    return write_csv(path, ["id", "customer", "amount", "city"], rows)
 
 
 @pytest.fixture(scope="module")
 def shop(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Lakehouse:
     home = tmp_path_factory.mktemp("console")
-    (home / "checks.yml").write_text(CHECKS)
-    settings = Settings(
-        home=home,
-        checks_path=home / "checks.yml",
-        user="seeder",
-        catalog_name=f"console{next(_names)}",
-        shuffle_partitions=2,
-        ingest_roots=(home / "src",),
-    )
+    settings = lake_settings(home, f"console{next(_names)}", CHECKS, ingest_roots=(home / "src",))
     lh = Lakehouse(settings)
     src = home / "src"
     src.mkdir()
@@ -62,7 +54,7 @@ def shop(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Lakeh
         create=True,
         branch="initial",
     )
-    assert first.audit.status == "passed", first.audit.to_dict()
+    assert first.audit.status == "passed", to_jsonable(first.audit)
     publish(lh, ORDERS, "initial")
     bad_rows = [(100 + i, f"c{i}", f"{5 + i}.0", cities[i % 3]) for i in range(20)]
     bad_rows += [
@@ -72,52 +64,22 @@ def shop(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Lakeh
     ]
     bad = ingest(lh, ORDERS, [_csv(src / "bad.csv", bad_rows)], branch="bad_batch")
     assert bad.audit.status == "failed"
-    good = ingest(
-        lh,
-        ORDERS,
-        [_csv(src / "good.csv", [(300 + i, f"g{i}", f"{20 + i}.0", cities[i % 3]) for i in range(25)])],
-        branch="good_batch",
-    )
-    assert good.audit.status == "passed"
-    late = ingest(
-        lh,
-        ORDERS,
-        [_csv(src / "late.csv", [(400 + i, f"l{i}", f"{30 + i}.0", cities[i % 3]) for i in range(5)])],
-        branch="late_batch",
-    )
-    assert late.audit.status == "passed"
+    for branch, first_id, amount, n in (("good_batch", 300, 20, 25), ("late_batch", 400, 30, 5)):
+        name = branch.removesuffix("_batch")
+        rows = [(first_id + i, f"{name[0]}{i}", f"{amount + i}.0", cities[i % 3]) for i in range(n)]
+        assert ingest(lh, ORDERS, [_csv(src / f"{name}.csv", rows)], branch=branch).audit.status == "passed"
     _csv(src / "more.csv", [(500 + i, f"m{i}", f"{40 + i}.0", "Lyon") for i in range(7)])
     return lh
 
 
 @pytest.fixture
 def env(shop: Lakehouse, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lakehouse]:
-    s = shop.settings
-    monkeypatch.setenv("WAP_HOME", str(s.home))
-    monkeypatch.setenv("WAP_CHECKS", str(s.checks_file))
-    monkeypatch.setenv("WAP_CATALOG_NAME", s.catalog_name)
-    monkeypatch.setenv("WAP_USER", USER)
-    monkeypatch.setenv("WAP_INGEST_ROOTS", str(s.home / "src"))
-    for var in ("WAP_CONFIG", "WAP_CATALOG_URI", "WAP_CATALOG_JDBC_URI", "WAP_WAREHOUSE"):
-        monkeypatch.delenv(var, raising=False)
+    use_env(monkeypatch, lake_env(shop.settings, USER, roots=True))
     yield shop
 
 
-def _app() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
 def _review(table: str, branch: str) -> AppTest:
-    at = _app()
-    at.switch_page("pages/review.py")
-    at.query_params["table"] = table
-    at.query_params["branch"] = branch
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return app_test("pages/review.py", table=table, branch=branch)
 
 
 def _button(at: AppTest, label: str):  # type: ignore[no-untyped-def]
@@ -146,7 +108,7 @@ def test_metadata_pages_render_without_spark(env: Lakehouse, monkeypatch: pytest
         raise AssertionError("a metadata page tried to start Spark")
 
     monkeypatch.setattr(spark_mod, "get_spark", no_spark)
-    at = _app()  # Overview
+    at = app_test()  # Overview
     assert at.title[0].value == "Overview"
     assert "bad_batch" in at.dataframe[1].value.to_string()
     assert any(m.label.endswith("failed") and m.value == "1" for m in at.metric)
@@ -167,7 +129,7 @@ def test_metadata_pages_render_without_spark(env: Lakehouse, monkeypatch: pytest
 
 
 def test_sidebar_reports_spark_status(env: Lakehouse) -> None:
-    at = _app()
+    at = app_test()
     from wap_core.lake.spark import spark_running
 
     expected = "Spark: running" if spark_running() else "Spark: not started"
@@ -268,7 +230,7 @@ def test_review_of_missing_branch_and_bad_link(env: Lakehouse) -> None:
 
 # ----------------------------------------------------------------------------- ingest, explore
 def test_ingest_server_path_links_to_review(env: Lakehouse) -> None:
-    at = _app()
+    at = app_test()
     at.switch_page("pages/ingest.py").run()
     assert not [t for t in at.text_input if t.key in ("ingest_path", "ingest_new_table")]  # upload, a table
     at.radio(key="ingest_source").set_value("Server-side path")
@@ -284,7 +246,7 @@ def test_ingest_server_path_links_to_review(env: Lakehouse) -> None:
 
 
 def test_explore_sql_is_read_only(env: Lakehouse) -> None:
-    at = _app()
+    at = app_test()
     at.switch_page("pages/explore.py").run()
     assert not at.exception
     refs_before = _refs(env)

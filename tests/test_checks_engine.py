@@ -12,6 +12,7 @@ from helpers import write_csv
 
 from wap_core import TableId
 from wap_core.checks import AVAILABLE_CHECKS, parse_checks, yaml_types
+from wap_core.values import to_jsonable
 from wap_core.workflow.audit import run_audit
 from wap_core.workflow.ingest import ingest
 from wap_core.workflow.publish import publish
@@ -152,7 +153,7 @@ def test_a_threshold_change_is_judged_from_the_cache_without_spark(batch) -> Non
     lines = [*TEN, "unique: [id]", "row_count: {min: 1}"]
     first = run_audit(lh, t, "b", suite=suite(t, lines), use_cache=False)
     _, fresh = jobs(lh, lambda: run_audit(lh, t, "b", suite=suite(t, lines)))  # fills the cache
-    assert [c.to_dict() for c in fresh.checks] == [c.to_dict() for c in first.checks]
+    assert [to_jsonable(c) for c in fresh.checks] == [to_jsonable(c) for c in first.checks]
     changed = [
         ln.replace("not_null: [name]", "not_null: {column: name, max_failing_rows: 10}") for ln in lines
     ]

@@ -13,12 +13,10 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import refs, write_csv
+from helpers import cli_process, lake_env, refs, use_env, write_csv
 from sqlalchemy import select
 
 from wap_core import Lakehouse, Settings, TableId
@@ -28,9 +26,9 @@ from wap_core.exceptions import PathNotAllowedError, SourceError, ValidationErro
 from wap_core.identifiers import validate_branch, validate_identifier
 from wap_core.security.paths import SourcePolicy, allowed_roots, save_upload, uploads_root
 from wap_core.store.journal import journal_table
+from wap_core.values import to_jsonable
 from wap_core.workflow.ingest import CSV_MAX_FIELD_CHARS, ingest, resolve_sources
 
-ROOT = Path(__file__).resolve().parent.parent
 T = TableId("demo", "people")
 HEADER = ["id", "name", "age"]
 URL = "postgresql+psycopg2://u:s3cr3t@127.0.0.1:1/db"
@@ -174,17 +172,7 @@ def test_core_ingest_refuses_a_server_path_outside_the_roots_and_journals_it(
 
 # ----------------------------------------------------------------------------- the CLI reads any path (Spark)
 def _cli_env(monkeypatch: pytest.MonkeyPatch, lh: Lakehouse) -> None:
-    s = lh.settings
-    for k, v in {
-        "WAP_HOME": str(s.home),
-        "WAP_CHECKS": str(s.checks_file),
-        "WAP_CATALOG_NAME": s.catalog_name,
-        "WAP_USER": "cli-user",
-        "WAP_SHUFFLE_PARTITIONS": "2",
-    }.items():
-        monkeypatch.setenv(k, v)
-    for k in ("WAP_INGEST_ROOTS", "WAP_CONFIG", "WAP_CATALOG_URI", "WAP_CATALOG_JDBC_URI", "WAP_WAREHOUSE"):
-        monkeypatch.delenv(k, raising=False)
+    use_env(monkeypatch, lake_env(lh.settings, "cli-user"))  # no WAP_INGEST_ROOTS
 
 
 def test_cli_reads_any_path_its_user_can_read(make_lakehouse, tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -241,15 +229,7 @@ def test_cli_errors_never_show_the_catalog_password(tmp_path: Path, monkeypatch,
     env = {k: v for k, v in os.environ.items() if not k.startswith("WAP_")}
     env.update(WAP_HOME=str(tmp_path / "h2"), WAP_CATALOG_URI=URL)
     for debug in ([], ["--debug"]):
-        p = subprocess.run(
-            [sys.executable, "-m", "wap_core", *debug, "tables"],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        p = cli_process(env, *debug, "tables", timeout=120)
         assert p.returncode == 2, p.stderr
         assert "s3cr3t" not in p.stderr + p.stdout
         last = p.stderr.strip().splitlines()[-1]
@@ -387,7 +367,7 @@ def test_rfc4180_quoted_newlines_and_doubled_quotes_round_trip(people, tmp_path:
             expected.values()
         )  # Python agrees: valid RFC 4180
     r = ingest(lh, T, [str(src)], branch="rfc")
-    assert (r.malformed_rows, r.rows_written, r.audit.status) == (0, 4, "passed"), r.audit.to_dict()
+    assert (r.malformed_rows, r.rows_written, r.audit.status) == (0, 4, "passed"), to_jsonable(r.audit)
     got = {row.id: row.name for row in lh.spark.table(lh.spark_name(T, "rfc")).where("id > 1").collect()}
     assert got == expected
 
@@ -418,7 +398,7 @@ def test_malformed_rows_after_multiline_records_are_located_at_their_first_line(
 def _unreadable_result(lh, src: Path, branch: str) -> tuple[object, list[tuple[str, int]], set[int]]:  # type: ignore[no-untyped-def]
     r = ingest(lh, T, [str(src)], branch=branch)
     check = next(c for c in r.audit.checks if c.name == "malformed_rows")
-    assert check.status == "failed" and r.audit.status == "failed", r.audit.to_dict()
+    assert check.status == "failed" and r.audit.status == "failed", to_jsonable(r.audit)
     assert check.failing_rows == r.malformed_rows
     lines = sorted((s["__file"], s["__line"]) for s in check.sample)
     ids = {row.id for row in lh.spark.table(lh.spark_name(T, branch)).select("id").collect()}
@@ -485,7 +465,7 @@ def test_unreadable_csv_records_are_malformed_rows_on_their_line(  # type: ignor
     src.write_text(text)
     main_before = refs(lh, T)["main"]
     r, lines, ids = _unreadable_result(lh, src, "broken")
-    assert r.malformed_rows == len(bad_lines), r.audit.to_dict()  # type: ignore[attr-defined]
+    assert r.malformed_rows == len(bad_lines), to_jsonable(r.audit)  # type: ignore[attr-defined]
     assert lines == [("broken.csv", n) for n in bad_lines]
     assert ids == landed  # the good rows land in the branch, the unreadable ones never
     assert r.rows_written == len(landed) - 1  # type: ignore[attr-defined]

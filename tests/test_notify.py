@@ -30,12 +30,22 @@ from urllib.parse import parse_qs, urlsplit
 
 import pyarrow as pa
 import pytest
-from helpers import CHROMIUM, CHROMIUM_ARGS, free_port, running, streamlit_cmd, write_csv
+from helpers import (
+    CHROMIUM,
+    browser_page,
+    free_port,
+    lake_env,
+    lake_settings,
+    running,
+    streamlit_cmd,
+    write_csv,
+)
 
-from wap_core import Lakehouse, Settings, TableId, notify
+from wap_core import Lakehouse, TableId, notify
 from wap_core.cli import main
 from wap_core.exceptions import NotifyFileError
 from wap_core.notify import PAYLOAD_KEYS, DeliveryState, Event, WebhookFormat
+from wap_core.values import to_jsonable
 from wap_core.workflow.reconcile import reconcile
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -181,16 +191,7 @@ def meta_lakehouse(tmp_path: Path, notify_yml: str | None, **kw: Any) -> Lakehou
     home.mkdir(parents=True)
     if notify_yml is not None:
         (home / "notify.yml").write_text(notify_yml)
-    return Lakehouse(
-        Settings(
-            home=home,
-            checks_path=home / "checks.yml",
-            user=str(kw.pop("user", "tester")),
-            catalog_name=f"nt{next(_names)}",
-            shuffle_partitions=2,
-            **kw,
-        )
-    )
+    return Lakehouse(lake_settings(home, f"nt{next(_names)}", user=str(kw.pop("user", "tester")), **kw))
 
 
 def pyiceberg_branch(lh: Lakehouse, table: str = "demo.t", branch: str = "b1") -> int:
@@ -208,20 +209,9 @@ def pyiceberg_branch(lh: Lakehouse, table: str = "demo.t", branch: str = "b1") -
 
 
 def cli_env(lh: Lakehouse, **extra: str) -> dict[str, str]:
-    s = lh.settings
     env = {k: v for k, v in os.environ.items() if not k.startswith("WAP_")}
-    env.update(
-        {
-            "WAP_HOME": str(s.home),
-            "WAP_CHECKS": str(s.checks_file),
-            "WAP_CATALOG_NAME": s.catalog_name,
-            "WAP_USER": "cli-user",
-            "WAP_NOTIFY": str(s.notify_file),
-            "PYTHONPATH": str(ROOT),
-            **extra,
-        }
-    )
-    return env
+    env.update(lake_env(lh.settings, "cli-user", WAP_NOTIFY=str(lh.settings.notify_file)))
+    return {**env, "PYTHONPATH": str(ROOT), **extra}
 
 
 # ----------------------------------------------------------------------------- the notify file
@@ -481,8 +471,8 @@ def test_a_failure_is_journaled_after_the_retries_with_the_masked_url(
     refused = failures["jsonNone"]
     assert refused.details["attempts"] == 3 and "ConnectionRefused" in refused.details["error"]
     # the secret never surfaces: not in the journal, the outbox, the log
-    everything = json.dumps([e.to_dict() for e in lh.journal.history()]) + json.dumps(
-        [r.to_dict() for r in notify.outbox(lh.journal)]
+    everything = json.dumps([to_jsonable(e) for e in lh.journal.history()]) + json.dumps(
+        [to_jsonable(r) for r in notify.outbox(lh.journal)]
     )
     assert SECRET not in everything and "XyZtOkEnSeCrEt123" not in everything
     assert "XyZtOkEnSeCrEt123" not in caplog.text and "failed after 3 attempt(s)" in caplog.text
@@ -779,16 +769,7 @@ webhooks:
     events: [published, discarded, audit_failed, refused]
     tables: ["other.*"]
 {FAST}""")
-    lh = Lakehouse(
-        Settings(
-            home=home,
-            checks_path=home / "checks.yml",
-            user="steward",
-            catalog_name=f"notify{next(_names)}",
-            shuffle_partitions=2,
-            ingest_roots=(home,),
-        )
-    )
+    lh = Lakehouse(lake_settings(home, f"notify{next(_names)}", user="steward", ingest_roots=(home,)))
     src = home / "landing"
     first = write_csv(src / "first.csv", HEADER, [(1, "ann", 30), (2, "bob", 40)])
     ingest(lh, PEOPLE, [first], create=True, branch="first")
@@ -885,7 +866,7 @@ def test_the_link_opens_the_review_of_the_branch(flow: Flow) -> None:
 @pytest.mark.e2e
 def test_the_link_opens_the_review_page_in_chromium(flow: Flow) -> None:
     """The console at console_url, the audit_failed link pasted into a fresh Chromium: the Review of that branch."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     if not Path(CHROMIUM).exists():
         pytest.skip("Chromium is not installed (make browser-deps)")
@@ -895,28 +876,23 @@ def test_the_link_opens_the_review_page_in_chromium(flow: Flow) -> None:
         if r.json["event"] == "audit_failed" and r.json["branch"] == "bad"
     )
     port = urlsplit(flow.console).port
-    env = cli_env(flow.lh, WAP_USER="reviewer", WAP_SHUFFLE_PARTITIONS="2", PYSPARK_PYTHON=sys.executable)
+    env = cli_env(flow.lh, WAP_USER="reviewer", PYSPARK_PYTHON=sys.executable)
     cmd = streamlit_cmd(port)
-    with running(
-        cmd,
-        cwd=ROOT,
-        env=env,
-        log=flow.lh.settings.home / "streamlit-notify.log",
-        health=f"{flow.console}/_stcore/health",
+    with (
+        running(
+            cmd,
+            cwd=ROOT,
+            env=env,
+            log=flow.lh.settings.home / "streamlit-notify.log",
+            health=f"{flow.console}/_stcore/health",
+        ),
+        browser_page() as page,
     ):
-        expect.set_options(timeout=120_000)
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            try:
-                page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
-                page.set_default_timeout(120_000)
-                page.goto(link)
-                expect(page.get_by_role("heading", name="Review", level=1)).to_be_visible()
-                expect(page.get_by_text("demo.people · bad").first).to_be_visible()
-                expect(page.get_by_text("Audit failed").first).to_be_visible()
-                expect(page.get_by_text("not_null(name)").first).to_be_visible()
-            finally:
-                browser.close()
+        page.goto(link)
+        expect(page.get_by_role("heading", name="Review", level=1)).to_be_visible()
+        expect(page.get_by_text("demo.people · bad").first).to_be_visible()
+        expect(page.get_by_text("Audit failed").first).to_be_visible()
+        expect(page.get_by_text("not_null(name)").first).to_be_visible()
 
 
 def test_publish_never_waits_for_a_webhook(

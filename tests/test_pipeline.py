@@ -14,11 +14,12 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import write_csv
+from helpers import lake_env, write_csv
 
 from wap_core import Lakehouse, TableId
 from wap_core import pipeline as pl
 from wap_core.exceptions import AuditFailedError, BatchRejectedError, RefusedError, ValidationError
+from wap_core.values import to_jsonable
 from wap_core.workflow.publish import discard
 from wap_core.workflow.review import approve, request_changes
 
@@ -35,6 +36,7 @@ policies:
 CHECKS = (
     "demo.orders:\n  checks:\n    - not_null: [name]\ndemo.reviewed:\n  checks:\n    - not_null: [name]\n"
 )
+
 ORD, R = TableId("demo", "orders"), TableId("demo", "reviewed")
 
 
@@ -56,7 +58,7 @@ def _src(lh: Lakehouse, name: str, rows: list[tuple[int, str]]) -> str:
 def test_a_passing_batch_is_approved_at_once_and_published(lake: Lakehouse) -> None:
     b = pl.ingest("demo.orders", [_src(lake, "good", [(1, "a"), (2, "b")])], create=True, lh=lake)
     assert b.passed and b.rows_written == 2 and b.table == "demo.orders"
-    assert pl.Branch.from_dict(json.loads(json.dumps(b.to_dict()))) == b  # what XComs carry
+    assert pl.Branch.from_dict(json.loads(json.dumps(to_jsonable(b)))) == b  # what XComs carry
     assert pl.audit(b.table, b.branch, require_pass=True, lh=lake).passed
     assert pl.wait_for_decision(b.table, b.branch, timeout=5, poll=0.1, lh=lake) is pl.Decision.APPROVED
     r = pl.publish_if_passed(b.table, b.branch, lh=lake)
@@ -113,15 +115,8 @@ def test_bad_input_is_exit_code_2(lake: Lakehouse) -> None:
 
 
 def _env(lh: Lakehouse, **extra: str) -> dict[str, str]:
-    s = lh.settings
     base = {k: v for k, v in os.environ.items() if not k.startswith("WAP_")}
-    return {
-        **base,
-        "WAP_HOME": str(s.home),
-        "WAP_CHECKS": str(s.checks_file),
-        "WAP_CATALOG_NAME": s.catalog_name,
-        **extra,
-    }
+    return {**base, **lake_env(lh.settings), **extra}
 
 
 def test_the_service_identity_is_the_token_else_wap_user(lake: Lakehouse) -> None:

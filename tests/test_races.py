@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import write_csv
+from helpers import in_threads, lake_env, write_csv
 from sqlalchemy import text
 
 from wap_core import Lakehouse, TableId
@@ -30,6 +30,7 @@ from wap_core.exceptions import NotFoundError, RefusedError
 from wap_core.faults import PAUSE_ENV
 from wap_core.states import Action, Outcome
 from wap_core.store.journal import utcnow
+from wap_core.values import to_jsonable
 from wap_core.workflow.ingest import ingest
 from wap_core.workflow.publish import discard, publish
 from wap_core.workflow.reconcile import reconcile
@@ -115,7 +116,7 @@ def _judge(lh: Lakehouse, branch: str, head: int, main_before: int, lost: dict[s
     ]
     outcomes = {e.outcome for e in hist}
     bad = Outcome.DISCARDED if winner == "publish" else Outcome.PUBLISHED
-    assert bad not in outcomes and win_outcome in outcomes, [e.to_dict() for e in hist]
+    assert bad not in outcomes and win_outcome in outcomes, [to_jsonable(e) for e in hist]
     return winner
 
 
@@ -149,11 +150,7 @@ def test_publish_and_discard_of_one_branch_race_in_threads_and_the_journal_match
             except (RefusedError, NotFoundError) as exc:
                 lost[name] = exc
 
-        threads = [threading.Thread(target=go, args=(name,)) for name in ("publish", "discard")]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=120)
+        in_threads(go, [("publish",), ("discard",)], timeout=120)
         winners.append(_judge(lh, branch, head, main_before, lost))
         refusals += sum(isinstance(e, RefusedError) for e in lost.values())
     # the trials really raced: each side won some, and some losers got as far as acting
@@ -162,15 +159,9 @@ def test_publish_and_discard_of_one_branch_race_in_threads_and_the_journal_match
 
 
 def _cli(lh: Lakehouse, user: str, *args: str) -> subprocess.Popen[str]:
-    s = lh.settings
     env = {
         **os.environ,
-        "WAP_HOME": str(s.home),
-        "WAP_CHECKS": str(s.checks_file),
-        "WAP_CATALOG_NAME": s.catalog_name,
-        "WAP_USER": user,
-        "WAP_SHUFFLE_PARTITIONS": "2",
-        "WAP_SPARK_DRIVER_MEMORY": "1g",
+        **lake_env(lh.settings, user, WAP_SPARK_DRIVER_MEMORY="1g"),
         "PYSPARK_PYTHON": sys.executable,
     }
     return subprocess.Popen(

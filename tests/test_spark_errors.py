@@ -23,6 +23,7 @@ from wap_core import Lakehouse, Settings, TableId
 from wap_core.analysis import explore
 from wap_core.exceptions import SparkJobError, ValidationError
 from wap_core.lake.errors import spark_error_line
+from wap_core.values import to_jsonable
 from wap_core.workflow.ingest import ingest
 from wap_core.workflow.publish import publish
 
@@ -148,7 +149,7 @@ def test_a_check_failing_at_run_time_reads_its_error_class_in_the_audit(
     src.write_text("id,label\n1,a\n2,b\n")
     r = ingest(lh, T, [str(src)], create=True, branch="b1")
     check = next(c for c in r.audit.checks if c.name == "dup_keys")
-    assert check.status == "error", r.audit.to_dict()
+    assert check.status == "error", to_jsonable(r.audit)
     assert "DUPLICATED_MAP_KEY: Duplicate map key " in check.message, check.message
     assert len(check.message.splitlines()) == 1 and not PY4J.search(check.message), check.message
 

@@ -18,6 +18,7 @@ from wap_core.states import (
     branch_status,
     overall_status,
 )
+from wap_core.values import to_jsonable
 
 
 @dataclass(frozen=True)
@@ -104,13 +105,13 @@ STORED_COLUMN = {  # a column of a profile as wap_profiles stores it (with its s
 
 def test_column_profile_reads_stored_json_and_writes_it_without_the_sketch() -> None:
     col = ColumnProfile.from_dict(STORED_COLUMN)
-    assert col.to_dict() == {k: v for k, v in STORED_COLUMN.items() if k != "hll"}
+    assert to_jsonable(col) == {k: v for k, v in STORED_COLUMN.items() if k != "hll"}
     assert col.nulls == 1 and col["nulls"] == 1 and "hll" not in col and col.get("hll") is None
     old = {k: v for k, v in STORED_COLUMN.items() if k not in ("accuracy", "approximate")}
     assert ColumnProfile.from_dict(old).approximate == ("distinct", "quantiles")  # cached before the markers
     top = ColumnProfile.from_dict({**STORED_COLUMN, "top_values": [{"value": "a", "count": 3, "pct": 30.0}]})
     assert top.top_values is not None and top.top_values[0].count == 3
-    assert top.to_dict()["top_values"] == [{"value": "a", "count": 3, "pct": 30.0}]
+    assert to_jsonable(top)["top_values"] == [{"value": "a", "count": 3, "pct": 30.0}]
 
 
 def _diff() -> DiffResult:
@@ -126,7 +127,7 @@ def _diff() -> DiffResult:
 
 def test_diff_result_holds_its_metadata_diff_and_writes_the_cli_json() -> None:
     d = _diff()
-    out = d.to_dict()
+    out = to_jsonable(d)
     assert list(out) == [
         "table",
         "branch",
@@ -144,7 +145,7 @@ def test_diff_result_holds_its_metadata_diff_and_writes_the_cli_json() -> None:
     ]
     assert (out["table"], out["fork_snapshot_id"], out["pure_append"]) == ("demo.t", 1, True)
     assert (
-        out["metadata"]["operations"] == ("append", "append") and out["main_profile"]["sample"]["rows"] == 5
+        out["metadata"]["operations"] == ["append", "append"] and out["main_profile"]["sample"]["rows"] == 5
     )
     changed, added = out["columns"]
     assert changed["null_pct_change"] == 10.0 and changed["mean_change"] == 1.0
@@ -152,14 +153,14 @@ def test_diff_result_holds_its_metadata_diff_and_writes_the_cli_json() -> None:
     assert "hll" not in changed["main"]
     json.dumps(out)
     again = DiffResult.from_dict(json.loads(json.dumps(out)))
-    assert json.dumps(again.to_dict()) == json.dumps(out) and again.metadata == d.metadata
+    assert json.dumps(to_jsonable(again)) == json.dumps(out) and again.metadata == d.metadata
     assert pickle.loads(pickle.dumps(d)) == d  # what st.cache_data stores
     assert d.column("id") is d.columns[0] and d.columns[0]["batch"]["nulls"] == 1
-    assert DiffResult(d.metadata, 0, 0, [], ()).to_dict()["main_profile"] == {}
+    assert to_jsonable(DiffResult(d.metadata, 0, 0, [], ()))["main_profile"] == {}
 
 
 def test_rank_changes_reads_typed_columns_and_their_json() -> None:
     d = _diff()
     typed = rank_changes(d.columns)
-    assert typed == rank_changes([c.to_dict() for c in d.columns])
+    assert typed == rank_changes([to_jsonable(c) for c in d.columns])
     assert typed[0].column == "id" and typed[0].aspect == "null_rate"

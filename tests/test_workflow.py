@@ -15,9 +15,9 @@ import sys
 from typing import Any
 
 import pytest
-from helpers import app_test, cli_process, lake_env, refs, run_cli, use_env, write_csv
+from helpers import app_test, cli_as, cli_process, lake_env, lake_settings, refs, use_env, write_csv
 
-from wap_core import Lakehouse, Settings, TableId
+from wap_core import Lakehouse, TableId
 from wap_core.exceptions import AccessFileError, ConflictError
 from wap_core.faults import FAULT_EXIT_CODE
 from wap_core.identifiers import MAIN
@@ -29,6 +29,7 @@ from wap_core.workflow.reconcile import reconcile
 from wap_core.workflow.review import policy_for, review_state
 from wap_core.workflow.rollback import rollback
 
+cli = cli_as  # the CLI in-process as a user, with the lakehouse's access file and ingest roots
 P = TableId("demo", "people")
 F = TableId("demo", "free")
 SUITE = (
@@ -53,15 +54,8 @@ _names = itertools.count(1)
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Lakehouse:
     home = tmp_path_factory.mktemp("workflow")
-    (home / "checks.yml").write_text(SUITE)
-    settings = Settings(
-        home=home,
-        checks_path=home / "checks.yml",
-        access_path=home / "access.yml",
-        user="seeder",
-        catalog_name=f"wf{next(_names)}",
-        shuffle_partitions=2,
-        ingest_roots=(home,),
+    settings = lake_settings(
+        home, f"wf{next(_names)}", SUITE, access_path=home / "access.yml", ingest_roots=(home,)
     )
     lh = Lakehouse(settings)
     src = home / "src"
@@ -77,10 +71,6 @@ def lake(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Lakeh
         publish(lh, t, "first")
     settings.access_file.write_text(ACCESS)
     return lh
-
-
-def cli(lh: Lakehouse, user: str, *args: str) -> tuple[int, str, str]:
-    return run_cli(lake_env(lh.settings, user, access=True, roots=True), *args)
 
 
 def src(lh: Lakehouse, name: str, rows: list[tuple[object, ...]]) -> str:
@@ -383,10 +373,8 @@ def test_reopen_rebase_audit_republish(lake: Lakehouse) -> None:
     from wap_core.workflow.rollback import rolled_back_snapshots
 
     gone = rolled_back_snapshots(lh, F)
-    assert [(g["branch"], g["rolled_back_by"], g["reason"]) for g in gone] == [
-        ("racer", ROOT_, "bad vendor file")
-    ]
-    main0, target = gone[0]["snapshot_id"], refs(lh, F)["main"]
+    assert [(g.branch, g.rolled_back_by, g.reason) for g in gone] == [("racer", ROOT_, "bad vendor file")]
+    main0, target = gone[0].snapshot_id, refs(lh, F)["main"]
     assert cli(lh, SAM, "ingest", "demo.free", src(lh, "next", [(60, "ivy")]), "--branch", "next")[0] == 0
     assert cli(lh, ANN, "publish", "demo.free", "next")[0] == 0
     code, _, err = cli(lh, "vic@corp.test", "reopen", "demo.free", "--snapshot", str(main0))
@@ -416,13 +404,16 @@ def test_rollback_killed_at_its_fault_points_is_reconciled(lake: Lakehouse) -> N
     lh = lake
     main0 = refs(lh, F)["main"]
     target = lh.table(F).metadata.snapshot_by_id(main0).parent_snapshot_id  # type: ignore[union-attr]
-    p = _run_killed(
-        lh, "after_rollback_intent", "rollback", "demo.free", "--to", str(target), "--reason", "killed early"
-    )
-    assert p.returncode == FAULT_EXIT_CODE, p.stderr
-    assert refs(lh, F)["main"] == main0  # nothing moved
-    reconcile(lh)  # the next entry point (a CLI start, the console's tick, the next action) reconciles
-    i, e = _intent_and_outcome(lh, "rollback")
+
+    def killed_and_reconciled(point: str, reason: str, main_after: int | None) -> tuple[Any, Any]:
+        """The rollback to ``target`` killed at ``point``: main is then ``main_after``, and reconciled."""
+        p = _run_killed(lh, point, "rollback", "demo.free", "--to", str(target), "--reason", reason)
+        assert p.returncode == FAULT_EXIT_CODE, p.stderr
+        assert refs(lh, F)["main"] == main_after
+        reconcile(lh)  # the next entry point (a CLI start, the console's tick, the next action) reconciles
+        return _intent_and_outcome(lh, "rollback")
+
+    i, e = killed_and_reconciled("after_rollback_intent", "killed early", main0)  # nothing moved
     assert (i.status, e.intent_id, e.outcome, e.reconciled, e.user, e.reason) == (
         "abandoned",
         i.id,
@@ -431,13 +422,7 @@ def test_rollback_killed_at_its_fault_points_is_reconciled(lake: Lakehouse) -> N
         ROOT_,
         "killed early",
     )
-    p = _run_killed(
-        lh, "after_rollback_commit", "rollback", "demo.free", "--to", str(target), "--reason", "killed late"
-    )
-    assert p.returncode == FAULT_EXIT_CODE, p.stderr
-    assert refs(lh, F)["main"] == target
-    reconcile(lh)
-    i, e = _intent_and_outcome(lh, "rollback")
+    i, e = killed_and_reconciled("after_rollback_commit", "killed late", target)
     assert (i.status, e.intent_id, e.outcome, e.reconciled, e.snapshot_after, e.reason) == (
         "done",
         i.id,

@@ -30,7 +30,7 @@ import logging
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
@@ -41,7 +41,7 @@ from wap_core.lake import catalog as cat
 from wap_core.lakehouse import Lakehouse
 from wap_core.notify import config_for, review_link
 from wap_core.security.paths import SourcePolicy
-from wap_core.states import Action, Outcome
+from wap_core.states import Action, CheckStatus, Outcome
 from wap_core.workflow.audit import run_audit
 from wap_core.workflow.ingest import ingest as core_ingest
 from wap_core.workflow.publish import PublishResult, publish, publish_readiness
@@ -81,30 +81,24 @@ class Branch:
     snapshot_id: int
     fork_snapshot_id: int | None
     rows_written: int
-    status: str  # the audit's status: passed | warned | failed
+    status: CheckStatus  # the audit's status: passed | warned | failed
     failed_checks: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
         """The audit passed (possibly with warnings)."""
-        return self.status in ("passed", "warned")
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form (what orchestrators pass between steps: XCom, task results)."""
-        d = asdict(self)
-        d["failed_checks"] = list(self.failed_checks)
-        return d
+        return self.status.ok
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Branch:
-        """Back from :meth:`to_dict`."""
+        """Back from its JSON form (:func:`~wap_core.values.to_jsonable`: what XComs and task results carry)."""
         return cls(
             table=str(d["table"]),
             branch=str(d["branch"]),
             snapshot_id=int(d["snapshot_id"]),
             fork_snapshot_id=None if d.get("fork_snapshot_id") is None else int(d["fork_snapshot_id"]),
             rows_written=int(d.get("rows_written", 0)),
-            status=str(d["status"]),
+            status=CheckStatus(d["status"]),
             failed_checks=tuple(d.get("failed_checks", ())),
         )
 
@@ -116,19 +110,13 @@ class Audit:
     table: str
     branch: str
     snapshot_id: int
-    status: str
+    status: CheckStatus
     failed_checks: tuple[str, ...]
 
     @property
     def passed(self) -> bool:
         """The audit passed (possibly with warnings)."""
-        return self.status in ("passed", "warned")
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form."""
-        d = asdict(self)
-        d["failed_checks"] = list(self.failed_checks)
-        return d
+        return self.status.ok
 
 
 def lakehouse(lh: Lakehouse | None = None) -> Lakehouse:
@@ -169,7 +157,7 @@ def ingest(
         snapshot_id=r.snapshot_id,
         fork_snapshot_id=r.fork_snapshot_id,
         rows_written=r.rows_written,
-        status=r.audit.status.value,
+        status=r.audit.status,
         failed_checks=tuple(r.audit.failed_checks),
     )
 
@@ -180,7 +168,7 @@ def audit(
     """(Re-)audit ``branch``; with ``require_pass`` a failed audit raises :class:`AuditFailedError` (exit 1)."""
     lh = lakehouse(lh)
     r = run_audit(lh, _tid(table), branch)
-    out = Audit(r.table, r.branch, r.snapshot_id, r.status.value, tuple(r.failed_checks))
+    out = Audit(r.table, r.branch, r.snapshot_id, r.status, tuple(r.failed_checks))
     if require_pass and not out.passed:
         raise AuditFailedError(
             f"audit of {out.table} {out.branch} failed: {', '.join(out.failed_checks)}",

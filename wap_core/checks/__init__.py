@@ -33,6 +33,7 @@ from wap_core.checks.registry import (
     AVAILABLE_CHECKS,
     CHECK_TYPES,
     ROW_LEVEL,
+    batch_builtins,
     check_type,
     yaml_types,
 )
@@ -52,6 +53,7 @@ __all__ = [
     "Measurement",
     "RowCheck",
     "Suite",
+    "batch_builtins",
     "check_type",
     "evaluate",
     "jsonable",

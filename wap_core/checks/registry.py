@@ -6,7 +6,7 @@ subclass) and one line here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
 from wap_core.checks.accepted_values import AcceptedValues
 from wap_core.checks.anomaly import Anomaly
@@ -55,6 +55,11 @@ def yaml_types() -> list[str]:
 
 ROW_LEVEL = frozenset(k for k, c in AVAILABLE_CHECKS.items() if c.row_level)
 CHECK_TYPES = frozenset(AVAILABLE_CHECKS)
+
+
+def batch_builtins(summaries: Sequence[Mapping[str, str]]) -> list[CheckSpec]:
+    """The built-in checks a batch gets whatever its suite says, from its snapshots' summaries."""
+    return [spec for cls in AVAILABLE_CHECKS.values() if cls.builtin for spec in cls.for_batch(summaries)]
 
 
 def key_columns(checks: Iterable[CheckResult]) -> list[str]:

@@ -26,6 +26,8 @@ from wap_core.identifiers import TableId
 from wap_core.notify import notify_test
 from wap_core.security.access import Permission, access_policy, authorize
 from wap_core.security.paths import SourcePolicy
+from wap_core.states import RebaseOutcome
+from wap_core.values import to_jsonable
 from wap_core.workflow import review
 from wap_core.workflow import tokens as token_actions
 from wap_core.workflow.audit import run_audit
@@ -86,7 +88,7 @@ def _demo(args: argparse.Namespace, lh: Lakehouse) -> int:
 def _tables(args: argparse.Namespace, lh: Lakehouse) -> int:
 
     _authorize_read(args, lh)
-    infos = [t.to_dict() for t in table_infos(lh)]
+    infos = [to_jsonable(t) for t in table_infos(lh)]
     print_json(infos) if args.json else print_table(
         infos, ["table", "rows", "snapshots", "open_branches", "last_updated"]
     )
@@ -96,7 +98,7 @@ def _tables(args: argparse.Namespace, lh: Lakehouse) -> int:
 def _branches(args: argparse.Namespace, lh: Lakehouse) -> int:
 
     _authorize_read(args, lh)
-    rows = [b.to_dict() for b in list_branches(lh, TableId.parse(args.table) if args.table else None)]
+    rows = [to_jsonable(b) for b in list_branches(lh, TableId.parse(args.table) if args.table else None)]
     if args.status:
         rows = [r for r in rows if r["status"] == args.status]
     print_json(rows) if args.json else print_table(
@@ -108,14 +110,14 @@ def _branches(args: argparse.Namespace, lh: Lakehouse) -> int:
 def _gc(args: argparse.Namespace, lh: Lakehouse) -> int:
 
     gc = collect_garbage(lh, older_than=args.older_than, dry_run=args.dry_run)
-    print_json(gc.to_dict()) if args.json else print("\n".join(gc.lines()))
+    print_json(to_jsonable(gc)) if args.json else print("\n".join(gc.lines()))
     return EXIT_OK
 
 
 def _history(args: argparse.Namespace, lh: Lakehouse) -> int:
     _authorize_read(args, lh)
     entries = lh.journal.history(str(TableId.parse(args.table)) if args.table else None, limit=args.limit)
-    rows = [e.to_dict() for e in entries]
+    rows = [to_jsonable(e) for e in entries]
     print_json(rows) if args.json else print_table(
         rows, ["at", "user", "action", "table", "branch", "outcome", "reason"]
     )
@@ -136,7 +138,7 @@ def _ingest(args: argparse.Namespace, lh: Lakehouse) -> int:
         source_policy=SourcePolicy.ANY,
     )
     if args.json:
-        print_json(res.to_dict())
+        print_json(to_jsonable(res))
     else:
         print(res.branch)
         print(
@@ -151,7 +153,7 @@ def _ingest(args: argparse.Namespace, lh: Lakehouse) -> int:
 def _audit(args: argparse.Namespace, lh: Lakehouse) -> int:
 
     audit = run_audit(lh, TableId.parse(args.table), args.branch)
-    print_json(audit.to_dict()) if args.json else print_audit(audit)
+    print_json(to_jsonable(audit)) if args.json else print_audit(audit)
     return EXIT_OK if audit.passed else EXIT_REFUSED
 
 
@@ -164,7 +166,7 @@ def _diff(args: argparse.Namespace, lh: Lakehouse) -> int:
     if args.key:
         keyed = keyed_diff(lh, table, args.branch, [k.strip() for k in args.key.split(",") if k.strip()])
     if args.json:
-        print_json({**d.to_dict(), **({"keyed": keyed.to_dict()} if keyed is not None else {})})
+        print_json({**to_jsonable(d), **({"keyed": to_jsonable(keyed)} if keyed is not None else {})})
         return EXIT_OK
     print(
         f"{d.table} {d.branch}: +{d.rows_added} rows, -{d.rows_deleted} rows; main moved: {d.main_moved}; pure append: {d.pure_append}"
@@ -202,7 +204,7 @@ def _diff(args: argparse.Namespace, lh: Lakehouse) -> int:
 def _publish(args: argparse.Namespace, lh: Lakehouse) -> int:
 
     r = publish(lh, TableId.parse(args.table), args.branch, force=args.force, reason=args.reason)
-    print_json(r.to_dict()) if args.json else print(
+    print_json(to_jsonable(r)) if args.json else print(
         f"{r.outcome}: {r.table} main {r.main_before} -> {r.main_after}" + (" (forced)" if r.forced else "")
     )
     return EXIT_OK
@@ -211,9 +213,9 @@ def _publish(args: argparse.Namespace, lh: Lakehouse) -> int:
 def _rebase(args: argparse.Namespace, lh: Lakehouse) -> int:
 
     rb = rebase(lh, TableId.parse(args.table), args.branch)
-    print_json(rb.to_dict()) if args.json else print(
+    print_json(to_jsonable(rb)) if args.json else print(
         f"{rb.outcome}: {rb.table} {rb.branch} {rb.old_head} -> {rb.new_head}"
-        + ("; audit it again before publishing" if rb.outcome == "rebased" else "")
+        + ("; audit it again before publishing" if rb.outcome is RebaseOutcome.REBASED else "")
     )
     return EXIT_OK
 
@@ -221,7 +223,7 @@ def _rebase(args: argparse.Namespace, lh: Lakehouse) -> int:
 def _discard(args: argparse.Namespace, lh: Lakehouse) -> int:
 
     dr = discard(lh, TableId.parse(args.table), args.branch, reason=args.reason)
-    print_json(dr.to_dict()) if args.json else print(
+    print_json(to_jsonable(dr)) if args.json else print(
         f"discarded {dr.table} {dr.branch} (head {dr.head}); main untouched"
     )
     return EXIT_OK
@@ -242,7 +244,7 @@ def _request_changes(args: argparse.Namespace, lh: Lakehouse) -> int:
 def _comment(args: argparse.Namespace, lh: Lakehouse) -> int:
 
     added = review.add_comment(lh, TableId.parse(args.table), args.branch, args.text, check=args.check)
-    print_json(added.to_dict()) if args.json else print(
+    print_json(to_jsonable(added)) if args.json else print(
         f"comment {added.id} added to {added.table} {added.branch}"
     )
     return EXIT_OK
@@ -250,7 +252,7 @@ def _comment(args: argparse.Namespace, lh: Lakehouse) -> int:
 
 def _comments(args: argparse.Namespace, lh: Lakehouse) -> int:
 
-    thread = [c.to_dict() for c in review.comments(lh, TableId.parse(args.table), args.branch)]
+    thread = [to_jsonable(c) for c in review.comments(lh, TableId.parse(args.table), args.branch)]
     print_json(thread) if args.json else print_table(thread, ["at", "user", "kind", "check", "text"])
     return EXIT_OK
 
@@ -258,7 +260,7 @@ def _comments(args: argparse.Namespace, lh: Lakehouse) -> int:
 def _rollback(args: argparse.Namespace, lh: Lakehouse) -> int:
 
     rr = rollback(lh, TableId.parse(args.table), args.to, reason=args.reason)
-    print_json(rr.to_dict()) if args.json else print(
+    print_json(to_jsonable(rr)) if args.json else print(
         f"rolled back: {rr.table} main {rr.main_before} -> {rr.main_after} ({len(rr.rolled_back)} snapshot(s) rolled back)"
     )
     return EXIT_OK
@@ -267,7 +269,7 @@ def _rollback(args: argparse.Namespace, lh: Lakehouse) -> int:
 def _reopen(args: argparse.Namespace, lh: Lakehouse) -> int:
 
     ro = reopen(lh, TableId.parse(args.table), args.snapshot, branch=args.branch)
-    print_json(ro.to_dict()) if args.json else print(ro.branch)
+    print_json(to_jsonable(ro)) if args.json else print(ro.branch)
     return EXIT_OK
 
 
@@ -276,7 +278,7 @@ def _token(args: argparse.Namespace, lh: Lakehouse) -> int:
     if args.token_command == "create":
         token, info = token_actions.create_token(lh, args.user, args.role, args.expires)
         if args.json:  # not print_json: the token is a registered secret and would be masked
-            print(json.dumps({**info.to_dict(), "token": token}, indent=2))
+            print(json.dumps({**to_jsonable(info), "token": token}, indent=2))
         else:
             print(token)
         print(
@@ -285,13 +287,15 @@ def _token(args: argparse.Namespace, lh: Lakehouse) -> int:
             file=sys.stderr,
         )
     elif args.token_command == "list":
-        rows = [t.to_dict() for t in token_actions.list_tokens(lh)]
+        rows = [to_jsonable(t) for t in token_actions.list_tokens(lh)]
         print_json(rows) if args.json else print_table(
             rows, ["id", "user", "role", "status", "expires_at", "created_by", "revoked_by"]
         )
     else:
         info = token_actions.revoke_token(lh, args.id)
-        print_json(info.to_dict()) if args.json else print(f"revoked service token {info.id} ({info.user})")
+        print_json(to_jsonable(info)) if args.json else print(
+            f"revoked service token {info.id} ({info.user})"
+        )
     return EXIT_OK
 
 
@@ -300,7 +304,7 @@ def _notify_test(args: argparse.Namespace, lh: Lakehouse) -> int:
 
     cfg, outcomes = notify_test(lh)
     if args.json:
-        print_json([o.to_dict() for o in outcomes])
+        print_json([to_jsonable(o) for o in outcomes])
     elif not outcomes:
         print(
             f"no notification targets: {cfg.path} "
@@ -310,7 +314,7 @@ def _notify_test(args: argparse.Namespace, lh: Lakehouse) -> int:
     else:
         rows = [
             {
-                **o.to_dict(),
+                **to_jsonable(o),
                 "outcome": "delivered" if o.delivered else "FAILED",
                 "status": o.status if o.status is not None else "-",
                 "error": o.error or "",

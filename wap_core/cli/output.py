@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
 import sys
 import traceback
 from collections.abc import Sequence
-from decimal import Decimal
-from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from wap_core.config import mask_secrets
 from wap_core.states import CheckStatus
+from wap_core.values import to_jsonable
 
 if TYPE_CHECKING:
     pass
@@ -22,20 +20,9 @@ EXIT_OK, EXIT_REFUSED, EXIT_ERROR = 0, 1, 2
 
 
 def json_default(value: Any) -> Any:
-    """JSON for values json cannot encode: decimals as numbers, times as ISO 8601, sets/tuples as lists."""
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, (_dt.datetime, _dt.date, _dt.time)):
-        return value.isoformat()
-    if isinstance(value, (set, frozenset, tuple)):
-        return list(value)
-    if isinstance(value, bytes):
-        return value.hex()
-    if hasattr(value, "to_dict"):
-        return value.to_dict()
-    if isinstance(value, Enum):
-        return value.value
-    return str(value)
+    """JSON for values json cannot encode (:func:`~wap_core.values.to_jsonable`): decimals as numbers,
+    times as ISO 8601, sets as lists, the core's dataclasses and enums."""
+    return to_jsonable(value)
 
 
 def print_json(obj: Any) -> None:
@@ -91,7 +78,7 @@ def print_traceback() -> None:
 def print_review(args: argparse.Namespace, rs: Any, verb: str) -> int:
     """A review's state after ``verb`` (approved, changes requested), as JSON with ``--json``."""
     if args.json:
-        print_json(rs.to_dict())
+        print_json(to_jsonable(rs))
     else:
         print(
             f"{verb} {rs.table} {rs.branch} at snapshot {rs.head}: review {rs.state.value}, "

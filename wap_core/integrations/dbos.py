@@ -26,18 +26,19 @@ from typing import Any
 from dbos import DBOS
 
 from wap_core import pipeline
+from wap_core.values import to_jsonable
 
 
 @DBOS.step()  # type: ignore[untyped-decorator]
 def ingest_step(table: str, sources: Sequence[str], create: bool = False) -> dict[str, Any]:
     """Write the batch into a new audit branch (and audit it)."""
-    return pipeline.ingest(table, list(sources), create=create).to_dict()
+    return to_jsonable(pipeline.ingest(table, list(sources), create=create))
 
 
 @DBOS.step()  # type: ignore[untyped-decorator]
 def audit_step(table: str, branch: str) -> dict[str, Any]:
     """(Re-)audit the branch."""
-    return pipeline.audit(table, branch).to_dict()
+    return to_jsonable(pipeline.audit(table, branch))
 
 
 @DBOS.step()  # type: ignore[untyped-decorator]
@@ -50,7 +51,7 @@ def decision_step(table: str, branch: str) -> str | None:
 @DBOS.step()  # type: ignore[untyped-decorator]
 def publish_step(table: str, branch: str) -> dict[str, Any]:
     """Publish if the audit and the review policy allow it (never forced)."""
-    return pipeline.publish_if_passed(table, branch).to_dict()
+    return to_jsonable(pipeline.publish_if_passed(table, branch))
 
 
 @DBOS.workflow()  # type: ignore[untyped-decorator]

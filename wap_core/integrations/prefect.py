@@ -24,6 +24,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.transactions import Transaction, get_transaction, transaction
 
 from wap_core import pipeline
+from wap_core.values import to_jsonable
 
 log = logging.getLogger(__name__)
 
@@ -38,11 +39,11 @@ def ingest_task(
     b = pipeline.ingest(table, list(sources), create=create, branch=branch)
     txn = get_transaction()
     if txn is not None:
-        txn.set(BRANCH_KEY, b.to_dict())
+        txn.set(BRANCH_KEY, to_jsonable(b))
     get_run_logger().info(
         "ingested %s rows into %s %s: audit %s", b.rows_written, b.table, b.branch, b.status
     )
-    return b.to_dict()
+    return to_jsonable(b)
 
 
 @ingest_task.on_rollback  # type: ignore[untyped-decorator]
@@ -59,7 +60,7 @@ def _discard_on_rollback(txn: Transaction) -> None:
 @task(name="wap-audit", cache_policy=NO_CACHE)  # type: ignore[untyped-decorator]
 def audit_task(table: str, branch: str, require_pass: bool = False) -> dict[str, Any]:
     """(Re-)audit the branch; ``require_pass`` raises on a failed audit (exit code 1)."""
-    return pipeline.audit(table, branch, require_pass=require_pass).to_dict()
+    return to_jsonable(pipeline.audit(table, branch, require_pass=require_pass))
 
 
 @task(name="wap-decision", cache_policy=NO_CACHE)  # type: ignore[untyped-decorator]
@@ -73,7 +74,7 @@ def decision_task(table: str, branch: str, timeout: float, poll: float) -> str:
 @task(name="wap-publish", cache_policy=NO_CACHE)  # type: ignore[untyped-decorator]
 def publish_task(table: str, branch: str) -> dict[str, Any]:
     """Publish if the audit and the review policy allow it (never forced)."""
-    return pipeline.publish_if_passed(table, branch).to_dict()
+    return to_jsonable(pipeline.publish_if_passed(table, branch))
 
 
 @flow(name="wap")  # type: ignore[untyped-decorator]

@@ -21,11 +21,11 @@ from wap_core.checks import (
     Evaluation,
     MainContext,
     Suite,
+    batch_builtins,
     evaluate,
     suite_for,
     summarize,
 )
-from wap_core.checks.malformed_rows import MalformedRows
 from wap_core.checks.store import ResultCache, StoredHistory, save_batch_metrics
 from wap_core.identifiers import MAIN, TableId
 from wap_core.lake import catalog as cat
@@ -35,6 +35,7 @@ from wap_core.notify import Event, emit
 from wap_core.security.access import Permission, authorize
 from wap_core.states import Action, CheckStatus, Outcome
 from wap_core.store.journal import StoredAudit, utcnow
+from wap_core.values import JSON, seconds_view, to_jsonable
 from wap_core.workflow.reconcile import reconciled_table
 from wap_core.workflow.review import ReviewState, review_state
 
@@ -60,9 +61,9 @@ class AuditResult:
     checks: list[CheckResult]
     user: str
     at: str
-    seconds: float
+    seconds: float = field(metadata={JSON: seconds_view})
     checks_file: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict, metadata={JSON: False})
 
     @property
     def passed(self) -> bool:
@@ -73,22 +74,6 @@ class AuditResult:
     def failed_checks(self) -> list[str]:
         """The checks that failed or errored (they fail the audit)."""
         return [c.name for c in self.checks if c.status.blocks_publish]
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form (the CLI's ``audit --json`` and the stored audit)."""
-        return {
-            "table": self.table,
-            "branch": self.branch,
-            "snapshot_id": self.snapshot_id,
-            "fork_snapshot_id": self.fork_snapshot_id,
-            "status": self.status.value,
-            "rows_checked": self.rows_checked,
-            "checks": [c.to_dict() for c in self.checks],
-            "user": self.user,
-            "at": self.at,
-            "seconds": round(self.seconds, 3),
-            "checks_file": self.checks_file,
-        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AuditResult:
@@ -115,7 +100,7 @@ class AuditResult:
 
 def builtin_checks(lin: cat.Lineage) -> list[CheckSpec]:
     """Checks every batch gets regardless of the suite (registered built-ins): malformed source rows."""
-    return MalformedRows.for_batch(_summaries(lin))
+    return batch_builtins(_summaries(lin))
 
 
 def _summaries(lin: cat.Lineage) -> tuple[dict[str, str], ...]:
@@ -253,7 +238,7 @@ def _record(lh: Lakehouse, result: AuditResult, at: datetime) -> None:
         snapshot_id=result.snapshot_id,
         fork_snapshot_id=result.fork_snapshot_id,
         status=status,
-        result=result.to_dict(),
+        result=to_jsonable(result),
         at=at,
     )
     lh.journal.record(

@@ -23,10 +23,10 @@ import uuid
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from wap_core.checks import Suite, observed_metrics, suite_for
 from wap_core.exceptions import (
@@ -37,6 +37,7 @@ from wap_core.exceptions import (
     SourceError,
     ValidationError,
     WapError,
+    first_line,
 )
 from wap_core.faults import fault_point
 from wap_core.identifiers import TableId, validate_branch
@@ -52,8 +53,9 @@ from wap_core.security.paths import (
     expand_confined,
     fetch_url_sources,
 )
-from wap_core.states import Action, Outcome
+from wap_core.states import Action, CheckStatus, Outcome
 from wap_core.store.journal import Intent
+from wap_core.values import JSON, JsonOrder, seconds_view
 from wap_core.workflow.audit import AuditResult, audit_branch
 from wap_core.workflow.reconcile import INTENT_PROPERTY, reconciled_table
 from wap_core.workflow.refmove import Moved, RefMove
@@ -85,7 +87,21 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class IngestResult:
-    """What one ingest wrote and how its audit went."""
+    """What one ingest wrote and how its audit went (its JSON adds the audit's ``status``)."""
+
+    __json__: ClassVar[JsonOrder] = (
+        "table",
+        "branch",
+        "created_table",
+        "rows_written",
+        "malformed_rows",
+        "snapshot_id",
+        "fork_snapshot_id",
+        "sources",
+        "status",
+        "audit",
+        "seconds",
+    )
 
     table: str
     branch: str
@@ -96,23 +112,12 @@ class IngestResult:
     fork_snapshot_id: int | None
     sources: list[str]
     audit: AuditResult
-    seconds: float
+    seconds: float = field(metadata={JSON: seconds_view})
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form (the CLI's ``ingest --json``)."""
-        return {
-            "table": self.table,
-            "branch": self.branch,
-            "created_table": self.created_table,
-            "rows_written": self.rows_written,
-            "malformed_rows": self.malformed_rows,
-            "snapshot_id": self.snapshot_id,
-            "fork_snapshot_id": self.fork_snapshot_id,
-            "sources": self.sources,
-            "status": self.audit.status.value,
-            "audit": self.audit.to_dict(),
-            "seconds": round(self.seconds, 3),
-        }
+    @property
+    def status(self) -> CheckStatus:
+        """The audit's overall status."""
+        return self.audit.status
 
 
 # --------------------------------------------------------------------------- sources
@@ -818,17 +823,6 @@ class Duplicate:
     open_branch: bool
     at: str
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form."""
-        return {
-            "table": self.table,
-            "branch": self.branch,
-            "snapshot_id": self.snapshot_id,
-            "on_main": self.on_main,
-            "open_branch": self.open_branch,
-            "at": self.at,
-        }
-
 
 def find_duplicate(lh: Lakehouse, table: TableId, digest: str) -> Duplicate | None:
     """The snapshot on main or an open branch whose summary carries ``digest``, or None (metadata only, no Spark)."""
@@ -898,7 +892,7 @@ def ingest(
                 table=str(table),
                 branch=branch,
                 outcome=Outcome.ERROR,
-                reason=str(exc).splitlines()[0][:1000],
+                reason=first_line(exc)[:1000],
                 details={"sources": list(sources)},
             )
         raise

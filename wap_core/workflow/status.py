@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from wap_core.identifiers import MAIN, TableId
 from wap_core.lake import catalog as cat
-from wap_core.states import BranchStatus, CheckStatus, branch_status
-from wap_core.workflow.review import review_states
+from wap_core.states import BranchStatus, branch_status
+from wap_core.workflow.review import ReviewState, review_states
 
 if TYPE_CHECKING:
     from pyiceberg.table.snapshots import Snapshot
@@ -36,19 +36,9 @@ class BranchInfo:
     last_audit_at: str | None
     audited_snapshot_id: int | None
     failed_checks: tuple[str, ...]
-    review: str = (
-        "none"  # none | awaiting | approved | changes_requested (the head against the table's policy)
-    )
+    review: ReviewState = ReviewState.NONE  # the head against the table's policy
     approvals: int = 0  # counting approvals on the head
     authors: tuple[str, ...] = ()  # everyone who wrote the batch (ingest, rebase, reopen), first writer first
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form (the CLI's ``branches --json``)."""
-        d = asdict(self)
-        d["status"] = self.status.value
-        d["failed_checks"] = list(self.failed_checks)
-        d["authors"] = list(self.authors)
-        return d
 
 
 @dataclass(frozen=True)
@@ -66,12 +56,6 @@ class TableInfo:
     tags: tuple[str, ...]
     format_version: int
     location: str
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form (the CLI's ``tables --json``)."""
-        d = asdict(self)
-        d["tags"] = list(self.tags)
-        return d
 
 
 def _ms_iso(ms: int | None) -> str | None:
@@ -130,11 +114,7 @@ def list_branches(lh: Lakehouse, table: TableId | None = None) -> list[BranchInf
             rows = sum(int(cat.summary_get(s, "added-records") or 0) for s in lin.new_snapshots)
             made = created.get((str(tid), name))
             first = lin.new_snapshots[0].timestamp_ms if lin.new_snapshots else None
-            failed = tuple(
-                c["name"]
-                for c in (audit.result.get("checks", []) if audit else [])
-                if CheckStatus(c.get("status")).blocks_publish
-            )
+            failed = audit.failed_checks if audit else ()
             out.append(
                 BranchInfo(
                     table=str(tid),
@@ -148,7 +128,7 @@ def list_branches(lh: Lakehouse, table: TableId | None = None) -> list[BranchInf
                     last_audit_at=audit.at.isoformat() if audit else None,
                     audited_snapshot_id=audit.snapshot_id if audit else None,
                     failed_checks=failed,
-                    review=reviews[(str(tid), name)].state.value,
+                    review=reviews[(str(tid), name)].state,
                     approvals=len(reviews[(str(tid), name)].approvals),
                     authors=reviews[(str(tid), name)].authors,
                 )
@@ -156,21 +136,33 @@ def list_branches(lh: Lakehouse, table: TableId | None = None) -> list[BranchInf
     return out
 
 
-def snapshot_timeline(lh: Lakehouse, table: TableId, ref: str = MAIN) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class TimelineSnapshot:
+    """One snapshot of a ref's ancestry: when, its operation, its row counts, who wrote it from where."""
+
+    snapshot_id: int
+    parent_id: int | None
+    at: str | None  # ISO time of the commit
+    operation: str
+    added_records: int
+    total_records: int
+    source: str | None  # wap.source of the snapshot
+    user: str | None  # wap.user of the snapshot
+
+
+def snapshot_timeline(lh: Lakehouse, table: TableId, ref: str = MAIN) -> list[TimelineSnapshot]:
     """The ancestry of ``ref`` (newest first) with operation and summary counts."""
     tbl = lh.table(table)
-    rows = []
-    for s in cat.ancestors(tbl, cat.ref_snapshot_id(tbl, ref)):
-        rows.append(
-            {
-                "snapshot_id": s.snapshot_id,
-                "parent_id": s.parent_snapshot_id,
-                "at": _ms_iso(s.timestamp_ms),
-                "operation": cat.snapshot_operation(s),
-                "added_records": int(cat.summary_get(s, "added-records") or 0),
-                "total_records": int(cat.summary_get(s, "total-records") or 0),
-                "source": cat.summary_get(s, "wap.source"),
-                "user": cat.summary_get(s, "wap.user"),
-            }
+    return [
+        TimelineSnapshot(
+            snapshot_id=s.snapshot_id,
+            parent_id=s.parent_snapshot_id,
+            at=_ms_iso(s.timestamp_ms),
+            operation=cat.snapshot_operation(s),
+            added_records=int(cat.summary_get(s, "added-records") or 0),
+            total_records=int(cat.summary_get(s, "total-records") or 0),
+            source=cat.summary_get(s, "wap.source"),
+            user=cat.summary_get(s, "wap.user"),
         )
-    return rows
+        for s in cat.ancestors(tbl, cat.ref_snapshot_id(tbl, ref))
+    ]

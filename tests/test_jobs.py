@@ -33,8 +33,8 @@ T = TableId("jobs", "wide")
 ROWS = 200_000
 # The SQL box refuses a join without an equality (a cartesian product), but an equi-join on a key with few
 # distinct values is still quadratic: 2 * (10^5)^2 = 2 * 10^10 rows, in one task (one split, one shuffle
-# partition). 10^5 rows per input row: Spark checks a task's kill flag between input rows, so a cancelled
-# task stops within milliseconds (a nested join computing n^2 rows per input row would outlive its job).
+# partition). 10^5 rows per input row: Spark checks a task's kill flag between inputs (here Iceberg's
+# vectorized batches), so a cancelled task ends within about a second of its job (bench/results/crowd.md).
 RUNAWAY_SQL = (
     "SELECT count(*) AS n, sum(a.id + b.id) AS s FROM ref_view a JOIN ref_view b ON a.id % 2 = b.id % 2"
 )

@@ -284,6 +284,18 @@ def _prepare(
         *[F.sum(b.cast("int")).alias(f"bad{i}") for i, b in enumerate(bads)],
         *[F.sum(p.cast("int")).alias(f"nn{i}") for i, p in enumerate(present)],
     ).collect()[0]
+    rows, bad = _parsed_counts(table, target, stats, unreadable)
+    sample: list[dict[str, Any]] = [dict(u) for u in unreadable_sample[:SAMPLE]]
+    if bad:
+        located = _bad_rows(flagged, raw.columns, bads, target)
+        locate(located)
+        sample += located
+    good = flagged.where(~F.col("__bad")).select(*casts)
+    return _Prepared(good, rows - bad, bad + unreadable, sample[:SAMPLE])
+
+
+def _parsed_counts(table: str, target: StructType, stats: Any, unreadable: int) -> tuple[int, int]:
+    """(rows, bad rows) of the one-pass counts; refuses a source with nothing usable in it."""
     rows, bad = int(stats["rows"]), int(stats["bad"] or 0)
     if rows == 0 and not unreadable:
         raise SourceError("the source has no data rows")
@@ -296,29 +308,33 @@ def _prepare(
         raise SchemaMismatchError(table, hopeless)
     if bad == rows:
         raise SourceError(f"none of the {rows + unreadable} source rows could be parsed")
-    sample: list[dict[str, Any]] = [dict(u) for u in unreadable_sample[:SAMPLE]]
-    if bad:
-        located: list[dict[str, Any]] = []
-        bad_cols = F.array_compact(
-            F.array(*[F.when(b, F.lit(f.name)) for b, f in zip(bads, target.fields, strict=False)])
+    return rows, bad
+
+
+def _bad_rows(
+    flagged: DataFrame, columns: Sequence[str], bads: Sequence[Column], target: StructType
+) -> list[dict[str, Any]]:
+    """Up to SAMPLE malformed rows as the source's text, each with what was wrong with it."""
+    from pyspark.sql import functions as F
+
+    bad_cols = F.array_compact(
+        F.array(*[F.when(b, F.lit(f.name)) for b, f in zip(bads, target.fields, strict=False)])
+    )
+    located: list[dict[str, Any]] = []
+    for r in (
+        flagged.where(F.col("__bad"))
+        .select(*[F.col(_q(c)) for c in columns], bad_cols.alias("__cols"))
+        .limit(SAMPLE)
+        .collect()
+    ):
+        d: dict[str, Any] = {
+            k: (None if v is None else str(v)) for k, v in r.asDict().items() if k != "__cols"
+        }
+        d["__problem"] = (
+            "ragged or unparsable line" if d.get(CORRUPT) else f"bad value in {', '.join(r['__cols'])}"
         )
-        for r in (
-            flagged.where(F.col("__bad"))
-            .select(*[F.col(_q(c)) for c in raw.columns], bad_cols.alias("__cols"))
-            .limit(SAMPLE)
-            .collect()
-        ):
-            d: dict[str, Any] = {
-                k: (None if v is None else str(v)) for k, v in r.asDict().items() if k != "__cols"
-            }
-            d["__problem"] = (
-                "ragged or unparsable line" if d.get(CORRUPT) else f"bad value in {', '.join(r['__cols'])}"
-            )
-            located.append(d)
-        locate(located)
-        sample += located
-    good = flagged.where(~F.col("__bad")).select(*casts)
-    return _Prepared(good, rows - bad, bad + unreadable, sample[:SAMPLE])
+        located.append(d)
+    return located
 
 
 def _q(name: str) -> str:
@@ -939,54 +955,19 @@ def _ingest(
         "create_table": not exists,
     }
     move, intent = _announce(lh, user, table, tbl, branch, main_before, intent_details)
-    branch = move.branch
-    created = False
-    metrics: dict[str, Any] | None = None
-    lin: cat.Lineage | None = None
-
-    def write(intent: Intent) -> Moved:
-        nonlocal created, metrics, lin
-        if not exists:
-            spark.sql(f"CREATE NAMESPACE IF NOT EXISTS `{lh.settings.catalog_name}`.`{table.namespace}`")
-            spark.createDataFrame([], target).writeTo(lh.spark_name(table)).using("iceberg").create()
-            created = True
-            lh.journal.record(
-                user=user,
-                action=Action.CREATE,
-                table=str(table),
-                outcome=Outcome.CREATED,
-                details={"columns": [f.name for f in target.fields]},
-            )
-
-        def create_branch() -> None:
-            spark.sql(f"ALTER TABLE {lh.sql_name(table)} CREATE BRANCH `{branch}`")
-
-        with_commit_retry(create_branch)
-        fault_point("after_create_branch")
-        props = {
-            "wap.source": ", ".join(shown)[:2000],
-            "wap.format": fmt,
-            "wap.batch-id": batch_id,
-            CONTENT_HASH_PROPERTY: digest,
-            "wap.branch": branch,
-            "wap.user": user,
-            "wap.malformed-rows": str(prepared.malformed),
-            "wap.malformed-sample": sample_json(
-                prepared.sample
-            ),  # trimmed before serialising: always valid JSON
-            INTENT_PROPERTY: str(intent.id),
-        }
-        try:
-            metrics = _write(lh, prepared.df, lh.spark_name(table, branch), props, suite)
-        except Exception:
-            remove_branch_quietly(lh, table, branch)
-            if created:
-                lh.catalog.purge_table(table.tuple)
-            raise
-        lin = cat.lineage(lh.table(table), branch)
-        return Moved(Outcome.WRITTEN, lin.head)
-
-    move.run(write, intent=intent)  # fault points after_ingest_intent / after_ingest_commit
+    props = {
+        "wap.source": ", ".join(shown)[:2000],
+        "wap.format": fmt,
+        "wap.batch-id": batch_id,
+        CONTENT_HASH_PROPERTY: digest,
+        "wap.branch": move.branch,
+        "wap.user": user,
+        "wap.malformed-rows": str(prepared.malformed),
+        "wap.malformed-sample": sample_json(prepared.sample),  # trimmed before serialising: valid JSON
+    }
+    writer = _BatchWriter(lh, table, move.branch, user, exists, target, prepared, suite, props)
+    move.run(writer.write, intent=intent)  # fault points after_ingest_intent / after_ingest_commit
+    branch, created, metrics, lin = move.branch, writer.created, writer.metrics, writer.lineage
     assert lin is not None
     # the audit is part of the ingest (authorized above as INGEST), not a separate re-run
     progress("auditing", prepared.rows)
@@ -1011,6 +992,55 @@ def _ingest(
         audit=audit,
         seconds=time.perf_counter() - t0,
     )
+
+
+@dataclass
+class _BatchWriter:
+    """The commit step of an ingest: the table (first batch), the branch, the batch's rows on it."""
+
+    lh: Lakehouse
+    table: TableId
+    branch: str
+    user: str
+    exists: bool
+    target: StructType
+    prepared: _Prepared
+    suite: Suite
+    props: dict[str, str]
+    created: bool = False
+    metrics: dict[str, Any] | None = None
+    lineage: cat.Lineage | None = None
+
+    def write(self, intent: Intent) -> Moved:
+        """Create the table if new, then the branch, then write the rows (undone if the write fails)."""
+        lh, table, branch = self.lh, self.table, self.branch
+        if not self.exists:
+            self._create_table()
+        with_commit_retry(lambda: lh.spark.sql(f"ALTER TABLE {lh.sql_name(table)} CREATE BRANCH `{branch}`"))
+        fault_point("after_create_branch")
+        props = {**self.props, INTENT_PROPERTY: str(intent.id)}
+        try:
+            self.metrics = _write(lh, self.prepared.df, lh.spark_name(table, branch), props, self.suite)
+        except Exception:
+            remove_branch_quietly(lh, table, branch)
+            if self.created:
+                lh.catalog.purge_table(table.tuple)
+            raise
+        self.lineage = cat.lineage(lh.table(table), branch)
+        return Moved(Outcome.WRITTEN, self.lineage.head)
+
+    def _create_table(self) -> None:
+        lh, table = self.lh, self.table
+        lh.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS `{lh.settings.catalog_name}`.`{table.namespace}`")
+        lh.spark.createDataFrame([], self.target).writeTo(lh.spark_name(table)).using("iceberg").create()
+        self.created = True
+        lh.journal.record(
+            user=self.user,
+            action=Action.CREATE,
+            table=str(table),
+            outcome=Outcome.CREATED,
+            details={"columns": [f.name for f in self.target.fields]},
+        )
 
 
 def _announce(

@@ -62,14 +62,7 @@ roles:
 
 
 def checks_yaml(tables: list[str]) -> str:
-    return "".join(
-        f"{NS}.{t}:\n  checks:\n"
-        "    - not_null: [l_orderkey, l_partkey, l_suppkey]\n"
-        "    - range: {column: l_quantity, min: 0, max: 100}\n"
-        "    - accepted_values: {column: l_returnflag, values: [A, N, R]}\n"
-        "    - unique: [l_orderkey, l_linenumber]\n"
-        for t in tables
-    )
+    return "".join(data.lineitem_checks(NS, t) for t in tables)
 
 
 @dataclass

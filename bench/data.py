@@ -18,6 +18,21 @@ import pyarrow.parquet as pq
 KEY = ("l_orderkey", "l_linenumber")
 
 
+def lineitem_checks(ns: str, li: str, part: str | None = None) -> str:
+    """The bench's usual checks on the ``lineitem`` table ``ns.li`` (checks.yml): ``not_null``, ``range``,
+    ``accepted_values``, ``unique`` against main and, with a ``part`` table, ``references`` into it."""
+    out = (
+        f"{ns}.{li}:\n  checks:\n"
+        "    - not_null: [l_orderkey, l_partkey, l_suppkey]\n"
+        "    - range: {column: l_quantity, min: 0, max: 100}\n"
+        "    - accepted_values: {column: l_returnflag, values: [A, N, R]}\n"
+        "    - unique: [l_orderkey, l_linenumber]\n"
+    )
+    if part is not None:
+        out += f"    - references: {{column: l_partkey, table: {ns}.{part}, ref_column: p_partkey}}\n"
+    return out
+
+
 def _tpchgen() -> str:
     exe = Path(sys.executable).with_name("tpchgen-cli")
     if exe.is_file():

@@ -51,17 +51,7 @@ _DATA: dict[str, Any] = {}
 def checks_yaml(ns: str) -> str:
     """The bench's usual five checks (``unique`` against main and ``references`` included) on both mains."""
 
-    def suite(li: str, part: str) -> str:
-        return (
-            f"{ns}.{li}:\n  checks:\n"
-            "    - not_null: [l_orderkey, l_partkey, l_suppkey]\n"
-            "    - range: {column: l_quantity, min: 0, max: 100}\n"
-            "    - accepted_values: {column: l_returnflag, values: [A, N, R]}\n"
-            "    - unique: [l_orderkey, l_linenumber]\n"
-            f"    - references: {{column: l_partkey, table: {ns}.{part}, ref_column: p_partkey}}\n"
-        )
-
-    return suite(LARGE, "part_c_large") + suite(SMALL, "part_c_small")
+    return data.lineitem_checks(ns, LARGE, "part_c_large") + data.lineitem_checks(ns, SMALL, "part_c_small")
 
 
 def scale_line(b: Bench) -> str:
@@ -313,7 +303,7 @@ def _audit(b: Bench, st: Store) -> dict[str, Any]:
 
 def _publish(b: Bench, st: Store) -> dict[str, Any]:
     """s3b: publish a freshly ingested batch, large vs small main; the data files listed before and after."""
-    from bench.run import ingest_batch, log
+    from bench.run import before_publish, fast_forwarded, ingest_batch, log
     from wap_core.workflow.publish import publish
 
     reps = max(b.repeat, 5)  # a publish takes milliseconds: at least 5 for a stable median
@@ -328,10 +318,7 @@ def _publish(b: Bench, st: Store) -> dict[str, Any]:
         for name in (LARGE, SMALL) if i % 2 == 0 else (SMALL, LARGE):
             tid, br = st.tid(name), f"cp{i}"
             ingest_batch(st.lh, tid, batch, br)
-            tbl = st.lh.table(tid)
-            head = tbl.metadata.refs[br].snapshot_id
-            files_branch = set(tbl.inspect.files(snapshot_id=head)["file_path"].to_pylist())
-            snaps_before = {s.snapshot_id for s in tbl.metadata.snapshots}
+            state = before_publish(st.lh, tid, br)
             before = st.data_files(name)
             t0 = time.perf_counter()
             res = publish(st.lh, tid, br)
@@ -339,16 +326,8 @@ def _publish(b: Bench, st: Store) -> dict[str, Any]:
             after_files = st.data_files(name)
             written += sorted(after_files - before)
             listed.append(len(before))
-            after = st.lh.table(tid)
             outcomes.append(res.outcome)
-            checks_ok &= (
-                res.outcome == "published"
-                and after.current_snapshot().snapshot_id == head
-                and br not in after.metadata.refs
-                and {s.snapshot_id for s in after.metadata.snapshots} == snaps_before
-                and set(after.inspect.files()["file_path"].to_pylist()) == files_branch
-                and before <= after_files
-            )
+            checks_ok &= fast_forwarded(st.lh, tid, state, res) and before <= after_files
     return {
         "times": times,
         "written": written,

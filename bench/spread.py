@@ -56,14 +56,7 @@ def checks_yaml(ns: str, scale_list: Sequence[float]) -> str:
     out = ""
     for s in scale_list:
         t = _tag(s)
-        out += (
-            f"{ns}.li_sp{t}:\n  checks:\n"
-            "    - not_null: [l_orderkey, l_partkey, l_suppkey]\n"
-            "    - range: {column: l_quantity, min: 0, max: 100}\n"
-            "    - accepted_values: {column: l_returnflag, values: [A, N, R]}\n"
-            "    - unique: [l_orderkey, l_linenumber]\n"
-            f"    - references: {{column: l_partkey, table: {ns}.part_sp{t}, ref_column: p_partkey}}\n"
-        )
+        out += data.lineitem_checks(ns, f"li_sp{t}", f"part_sp{t}")
     return out
 
 

@@ -35,17 +35,7 @@ SMALL_PARTS = 2000  # parts at SF0.01: the batch's part keys fold into 1..2000
 def checks_yaml(ns: str) -> str:
     """Suites of the XL and its SF0.01 baseline table: the bench's usual five checks."""
 
-    def suite(li: str, part: str) -> str:
-        return (
-            f"{ns}.{li}:\n  checks:\n"
-            "    - not_null: [l_orderkey, l_partkey, l_suppkey]\n"
-            "    - range: {column: l_quantity, min: 0, max: 100}\n"
-            "    - accepted_values: {column: l_returnflag, values: [A, N, R]}\n"
-            "    - unique: [l_orderkey, l_linenumber]\n"
-            f"    - references: {{column: l_partkey, table: {ns}.{part}, ref_column: p_partkey}}\n"
-        )
-
-    return suite("li_xl", "part_xl") + suite("li_xs", "part_xs")
+    return data.lineitem_checks(ns, "li_xl", "part_xl") + data.lineitem_checks(ns, "li_xs", "part_xs")
 
 
 def prepare(b: Bench) -> None:
@@ -227,7 +217,7 @@ def scenario_xl(b: Bench) -> None:
 
 
 def scenario_metadata(b: Bench, tables: int) -> None:
-    from bench.run import Row, fmt_s, log
+    from bench.run import fmt_s, log
 
     log(f"scenario 5 at scale: {tables} tables x 4 open branches, metadata pages in a fresh interpreter")
     out = b.subprocess_json(
@@ -240,27 +230,10 @@ def scenario_metadata(b: Bench, tables: int) -> None:
             str(tables),
         ]
     )
-    no_spark = not any(out["before"].values()) and not any(out["after"].values())
-    shape = out["tables"] == tables and out["branches"] == 4 * tables
-    for label, key in (
-        ("5c list_branches", "list_branches_median"),
-        ("5d table_infos", "table_infos_median"),
-    ):
-        v = out[key]
-        b.rows.append(
-            Row(
-                f"{label} (console metadata page)",
-                f"{tables} tables × 4 open branches",
-                v,
-                None,
-                None,
-                "≤ 1 s, no Spark",
-                v <= 1.0 and no_spark and shape,
-                [
-                    f"{label}: {out['branches']} branches / {out['tables']} tables listed; spark_running()={out['after']['spark_running']}, "
-                    f"pyspark imported={out['after']['pyspark_imported']} (set-up with PyIceberg only: {out['setup_seconds']:.1f} s); "
-                    f"first call in the fresh process (every metadata file parsed): {fmt_s(out['list_branches'][0])}, "
-                    "later calls parse only the tables that moved"
-                ],
-            )
-        )
+    b.metadata_rows(
+        out,
+        tables,
+        ("5c list_branches", "5d table_infos"),
+        f"; first call in the fresh process (every metadata file parsed): {fmt_s(out['list_branches'][0])}, "
+        "later calls parse only the tables that moved",
+    )

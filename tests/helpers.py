@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 import urllib.request
+import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, redirect_stderr, redirect_stdout, suppress
 from pathlib import Path
@@ -19,8 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from wap_core import Settings
+from wap_core import Settings, TableId
 from wap_core.cli import main as cli_main
+from wap_core.workflow.ingest import ingest
+from wap_core.workflow.publish import publish
 
 if TYPE_CHECKING:
     from streamlit.testing.v1 import AppTest
@@ -53,6 +56,21 @@ def lake_settings(
     return Settings(
         home=home, checks_path=home / "checks.yml", user=user, catalog_name=name, shuffle_partitions=2, **kw
     )
+
+
+def seed_tables(
+    lh: Any,
+    tables: Iterable[TableId],
+    src: Path,
+    header: Sequence[str] = ("id", "name"),
+    rows: Sequence[Sequence[object]] = ((1, "ann"), (2, "bob")),
+) -> None:
+    """Each of ``tables`` created in ``lh`` by a batch of ``rows`` (``src/<table name>0.csv``) on the branch
+    ``first``, which passes its audit and is published."""
+    for t in tables:
+        r = ingest(lh, t, [write_csv(src / f"{t.name}0.csv", header, rows)], create=True, branch="first")
+        assert r.audit.passed, (t, r.audit)
+        publish(lh, t, "first")
 
 
 # --------------------------------------------------------------------------- settings as WAP_* variables
@@ -128,6 +146,86 @@ def cli_process(env: Mapping[str, str], *args: str, timeout: float = 300) -> sub
         text=True,
         timeout=timeout,
     )
+
+
+# --------------------------------------------------------------------------- test modules again, on another backend
+def junit_failures(junit: Path) -> list[str]:
+    """'test id: first line of the failure' for every failed or errored test of a junit report."""
+    if not junit.is_file():
+        return []
+    out = []
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        for bad in list(case.iter("failure")) + list(case.iter("error")):
+            msg = (bad.get("message") or "").strip().splitlines()
+            out.append(f"{case.get('classname')}::{case.get('name')}: {msg[0][:300] if msg else bad.tag}")
+    return out
+
+
+def junit_counts(junit: Path) -> dict[str, int]:
+    suite = ET.parse(junit).getroot()
+    suite = suite if suite.tag == "testsuite" else suite.find("testsuite")  # type: ignore[assignment]
+    assert suite is not None
+    return {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
+
+
+def pytest_on_backend(
+    selection: Sequence[str],
+    backend: str,
+    *,
+    env: Mapping[str, str],
+    tmp: Path,
+    timeout: float,
+    run: str,
+    failed_on: str,
+    min_tests: int,
+    logs: Callable[[], str] = lambda: "",
+) -> dict[str, int]:
+    """``pytest SELECTION --backend BACKEND`` in a new process group (the project's root its working directory,
+    ``env`` its whole environment, its junit report and base temp under ``tmp``), killed with its group after
+    ``timeout`` s. The calling test fails naming ``run`` when it did not finish (the output's tail, then
+    ``logs()``), and ``failed_on`` (what failed where) with the subprocess's failures by test id when any test
+    failed, or when fewer than ``min_tests`` ran or any was skipped; the report's counts otherwise."""
+    junit = tmp / "junit.xml"
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        *selection,
+        "--backend",
+        backend,
+        "-q",
+        "-ra",
+        "-p",
+        "no:cacheprovider",
+    ]
+    cmd += [f"--junitxml={junit}", f"--basetemp={tmp / 'run'}"]
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env=dict(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate()
+        pytest.fail("\n".join([f"the {run} did not finish in {timeout:.0f} s", output[-4000:], logs()]))
+    elapsed = time.monotonic() - started
+    failed = junit_failures(junit)
+    assert proc.returncode == 0 and not failed, (
+        f"the lifecycle failed on {failed_on} (exit {proc.returncode}):\n  "
+        + "\n  ".join(failed or ["(no junit report)"])
+        + f"\n--- pytest output (tail)\n{output[-6000:]}"
+    )
+    counts = junit_counts(junit)
+    assert counts["tests"] >= min_tests and counts["skipped"] == 0, counts
+    print(f"{run}: {counts['tests']} tests passed in {elapsed:.0f} s")
+    return counts
 
 
 def cli_as(lh: Any, user: str, *args: str) -> tuple[int, str, str]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import app_test, lake_env, lake_settings, refs, run_cli, use_env, write_csv
+from helpers import app_test, lake_env, lake_settings, refs, run_cli, seed_tables, use_env, write_csv
 from streamlit.testing.v1 import AppTest
 
 from wap_core import Lakehouse, TableId
@@ -202,11 +202,7 @@ def lake(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Lakeh
     )
     lh = Lakehouse(settings)
     src = home / "src"
-    first = ingest(
-        lh, T, [write_csv(src / "first.csv", HEADER, [(1, "ann"), (2, "bob")])], create=True, branch="first"
-    )
-    assert first.audit.passed
-    publish(lh, T, "first")
+    seed_tables(lh, [T], src, HEADER)
     assert ingest(lh, T, [write_csv(src / "late.csv", HEADER, [(3, "cy")])], branch="late").audit.passed
     ingest(lh, T, [write_csv(src / "bump.csv", HEADER, [(4, "dee")])], branch="bump")
     publish(lh, T, "bump")  # main moves under ``late``

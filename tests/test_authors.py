@@ -12,11 +12,9 @@ import json
 from typing import Any
 
 import pytest
-from helpers import app_test, cli_as, lake_env, lake_settings, refs, use_env, write_csv
+from helpers import app_test, cli_as, lake_env, lake_settings, refs, seed_tables, use_env, write_csv
 
 from wap_core import Lakehouse, TableId
-from wap_core.workflow.ingest import ingest
-from wap_core.workflow.publish import publish
 from wap_core.workflow.review import authors, evaluate, policy_for, review_state
 
 cli = cli_as  # the CLI in-process as a user, with the lakehouse's access file and ingest roots
@@ -43,9 +41,7 @@ def lake(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Lakeh
         home, f"au{next(_names)}", SUITE, access_path=home / "access.yml", ingest_roots=(home,)
     )
     lh = Lakehouse(settings)  # seeded before the access file exists (everyone is admin)
-    first = [write_csv(home / "src" / "first.csv", HEADER, [(1, "ann"), (2, "bob")])]
-    assert ingest(lh, P, first, create=True, branch="first").audit.passed
-    publish(lh, P, "first")
+    seed_tables(lh, [P], home / "src", HEADER)
     settings.access_file.write_text(ACCESS)
     return lh
 

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from wap_core import Lakehouse, Settings, TableId
+from wap_core import Lakehouse, TableId
 from wap_core.workflow.ingest import ingest
 from wap_core.workflow.publish import publish
 
@@ -58,7 +58,7 @@ def console(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> It
     if not Path(CHROMIUM).exists():
         pytest.skip("Chromium is not installed (make browser-deps)")
     home = tmp_path_factory.mktemp("cancel")
-    settings = Settings(home=home, checks_path=home / "checks.yml", user="seeder", catalog_name="e2ecancel")
+    settings = helpers.lake_settings(home, "e2ecancel")
     lh = Lakehouse(settings)
     src = home / "landing" / "wide.parquet"
     src.parent.mkdir(parents=True)
@@ -67,14 +67,13 @@ def console(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> It
     publish(lh, T, "b1")
     ui_port = helpers.free_port()
     env = helpers.console_env(
-        WAP_HOME=str(home),
-        WAP_CHECKS=str(settings.checks_file),
-        WAP_CATALOG_NAME="e2ecancel",
-        WAP_USER="analyst-e2e",
-        WAP_SHUFFLE_PARTITIONS="2",
-        WAP_QUERY_TIMEOUT="600",
-        WAP_SPARK_UI="true",
-        WAP_SPARK_CONF=f"spark.ui.port={ui_port} spark.port.maxRetries=0",
+        **helpers.lake_env(
+            settings,
+            "analyst-e2e",
+            WAP_QUERY_TIMEOUT="600",
+            WAP_SPARK_UI="true",
+            WAP_SPARK_CONF=f"spark.ui.port={ui_port} spark.port.maxRetries=0",
+        )
     )
     with helpers.console(env, home / "streamlit.log") as base:
         yield Console(base, f"http://127.0.0.1:{ui_port}")

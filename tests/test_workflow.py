@@ -15,7 +15,17 @@ import sys
 from typing import Any
 
 import pytest
-from helpers import app_test, cli_as, cli_process, lake_env, lake_settings, refs, use_env, write_csv
+from helpers import (
+    app_test,
+    cli_as,
+    cli_process,
+    lake_env,
+    lake_settings,
+    refs,
+    seed_tables,
+    use_env,
+    write_csv,
+)
 
 from wap_core import Lakehouse, TableId
 from wap_core.exceptions import AccessFileError, ConflictError
@@ -23,7 +33,6 @@ from wap_core.faults import FAULT_EXIT_CODE
 from wap_core.identifiers import MAIN
 from wap_core.lake import catalog as cat
 from wap_core.security.access import parse_access
-from wap_core.workflow.ingest import ingest
 from wap_core.workflow.publish import publish, publish_readiness
 from wap_core.workflow.reconcile import reconcile
 from wap_core.workflow.review import policy_for, review_state
@@ -58,17 +67,7 @@ def lake(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Lakeh
         home, f"wf{next(_names)}", SUITE, access_path=home / "access.yml", ingest_roots=(home,)
     )
     lh = Lakehouse(settings)
-    src = home / "src"
-    for t in (P, F):  # seeded before the access file exists (everyone is admin)
-        r = ingest(
-            lh,
-            t,
-            [write_csv(src / f"{t.name}0.csv", HEADER, [(1, "ann"), (2, "bob")])],
-            create=True,
-            branch="first",
-        )
-        assert r.audit.passed
-        publish(lh, t, "first")
+    seed_tables(lh, [P, F], home / "src", HEADER)  # before the access file exists (everyone is admin)
     settings.access_file.write_text(ACCESS)
     return lh
 

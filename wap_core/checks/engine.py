@@ -431,22 +431,59 @@ def evaluate(
     # 1. what the pass must compute (SQL text only; no Spark work yet)
     aggs, keys = _pass_inputs(todo, ctx, errors)
     todo = [s for s in todo if s.name not in errors]
+    batch, plan = _plan_pass(batch, todo, single_split, rows_hint)
 
-    plan = PassPlan()
-    if todo:
-        if single_split:
-            batch, one_task = batch.coalesce(1), True
-        else:
-            batch, one_task = _one_task(batch)
-        large = rows_hint is not None and rows_hint >= SPLIT_ROWS
-        plan = PassPlan(one_task, AGGREGATE_JOBS if one_task and large else 1)
-
-    # 2. the pass (also when everything is cached but nothing tells the row count). Row-level checks
-    #    are measured, and their failing rows sampled, as soon as the aggregates are known: on the
-    #    aggregates' thread, while a key grouping may still run.
+    # 2. the pass (also when everything is cached but nothing tells the row count)
     rows: int | None = next((int(m[ROWS]) for m in measurements.values() if m.get(ROWS) is not None), None)
-    values: dict[str, Any] = {}
     fresh: dict[str, Measurement] = {}
+    values: dict[str, Any] = {}
+    if todo or rows is None:
+        values = _the_pass(batch, todo, aggs, keys, ctx, precomputed, sample_rows, plan, fresh, errors)
+        rows = int(values.get(ROWS) or 0)
+    todo = [s for s in todo if s.name not in errors]
+
+    # 3. each check's own look-ups (the checks not measured with the aggregates above)
+    _measure([s for s in todo if s.name not in fresh], values, rows, batch, ctx, fresh, errors)
+
+    # 4. samples of failing rows: one job for every failing row-level check not sampled yet
+    _sample_failing(batch, [s for s in todo if s.name not in errors], fresh, sample_rows)
+    fresh = {name: m for name, m in fresh.items() if name not in errors}
+    _store_fresh(fresh, fingerprints, measurements, cache)
+
+    # 5. verdicts: pure Python
+    results = _verdicts(specs, measurements, errors, ctx)
+    return Evaluation(results, rows or 0, measurements, list(fresh))
+
+
+def _plan_pass(
+    batch: DataFrame, todo: list[CheckSpec], single_split: bool, rows_hint: int | None
+) -> tuple[DataFrame, PassPlan]:
+    """The batch as the pass reads it (one task where it can) and how the pass spreads its work."""
+    if not todo:
+        return batch, PassPlan()
+    if single_split:
+        batch, one_task = batch.coalesce(1), True
+    else:
+        batch, one_task = _one_task(batch)
+    large = rows_hint is not None and rows_hint >= SPLIT_ROWS
+    return batch, PassPlan(one_task, AGGREGATE_JOBS if one_task and large else 1)
+
+
+def _the_pass(
+    batch: DataFrame,
+    todo: list[CheckSpec],
+    aggs: dict[str, dict[str, str]],
+    keys: dict[str, tuple[str, ...]],
+    ctx: MainContext,
+    precomputed: Mapping[str, Any] | None,
+    sample_rows: int,
+    plan: PassPlan,
+    fresh: dict[str, Measurement],
+    errors: dict[str, BaseException],
+) -> dict[str, Any]:
+    """The one pass's values. Row-level checks are measured, and their failing rows sampled, into
+    ``fresh`` as soon as the aggregates are known: on the aggregates' thread, while a key grouping
+    may still run."""
     early = [s for s in todo if s.row_level and s.name not in keys]
     # the sample read's projection (every early check's failure flag), parsed and analysed while the
     # aggregates run, so that once they are known only the read's filter is left to build
@@ -457,34 +494,29 @@ def evaluate(
             _measure(early, v, int(v[ROWS]), batch, ctx, fresh, errors)
             _sample_failing(batch, early, fresh, sample_rows, flagged)
 
-    if todo or rows is None:
-        values = _measure_pass(
-            batch,
-            {n: a for n, a in aggs.items() if a},
-            keys,
-            precomputed,
-            errors,
-            rows_known if early else None,
-            flagged.prepare if flagged is not None else None,
-            plan,
-        )
-        rows = int(values.get(ROWS) or 0)
-    todo = [s for s in todo if s.name not in errors]
+    return _measure_pass(
+        batch,
+        {n: a for n, a in aggs.items() if a},
+        keys,
+        precomputed,
+        errors,
+        rows_known if early else None,
+        flagged.prepare if flagged is not None else None,
+        plan,
+    )
 
-    # 3. each check's own look-ups (the checks not measured with the aggregates above)
-    _measure([s for s in todo if s.name not in fresh], values, rows, batch, ctx, fresh, errors)
 
-    # 4. samples of failing rows: one job for every failing row-level check not sampled yet
-    _sample_failing(batch, [s for s in todo if s.name not in errors], fresh, sample_rows)
-    fresh = {name: m for name, m in fresh.items() if name not in errors}
+def _store_fresh(
+    fresh: dict[str, Measurement],
+    fingerprints: dict[str, str],
+    measurements: dict[str, Measurement],
+    cache: MeasurementCache | None,
+) -> None:
+    """Add the new measurements to ``measurements`` and to the cache, under their fingerprints."""
     for name, m in fresh.items():
         measurements[name] = jsonable(m)
     if cache is not None and fresh:
         cache.save({fingerprints[n]: measurements[n] for n in fresh})
-
-    # 5. verdicts: pure Python
-    results = _verdicts(specs, measurements, errors, ctx)
-    return Evaluation(results, rows or 0, measurements, list(fresh))
 
 
 def _from_cache(

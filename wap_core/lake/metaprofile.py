@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
     from pyiceberg.schema import Schema
     from pyiceberg.table import FileScanTask, Table
-    from pyspark.sql.types import DataType
+    from pyspark.sql.types import DataType, StructType
 
     from wap_core.lakehouse import Lakehouse
 
@@ -295,31 +295,74 @@ def metadata_profile(
     ``accuracy`` ({field: "exact"|"approximate"}) and ``approximate`` (the approximate fields).
     The limits default to the module's ``SAMPLE_ROWS``, ``SAMPLE_FILES`` and ``SCAN_MAX_ROWS``.
     """
-    import pyarrow as pa
-
     sample_rows = SAMPLE_ROWS if sample_rows is None else sample_rows
     sample_files = SAMPLE_FILES if sample_files is None else sample_files
     scan_max_rows = SCAN_MAX_ROWS if scan_max_rows is None else scan_max_rows
     tbl = lh.table(table)
-    snap = tbl.metadata.snapshot_by_id(snapshot_id)
-    if snap is None:
-        return None, f"snapshot {snapshot_id} not in the table's metadata"
-    schema = cat.schema_at(tbl, snapshot_id)
-    tasks = list(tbl.scan(snapshot_id=snapshot_id).plan_files())
-    deletes = {d.file_path for t in tasks for d in t.delete_files}
-    if deletes:
-        return None, f"full scan: {len(deletes)} delete file(s) make the manifests' counts inexact"
-    files = [t.file for t in tasks]
-    rows = sum(f.record_count for f in files)
-    if rows <= scan_max_rows:
-        return None, f"full scan: main has {rows:,} rows (no more than {scan_max_rows:,})"
+    found = _data_files(tbl, snapshot_id, scan_max_rows)
+    if isinstance(found, str):
+        return None, found
+    tasks, files, rows = found
 
     spark_schema = lh.read_snapshot(table, snapshot_id).schema  # analysis only: Spark's types, no job
     chosen = evenly(tasks, sample_files)
+    schema = cat.schema_at(tbl, snapshot_id)
     sample = read_sample(tbl, schema, chosen, sample_rows)
     n = sample.num_rows
+    cols, puffin_cols = _profile_columns(
+        tbl, snapshot_id, schema, spark_schema, sample, files, rows, max_top_columns
+    )
+    basis = (
+        f"rows, nulls, min and max from the manifests of {len(files):,} data files; distinct, mean, quantiles and "
+        f"top values from a sample of {n:,} rows in {len(chosen)} files"
+        + (f"; distinct from Puffin NDV sketches for {puffin_cols} column(s)" if puffin_cols else "")
+    )
+    log.info("metadata profile of %s at %s: %s", table, snapshot_id, basis)
+    prof = {
+        "rows": rows,
+        "columns": cols,
+        "source": "metadata",
+        "basis": basis,
+        "sample": {"rows": n, "files": len(chosen), "files_total": len(files)},
+    }
+    return prof, basis
+
+
+def _data_files(
+    tbl: Table, snapshot_id: int, scan_max_rows: int
+) -> tuple[list[FileScanTask], list[DataFile], int] | str:
+    """The snapshot's scan tasks, data files and row count; or why its profile needs a full scan."""
+    snap = tbl.metadata.snapshot_by_id(snapshot_id)
+    if snap is None:
+        return f"snapshot {snapshot_id} not in the table's metadata"
+    tasks = list(tbl.scan(snapshot_id=snapshot_id).plan_files())
+    deletes = {d.file_path for t in tasks for d in t.delete_files}
+    if deletes:
+        return f"full scan: {len(deletes)} delete file(s) make the manifests' counts inexact"
+    files = [t.file for t in tasks]
+    rows = sum(f.record_count for f in files)
+    if rows <= scan_max_rows:
+        return f"full scan: main has {rows:,} rows (no more than {scan_max_rows:,})"
+    return tasks, files, rows
+
+
+def _profile_columns(
+    tbl: Table,
+    snapshot_id: int,
+    schema: Schema,
+    spark_schema: StructType,
+    sample: pa.Table,
+    files: list[DataFile],
+    rows: int,
+    max_top_columns: int,
+) -> tuple[dict[str, dict[str, Any]], int]:
+    """Each column's profile, top values for the first ``max_top_columns`` categorical ones; and how
+    many columns took their distinct count from a Puffin sketch."""
+    import pyarrow as pa
+
     ndv = puffin_ndv(tbl, snapshot_id)
     props = dict(tbl.properties)
+    n = sample.num_rows
     cols: dict[str, dict[str, Any]] = {}
     cats: list[str] = []
     puffin_cols = 0
@@ -336,20 +379,7 @@ def metadata_profile(
             and cols[name]["distinct"] <= TOP_VALUES_MAX_DISTINCT
         ):
             cats.append(name)
-    basis = (
-        f"rows, nulls, min and max from the manifests of {len(files):,} data files; distinct, mean, quantiles and "
-        f"top values from a sample of {n:,} rows in {len(chosen)} files"
-        + (f"; distinct from Puffin NDV sketches for {puffin_cols} column(s)" if puffin_cols else "")
-    )
-    log.info("metadata profile of %s at %s: %s", table, snapshot_id, basis)
-    prof = {
-        "rows": rows,
-        "columns": cols,
-        "source": "metadata",
-        "basis": basis,
-        "sample": {"rows": n, "files": len(chosen), "files_total": len(files)},
-    }
-    return prof, basis
+    return cols, puffin_cols
 
 
 class _ColumnFacts:

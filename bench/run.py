@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +160,40 @@ def fast_forwarded(lh: Any, tid: Any, before: BeforePublish, res: Any) -> bool:
         and {s.snapshot_id for s in after.metadata.snapshots} == before.snapshots
         and set(after.inspect.files()["file_path"].to_pylist()) == before.files
     )
+
+
+@dataclass(frozen=True)
+class Published:
+    """A publish measured: its seconds (the call only), whether it was a clean fast-forward
+    (``fast_forwarded``), its outcome, and the table's data files before and after it."""
+
+    seconds: float
+    fast_forward: bool
+    outcome: Any
+    files_before: set[str]
+    files_after: set[str]
+
+
+def measured_publish(lh: Any, tid: Any, branch: str, data_files: Callable[[], set[str]]) -> Published:
+    from wap_core.workflow.publish import publish
+
+    state = before_publish(lh, tid, branch)
+    files_before = data_files()
+    t0 = time.perf_counter()
+    res = publish(lh, tid, branch)
+    seconds = time.perf_counter() - t0
+    files_after = data_files()
+    return Published(seconds, fast_forwarded(lh, tid, state, res), res.outcome, files_before, files_after)
+
+
+def audit_and_diff(lh: Any, tid: Any, branch: str) -> Any:
+    """The review of a batch: its audit (returned), then its diff against main."""
+    from wap_core.analysis.diff import compute_diff
+    from wap_core.workflow.audit import run_audit
+
+    audit = run_audit(lh, tid, branch)
+    compute_diff(lh, tid, branch)
+    return audit
 
 
 # --------------------------------------------------------------------------- the bench
@@ -377,9 +412,7 @@ class Bench:
 
     # ----- scenario 1: audit + diff cost follows the batch ---------------------------------
     def scenario_1(self) -> None:
-        from wap_core.analysis.diff import compute_diff
         from wap_core.analysis.keyed_diff import keyed_diff
-        from wap_core.workflow.audit import run_audit
 
         log("scenario 1: audit + diff of the same batch on the large vs the small table")
         batch = self.next_batch()
@@ -387,11 +420,7 @@ class Bench:
         for name in ("li_large", "li_small"):
             self.ingest(name, batch, "b1")
 
-        def audit_diff(tid: Any) -> Any:
-            a = run_audit(self.lh, tid, "b1")
-            compute_diff(self.lh, tid, "b1")
-            return a
-
+        audit_diff = partial(audit_and_diff, self.lh, branch="b1")
         for tid in (large, small):  # warm-up (and main profiles: cached per snapshot, see scenario 6)
             audit_diff(tid)
             keyed_diff(self.lh, tid, "b1", KEY)
@@ -762,7 +791,6 @@ class Bench:
         return data_files_on_disk(self.lh, self.tid(name))
 
     def scenario_2(self) -> None:
-        from wap_core.workflow.publish import publish
 
         log("scenario 2: publish (fast-forward) on the large vs the small table")
         times: dict[str, list[float]] = {"li_large": [], "li_small": []}
@@ -773,14 +801,10 @@ class Bench:
             for name in ("li_large", "li_small") if i % 2 == 0 else ("li_small", "li_large"):
                 tid, b = self.tid(name), f"p{i}"
                 self.ingest(name, batch, b)
-                state = before_publish(self.lh, tid, b)
-                disk_before = self.data_files_on_disk(name)
-                t0 = time.perf_counter()
-                res = publish(self.lh, tid, b)
-                times[name].append(time.perf_counter() - t0)
-                disk_after = self.data_files_on_disk(name)
-                written += len(disk_after - disk_before)
-                checks_ok &= fast_forwarded(self.lh, tid, state, res)
+                p = measured_publish(self.lh, tid, b, partial(self.data_files_on_disk, name))
+                times[name].append(p.seconds)
+                written += len(p.files_after - p.files_before)
+                checks_ok &= p.fast_forward
         ml, ms = statistics.median(times["li_large"]), statistics.median(times["li_small"])
         self.rows.append(
             Row(

@@ -29,6 +29,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -303,8 +304,7 @@ def _audit(b: Bench, st: Store) -> dict[str, Any]:
 
 def _publish(b: Bench, st: Store) -> dict[str, Any]:
     """s3b: publish a freshly ingested batch, large vs small main; the data files listed before and after."""
-    from bench.run import before_publish, fast_forwarded, ingest_batch, log
-    from wap_core.workflow.publish import publish
+    from bench.run import ingest_batch, log, measured_publish
 
     reps = max(b.repeat, 5)  # a publish takes milliseconds: at least 5 for a stable median
     log(f"scenario s3b on {st.label}: {reps} publishes of a {fmt(_DATA['batch_rows'])} batch per table")
@@ -318,16 +318,12 @@ def _publish(b: Bench, st: Store) -> dict[str, Any]:
         for name in (LARGE, SMALL) if i % 2 == 0 else (SMALL, LARGE):
             tid, br = st.tid(name), f"cp{i}"
             ingest_batch(st.lh, tid, batch, br)
-            state = before_publish(st.lh, tid, br)
-            before = st.data_files(name)
-            t0 = time.perf_counter()
-            res = publish(st.lh, tid, br)
-            times[name].append(time.perf_counter() - t0)
-            after_files = st.data_files(name)
-            written += sorted(after_files - before)
-            listed.append(len(before))
-            outcomes.append(res.outcome)
-            checks_ok &= fast_forwarded(st.lh, tid, state, res) and before <= after_files
+            p = measured_publish(st.lh, tid, br, partial(st.data_files, name))
+            times[name].append(p.seconds)
+            written += sorted(p.files_after - p.files_before)
+            listed.append(len(p.files_before))
+            outcomes.append(p.outcome)
+            checks_ok &= p.fast_forward and p.files_before <= p.files_after
     return {
         "times": times,
         "written": written,

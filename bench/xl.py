@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from bench import data
@@ -70,11 +71,10 @@ def _next_batch(b: Bench) -> Any:
 def scenario_xl(b: Bench) -> None:
     from sqlalchemy import text
 
-    from bench.run import Row, fmt_rows, fmt_s, log
+    from bench.run import Row, audit_and_diff, fmt_rows, fmt_s, log
     from wap_core.analysis.diff import compute_diff, profile_frame
     from wap_core.lake import catalog as cat
     from wap_core.lake.metaprofile import metadata_profile
-    from wap_core.workflow.audit import run_audit
     from wap_core.workflow.publish import publish
 
     sf = f"SF{b.args.scale_xl:g}"
@@ -156,11 +156,7 @@ def scenario_xl(b: Bench) -> None:
     for name in ("li_xl", "li_xs"):
         b.ingest(name, batch, "x2")
 
-    def audit_diff(tid: Any) -> Any:
-        a = run_audit(b.lh, tid, "x2")
-        compute_diff(b.lh, tid, "x2")
-        return a
-
+    audit_diff = partial(audit_and_diff, b.lh, branch="x2")
     for tid in (xl, xs):  # warm-up (main profiles cached per snapshot)
         audit_diff(tid)
     t_xl: list[float] = []

@@ -13,18 +13,14 @@ store's failures. The subprocess's failures are reported here by test id.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from test_cluster import _counts, _failures
+from helpers import pytest_on_backend
 
 from wap_core.lake import s3
 
-ROOT = Path(__file__).resolve().parent.parent
 LIFECYCLE = "tests/test_core_lifecycle.py::test_"
 BOTH = [
     LIFECYCLE + "ingest_writes_only_to_a_new_branch_with_provenance",
@@ -63,47 +59,15 @@ def test_lifecycle_on_seaweedfs_s3_and_its_iceberg_rest_catalog(
     if request.config.getoption("backend") != "local-sqlite":
         pytest.skip("this test starts the object-store run itself")
     s3.s3a_jars()  # make setup-s3 installed them (a clear error naming the fix otherwise)
-    junit = tmp_path / "s3-junit.xml"
-    selection = BOTH + FAILURES  # a node id without a parameter runs on both backends
     env = {k: v for k, v in os.environ.items() if not k.startswith("WAP_")}
     env["PYSPARK_PYTHON"] = sys.executable
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        *selection,
-        "--backend",
+    pytest_on_backend(
+        BOTH + FAILURES,  # a node id without a parameter runs on both backends
         "s3-seaweedfs,rest-seaweedfs",
-        "-q",
-        "-ra",
-        "-p",
-        "no:cacheprovider",
-        f"--junitxml={junit}",
-        f"--basetemp={tmp_path / 'run'}",
-    ]
-    started = time.monotonic()
-    proc = subprocess.Popen(
-        cmd,
-        cwd=ROOT,
         env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
+        tmp=tmp_path,
+        timeout=1500,
+        run="object-store run",
+        failed_on="SeaweedFS (S3 / REST catalog)",
+        min_tests=2 * len(BOTH) + len(FAILURES),
     )
-    try:
-        output, _ = proc.communicate(timeout=1500)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        output, _ = proc.communicate()
-        pytest.fail(f"the object-store run did not finish in 1500 s\n{output[-4000:]}")
-    elapsed = time.monotonic() - started
-    failed = _failures(junit)
-    assert proc.returncode == 0 and not failed, (
-        f"the lifecycle failed on SeaweedFS (S3 / REST catalog) (exit {proc.returncode}):\n  "
-        + "\n  ".join(failed or ["(no junit report)"])
-        + f"\n--- pytest output (tail)\n{output[-6000:]}"
-    )
-    counts = _counts(junit)
-    assert counts["tests"] >= 2 * len(BOTH) + len(FAILURES) and counts["skipped"] == 0, counts
-    print(f"object-store run: {counts['tests']} tests passed in {elapsed:.0f} s")

@@ -18,6 +18,7 @@ from wap_core.cli.output import (
     print_audit,
     print_audit_err,
     print_json,
+    print_result,
     print_review,
     print_table,
 )
@@ -110,8 +111,7 @@ def _branches(args: argparse.Namespace, lh: Lakehouse) -> int:
 def _gc(args: argparse.Namespace, lh: Lakehouse) -> int:
 
     gc = collect_garbage(lh, older_than=args.older_than, dry_run=args.dry_run)
-    print_json(to_jsonable(gc)) if args.json else print("\n".join(gc.lines()))
-    return EXIT_OK
+    return print_result(args, gc, "\n".join(gc.lines()))
 
 
 def _history(args: argparse.Namespace, lh: Lakehouse) -> int:
@@ -204,29 +204,28 @@ def _diff(args: argparse.Namespace, lh: Lakehouse) -> int:
 def _publish(args: argparse.Namespace, lh: Lakehouse) -> int:
 
     r = publish(lh, TableId.parse(args.table), args.branch, force=args.force, reason=args.reason)
-    print_json(to_jsonable(r)) if args.json else print(
-        f"{r.outcome}: {r.table} main {r.main_before} -> {r.main_after}" + (" (forced)" if r.forced else "")
+    return print_result(
+        args,
+        r,
+        f"{r.outcome}: {r.table} main {r.main_before} -> {r.main_after}" + (" (forced)" if r.forced else ""),
     )
-    return EXIT_OK
 
 
 def _rebase(args: argparse.Namespace, lh: Lakehouse) -> int:
 
     rb = rebase(lh, TableId.parse(args.table), args.branch)
-    print_json(to_jsonable(rb)) if args.json else print(
+    return print_result(
+        args,
+        rb,
         f"{rb.outcome}: {rb.table} {rb.branch} {rb.old_head} -> {rb.new_head}"
-        + ("; audit it again before publishing" if rb.outcome is RebaseOutcome.REBASED else "")
+        + ("; audit it again before publishing" if rb.outcome is RebaseOutcome.REBASED else ""),
     )
-    return EXIT_OK
 
 
 def _discard(args: argparse.Namespace, lh: Lakehouse) -> int:
 
     dr = discard(lh, TableId.parse(args.table), args.branch, reason=args.reason)
-    print_json(to_jsonable(dr)) if args.json else print(
-        f"discarded {dr.table} {dr.branch} (head {dr.head}); main untouched"
-    )
-    return EXIT_OK
+    return print_result(args, dr, f"discarded {dr.table} {dr.branch} (head {dr.head}); main untouched")
 
 
 def _approve(args: argparse.Namespace, lh: Lakehouse) -> int:
@@ -244,10 +243,7 @@ def _request_changes(args: argparse.Namespace, lh: Lakehouse) -> int:
 def _comment(args: argparse.Namespace, lh: Lakehouse) -> int:
 
     added = review.add_comment(lh, TableId.parse(args.table), args.branch, args.text, check=args.check)
-    print_json(to_jsonable(added)) if args.json else print(
-        f"comment {added.id} added to {added.table} {added.branch}"
-    )
-    return EXIT_OK
+    return print_result(args, added, f"comment {added.id} added to {added.table} {added.branch}")
 
 
 def _comments(args: argparse.Namespace, lh: Lakehouse) -> int:
@@ -260,17 +256,17 @@ def _comments(args: argparse.Namespace, lh: Lakehouse) -> int:
 def _rollback(args: argparse.Namespace, lh: Lakehouse) -> int:
 
     rr = rollback(lh, TableId.parse(args.table), args.to, reason=args.reason)
-    print_json(to_jsonable(rr)) if args.json else print(
-        f"rolled back: {rr.table} main {rr.main_before} -> {rr.main_after} ({len(rr.rolled_back)} snapshot(s) rolled back)"
+    return print_result(
+        args,
+        rr,
+        f"rolled back: {rr.table} main {rr.main_before} -> {rr.main_after} ({len(rr.rolled_back)} snapshot(s) rolled back)",
     )
-    return EXIT_OK
 
 
 def _reopen(args: argparse.Namespace, lh: Lakehouse) -> int:
 
     ro = reopen(lh, TableId.parse(args.table), args.snapshot, branch=args.branch)
-    print_json(to_jsonable(ro)) if args.json else print(ro.branch)
-    return EXIT_OK
+    return print_result(args, ro, ro.branch)
 
 
 def _token(args: argparse.Namespace, lh: Lakehouse) -> int:

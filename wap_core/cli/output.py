@@ -30,6 +30,12 @@ def print_json(obj: Any) -> None:
     print(mask_secrets(json.dumps(obj, indent=2, default=json_default)))
 
 
+def print_result(args: argparse.Namespace, result: Any, line: str) -> int:
+    """``result`` as JSON with ``--json``, else ``line``; the exit code of a command that did its work."""
+    print_json(to_jsonable(result)) if args.json else print(line)
+    return EXIT_OK
+
+
 def format_cell(value: Any) -> str:
     """A table cell: blank for none, lists joined, mappings as key=value."""
     if value is None:

@@ -83,9 +83,18 @@ def _refusal_fails_the_task() -> Iterator[None]:
 class _BatchTask:
     """Table and branch: given, or from the XCom of ``source_task_id`` (the ingest task)."""
 
-    table: str | None
-    branch: str | None
-    source_task_id: str
+    def __init__(
+        self,
+        *,
+        table: str | None = None,
+        branch: str | None = None,
+        source_task_id: str = INGEST_TASK,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)  # the operator's (BaseOperator's) own arguments
+        self.table = table
+        self.branch = branch
+        self.source_task_id = source_task_id
 
     def batch(self, context: Any) -> tuple[str, str]:
         """(table, branch) of the task: its own, else the source task's XCom."""
@@ -140,19 +149,8 @@ class WapAuditOperator(_BatchTask, BaseOperator):  # type: ignore[misc]
     template_fields: Sequence[str] = ("table", "branch")
     operator_extra_links = (OpenReviewLink(),)
 
-    def __init__(
-        self,
-        *,
-        table: str | None = None,
-        branch: str | None = None,
-        source_task_id: str = INGEST_TASK,
-        require_pass: bool = False,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, *, require_pass: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.table = table
-        self.branch = branch
-        self.source_task_id = source_task_id
         self.require_pass = require_pass
 
     def execute(self, context: Any) -> dict[str, Any]:
@@ -203,20 +201,9 @@ class WapDecisionSensor(_BatchTask, BaseSensorOperator):  # type: ignore[misc]
     template_fields: Sequence[str] = ("table", "branch")
     operator_extra_links = (OpenReviewLink(),)
 
-    def __init__(
-        self,
-        *,
-        table: str | None = None,
-        branch: str | None = None,
-        source_task_id: str = INGEST_TASK,
-        deferrable: bool = False,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, *, deferrable: bool = False, **kwargs: Any) -> None:
         kwargs.setdefault("mode", "reschedule")
         super().__init__(**kwargs)
-        self.table = table
-        self.branch = branch
-        self.source_task_id = source_task_id
         self.deferrable = deferrable
 
     def _outcome(self, context: Any, table: str, branch: str, decision: pipeline.Decision) -> dict[str, Any]:
@@ -267,18 +254,10 @@ class WapPublishOperator(_BatchTask, BaseOperator):  # type: ignore[misc]
     template_fields: Sequence[str] = ("table", "branch")
     operator_extra_links = (OpenReviewLink(),)
 
-    def __init__(
-        self,
-        *,
-        table: str | None = None,
-        branch: str | None = None,
-        source_task_id: str = INGEST_TASK,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, **kwargs: Any) -> None:
+        # its own __init__: Airflow's metaclass wraps (apply_defaults) only an __init__ other than the
+        # first base's (_BatchTask's), and BaseOperator's wrapper needs the outermost one wrapped
         super().__init__(**kwargs)
-        self.table = table
-        self.branch = branch
-        self.source_task_id = source_task_id
 
     def execute(self, context: Any) -> dict[str, Any]:
         """Publish; XCom snapshot_id is main's new head; returns the PublishResult as a dict."""

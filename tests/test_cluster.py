@@ -14,17 +14,13 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import signal
-import subprocess
 import sys
-import time
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from helpers import pytest_on_backend
 from spark_cluster import spark_cluster
 
-ROOT = Path(__file__).resolve().parent.parent
 # The lifecycle on the cluster: every step once, with the local tests' own assertions (kept to what
 # covers each step, to stay within a few minutes on 2 cores; the rest of those modules is local-only).
 LIFECYCLE = "tests/test_core_lifecycle.py::test_"
@@ -45,25 +41,6 @@ pytestmark = [pytest.mark.cluster, pytest.mark.postgres]
 FAST_JVM = "-XX:TieredStopAtLevel=1"
 
 
-def _failures(junit: Path) -> list[str]:
-    """'test id: first line of the failure' for every failed or errored test of the subprocess."""
-    if not junit.is_file():
-        return []
-    out = []
-    for case in ET.parse(junit).getroot().iter("testcase"):
-        for bad in list(case.iter("failure")) + list(case.iter("error")):
-            msg = (bad.get("message") or "").strip().splitlines()
-            out.append(f"{case.get('classname')}::{case.get('name')}: {msg[0][:300] if msg else bad.tag}")
-    return out
-
-
-def _counts(junit: Path) -> dict[str, int]:
-    suite = ET.parse(junit).getroot()
-    suite = suite if suite.tag == "testsuite" else suite.find("testsuite")  # type: ignore[assignment]
-    assert suite is not None
-    return {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
-
-
 def test_lifecycle_on_a_spark_cluster_with_a_postgres_catalog(
     postgres: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -71,7 +48,7 @@ def test_lifecycle_on_a_spark_cluster_with_a_postgres_catalog(
         pytest.skip("this test starts the cluster run itself")
     shared = tmp_path / "shared"  # the warehouses: a directory every process (driver, executors) reaches
     shared.mkdir()
-    junit, probe = tmp_path / "cluster-junit.xml", tmp_path / "probe.json"
+    probe = tmp_path / "probe.json"
     with spark_cluster(tmp_path / "cluster", workers=2, cores=1, memory="1536m") as cluster:
         state = cluster.state()
         assert [w["state"] for w in state["workers"]] == ["ALIVE", "ALIVE"] and state["cores"] == 2
@@ -101,45 +78,17 @@ def test_lifecycle_on_a_spark_cluster_with_a_postgres_catalog(
             "WAP_TEST_SHARED_STORAGE": str(shared),
             "WAP_TEST_CLUSTER_PROBE": str(probe),
         }
-        cmd = [
-            sys.executable,
-            "-m",
-            "pytest",
-            *SELECTION,
-            "--backend",
+        pytest_on_backend(
+            SELECTION,
             "cluster-postgres",
-            "-q",
-            "-ra",
-            f"--junitxml={junit}",
-            f"--basetemp={tmp_path / 'run'}",
-        ]
-        started = time.monotonic()
-        # own process group: on a timeout the driver JVM goes down with its pytest
-        proc = subprocess.Popen(
-            cmd,
-            cwd=ROOT,
             env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
+            tmp=tmp_path,
+            timeout=900,  # the driver JVM goes down with its pytest (one process group)
+            run="cluster run",
+            failed_on="the cluster + PostgreSQL backend",
+            min_tests=25,
+            logs=cluster.logs_tail,
         )
-        try:
-            output, _ = proc.communicate(timeout=900)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            output, _ = proc.communicate()
-            pytest.fail(f"the cluster run did not finish in 900 s\n{output[-4000:]}\n{cluster.logs_tail()}")
-        elapsed = time.monotonic() - started
-        failed = _failures(junit)
-        assert proc.returncode == 0 and not failed, (
-            f"the lifecycle failed on the cluster + PostgreSQL backend (exit {proc.returncode}):\n  "
-            + "\n  ".join(failed or ["(no junit report)"])
-            + f"\n--- pytest output (tail)\n{output[-6000:]}"
-        )
-        counts = _counts(junit)
-        assert counts["tests"] >= 25 and counts["skipped"] == 0, counts
-        print(f"cluster run: {counts['tests']} tests passed in {elapsed:.0f} s")
 
         # it really ran on the cluster: the master's app, two executors that completed tasks, the project's Python
         seen = json.loads(probe.read_text())

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from wap_core import Settings, TableId
+from wap_core import Lakehouse, Settings, TableId
 from wap_core.cli import main as cli_main
 from wap_core.workflow.ingest import ingest
 from wap_core.workflow.publish import publish
@@ -71,6 +71,17 @@ def seed_tables(
         r = ingest(lh, t, [write_csv(src / f"{t.name}0.csv", header, rows)], create=True, branch="first")
         assert r.audit.passed, (t, r.audit)
         publish(lh, t, "first")
+
+
+def guarded_lake(home: Path, name: str, checks: str, access: str, tables: Iterable[TableId]) -> Lakehouse:
+    """A ``Lakehouse`` of ``lake_settings(home, name, checks)`` (ingest root ``home``) whose ``tables`` are
+    seeded (``seed_tables`` from ``home/src``) before its access file ``home/access.yml`` gets ``access``:
+    the seeder acted while everyone was admin."""
+    settings = lake_settings(home, name, checks, access_path=home / "access.yml", ingest_roots=(home,))
+    lh = Lakehouse(settings)
+    seed_tables(lh, tables, home / "src")
+    settings.access_file.write_text(access)
+    return lh
 
 
 # --------------------------------------------------------------------------- settings as WAP_* variables

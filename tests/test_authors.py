@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 import pytest
-from helpers import app_test, cli_as, lake_env, lake_settings, refs, seed_tables, use_env, write_csv
+from helpers import app_test, cli_as, guarded_lake, lake_env, refs, use_env, write_csv
 
 from wap_core import Lakehouse, TableId
 from wap_core.workflow.review import authors, evaluate, policy_for, review_state
@@ -37,13 +37,7 @@ _names = itertools.count(1)
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Lakehouse:
     home = tmp_path_factory.mktemp("authors")
-    settings = lake_settings(
-        home, f"au{next(_names)}", SUITE, access_path=home / "access.yml", ingest_roots=(home,)
-    )
-    lh = Lakehouse(settings)  # seeded before the access file exists (everyone is admin)
-    seed_tables(lh, [P], home / "src", HEADER)
-    settings.access_file.write_text(ACCESS)
-    return lh
+    return guarded_lake(home, f"au{next(_names)}", SUITE, ACCESS, [P])
 
 
 def src(lh: Lakehouse, name: str, rows: list[tuple[object, ...]]) -> str:

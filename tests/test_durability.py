@@ -152,7 +152,7 @@ def _published(refs: dict[str, int], ctx: dict[str, Any]) -> None:
     assert refs == {"main": ctx["head"]}  # main moved and the branch went in one commit
 
 
-def _rebase_temp(written: bool) -> Callable[[dict[str, int], dict[str, Any]], None]:
+def _rebasing(written: bool) -> Callable[[dict[str, int], dict[str, Any]], None]:
     def check(refs: dict[str, int], ctx: dict[str, Any]) -> None:
         assert refs["main"] == ctx["main"] and refs["b"] == ctx["head"]  # the branch is intact until the swap
         temps = [n for n in refs if n.startswith("b__rebase_")]
@@ -212,7 +212,7 @@ def _after_rebase_abandoned(lh: Lakehouse, ctx: dict[str, Any], tmp_path: Path) 
     assert [b.branch for b in list_branches(lh)] == ["b"]
 
 
-def _after_rebase_abandoned_then_rebase(lh: Lakehouse, ctx: dict[str, Any], tmp_path: Path) -> None:
+def _after_rebase_abandoned_rerun(lh: Lakehouse, ctx: dict[str, Any], tmp_path: Path) -> None:
     _after_rebase_abandoned(lh, ctx, tmp_path)
     rb = rebase(lh, T, "b")
     assert rb.outcome == "rebased" and lineage(lh.table(T), "b").fork == ctx["main"]
@@ -230,112 +230,51 @@ def _after_rebased(lh: Lakehouse, ctx: dict[str, Any], tmp_path: Path) -> None:
     assert {r.id for r in lh.spark.table(lh.spark_name(T, "b")).select("id").collect()} == {1, 2, 10, 20, 21}
 
 
-HISTORY = ("history", "--json")
+HISTORY, BRANCHES = ("history", "--json"), ("branches", "--json")
+
+
+def _argv(*args: str) -> Callable[[Path], list[str]]:
+    return lambda p: list(args)
+
+
+def _kills(
+    args: Callable[[Path], list[str]],
+    setup: Callable[[Lakehouse, Path], dict[str, Any]],
+    *points: tuple[Any, ...],
+    reason: str | None = None,
+) -> list[Case]:
+    """One command (``args``, on what ``setup`` made) killed at each of its commit points, a row each: (point,
+    outcome, intent done, the check right after the kill, the check after reconciliation, the next command)."""
+    return [Case(p[0], args, setup, *p[1:], reason=reason) for p in points]
+
+
 CASES = [
-    Case(
-        "after_ingest_intent",
+    *_kills(
         _ingest_args,
         _setup_seed,
-        "abandoned",
-        False,
-        _no_branch("incoming"),
-        _after_nothing,
-        HISTORY,
+        ("after_ingest_intent", "abandoned", False, _no_branch("incoming"), _after_nothing, HISTORY),
+        ("after_create_branch", "incomplete", False, _incoming_empty, _after_incomplete, BRANCHES),
+        ("after_ingest_commit", "written", True, _incoming_written, _after_written, HISTORY),
     ),
-    Case(
-        "after_create_branch",
-        _ingest_args,
-        _setup_seed,
-        "incomplete",
-        False,
-        _incoming_empty,
-        _after_incomplete,
-    ),
-    Case(
-        "after_ingest_commit",
-        _ingest_args,
-        _setup_seed,
-        "written",
-        True,
-        _incoming_written,
-        _after_written,
-        HISTORY,
-    ),
-    Case(
-        "after_publish_intent",
-        lambda p: ["publish", "demo.people", "ready"],
+    *_kills(
+        _argv("publish", "demo.people", "ready"),
         _setup_branch("ready", [(3, "cy")]),
-        "abandoned",
-        False,
-        _untouched("ready"),
-        _after_publish_abandoned,
+        ("after_publish_intent", "abandoned", False, _untouched("ready"), _after_publish_abandoned, BRANCHES),
+        ("after_publish_commit", "published", True, _published, _after_published, HISTORY),
     ),
-    Case(
-        "after_publish_commit",
-        lambda p: ["publish", "demo.people", "ready"],
-        _setup_branch("ready", [(3, "cy")]),
-        "published",
-        True,
-        _published,
-        _after_published,
-        HISTORY,
-    ),
-    Case(
-        "after_rebase_intent",
-        lambda p: ["rebase", "demo.people", "b"],
+    *_kills(
+        _argv("rebase", "demo.people", "b"),
         _setup_rebase,
-        "abandoned",
-        False,
-        _untouched("b"),
-        _after_rebase_abandoned,
+        ("after_rebase_intent", "abandoned", False, _untouched("b"), _after_rebase_abandoned, BRANCHES),
+        ("after_rebase_temp_branch", "abandoned", False, _rebasing(False), _after_rebase_abandoned, HISTORY),
+        ("after_rebase_write", "abandoned", False, _rebasing(True), _after_rebase_abandoned_rerun, BRANCHES),
+        ("after_rebase_swap", "rebased", True, _rebased, _after_rebased, BRANCHES),
     ),
-    Case(
-        "after_rebase_temp_branch",
-        lambda p: ["rebase", "demo.people", "b"],
-        _setup_rebase,
-        "abandoned",
-        False,
-        _rebase_temp(False),
-        _after_rebase_abandoned,
-        HISTORY,
-    ),
-    Case(
-        "after_rebase_write",
-        lambda p: ["rebase", "demo.people", "b"],
-        _setup_rebase,
-        "abandoned",
-        False,
-        _rebase_temp(True),
-        _after_rebase_abandoned_then_rebase,
-    ),
-    Case(
-        "after_rebase_swap",
-        lambda p: ["rebase", "demo.people", "b"],
-        _setup_rebase,
-        "rebased",
-        True,
-        _rebased,
-        _after_rebased,
-    ),
-    Case(
-        "after_discard_intent",
-        lambda p: ["discard", "demo.people", "junk", "--reason", "duplicate ids"],
+    *_kills(
+        _argv("discard", "demo.people", "junk", "--reason", "duplicate ids"),
         _setup_branch("junk", [(1, "dup")]),
-        "abandoned",
-        False,
-        _untouched("junk"),
-        _after_discard_abandoned,
-        HISTORY,
-        reason="duplicate ids",
-    ),
-    Case(
-        "after_discard_commit",
-        lambda p: ["discard", "demo.people", "junk", "--reason", "duplicate ids"],
-        _setup_branch("junk", [(1, "dup")]),
-        "discarded",
-        True,
-        _no_branch("junk"),
-        _after_nothing,
+        ("after_discard_intent", "abandoned", False, _untouched("junk"), _after_discard_abandoned, HISTORY),
+        ("after_discard_commit", "discarded", True, _no_branch("junk"), _after_nothing, BRANCHES),
         reason="duplicate ids",
     ),
 ]
@@ -451,19 +390,26 @@ def _as_foreign(lh: Lakehouse, intent_id: int, owner: str, beat_age_s: float = 0
         )
 
 
+def _foreign_intent(lh: Lakehouse, owner: str, beat_age_s: float = 0.0, **intent: Any) -> Any:
+    """A pending intent of far-user on demo.people (``begin_intent(**intent)``), released by this process and
+    made to look like ``owner``'s (``_as_foreign``)."""
+    began = lh.journal.begin_intent(user="far-user", table="demo.people", **intent)
+    lh.journal.release(began)
+    _as_foreign(lh, began.id, owner, beat_age_s)
+    return began
+
+
 def test_pending_intents_of_live_processes_stay_pending_until_dead_or_stale(lh, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     ctx = _setup_branch("junk", [(3, "cy")])(lh, tmp_path)
-    intent = lh.journal.begin_intent(
-        user="far-user",
+    # another host, fresh heartbeat, precondition holds: in flight elsewhere, left alone
+    intent = _foreign_intent(
+        lh,
+        "elsewhere|4242|0|abcd1234",
         action="discard",
-        table="demo.people",
         branch="junk",
         expected_before=ctx["head"],
         reason="r",
     )
-    lh.journal.release(intent)
-    # another host, fresh heartbeat, precondition holds: in flight elsewhere, left alone
-    _as_foreign(lh, intent.id, "elsewhere|4242|0|abcd1234")
     assert reconcile(lh, T) == [] and lh.journal.intent(intent.id).status == "pending"
     # this host, a live process (our parent) that is not us: still pending
     _as_foreign(lh, intent.id, f"{_machine()}|{os.getppid()}|0|abcd1234")
@@ -478,11 +424,9 @@ def test_pending_intents_of_live_processes_stay_pending_until_dead_or_stale(lh, 
     [entry] = reconcile(lh, T)
     assert (entry.outcome, entry.user, entry.reason, entry.reconciled) == ("abandoned", "far-user", "r", True)
     # another host whose heartbeat went stale: abandoned
-    again = lh.journal.begin_intent(
-        user="far-user", action="discard", table="demo.people", branch="junk", expected_before=ctx["head"]
+    _foreign_intent(
+        lh, "elsewhere|4242|0|abcd1234", 3600, action="discard", branch="junk", expected_before=ctx["head"]
     )
-    lh.journal.release(again)
-    _as_foreign(lh, again.id, "elsewhere|4242|0|abcd1234", beat_age_s=3600)
     assert [e.outcome for e in reconcile(lh, T)] == ["abandoned"]
     assert raw_refs(lh)["junk"] == ctx["head"]
 
@@ -492,18 +436,16 @@ def test_a_landed_move_is_recorded_at_once_even_while_its_process_lives_and_only
 ) -> None:  # type: ignore[no-untyped-def]
     """Several reconcilers (separate engines, as separate processes would have) race: one outcome row."""
     ctx = _setup_branch("ready", [(3, "cy")])(lh, tmp_path)
-    intent = lh.journal.begin_intent(
-        user="far-user",
+    intent = _foreign_intent(
+        lh,
+        "elsewhere|4242|0|abcd1234",  # alive as far as anyone can tell
         action="publish",
-        table="demo.people",
         branch="ready",
         expected_before=ctx["main"],
         expected_after=ctx["head"],
         reason="go",
         details={"forced": False},
     )
-    lh.journal.release(intent)
-    _as_foreign(lh, intent.id, "elsewhere|4242|0|abcd1234")  # alive as far as anyone can tell
     lh.catalog.load_table(T.tuple).manage_snapshots().create_branch(ctx["head"], "main").remove_branch(
         "ready"
     ).commit()

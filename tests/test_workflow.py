@@ -19,10 +19,9 @@ from helpers import (
     app_test,
     cli_as,
     cli_process,
+    guarded_lake,
     lake_env,
-    lake_settings,
     refs,
-    seed_tables,
     use_env,
     write_csv,
 )
@@ -63,13 +62,7 @@ _names = itertools.count(1)
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Lakehouse:
     home = tmp_path_factory.mktemp("workflow")
-    settings = lake_settings(
-        home, f"wf{next(_names)}", SUITE, access_path=home / "access.yml", ingest_roots=(home,)
-    )
-    lh = Lakehouse(settings)
-    seed_tables(lh, [P, F], home / "src", HEADER)  # before the access file exists (everyone is admin)
-    settings.access_file.write_text(ACCESS)
-    return lh
+    return guarded_lake(home, f"wf{next(_names)}", SUITE, ACCESS, [P, F])
 
 
 def src(lh: Lakehouse, name: str, rows: list[tuple[object, ...]]) -> str:

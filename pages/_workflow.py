@@ -16,7 +16,7 @@ from pages import _common as ui
 from wap_core import TableId
 from wap_core.exceptions import WapError
 from wap_core.lakehouse import Lakehouse
-from wap_core.security.access import Permission
+from wap_core.security.access import Decision, Permission
 from wap_core.workflow import review as rw
 
 if TYPE_CHECKING:
@@ -262,17 +262,12 @@ def history_actions(lh: Lakehouse, user: str, table: str, timeline: list[Timelin
         st.caption(f":material/lock: {ui.md(admin.message.replace('run admin actions', 'roll back'))}")
     head = timeline[0].snapshot_id if timeline else None
     for snap in timeline[1:20]:
-        c1, c2 = st.columns([4, 1])
-        c1.markdown(
+        if _row_action(
             f"snapshot `{snap.snapshot_id}` · {ui.md(ui.short_time(snap.at))} · {ui.md(snap.operation)} · "
-            f"{snap.total_records:,} rows · {ui.md(snap.user or '')}"
-        )
-        if c2.button(
-            "Roll back",
-            key=f"wf_rb_{snap.snapshot_id}",
-            disabled=not admin.allowed,
-            icon=":material/undo:",
-            help=ui.md(f"Move main back to snapshot {snap.snapshot_id}" if admin.allowed else admin.message),
+            f"{snap.total_records:,} rows · {ui.md(snap.user or '')}",
+            ("Roll back", ":material/undo:", f"wf_rb_{snap.snapshot_id}"),
+            admin,
+            f"Move main back to snapshot {snap.snapshot_id}",
         ):
             st.session_state[_DIALOG] = {
                 "kind": "rollback",
@@ -285,26 +280,32 @@ def history_actions(lh: Lakehouse, user: str, table: str, timeline: list[Timelin
         st.markdown("##### Rolled-back batches")
         steward = ui.may(lh, user, Permission.INGEST)
         for g in gone:
-            c1, c2 = st.columns([4, 1])
-            c1.markdown(
+            if _row_action(
                 f"snapshot `{g.snapshot_id}` · branch {ui.md(g.branch or '?')} · {g.rows:,} rows · rolled back by "
-                f"{ui.md(g.rolled_back_by)}: {ui.md(g.reason or '')}"
-            )
-            if c2.button(
-                "Reopen as branch",
-                key=f"wf_ro_{g.snapshot_id}",
-                disabled=not steward.allowed,
-                icon=":material/call_split:",
-                help=ui.md(
-                    "Make this batch a branch again, to review, fix and re-publish"
-                    if steward.allowed
-                    else steward.message
-                ),
+                f"{ui.md(g.rolled_back_by)}: {ui.md(g.reason or '')}",
+                ("Reopen as branch", ":material/call_split:", f"wf_ro_{g.snapshot_id}"),
+                steward,
+                "Make this batch a branch again, to review, fix and re-publish",
             ):
                 _reopen(lh, user, tid, g.snapshot_id)
     dialog = st.session_state.get(_DIALOG)
     if dialog and dialog.get("kind") == "rollback" and dialog.get("table") == table:
         _rollback_dialog(lh, user, tid, int(dialog["to"]), dialog.get("head"))
+
+
+def _row_action(line: str, button: tuple[str, str, str], gate: Decision, purpose: str) -> bool:
+    """One row: ``line``, then a button ``(label, icon, key)`` that ``gate`` disables (its message as the
+    help, else ``purpose``); whether it was clicked."""
+    label, icon, key = button
+    c1, c2 = st.columns([4, 1])
+    c1.markdown(line)
+    return c2.button(
+        label,
+        key=key,
+        disabled=not gate.allowed,
+        icon=icon,
+        help=ui.md(purpose if gate.allowed else gate.message),
+    )
 
 
 @st.dialog("Roll back main", on_dismiss=_close)

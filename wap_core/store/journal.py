@@ -38,6 +38,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import Enum
@@ -50,6 +51,8 @@ from sqlalchemy import (
     Engine,
     Index,
     Integer,
+    RowMapping,
+    Select,
     String,
     Table,
     Text,
@@ -245,6 +248,11 @@ class Journal:
         with self.engine.begin() as conn:
             write_entry(conn, at=utcnow(), user=user, action=action, outcome=outcome, **fields)
 
+    def _rows(self, q: Select[Any]) -> Sequence[RowMapping]:
+        """The rows of the query ``q``, as mappings, on a connection of their own."""
+        with self.engine.connect() as conn:
+            return conn.execute(q).mappings().all()
+
     def history(
         self,
         table: str | None = None,
@@ -261,8 +269,7 @@ class Journal:
             q = q.where(journal_table.c.branch == branch)
         if action is not None:
             q = q.where(journal_table.c.action == Action(action).value)
-        with self.engine.connect() as conn:
-            rows = conn.execute(q).mappings().all()
+        rows = self._rows(q)
         return [_entry(r) for r in rows]
 
     def save_audit(
@@ -300,8 +307,7 @@ class Journal:
         if table is not None:
             newest = newest.where(audits_table.c.table_name == table)
         q = select(audits_table).where(audits_table.c.id.in_(newest.scalar_subquery()))
-        with self.engine.connect() as conn:
-            rows = conn.execute(q).mappings().all()
+        rows = self._rows(q)
         return {(r["table_name"], r["branch"]): _stored(r) for r in rows}
 
     def latest_audit(self, table: str, branch: str) -> StoredAudit | None:
@@ -341,8 +347,7 @@ class Journal:
         q = select(audits_table).order_by(desc(audits_table.c.id)).limit(limit)
         if table is not None:
             q = q.where(audits_table.c.table_name == table)
-        with self.engine.connect() as conn:
-            rows = conn.execute(q).mappings().all()
+        rows = self._rows(q)
         return [_stored(r) for r in rows]
 
     # ----- intents ------------------------------------------------------------
@@ -491,8 +496,7 @@ class Journal:
         )
         if table is not None:
             q = q.where(intents_table.c.table_name == table)
-        with self.engine.connect() as conn:
-            rows = conn.execute(q).mappings().all()
+        rows = self._rows(q)
         return [_intent(r) for r in rows]
 
     def pending_intent_on(self, table: str, branch: str) -> Intent | None:
@@ -537,8 +541,7 @@ class Journal:
         q = select(intents_table).order_by(desc(intents_table.c.id)).limit(limit)
         if table is not None:
             q = q.where(intents_table.c.table_name == table)
-        with self.engine.connect() as conn:
-            rows = conn.execute(q).mappings().all()
+        rows = self._rows(q)
         return [_intent(r) for r in rows]
 
     def incomplete_branches(self, table: str | None = None) -> set[tuple[str, str]]:

@@ -542,18 +542,24 @@ def _insert_comment(
     check: str | None = None,
 ) -> int:
     """One row of the branch's thread, in the caller's transaction; its id."""
-    pk = conn.execute(
-        insert(comments_table).values(
-            at=at,
-            user_name=user,
-            table_name=str(table),
-            branch=branch,
-            snapshot_id=head,
-            check_name=check,
-            kind=kind,
-            text=text,
-        )
-    ).inserted_primary_key
+    return _insert_branch_row(
+        conn, comments_table, at, user, table, branch, head, check_name=check, kind=kind, text=text
+    )
+
+
+def _insert_branch_row(
+    conn: Connection,
+    into: SqlTable,
+    at: datetime,
+    user: str,
+    table: TableId,
+    branch: str,
+    head: int,
+    **rest: Any,
+) -> int:
+    """One row about ``branch`` at ``head`` (a review, a comment) in the caller's transaction; its id."""
+    values = {"at": at, "user_name": user, "table_name": str(table), "branch": branch, "snapshot_id": head}
+    pk = conn.execute(insert(into).values(**values, **rest)).inserted_primary_key
     assert pk is not None
     return int(pk[0])
 
@@ -567,23 +573,21 @@ def _record_review(
     comment: str | None,
     role: Role | None,
 ) -> tuple[Review, int]:
-    tbl = lh.table(table)
-    head = cat.require_branch(tbl, table, branch)
+    head = cat.require_branch(lh.table(table), table, branch)
     now = utcnow()
     with lh.journal.engine.begin() as conn:
-        pk = conn.execute(
-            insert(reviews_table).values(
-                at=now,
-                user_name=user,
-                table_name=str(table),
-                branch=branch,
-                snapshot_id=head,
-                verdict=verdict.value,
-                role=role.label if role is not None else None,
-                comment=comment,
-            )
-        ).inserted_primary_key
-        assert pk is not None
+        review_id = _insert_branch_row(
+            conn,
+            reviews_table,
+            now,
+            user,
+            table,
+            branch,
+            head,
+            verdict=verdict.value,
+            role=role.label if role is not None else None,
+            comment=comment,
+        )
         _insert_comment(
             conn,
             at=now,
@@ -604,7 +608,7 @@ def _record_review(
         reason=comment,
     )
     rv = Review(
-        int(pk[0]), now, user, str(table), branch, head, verdict, role.label if role else None, comment
+        review_id, now, user, str(table), branch, head, verdict, role.label if role else None, comment
     )
     return rv, head
 
@@ -697,8 +701,7 @@ def add_comment(
     check_name = _clean_text(check, "the check name", required=False)
     if check_name is not None and (len(check_name) > MAX_CHECK or "\n" in check_name):
         raise ValidationError(f"the check name must be one line of at most {MAX_CHECK} characters")
-    tbl = lh.table(table)
-    head = cat.require_branch(tbl, table, branch)
+    head = cat.require_branch(lh.table(table), table, branch)
     now = utcnow()
     with lh.journal.engine.begin() as conn:
         pk = _insert_comment(

@@ -531,7 +531,6 @@ def _clean_text(text: str | None, what: str, required: bool) -> str | None:
 
 def _insert_comment(
     conn: Connection,
-    *,
     at: datetime,
     user: str,
     table: TableId,
@@ -588,16 +587,7 @@ def _record_review(
             role=role.label if role is not None else None,
             comment=comment,
         )
-        _insert_comment(
-            conn,
-            at=now,
-            user=user,
-            table=table,
-            branch=branch,
-            head=head,
-            kind=verdict.value,
-            text=comment or "",
-        )
+        _insert_comment(conn, now, user, table, branch, head, verdict.value, comment or "")
     lh.journal.record(
         user=user,
         action=_VERDICT_ACTIONS[verdict],
@@ -704,17 +694,7 @@ def add_comment(
     head = cat.require_branch(lh.table(table), table, branch)
     now = utcnow()
     with lh.journal.engine.begin() as conn:
-        pk = _insert_comment(
-            conn,
-            at=now,
-            user=user,
-            table=table,
-            branch=branch,
-            head=head,
-            kind="comment",
-            text=body,
-            check=check_name,
-        )
+        pk = _insert_comment(conn, now, user, table, branch, head, "comment", body, check_name)
     return Comment(pk, now, user, str(table), branch, head, check_name, "comment", body)
 
 

@@ -11,6 +11,7 @@ from pages._review_parts import sample_order
 from wap_core.analysis.diff import rank_changes
 from wap_core.cli.output import format_cell as _cell
 from wap_core.cli.output import json_default as _json_default
+from wap_core.workflow.status import TableInfo
 
 BIG = 4887153865992560141  # a real 64-bit snapshot id that a float/JavaScript number rounds
 
@@ -200,10 +201,14 @@ def test_display_helpers_zone_blank_counts_ticks_and_latest_table() -> None:
     days = pd.Series(pd.to_datetime(["2026-11-01", "2026-11-20"], utc=True))  # every day at the finest
     assert ui.time_axis(days, "t").to_dict()["format"] == "%b %d"
     assert ui.time_axis(times[:1], "t").to_dict()["format"] == "%H:%M:%S.%L"
+
+    def info(table: str, last_updated: str | None) -> TableInfo:
+        return TableInfo(table, 0, 0, 0, 0, None, last_updated, 0, (), 2, "")
+
     infos = [
-        {"table": "demo.airlines", "last_updated": "2026-11-24T13:00:00+00:00"},
-        {"table": "demo.flights", "last_updated": "2026-11-24T13:05:00+00:00"},
-        {"table": "demo.empty", "last_updated": None},
+        info("demo.airlines", "2026-11-24T13:00:00+00:00"),
+        info("demo.flights", "2026-11-24T13:05:00+00:00"),
+        info("demo.empty", None),
     ]
     assert ui.latest_table(infos, ["demo.airlines", "demo.empty", "demo.flights"]) == "demo.flights"
     assert ui.latest_table([], ["demo.a"]) == "demo.a" and ui.latest_table([], []) is None

@@ -155,11 +155,16 @@ with tab_sql:
     with st.form("sql"):
         sql = st.text_area("SQL", value=f"SELECT * FROM {ex.VIEW} LIMIT 20", height=120)
         run = st.form_submit_button("Run query")
-    # The query runs in a background thread (its own Spark job group in this user's FAIR pool, stopped after
-    # WAP_QUERY_TIMEOUT); this run waits for it with a Cancel button. A click (a rerun) interrupts the wait
-    # at its next update and cancels; another table/ref or a new query cancels it; so does the end of this
-    # browser session (ex.start_query's alive()).
+    # The query runs in a worker process of its own (WAP_QUERY_ISOLATION=process; or in the console's driver,
+    # in this user's FAIR pool), stopped after WAP_QUERY_TIMEOUT; this run waits for it with a Cancel button.
+    # A click (a rerun) interrupts the wait at its next update and cancels; another table/ref or a new query
+    # cancels it; so does the end of this browser session (ex.submit_query's alive()).
     _QUERY = "explore_sql_query"
+    _PHASES = {
+        "waiting": "Waiting for a free query worker…",
+        "starting": "Starting a Spark worker for the query…",
+        "running": "Running with Spark…",
+    }
     where = (table, ref.snapshot_id)
     shown = st.session_state.get(_QUERY)
     if shown is not None and (run or shown[0] != where):
@@ -171,7 +176,7 @@ with tab_sql:
                 st.stop()
             st.session_state[_QUERY] = (
                 where,
-                ex.start_query(lh, tid, ref.snapshot_id, sql, user=user, alive=_session_alive()),
+                ex.submit_query(lh, tid, ref.snapshot_id, sql, user=user, alive=_session_alive()),
             )
         except WapError as exc:
             ui.show_error(exc)
@@ -184,7 +189,8 @@ with tab_sql:
                 handle.cancel()
             while not handle.done():
                 waiting.info(
-                    f"Running with Spark… {handle.elapsed:.0f} s (stopped after {lh.settings.query_timeout:g} s)",
+                    f"{_PHASES.get(handle.phase, 'Running with Spark…')} {handle.elapsed:.0f} s "
+                    f"(stopped after {lh.settings.query_timeout:g} s)",
                     icon=":material/hourglass_top:",
                 )
                 time.sleep(0.3)

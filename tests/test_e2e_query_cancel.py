@@ -3,13 +3,19 @@
 The console serves a 200,000-row table; the runaway query is a self-join of it on a key with two values
 (2 * 10^10 rows: the SQL box refuses a cross join, not an equi-join that explodes) with a time limit the
 test never reaches (WAP_QUERY_TIMEOUT=600), so only the Cancel button or the end of the
-browser session can stop it. What runs is read from Spark's own REST API (the console's Spark UI on a free
-port): the query's job is running while the page says so, and is gone after Cancel and after the tab closed.
+browser session can stop it. Both places a query can run are tried:
+
+- ``WAP_QUERY_ISOLATION=process`` (the default): the query runs in a SQL-box worker process
+  (wap_core.analysis.sandbox); what runs is read from /proc: the worker's process group (its Python and its
+  JVM) exists while the page says so, and is gone after Cancel and after the tab closed;
+- ``driver``: the query runs in the console's own Spark; what runs is read from Spark's REST API (the
+  console's Spark UI on a free port): the query's job is running, then gone.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -23,6 +29,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from wap_core import Lakehouse, TableId
+from wap_core.analysis import sandbox
 from wap_core.workflow.ingest import ingest
 from wap_core.workflow.publish import publish
 
@@ -41,6 +48,30 @@ pytestmark = pytest.mark.e2e
 class Console:
     base: str
     spark_ui: str
+    isolation: str
+    home: Path
+
+    def query_running(self) -> bool:
+        """True while the console runs an Explore query (a worker's process group, or a Spark job)."""
+        if self.isolation == "process":
+            return bool(self.worker_processes())
+        return bool(self.running_query_jobs())
+
+    def worker_processes(self) -> list[int]:
+        """Processes of this console's SQL-box workers (tagged ``wap-sql-box <home>``) and their JVMs."""
+        tag = f"{sandbox.TAG}\0{self.home}\0".encode()
+        groups = set()
+        stats = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                if tag in Path(f"/proc/{entry}/cmdline").read_bytes():
+                    groups.add(int(entry))
+                stats[int(entry)] = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+        return [pid for pid, f in stats.items() if int(f[2]) in groups and f[0] != "Z"]
 
     def running_query_jobs(self) -> list[dict[str, Any]]:
         """The console's running Spark jobs started by an Explore query (their group's description)."""
@@ -53,12 +84,15 @@ class Console:
         return [j for j in jobs if str(j.get("jobGroup", "")).startswith("wap-")]
 
 
-@pytest.fixture(scope="module")
-def console(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Iterator[Console]:
+@pytest.fixture(scope="module", params=["process", "driver"])
+def console(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, spark_session: None
+) -> Iterator[Console]:
     if not Path(CHROMIUM).exists():
         pytest.skip("Chromium is not installed (make browser-deps)")
-    home = tmp_path_factory.mktemp("cancel")
-    settings = helpers.lake_settings(home, "e2ecancel")
+    isolation = str(request.param)
+    home = tmp_path_factory.mktemp(f"cancel-{isolation}")
+    settings = helpers.lake_settings(home, f"e2ecancel{isolation}")
     lh = Lakehouse(settings)
     src = home / "landing" / "wide.parquet"
     src.parent.mkdir(parents=True)
@@ -71,12 +105,13 @@ def console(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> It
             settings,
             "analyst-e2e",
             WAP_QUERY_TIMEOUT="600",
+            WAP_QUERY_ISOLATION=isolation,
             WAP_SPARK_UI="true",
             WAP_SPARK_CONF=f"spark.ui.port={ui_port} spark.port.maxRetries=0",
         )
     )
     with helpers.console(env, home / "streamlit.log") as base:
-        yield Console(base, f"http://127.0.0.1:{ui_port}")
+        yield Console(base, f"http://127.0.0.1:{ui_port}", isolation, home)
 
 
 def _wait(cond: Any, seconds: float, what: str) -> None:
@@ -113,18 +148,18 @@ def test_cancel_button_and_closed_tab_stop_the_query(console: Console) -> None:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.set_default_timeout(180_000)
             _start_runaway(page, console.base)
-            _wait(lambda: bool(console.running_query_jobs()), 120, "the query's Spark job")
+            _wait(console.query_running, 120, "the query to run")
             page.get_by_role("button", name="Cancel").click()
             expect(page.get_by_text("was cancelled and its Spark jobs were stopped")).to_be_visible()
             expect(page.get_by_role("button", name="Cancel")).to_have_count(0)
-            _wait(lambda: not console.running_query_jobs(), 60, "the cancelled query's jobs to end")
+            _wait(lambda: not console.query_running(), 60, "the cancelled query to end")
 
             context = browser.new_context(viewport={"width": 1400, "height": 1000})
             tab = context.new_page()
             tab.set_default_timeout(180_000)
             _start_runaway(tab, console.base)
-            _wait(lambda: bool(console.running_query_jobs()), 120, "the second query's Spark job")
+            _wait(console.query_running, 120, "the second query to run")
             context.close()  # the browser tab is gone: its session disconnects
-            _wait(lambda: not console.running_query_jobs(), 60, "the closed tab's query to be cancelled")
+            _wait(lambda: not console.query_running(), 60, "the closed tab's query to be cancelled")
         finally:
             browser.close()

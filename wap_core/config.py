@@ -44,6 +44,11 @@ _ENV = {
     "snapshot_retention": "WAP_SNAPSHOT_RETENTION",
     "notify_path": "WAP_NOTIFY",
     "query_timeout": "WAP_QUERY_TIMEOUT",
+    "query_isolation": "WAP_QUERY_ISOLATION",
+    "query_workers": "WAP_QUERY_WORKERS",
+    "query_slots": "WAP_QUERY_SLOTS",
+    "query_nice": "WAP_QUERY_NICE",
+    "query_memory": "WAP_QUERY_MEMORY",
     "catalog_type": "WAP_CATALOG_TYPE",
     "journal_uri": "WAP_JOURNAL_URI",
     "s3_endpoint": "WAP_S3_ENDPOINT",
@@ -109,6 +114,13 @@ class Settings:
     s3_path_style: bool | None = None  # bucket in the path, not the host name; default: True with an endpoint
     # a user's query (SQL box, `query`) is cancelled after this many seconds (WAP_QUERY_TIMEOUT)
     query_timeout: float = 60.0
+    # Where the console's SQL box runs a query (wap_core.analysis.sandbox): "process" (a worker process with
+    # its own small Spark driver, killed on time-out or Cancel) or "driver" (the console's shared driver)
+    query_isolation: str = "process"
+    query_workers: int = 2  # worker processes at most (one query each; a user has one at a time)
+    query_slots: int = 1  # task slots of a worker's Spark driver (local[N])
+    query_nice: int = 10  # a worker's CPU niceness (0-19): the console's own work comes first
+    query_memory: str = "1g"  # a worker's Spark driver heap
     reconcile_seconds: int = 30  # the console's background reconciliation tick (WAP_RECONCILE_SECONDS)
     # The role a verified service token (WAP_TOKEN) grants ``user``: set by the CLI after it checked the
     # token (wap_core.security.tokens), never read from the environment or wap.toml.
@@ -120,6 +132,16 @@ class Settings:
             raise ValidationError("shuffle_partitions must be >= 1")
         if not self.query_timeout > 0:
             raise ValidationError("query_timeout (WAP_QUERY_TIMEOUT) must be > 0 seconds")
+        if self.query_isolation not in ("process", "driver"):
+            raise ValidationError(
+                f"query_isolation (WAP_QUERY_ISOLATION) must be 'process' or 'driver', got {self.query_isolation!r}"
+            )
+        if self.query_workers < 1 or self.query_slots < 1:
+            raise ValidationError(
+                "query_workers (WAP_QUERY_WORKERS) and query_slots (WAP_QUERY_SLOTS) must be >= 1"
+            )
+        if not 0 <= self.query_nice <= 19:
+            raise ValidationError("query_nice (WAP_QUERY_NICE) must be between 0 and 19")
         if self.reconcile_seconds < 1:
             raise ValidationError("reconcile_seconds (WAP_RECONCILE_SECONDS) must be >= 1")
         for uri in (self.catalog_uri, self.catalog_jdbc_uri, self.journal_uri):
@@ -354,6 +376,9 @@ _COERCE: dict[str, Callable[[str, Any], Any]] = {
     "sample_rows": _integer,
     "reconcile_seconds": _integer,
     "query_timeout": _seconds,
+    "query_workers": _integer,
+    "query_slots": _integer,
+    "query_nice": _integer,
     "ingest_roots": _root_list,
     "jdbc_jars": _str_list,
     "s3_path_style": _flag,

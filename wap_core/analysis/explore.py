@@ -16,6 +16,7 @@ from datetime import UTC, date, datetime, time
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from wap_core.analysis import sandbox
 from wap_core.exceptions import NotFoundError, ValidationError, WapError
 from wap_core.identifiers import MAIN, TableId, quote_column
 from wap_core.lake import catalog as cat
@@ -286,6 +287,39 @@ def start_query(
         timeout=lh.settings.query_timeout,
         alive=alive,
     )
+
+
+def submit_query(
+    lh: Lakehouse,
+    table: TableId,
+    snapshot_id: int,
+    sql: str,
+    limit: int = 1000,
+    *,
+    user: str | None = None,
+    alive: Callable[[], bool] | None = None,
+) -> QueryHandle[pd.DataFrame] | sandbox.SandboxQuery[pd.DataFrame]:
+    """The console's SQL box: :func:`start_query` where ``WAP_QUERY_ISOLATION`` says (default: its own process).
+
+    ``process`` (default): the query runs in a worker process with its own small Spark driver
+    (:mod:`wap_core.analysis.sandbox`), killed on time-out, Cancel or the end of the session, so no query can
+    hold the console's task slots. ``driver``: :func:`start_query` in the console's shared driver. Either way
+    authorization and the guard's parse stage are decided here, before anything starts.
+    """
+    if lh.settings.query_isolation == "driver":
+        return start_query(lh, table, snapshot_id, sql, limit, user=user, alive=alive)
+    who = user or lh.user
+    authorize(lh, who, Permission.READ, table=table)
+    sql_guard.parse_query(lh.spark, sql)  # refuse at once, without a worker
+    request = (table, snapshot_id, sql, _cap(limit), who)
+    return sandbox.submit(lh, answer_in_worker, who, _describe(table, snapshot_id), request, alive=alive)
+
+
+def answer_in_worker(lh: Lakehouse, request: tuple[TableId, int, str, int, str]) -> pd.DataFrame:
+    """A SQL-box worker's answer to one request of :func:`submit_query` (runs in the worker process)."""
+    table, snapshot_id, sql, cap, user = request
+    with jobs.user_jobs(lh.spark, user, _describe(table, snapshot_id)):
+        return _with_ref_view(lh, table, snapshot_id, sql, lambda df: df.limit(cap).toPandas())
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,21 @@ def pool_for(user: str) -> str:
     return f"user:{safe or 'anonymous'}"
 
 
+def cancel_error(reason: str, what: str, timeout: float | None) -> QueryCancelledError:
+    """The one-line error of work (``what``) stopped for ``reason`` (cancelled | timeout | session_ended)."""
+    if reason == TIMEOUT:
+        return QueryTimeoutError(
+            f"cancelled: {what} ran longer than WAP_QUERY_TIMEOUT ({timeout or 0:g} s) and its Spark jobs "
+            "were stopped; narrow it (filters, fewer joins, a LIMIT) or ask an admin to raise WAP_QUERY_TIMEOUT"
+        )
+    if reason == SESSION_ENDED:
+        return QueryCancelledError(
+            f"cancelled: the console session that started {what} ended, so its Spark jobs were stopped",
+            reason=SESSION_ENDED,
+        )
+    return QueryCancelledError(f"cancelled: {what} was cancelled and its Spark jobs were stopped")
+
+
 class JobGroup:
     """One group of Spark jobs started for ``user``; cancel it from any thread.
 
@@ -125,18 +140,7 @@ class JobGroup:
 
     def error(self) -> QueryCancelledError:
         """The one-line error of a cancelled group."""
-        what = self.description
-        if self._reason == TIMEOUT:
-            return QueryTimeoutError(
-                f"cancelled: {what} ran longer than WAP_QUERY_TIMEOUT ({self.timeout:g} s) and its Spark jobs "
-                "were stopped; narrow it (filters, fewer joins, a LIMIT) or ask an admin to raise WAP_QUERY_TIMEOUT"
-            )
-        if self._reason == SESSION_ENDED:
-            return QueryCancelledError(
-                f"cancelled: the console session that started {what} ended, so its Spark jobs were stopped",
-                reason=SESSION_ENDED,
-            )
-        return QueryCancelledError(f"cancelled: {what} was cancelled and its Spark jobs were stopped")
+        return cancel_error(self._reason or CANCELLED, self.description, self.timeout)
 
     @contextmanager
     def running(self) -> Iterator[JobGroup]:
@@ -246,6 +250,11 @@ class QueryHandle(Generic[T]):
     def done(self) -> bool:
         """True once the work returned or failed."""
         return self._done.is_set()
+
+    @property
+    def phase(self) -> str:
+        """``running`` or ``done`` (a SQL-box worker's query also knows ``waiting`` and ``starting``)."""
+        return "done" if self._done.is_set() else "running"
 
     @property
     def elapsed(self) -> float:

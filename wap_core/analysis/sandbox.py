@@ -1,0 +1,444 @@
+"""The SQL box's own processes: a user's query runs in a worker process with its own small Spark driver.
+
+Why not the console's driver: Spark's FAIR pools share task slots but never preempt a running task, and
+one allowed query can hold every slot (a ``UNION ALL`` of two exploding equi-joins has a task per branch;
+independent stages of one query run at once). In the shared driver another user's Review diff then waits
+for the time limit. So the console runs each SQL-box query (``WAP_QUERY_ISOLATION=process``, the default)
+in a **worker**: a Python process started with ``python -c`` in its own session (process group), niced
+(``WAP_QUERY_NICE``, default 10: the console's own work comes first on a busy CPU), whose Spark driver is
+``local[WAP_QUERY_SLOTS]`` (default 1) with a ``WAP_QUERY_MEMORY`` heap (default 1g) and no UI.
+
+- At most ``WAP_QUERY_WORKERS`` workers (default 2) exist; each runs one query at a time, and a user has
+  at most one query running (a second waits for the first). An idle worker is reused (its JVM is warm).
+- The time limit (``WAP_QUERY_TIMEOUT``, counted from the moment the worker has the query), the Cancel
+  button and the end of the browser session **kill the worker's process group** (its Python and its JVM):
+  the work stops at once whatever a task is doing, and the next query starts a fresh worker (~10 s).
+- A worker whose parent is gone exits on its own (its socket closes; a watchdog checks the parent).
+- Authorization and the guard's first stage run in the caller before anything is sent; the worker binds
+  ``ref_view`` and runs the full guard (analyzed and optimized plans) itself.
+
+The CLI's ``query`` runs in its own process anyway and keeps the in-driver path (:mod:`wap_core.lake.jobs`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import logging
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any, Generic, TypeVar, cast
+
+from wap_core.config import Settings
+from wap_core.exceptions import QueryTimeoutError, SparkJobError, WapError, first_line
+from wap_core.lake.jobs import CANCELLED, SESSION_ENDED, TIMEOUT, cancel_error
+from wap_core.lakehouse import Lakehouse
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: What a worker runs for each request: ``handler(lakehouse, request) -> value`` (a module-level function).
+Handler = Callable[[Lakehouse, Any], Any]
+#: How long a new worker may take to start its Spark driver.
+START_SECONDS = 180.0
+#: How often a waiting query looks at Cancel, ``alive()`` and its deadline.
+POLL_SECONDS = 0.2
+#: The tag on a worker's command line (``ps``): ``wap-sql-box <home>``.
+TAG = "wap-sql-box"
+#: Spark conf of the console that must not reach a worker's own local driver (UI port, cluster settings).
+_NOT_FOR_WORKER = (
+    "spark.ui.",
+    "spark.executor.",
+    "spark.cores.",
+    "spark.dynamicAllocation.",
+    "spark.driver.host",
+    "spark.driver.bindAddress",
+    "spark.driver.port",
+    "spark.driver.memory",
+    "spark.blockManager.port",
+    "spark.master",
+)
+#: Why a query never got a worker: every worker stayed busy with other users' queries until the time limit.
+BUSY = "busy"
+_PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def worker_settings(settings: Settings) -> Settings:
+    """The settings a worker's Spark runs with: ``local[query_slots]``, ``query_memory``, no UI, tagged."""
+    conf = tuple((k, v) for k, v in settings.spark_conf if not k.startswith(_NOT_FOR_WORKER))
+    return replace(
+        settings,
+        spark_master=f"local[{settings.query_slots}]",
+        spark_driver_memory=settings.query_memory,
+        spark_conf=(*conf, ("spark.app.name", TAG), ("spark.ui.enabled", "false")),
+    )
+
+
+# ----- the worker process ----------------------------------------------------------------------------
+
+
+def serve(fd: int) -> None:
+    """A worker's main loop (``python -c``): read (settings, handler, nice), start Spark, answer requests.
+
+    Replies are ``("ready", pid)`` once Spark runs, then ``("ok", value)`` or ``("error", exception)`` per
+    request; ``("failed", exception)`` if Spark cannot start. The process exits when its socket closes,
+    when its parent is gone, or after an error that left its Spark driver unusable.
+    """
+    conn = Connection(fd)
+    parent = os.getppid()
+    settings, handler, nice = conn.recv()
+    if nice:
+        os.nice(nice)
+    threading.Thread(
+        target=_exit_when_orphaned, args=(parent,), name="wap-sql-box-orphan", daemon=True
+    ).start()
+    try:
+        lh = Lakehouse(worker_settings(settings))
+        _ = lh.spark
+    except Exception as exc:  # noqa: BLE001 - not swallowed: the parent raises it
+        conn.send(("failed", _portable(exc)))
+        return
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            request = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            conn.send(("ok", handler(lh, request)))
+        except Exception as exc:  # noqa: BLE001 - not swallowed: the parent raises it
+            conn.send(("error", _portable(exc)))
+            if not _spark_usable(lh):
+                return
+
+
+def _exit_when_orphaned(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(0)
+
+
+def _spark_usable(lh: Lakehouse) -> bool:
+    try:
+        return not bool(lh.spark.sparkContext._jsc.sc().isStopped())
+    except Exception:  # noqa: BLE001 - the JVM is gone: the worker retires
+        return False
+
+
+def _portable(exc: Exception) -> Exception:
+    """``exc`` if it survives pickling as itself, else a WapError with its one-line message."""
+    try:
+        back = pickle.loads(pickle.dumps(exc))
+    except Exception:  # noqa: BLE001 - an exception class pickle cannot rebuild
+        back = None
+    if isinstance(back, WapError) and str(back) == str(exc):
+        return back
+    if isinstance(exc, WapError):
+        return WapError(first_line(exc))
+    return SparkJobError(f"the query's worker failed: {type(exc).__name__}: {first_line(exc)}")
+
+
+# ----- the caller's side ---------------------------------------------------------------------------------
+
+
+class _Worker:
+    """One worker process and the socket to it."""
+
+    def __init__(self, settings: Settings, handler: Handler) -> None:
+        mine, theirs = socket.socketpair()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
+        code = f"from wap_core.analysis.sandbox import serve; serve({theirs.fileno()})"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code, TAG, str(settings.home)],
+            pass_fds=(theirs.fileno(),),
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # its own process group: killing it ends its JVM too
+            env=env,
+        )
+        theirs.close()
+        self.conn = Connection(mine.detach())
+        self.conn.send((settings, handler, settings.query_nice))
+        self.ready = False
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        """End the worker's whole process group (its Python and its JVM) and wait for it."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.kill()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL is not ignorable
+            log.warning("SQL box worker %s did not end after SIGKILL", self.proc.pid)
+        self.conn.close()
+
+
+class WorkerPool:
+    """At most ``settings.query_workers`` workers for one lakehouse; one query per worker, one per user."""
+
+    def __init__(self, settings: Settings, handler: Handler) -> None:
+        self.settings = settings
+        self.handler = handler
+        self._idle: list[_Worker] = []
+        self._all: set[_Worker] = set()
+        self._users: set[str] = set()
+        self._cond = threading.Condition()
+
+    def workers(self) -> list[int]:
+        """Process ids of the workers alive now."""
+        with self._cond:
+            return sorted(w.pid for w in self._all if w.alive())
+
+    def acquire(self, user: str, deadline: float, stopped: Callable[[], str | None]) -> _Worker:
+        """A worker for ``user``'s next query: an idle one, a new one, or the next to free up (until ``deadline``)."""
+        with self._cond:
+            while user in self._users or (not self._idle and len(self._all) >= self.settings.query_workers):
+                reason = stopped()
+                if reason is not None:
+                    raise _Stopped(reason)
+                if time.monotonic() >= deadline:
+                    raise _Stopped(BUSY)
+                self._cond.wait(POLL_SECONDS)
+            self._users.add(user)
+            while self._idle:
+                worker = self._idle.pop()
+                if worker.alive():
+                    return worker
+                self._all.discard(worker)
+            try:
+                worker = _Worker(self.settings, self.handler)
+            except BaseException:
+                self._users.discard(user)
+                self._cond.notify_all()
+                raise
+            self._all.add(worker)
+            return worker
+
+    def release(self, user: str, worker: _Worker, *, keep: bool) -> None:
+        """Give ``worker`` back (idle) or end it; ``user`` may start another query."""
+        keep = keep and worker.alive()
+        if not keep:
+            worker.kill()
+        with self._cond:
+            self._users.discard(user)
+            if keep:
+                self._idle.append(worker)
+            else:
+                self._all.discard(worker)
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        """End every worker."""
+        with self._cond:
+            every = list(self._all)
+            self._all.clear()
+            self._idle.clear()
+        for w in every:
+            w.kill()
+
+
+class _Stopped(Exception):
+    """Internal: the query was stopped (``reason``) before or while it ran."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+_pools: dict[Settings, WorkerPool] = {}
+_pools_lock = threading.Lock()
+
+
+def pool_for(settings: Settings, handler: Handler) -> WorkerPool:
+    """The process-wide pool of workers for ``settings`` (created on first use; the time limit is per query)."""
+    key = replace(settings, query_timeout=Settings.query_timeout)
+    with _pools_lock:
+        pool = _pools.get(key)
+        if pool is None:
+            pool = _pools[key] = WorkerPool(key, handler)
+        return pool
+
+
+@atexit.register
+def close_all() -> None:
+    """End every worker of this process (at exit; tests)."""
+    with _pools_lock:
+        pools = list(_pools.values())
+        _pools.clear()
+    for pool in pools:
+        pool.close()
+
+
+class SandboxQuery(Generic[T]):
+    """One query sent to a worker; the same surface as :class:`wap_core.lake.jobs.QueryHandle`.
+
+    ``cancel()`` it, wait for ``result()``; ``phase`` is ``waiting`` (for a free worker), ``starting`` (a new
+    worker's Spark), ``running`` or ``done``.
+    """
+
+    def __init__(
+        self,
+        pool: WorkerPool,
+        user: str,
+        description: str,
+        request: Any,
+        *,
+        timeout: float,
+        alive: Callable[[], bool] | None = None,
+    ) -> None:
+        self.pool = pool
+        self.user = user
+        self.description = description
+        self.timeout = timeout
+        self._request = request
+        self._alive = alive
+        self._reason: str | None = None
+        self._done = threading.Event()
+        self._value: T | None = None
+        self._error: Exception | None = None
+        self.phase = "waiting"
+        self.worker_pid: int | None = None
+        self.started = time.monotonic()
+        self.ended: float | None = None
+        self._thread = threading.Thread(target=self._run, name="wap-sql-box-query", daemon=True)
+        self._thread.start()
+
+    # the QueryHandle surface
+    def cancel(self) -> None:
+        """Stop the query: its worker is killed (its result raises QueryCancelledError)."""
+        if self._reason is None and not self._done.is_set():
+            log.info("cancelling %s (user %s)", self.description, self.user)
+            self._reason = CANCELLED
+
+    def done(self) -> bool:
+        """True once the query returned or failed."""
+        return self._done.is_set()
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since the query was submitted (until its end once done)."""
+        return (self.ended if self.ended is not None else time.monotonic()) - self.started
+
+    def result(self, timeout: float | None = None) -> T:
+        """The query's value; its error re-raised; TimeoutError while it still runs after ``timeout`` seconds."""
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"{self.description} is still running")
+        if self._error is not None:
+            raise self._error
+        return cast(T, self._value)
+
+    # the work
+    def _stopped(self, deadline: float | None = None) -> str | None:
+        if self._reason is None and deadline is not None and time.monotonic() >= deadline:
+            self._reason = TIMEOUT
+        if self._reason is None and self._alive is not None:
+            try:
+                gone = not self._alive()
+            except Exception:
+                log.warning("liveness check of %s failed", self.description, exc_info=True)
+                gone = False
+            if gone:
+                self._reason = SESSION_ENDED
+        return self._reason
+
+    def _run(self) -> None:
+        worker: _Worker | None = None
+        keep = False
+        try:
+            worker = self.pool.acquire(self.user, self.started + self.timeout, self._stopped)
+            self.worker_pid = worker.pid
+            if not worker.ready:
+                self.phase = "starting"
+                self._wait_ready(worker)
+            self.phase = "running"
+            worker.conn.send(self._request)
+            self._value, keep = self._answer(worker, time.monotonic() + self.timeout)
+        except _Stopped as stop:
+            self._error = self._stop_error(stop.reason)
+        except Exception as exc:  # noqa: BLE001 - not swallowed: result() raises it
+            self._error = exc
+        finally:
+            if worker is not None:
+                self.pool.release(self.user, worker, keep=keep)
+            self.phase = "done"
+            self.ended = time.monotonic()
+            self._done.set()
+
+    def _stop_error(self, reason: str) -> Exception:
+        if reason == BUSY:
+            return QueryTimeoutError(
+                f"cancelled: {self.description} waited WAP_QUERY_TIMEOUT ({self.timeout:g} s) for one of the SQL "
+                f"box's {self.pool.settings.query_workers} workers (WAP_QUERY_WORKERS), all busy with other "
+                "queries or with another query of yours; run it again in a moment"
+            )
+        return cancel_error(reason, self.description, self.timeout)
+
+    def _wait_ready(self, worker: _Worker) -> None:
+        deadline = time.monotonic() + START_SECONDS
+        while not worker.conn.poll(POLL_SECONDS):
+            reason = self._stopped()
+            if reason is not None:
+                raise _Stopped(reason)
+            if not worker.alive():
+                raise SparkJobError(
+                    f"the SQL box's worker ended while starting (exit code {worker.proc.returncode})"
+                )
+            if time.monotonic() >= deadline:
+                raise SparkJobError(
+                    f"the SQL box's worker did not start its Spark driver within {START_SECONDS:g} s"
+                )
+        kind, payload = worker.conn.recv()
+        if kind != "ready":
+            raise payload
+        worker.ready = True
+
+    def _answer(self, worker: _Worker, deadline: float) -> tuple[T, bool]:
+        """Wait for the worker's reply (the value, and whether the worker may be reused)."""
+        while not worker.conn.poll(POLL_SECONDS):
+            reason = self._stopped(deadline)
+            if reason is not None:
+                raise _Stopped(reason)
+            if not worker.alive():
+                raise SparkJobError(
+                    f"{self.description} failed: its worker process ended (exit code {worker.proc.returncode}); "
+                    "it may have run out of memory (WAP_QUERY_MEMORY)"
+                )
+        try:
+            kind, payload = worker.conn.recv()
+        except (EOFError, OSError) as exc:
+            raise SparkJobError(f"{self.description} failed: its worker process ended ({exc})") from exc
+        if kind == "ok":
+            return cast(T, payload), True
+        raise payload
+
+
+def submit(
+    lh: Lakehouse,
+    handler: Handler,
+    user: str,
+    description: str,
+    request: Any,
+    *,
+    alive: Callable[[], bool] | None = None,
+) -> SandboxQuery[Any]:
+    """Send ``request`` to a worker of ``lh``'s pool (``handler`` answers it there), under the time limit."""
+    pool = pool_for(lh.settings, handler)
+    return SandboxQuery(pool, user, description, request, timeout=lh.settings.query_timeout, alive=alive)

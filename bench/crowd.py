@@ -701,7 +701,8 @@ def scenario_runaway(b: Bench) -> None:
     """While one user's runaway query runs, another user's Review diff: within 2x its quiet time.
 
     One process, one Spark driver, as in the console (the Review page's diff is ``compute_diff`` as the
-    signed-in user; the SQL box is ``explore.start_query``): a steward's diff of a 20,000-row batch of a
+    signed-in user; the SQL box is ``explore.submit_query``, once per isolation mode: a worker process of
+    its own, the default, and the console's driver): a steward's diff of a 20,000-row batch of a
     200,000-row table, timed ``--runaway-diffs`` times quiet, then as many times each just after an
     analyst started a runaway query on main of the same table (an equi-join on ``k % 2``: 2 * 10^10 rows,
     never ends within the run; cancelled after the diff, or after ``--runaway-timeout`` s), then again under
@@ -709,7 +710,9 @@ def scenario_runaway(b: Bench) -> None:
     the runaway before, is checked to be refused by the guard. Each user's jobs run in their own job group
     and FAIR pool (wap_core.lake.jobs); a SQL box query reads ``ref_view`` as one split and shuffles into
     one partition, so it holds one task slot; FAIR scheduling does not preempt a running task, so the
-    diff gets the other slots. After each cancel, the time until no task of the runaway runs is recorded.
+    diff gets the other slots, unless the query holds them all (the UNION ALL). In a worker process
+    (wap_core.analysis.sandbox) the query has its own driver ``local[1]``, niced. After each cancel, the time
+    until none of the runaway's work runs (driver tasks, or the worker's process group) is recorded.
     """
     from bench.run import Row, fmt_s, log
     from wap_core import Lakehouse, Settings, TableId
@@ -768,85 +771,129 @@ def scenario_runaway(b: Bench) -> None:
     quiet = diffs(n)
     log(f"runaway: quiet diffs {[round(x, 2) for x in quiet]}")
     limit = float(b.args.runaway_timeout)
-    hog_lh = Lakehouse(settings.with_(query_timeout=limit))
     try:
-        explore.run_sql(hog_lh, facts, main, CROSS_SQL, user="analyst")
+        explore.run_sql(
+            Lakehouse(settings.with_(query_timeout=limit)), facts, main, CROSS_SQL, user="analyst"
+        )
         cross = "NOT refused: it ran"
     except ValidationError as exc:
         cross = f"refused ({str(exc)[:90]}…)"
     log(f"runaway: the four-way cross join: {cross}")
 
-    def run_under(sql: str) -> tuple[list[float], list[int], list[float], list[str]]:
-        loaded: list[float] = []
-        busy: list[int] = []
-        drained: list[float] = []
-        endings: list[str] = []
-        for _ in range(n):  # a fresh runaway query before each timed diff
-            hog = explore.start_query(hog_lh, facts, main, sql, user="analyst")
-            deadline = time.monotonic() + 120
+    def start_hog(sql: str, isolation: str) -> Any:
+        """The analyst's runaway, started as the console's SQL box does (``explore.submit_query``)."""
+        hog = explore.submit_query(
+            Lakehouse(settings.with_(query_timeout=limit, query_isolation=isolation)),
+            facts,
+            main,
+            sql,
+            user="analyst",
+        )
+        deadline = time.monotonic() + 180
+        if isolation == "driver":
             while not (hog.group.running_jobs() and _active_tasks(lh)) and time.monotonic() < deadline:
                 if hog.done():
                     break
                 time.sleep(0.2)
             time.sleep(1)  # its tasks run
-            busy.append(_active_tasks(lh))
+        else:
+            while hog.phase != "running" and not hog.done() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            time.sleep(3)  # the worker's tasks run (its JVM started before the query was sent)
+        return hog
+
+    def hog_running(hog: Any, isolation: str) -> bool:
+        """Is any of the runaway's work still running (the driver's tasks, or the worker's process group)?"""
+        if isolation == "driver":
+            return bool(_active_tasks(lh))
+        return hog.worker_pid is not None and _process_group_alive(hog.worker_pid)
+
+    def run_under(sql: str, isolation: str) -> tuple[list[float], list[int], list[float], list[str]]:
+        loaded: list[float] = []
+        busy: list[int] = []
+        drained: list[float] = []
+        endings: list[str] = []
+        for _ in range(n):  # a fresh runaway query before each timed diff
+            hog = start_hog(sql, isolation)
+            busy.append(_active_tasks(lh))  # the console's driver: the diff's competitors there
             loaded += diffs(1)
-            log(f"runaway: diff {loaded[-1]:.2f} s with {busy[-1]} task(s) of the runaway query running")
+            log(f"runaway ({isolation}): diff {loaded[-1]:.2f} s with {busy[-1]} driver task(s) running")
+            still = not hog.done()
             hog.cancel()
             cancelled = time.monotonic()
             try:
                 hog.result(timeout=120)
                 endings.append("finished")
             except QueryCancelledError as exc:
-                endings.append(exc.reason)
-            while (
-                _active_tasks(lh) and time.monotonic() < cancelled + 120
-            ):  # the work, not only the job, ends
+                endings.append(exc.reason if still or exc.reason != "cancelled" else "ended before the diff")
+            while hog_running(hog, isolation) and time.monotonic() < cancelled + 120:  # the work, not the job
                 time.sleep(0.1)
             drained.append(time.monotonic() - cancelled)
         return loaded, busy, drained, endings
 
     q50, q95 = statistics.median(quiet), _pct(quiet, 95)
-    for what, sql in (
-        ("a self-join of 200k rows on k % 2", RUNAWAY_SQL),
-        ("a UNION ALL of two such self-joins", RUNAWAY_UNION_SQL),
-    ):
-        loaded, busy, drained, endings = run_under(sql)
-        ended = ", ".join(f"{k} {v}" for k, v in Counter(endings).items())
-        log(f"runaway: diffs under {what} {[round(x, 2) for x in loaded]}; the runaways: {ended}")
-        l50, l95 = statistics.median(loaded), _pct(loaded, 95)
-        ratio = l50 / q50 if q50 else None
-        ok = (
-            ratio is not None
-            and ratio <= 2
-            and l95 / q95 <= 2
-            and "finished" not in endings
-            and cross.startswith("refused")
-        )
-        b.rows.append(
-            Row(
-                f"runaway query: another user's Review diff while it runs ({what})",
-                f"diff of 20k new rows on 200k; {n} diffs quiet, {n} under {what}",
-                l50,
-                q50,
-                ratio,
-                "p50 and p95 ≤ 2× quiet",
-                ok,
-                value=f"p50 {fmt_s(l50)} · p95 {fmt_s(l95)} (quiet p50 {fmt_s(q50)} · p95 {fmt_s(q95)}; p95 ratio {l95 / q95:.2f})",
-                notes=[
-                    f"runaway ({what}): {sql}; running tasks when each diff started {busy}; the runaway queries "
-                    f"ended: {ended} (timeout = cancelled by the time limit while the diff waited); seconds from "
-                    f"cancel until none of its tasks ran {', '.join(f'{x:.1f}' for x in drained)}; diffs under it "
-                    f"{', '.join(f'{x:.2f}' for x in loaded)} s; load average {os.getloadavg()[0]:.1f} after",
-                ],
+    for isolation in ("process", "driver"):
+        for what, sql in (
+            ("a self-join of 200k rows on k % 2", RUNAWAY_SQL),
+            ("a UNION ALL of two such self-joins", RUNAWAY_UNION_SQL),
+        ):
+            loaded, busy, drained, endings = run_under(sql, isolation)
+            ended = ", ".join(f"{k} {v}" for k, v in Counter(endings).items())
+            log(
+                f"runaway ({isolation}): diffs under {what} {[round(x, 2) for x in loaded]}; the runaways: {ended}"
             )
-        )
+            l50, l95 = statistics.median(loaded), _pct(loaded, 95)
+            ratio = l50 / q50 if q50 else None
+            ok = (
+                ratio is not None
+                and ratio <= 2
+                and l95 / q95 <= 2
+                and set(endings) == {"cancelled"}  # each runaway still ran when the diff had finished
+                and cross.startswith("refused")
+            )
+            where = (
+                "in a SQL-box worker process (WAP_QUERY_ISOLATION=process, the default)"
+                if isolation == "process"
+                else "in the console's driver (WAP_QUERY_ISOLATION=driver)"
+            )
+            b.rows.append(
+                Row(
+                    f"runaway query {where}: another user's Review diff while it runs ({what})",
+                    f"diff of 20k new rows on 200k; {n} diffs quiet, {n} under {what}",
+                    l50,
+                    q50,
+                    ratio,
+                    "p50 and p95 ≤ 2× quiet",
+                    ok,
+                    value=f"p50 {fmt_s(l50)} · p95 {fmt_s(l95)} (quiet p50 {fmt_s(q50)} · p95 {fmt_s(q95)}; p95 ratio {l95 / q95:.2f})",
+                    notes=[
+                        f"runaway ({what}, {isolation}): {sql}; the console driver's running tasks when each diff "
+                        f"started {busy}; the runaway queries ended: {ended} (timeout = cancelled by the time limit "
+                        f"while the diff waited); seconds from cancel until none of its work ran "
+                        f"{', '.join(f'{x:.1f}' for x in drained)}; diffs under it "
+                        f"{', '.join(f'{x:.2f}' for x in loaded)} s; load average {os.getloadavg()[0]:.1f} after",
+                    ],
+                )
+            )
     b.rows[-1].notes += [
         f"runaway: one process, one Spark driver ({settings.spark_master}), FAIR pools user:analyst and user:steward; "
         f"set-up {setup:.0f} s; WAP_QUERY_TIMEOUT {limit:g} s for the runaway query (the console's default is 60 s); "
         f"quiet diffs {', '.join(f'{x:.2f}' for x in quiet)} s",
         f"runaway: the four-way cross join it replaced: {cross}",
     ]
+
+
+def _process_group_alive(pgid: int) -> bool:
+    """Does any process of group ``pgid`` (a SQL-box worker: its Python and its JVM) still run (zombies not)?"""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                return True
+    return False
 
 
 def _active_tasks(lh: Any) -> int:

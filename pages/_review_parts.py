@@ -159,7 +159,7 @@ def _check_row(c: CheckResult) -> dict[str, Any]:
         "check": c.name,
         "type": c.type,
         "columns": ", ".join(c.columns or []),
-        "level": c.level,
+        "level": c.level.value,
         "observed": _observed(c.observed),
         "threshold": c.threshold or "",
         "failing rows": c.failing_rows,

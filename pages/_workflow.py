@@ -205,7 +205,10 @@ def thread(lh: Lakehouse, user: str, tid: TableId, branch: str, *, checks: list[
     if not items:
         st.caption("No comments yet.")
     for c in items:
-        what = {"approved": "approved", "changes_requested": "requested changes"}.get(c.kind, "commented")
+        what = {
+            rw.CommentKind.APPROVED: "approved",
+            rw.CommentKind.CHANGES_REQUESTED: "requested changes",
+        }.get(c.kind, "commented")
         about = f" on check {ui.md(c.check, code=True)}" if c.check else ""
         st.markdown(
             f"**{ui.md(c.user)}** {what}{about} · {ui.md(ui.short_time(c.at.isoformat()))} · snapshot {c.snapshot_id}"

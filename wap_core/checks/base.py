@@ -53,7 +53,7 @@ class CheckResult:
     name: str
     type: str
     columns: list[str]
-    level: str
+    level: Level
     status: CheckStatus
     observed: Any
     threshold: str
@@ -66,6 +66,7 @@ class CheckResult:
         """The result back from its JSON form (missing keys are None)."""
         values = {k: d.get(k) for k in cls.__dataclass_fields__}
         values["status"] = CheckStatus(d["status"])
+        values["level"] = Level(d.get("level") or Level.FAIL.value)
         return cls(**values)  # type: ignore[arg-type]
 
 
@@ -245,7 +246,7 @@ class CheckSpec:
             name=self.name,
             type=self.type,
             columns=list(self.columns),
-            level=self.level.value,
+            level=self.level,
             status=self.status(ok),
             observed=observed,
             threshold=self.threshold,
@@ -260,7 +261,7 @@ class CheckSpec:
             name=self.name,
             type=self.type,
             columns=list(self.columns),
-            level=self.level.value,
+            level=self.level,
             status=CheckStatus.ERROR,
             observed=None,
             threshold=self.threshold,

@@ -199,7 +199,7 @@ class Intent:
     expected_after: int | None
     reason: str | None
     details: dict[str, Any] = field(default_factory=dict)
-    status: str = IntentStatus.PENDING.value
+    status: IntentStatus = IntentStatus.PENDING
     owner: str = ""
     heartbeat_at: datetime | None = None
 
@@ -448,36 +448,22 @@ class Journal:
         with self.engine.begin() as conn:
             if not _close_intent(conn, intent.id, status, now):
                 return None
-            entry_id = write_entry(
-                conn,
-                at=entry_at,
-                user=intent.user,
-                action=intent.action,
-                outcome=outcome,
-                table=intent.table,
-                branch=intent.branch,
-                snapshot_before=intent.expected_before,
-                snapshot_after=snapshot_after,
-                reason=why,
-                details=merged,
-                intent_id=intent.id,
-                reconciled=reconciled,
-            )
-        return JournalEntry(
-            id=entry_id,
-            at=entry_at,
-            user=intent.user,
-            action=intent.action,
-            table=intent.table,
-            branch=intent.branch,
-            snapshot_before=intent.expected_before,
-            snapshot_after=snapshot_after,
-            outcome=outcome,
-            reason=why,
-            details=merged,
-            intent_id=intent.id,
-            reconciled=reconciled,
-        )
+            row: dict[str, Any] = {
+                "at": entry_at,
+                "user": intent.user,
+                "action": intent.action,
+                "outcome": outcome,
+                "table": intent.table,
+                "branch": intent.branch,
+                "snapshot_before": intent.expected_before,
+                "snapshot_after": snapshot_after,
+                "reason": why,
+                "details": merged,
+                "intent_id": intent.id,
+                "reconciled": reconciled,
+            }
+            entry_id = write_entry(conn, **row)
+        return JournalEntry(id=entry_id, **row)
 
     def release(self, intent: Intent) -> None:
         """The acting process is done with ``intent`` (resolved or not): no longer in flight here."""
@@ -658,7 +644,7 @@ def _intent(r: Any) -> Intent:
         expected_after=r["expected_after"],
         reason=r["reason"],
         details=json.loads(r["details"] or "{}"),
-        status=r["status"],
+        status=IntentStatus(r["status"]),
         owner=r["owner"],
         heartbeat_at=aware(r["heartbeat_at"]),
     )

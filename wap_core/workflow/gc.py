@@ -37,6 +37,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pyiceberg.manifest import DataFileContent
@@ -72,12 +73,26 @@ DEFAULT_GRACE = timedelta(hours=1)
 _FOREVER_MS = 2**63 - 1
 
 
+class GcKind(str, Enum):
+    """What gc makes of one branch: expired (discarded), temp / incomplete (removed) or kept."""
+
+    EXPIRED = "expired"
+    TEMP = "temp"  # a temporary rebase branch left behind
+    INCOMPLETE = "incomplete"  # an ingest that never finished
+    KEPT = "kept"
+
+    @property
+    def group(self) -> str:
+        """The list of :class:`TableGc` it goes in: ``expired``, ``removed`` or ``kept``."""
+        return "removed" if self in (GcKind.TEMP, GcKind.INCOMPLETE) else self.value
+
+
 @dataclass(frozen=True)
 class BranchGc:
     """One branch gc looked at: expired, removed (temp / incomplete) or kept."""
 
     branch: str
-    kind: str  # expired | temp | incomplete | kept
+    kind: GcKind
     age_seconds: float
     ttl: str
     head_snapshot_id: int
@@ -146,7 +161,7 @@ class GcResult:
             )
             for b in t.expired_branches + t.removed_branches:
                 out.append(
-                    f"  {b.branch}: {would}{'discarded' if b.kind == 'expired' else 'removed'}: {b.reason}"
+                    f"  {b.branch}: {would}{'discarded' if b.kind is GcKind.EXPIRED else 'removed'}: {b.reason}"
                 )
             for b in t.kept_branches:
                 out.append(f"  {b.branch}: kept: {b.reason}")
@@ -371,12 +386,14 @@ def _remove_branch(lh: Lakehouse, table: TableId, name: str, head: int) -> bool:
         return False
 
 
-def _gc_removal(lh: Lakehouse, table: TableId, name: str, head: int, kind: str) -> Callable[[Intent], Moved]:
+def _gc_removal(
+    lh: Lakehouse, table: TableId, name: str, head: int, kind: GcKind
+) -> Callable[[Intent], Moved]:
     """gc's commit step: remove ``name`` while it is at ``head`` (``expired``/``removed``), else abandoned."""
 
     def commit(_: Intent) -> Moved:
         if _remove_branch(lh, table, name, head):
-            return Moved(Outcome.EXPIRED if kind == "expired" else Outcome.REMOVED)
+            return Moved(Outcome.EXPIRED if kind is GcKind.EXPIRED else Outcome.REMOVED)
         return Moved(
             Outcome.ABANDONED, done=False, details={"why": "the branch changed while gc looked at it"}
         )
@@ -384,9 +401,9 @@ def _gc_removal(lh: Lakehouse, table: TableId, name: str, head: int, kind: str) 
     return commit
 
 
-def _gc_notice(kind: str, reason: str) -> Callable[[Moved], Notice | None]:
+def _gc_notice(kind: GcKind, reason: str) -> Callable[[Moved], Notice | None]:
     """An expired branch is notified; a removed leftover (temp, incomplete) is not."""
-    return lambda _: Notice(Event.EXPIRED, "expired", reason, None) if kind == "expired" else None
+    return lambda _: Notice(Event.EXPIRED, reason, None) if kind is GcKind.EXPIRED else None
 
 
 def collect_garbage(
@@ -425,10 +442,10 @@ def _gc_branches(
         head = tbl.metadata.refs[name].snapshot_id
         kind, reason = rule.classify(name, info, age)
         done = False
-        if kind != "kept" and not dry_run:
+        if kind is not GcKind.KEPT and not dry_run:
             kind, reason, done = _gc_branch(lh, user, table, name, head, kind, reason, rule, age)
         entry = BranchGc(name, kind, age.total_seconds(), format_duration(rule.ttl), head, done, reason)
-        sorted_out[{"temp": "removed", "incomplete": "removed"}.get(kind, kind)].append(entry)
+        sorted_out[kind.group].append(entry)
     return sorted_out
 
 
@@ -504,26 +521,26 @@ class _BranchRule:
     ttl_source: str
     grace: timedelta
 
-    def classify(self, name: str, info: BranchInfo | None, age: timedelta) -> tuple[str, str]:
+    def classify(self, name: str, info: BranchInfo | None, age: timedelta) -> tuple[GcKind, str]:
         """``(kind, reason)``: kind is ``kept``, ``expired``, ``temp`` or ``incomplete``."""
         old, ttl, grace = format_duration(age.total_seconds() // 1), format_duration(self.ttl), self.grace
         if TEMP_MARKER in name:
             if age >= grace:
-                return "temp", f"temporary rebase branch left behind ({old} old)"
+                return GcKind.TEMP, f"temporary rebase branch left behind ({old} old)"
             return (
-                "kept",
+                GcKind.KEPT,
                 f"temporary rebase branch younger than {format_duration(grace)}: a rebase may still be running",
             )
         if info is not None and info.status is BranchStatus.INCOMPLETE:
             if age >= grace:
-                return "incomplete", f"incomplete ingest left behind ({old} old)"
+                return GcKind.INCOMPLETE, f"incomplete ingest left behind ({old} old)"
             return (
-                "kept",
+                GcKind.KEPT,
                 f"incomplete branch younger than {format_duration(grace)}: an ingest may still be running",
             )
         if age > self.ttl:
-            return "expired", f"expired: open {old}, older than the branch TTL {ttl} ({self.ttl_source})"
-        return "kept", f"open {old}, within the branch TTL {ttl}"
+            return GcKind.EXPIRED, f"expired: open {old}, older than the branch TTL {ttl} ({self.ttl_source})"
+        return GcKind.KEPT, f"open {old}, within the branch TTL {ttl}"
 
 
 def _gc_branch(
@@ -532,16 +549,16 @@ def _gc_branch(
     table: TableId,
     name: str,
     head: int,
-    kind: str,
+    kind: GcKind,
     reason: str,
     rule: _BranchRule,
     age: timedelta,
-) -> tuple[str, str, bool]:
+) -> tuple[GcKind, str, bool]:
     """Remove one branch gc picked, as a ref move (intent before, outcome after, reconciled after a crash);
     ``(kind, reason, done)``: kept when another action holds the branch or it changed meanwhile."""
     details = {
         "gc": True,
-        "kind": kind,
+        "kind": kind.value,
         "age_seconds": age.total_seconds(),
         "ttl": format_duration(rule.ttl),
         "ttl_source": rule.ttl_source,
@@ -550,10 +567,10 @@ def _gc_branch(
     try:
         intent = move.begin(journal_busy=False)
     except BranchBusyError:
-        return "kept", "another action on the branch is in flight: not stale", False
+        return GcKind.KEPT, "another action on the branch is in flight: not stale", False
     done = move.run(_gc_removal(lh, table, name, head, kind), _gc_notice(kind, reason), intent=intent).done
     if not done:
-        return "kept", "the branch changed while gc looked at it: not stale", False
+        return GcKind.KEPT, "the branch changed while gc looked at it: not stale", False
     return kind, reason, True
 
 

@@ -270,7 +270,6 @@ def publish(
     def notice(_: Moved) -> Notice:
         return Notice(
             notify.Event.PUBLISHED,
-            "forced" if forced else "published",
             f"main of {table} moved from snapshot {main_before} to {head}"
             + (f"; forced over '{ready.message}': {reason}" if forced else f" ({ready.message})"),
             head,
@@ -307,7 +306,6 @@ def discard(
     def notice(_: Moved) -> Notice:
         return Notice(
             notify.Event.DISCARDED,
-            "discarded",
             f"branch {branch} of {table} discarded (head {head}); main untouched"
             + (f": {reason}" if reason else ""),
             head,

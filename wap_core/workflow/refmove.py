@@ -86,10 +86,9 @@ class Moved:
 
 @dataclass(frozen=True)
 class Notice:
-    """The notification of a move that landed (sent after its outcome row)."""
+    """The notification of a move that landed (sent after its outcome row; its status is the move's outcome)."""
 
     event: notify.Event
-    status: str
     summary: str
     snapshot_id: int | None
     branch: str | None = None
@@ -183,7 +182,7 @@ class RefMove:
                 table=str(self.table),
                 branch=self.branch if n.branch is None else n.branch,
                 user=self.user,
-                status=n.status,
+                status=moved.outcome.value,
                 summary=n.summary,
                 snapshot_id=n.snapshot_id,
             )

@@ -95,6 +95,14 @@ class Verdict(str, Enum):
     CHANGES_REQUESTED = "changes_requested"
 
 
+class CommentKind(str, Enum):
+    """What a row of a branch's thread is: a comment, or the note of a verdict."""
+
+    COMMENT = "comment"
+    APPROVED = Verdict.APPROVED.value
+    CHANGES_REQUESTED = Verdict.CHANGES_REQUESTED.value
+
+
 # --------------------------------------------------------------------------- policies
 
 POLICY_KEYS = ("approvals", "author_cannot_approve", "force_needs_second_admin")
@@ -207,7 +215,7 @@ class Comment:
     branch: str
     snapshot_id: int | None
     check: str | None
-    kind: str  # comment | approved | changes_requested
+    kind: CommentKind
     text: str
 
 
@@ -306,7 +314,7 @@ def _comment(r: Any) -> Comment:
         **event_fields(r),
         snapshot_id=r["snapshot_id"],
         check=r["check_name"],
-        kind=r["kind"],
+        kind=CommentKind(r["kind"]),
         text=r["text"],
     )
 
@@ -536,13 +544,13 @@ def _insert_comment(
     table: TableId,
     branch: str,
     head: int,
-    kind: str,
+    kind: CommentKind,
     text: str,
     check: str | None = None,
 ) -> int:
     """One row of the branch's thread, in the caller's transaction; its id."""
     return _insert_branch_row(
-        conn, comments_table, at, user, table, branch, head, check_name=check, kind=kind, text=text
+        conn, comments_table, at, user, table, branch, head, check_name=check, kind=kind.value, text=text
     )
 
 
@@ -587,7 +595,7 @@ def _record_review(
             role=role.label if role is not None else None,
             comment=comment,
         )
-        _insert_comment(conn, now, user, table, branch, head, verdict.value, comment or "")
+        _insert_comment(conn, now, user, table, branch, head, CommentKind(verdict.value), comment or "")
     lh.journal.record(
         user=user,
         action=_VERDICT_ACTIONS[verdict],
@@ -694,8 +702,8 @@ def add_comment(
     head = cat.require_branch(lh.table(table), table, branch)
     now = utcnow()
     with lh.journal.engine.begin() as conn:
-        pk = _insert_comment(conn, now, user, table, branch, head, "comment", body, check_name)
-    return Comment(pk, now, user, str(table), branch, head, check_name, "comment", body)
+        pk = _insert_comment(conn, now, user, table, branch, head, CommentKind.COMMENT, body, check_name)
+    return Comment(pk, now, user, str(table), branch, head, check_name, CommentKind.COMMENT, body)
 
 
 def comments(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = None) -> list[Comment]:

@@ -184,7 +184,7 @@ def rollback(
 
     def notice(_: Moved) -> Notice:
         summary = f"main rolled back from {main_before} to {to_snapshot}: {reason.strip()}"[:500]
-        return Notice(Event.ROLLED_BACK, "rolled_back", summary, to_snapshot, branch=None)
+        return Notice(Event.ROLLED_BACK, summary, to_snapshot, branch=None)
 
     move.run(commit, notice)
     return RollbackResult(str(table), main_before, to_snapshot, reason.strip(), tuple(dropped))

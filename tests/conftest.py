@@ -29,6 +29,7 @@ from helpers import free_port
 from s3_server import SeaweedS3
 
 from wap_core import Lakehouse, Settings
+from wap_core.analysis import sandbox
 from wap_core.lake.spark import current_spark, stop_spark
 
 _counter = itertools.count(1)
@@ -369,3 +370,10 @@ def _fresh_console_caches() -> Iterator[None]:
 
         st.cache_data.clear()
     yield
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_idle_sql_box_workers() -> Iterator[None]:
+    """SQL-box worker processes a module's console started (each a JVM) end with the module."""
+    yield
+    sandbox.close_all()

@@ -304,6 +304,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def wait_for(cond: Callable[[], object], seconds: float, what: str, *, every: float = 0.1) -> None:
+    """Poll ``cond`` until it is true; fail naming ``what`` after ``seconds`` (an OSError counts as not yet:
+    a loaded machine's HTTP endpoint that did not answer in time is asked again)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            if cond():
+                return
+        except OSError:
+            pass
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
 def wait_healthy(
     url: str, proc: subprocess.Popen[bytes], timeout: float = 90, what: str = "streamlit"
 ) -> None:

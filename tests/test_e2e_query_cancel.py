@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -60,18 +59,15 @@ class Console:
     def worker_processes(self) -> list[int]:
         """Processes of this console's SQL-box workers (tagged ``wap-sql-box <home>``) and their JVMs."""
         tag = f"{sandbox.TAG}\0{self.home}\0".encode()
-        groups = set()
-        stats = {}
+        workers = []
         for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                if tag in Path(f"/proc/{entry}/cmdline").read_bytes():
-                    groups.add(int(entry))
-                stats[int(entry)] = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-        return [pid for pid, f in stats.items() if int(f[2]) in groups and f[0] != "Z"]
+            if entry.isdigit():
+                try:
+                    if tag in Path(f"/proc/{entry}/cmdline").read_bytes():
+                        workers.append(int(entry))
+                except OSError:
+                    continue
+        return [pid for w in workers for pid in sandbox.group_members(w)]
 
     def running_query_jobs(self) -> list[dict[str, Any]]:
         """The console's running Spark jobs started by an Explore query (their group's description)."""
@@ -114,18 +110,6 @@ def console(
         yield Console(base, f"http://127.0.0.1:{ui_port}", isolation, home)
 
 
-def _wait(cond: Any, seconds: float, what: str) -> None:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        try:
-            if cond():
-                return
-        except OSError:  # the Spark UI of a loaded machine did not answer in time: ask again
-            pass
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _start_runaway(page: Any, base: str) -> None:
     from playwright.sync_api import expect
 
@@ -148,18 +132,20 @@ def test_cancel_button_and_closed_tab_stop_the_query(console: Console) -> None:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.set_default_timeout(180_000)
             _start_runaway(page, console.base)
-            _wait(console.query_running, 120, "the query to run")
+            helpers.wait_for(console.query_running, 120, "the query to run")
             page.get_by_role("button", name="Cancel").click()
             expect(page.get_by_text("was cancelled and its Spark jobs were stopped")).to_be_visible()
             expect(page.get_by_role("button", name="Cancel")).to_have_count(0)
-            _wait(lambda: not console.query_running(), 60, "the cancelled query to end")
+            helpers.wait_for(lambda: not console.query_running(), 60, "the cancelled query to end")
 
             context = browser.new_context(viewport={"width": 1400, "height": 1000})
             tab = context.new_page()
             tab.set_default_timeout(180_000)
             _start_runaway(tab, console.base)
-            _wait(console.query_running, 120, "the second query to run")
+            helpers.wait_for(console.query_running, 120, "the second query to run")
             context.close()  # the browser tab is gone: its session disconnects
-            _wait(lambda: not console.query_running(), 60, "the closed tab's query to be cancelled")
+            helpers.wait_for(
+                lambda: not console.query_running(), 60, "the closed tab's query to be cancelled"
+            )
         finally:
             browser.close()

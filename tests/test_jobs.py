@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import helpers
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -63,21 +64,12 @@ def _main(lh: Lakehouse) -> int:
     return int(snap)
 
 
-def _wait(cond: Callable[[], bool], seconds: float, what: str) -> None:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if cond():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _no_job_left(lh: Lakehouse, group: jobs.JobGroup) -> None:
     """Every job the group started has ended (the status tracker is fed asynchronously: allow it a moment)."""
     tracker = lh.spark.sparkContext.statusTracker()
     started = list(tracker.getJobIdsForGroup(group.id))
     assert started, "the query never started a Spark job"
-    _wait(lambda: group.running_jobs() == [], 10, f"the jobs of {group.id} to end")
+    helpers.wait_for(lambda: group.running_jobs() == [], 10, f"the jobs of {group.id} to end")
     assert not set(started) & set(tracker.getActiveJobsIds())
 
 
@@ -164,7 +156,7 @@ def test_a_range_cross_join_is_cancelled_at_the_jobs_layer(lh: Lakehouse) -> Non
 
 def test_cancel_from_another_thread_ends_the_query(lh: Lakehouse) -> None:
     handle = explore.start_query(_patient(lh), T, _main(lh), RUNAWAY_SQL, user="ann")
-    _wait(lambda: bool(handle.group.running_jobs()), 30, "the runaway query's first job")
+    helpers.wait_for(lambda: bool(handle.group.running_jobs()), 30, "the runaway query's first job")
     assert not handle.done()
     t0 = time.monotonic()
     threading.Thread(target=handle.cancel).start()
@@ -180,7 +172,7 @@ def test_query_of_an_ended_session_is_cancelled(lh: Lakehouse) -> None:
     connected = threading.Event()
     connected.set()
     handle = explore.start_query(_patient(lh), T, _main(lh), RUNAWAY_SQL, user="ann", alive=connected.is_set)
-    _wait(lambda: bool(handle.group.running_jobs()), 30, "the runaway query's first job")
+    helpers.wait_for(lambda: bool(handle.group.running_jobs()), 30, "the runaway query's first job")
     connected.clear()  # the browser tab closed
     with pytest.raises(QueryCancelledError) as ended:
         handle.result(timeout=30)
@@ -191,7 +183,7 @@ def test_query_of_an_ended_session_is_cancelled(lh: Lakehouse) -> None:
 def test_two_users_get_different_pools_and_the_second_is_not_starved(lh: Lakehouse) -> None:
     runaway = explore.start_query(_patient(lh), T, _main(lh), RUNAWAY_SQL, user="ann")
     try:
-        _wait(lambda: bool(runaway.group.running_jobs()), 30, "the runaway query's first job")
+        helpers.wait_for(lambda: bool(runaway.group.running_jobs()), 30, "the runaway query's first job")
         time.sleep(1)  # its tasks hold every slot
         quick = explore.start_query(_patient(lh), T, _main(lh), QUICK_SQL, user="sam")
         assert quick.result(timeout=60)["n"].tolist() == [ROWS]

@@ -18,7 +18,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import helpers
@@ -39,8 +39,8 @@ RUNAWAY_SQL = (
     "SELECT count(*) AS n, sum(a.id + b.id) AS s FROM ref_view a JOIN ref_view b ON a.id % 2 = b.id % 2"
 )
 UNION_SQL = (
-    "SELECT a.id - b.id AS d FROM ref_view a JOIN ref_view b ON a.id % 2 = b.id % 2 "
-    "UNION ALL SELECT a.id + b.id FROM ref_view a JOIN ref_view b ON a.id % 2 = b.id % 2"
+    "SELECT count(*) AS n, sum(k) AS s FROM (SELECT a.id + b.id AS k FROM ref_view a JOIN ref_view b "
+    "ON a.id % 2 = b.id % 2 UNION ALL SELECT a.id - b.id FROM ref_view a JOIN ref_view b ON a.id % 2 = b.id % 2)"
 )
 QUICK_SQL = "SELECT count(*) AS n FROM ref_view"
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,34 +67,9 @@ def _with(lh: Lakehouse, **changes: object) -> Lakehouse:
     return Lakehouse(lh.settings.with_(**changes))
 
 
-def _group(pgid: int) -> list[int]:
-    """Processes alive in process group ``pgid`` (a worker's Python and its JVM), from /proc."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            found.append(int(entry))
-    return found
-
-
-def _wait(cond: Callable[[], bool], seconds: float, what: str) -> None:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if cond():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _running(handle: object) -> int:
     assert isinstance(handle, sandbox.SandboxQuery)
-    _wait(lambda: handle.phase == "running", 240, "the query to reach its worker")
+    helpers.wait_for(lambda: handle.phase == "running", 240, "the query to reach its worker")
     assert handle.worker_pid is not None
     return handle.worker_pid
 
@@ -109,7 +84,7 @@ def test_a_query_runs_in_a_worker_that_is_reused_and_niced(lake: Lakehouse) -> N
     assert second.worker_pid == first.worker_pid  # the warm worker answered again
     pid = first.worker_pid
     assert pid is not None and pid != os.getpid()
-    members = _group(pid)
+    members = sandbox.group_members(pid)
     assert len(members) >= 2  # the worker's Python and its own JVM, in the worker's process group
     assert os.getpriority(os.PRIO_PROCESS, pid) == lake.settings.query_nice
     assert f"{sandbox.TAG}\0{lake.settings.home}".encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -144,8 +119,8 @@ def test_the_time_limit_kills_the_worker_and_its_jvm(lake: Lakehouse) -> None:
     pid = _running(handle)
     with pytest.raises(QueryTimeoutError, match=r"ran longer than WAP_QUERY_TIMEOUT \(4 s\)"):
         handle.result(240)
-    assert _group(pid) == []  # Python and JVM are gone the moment the error is raised
-    again = explore.submit_query(short, T, _main(lake), QUICK_SQL, user="tim")
+    assert sandbox.group_members(pid) == []  # Python and JVM are gone the moment the error is raised
+    again = explore.submit_query(lake, T, _main(lake), QUICK_SQL, user="tim")  # same pool, no tight limit
     assert isinstance(again, sandbox.SandboxQuery)
     assert again.result(240)["n"].tolist() == [ROWS]  # a fresh worker answers the next query
     assert again.worker_pid != pid
@@ -158,7 +133,7 @@ def test_cancel_and_the_end_of_the_session_kill_the_worker(lake: Lakehouse) -> N
     threading.Thread(target=handle.cancel).start()
     with pytest.raises(QueryCancelledError, match="was cancelled and its Spark jobs were stopped"):
         handle.result(60)
-    assert _group(pid) == []
+    assert sandbox.group_members(pid) == []
 
     connected = threading.Event()
     connected.set()
@@ -168,7 +143,7 @@ def test_cancel_and_the_end_of_the_session_kill_the_worker(lake: Lakehouse) -> N
     with pytest.raises(QueryCancelledError, match="console session that started") as err:
         gone.result(60)
     assert err.value.reason == "session_ended"
-    assert _group(pid) == []
+    assert sandbox.group_members(pid) == []
 
 
 def test_a_union_runaway_in_a_worker_leaves_the_consoles_driver_free(lake: Lakehouse) -> None:
@@ -237,9 +212,11 @@ def test_a_worker_ends_when_its_parent_is_killed(lake: Lakehouse, tmp_path: Path
     try:
         assert parent.stdout is not None
         pid = int(parent.stdout.readline())
-        assert _group(pid)
+        assert sandbox.group_members(pid)
         parent.send_signal(signal.SIGKILL)
         parent.wait(30)
-        _wait(lambda: not _group(pid), 60, "the orphaned worker (and its JVM) to end")
+        helpers.wait_for(
+            lambda: not sandbox.group_members(pid), 60, "the orphaned worker (and its JVM) to end"
+        )
     finally:
         parent.kill()

@@ -53,6 +53,8 @@ Handler = Callable[[Lakehouse, Any], Any]
 START_SECONDS = 180.0
 #: How often a waiting query looks at Cancel, ``alive()`` and its deadline.
 POLL_SECONDS = 0.2
+#: An idle worker older than this is ended (its JVM's memory given back); the next query starts a new one.
+IDLE_SECONDS = 300.0
 #: The tag on a worker's command line (``ps``): ``wap-sql-box <home>``.
 TAG = "wap-sql-box"
 #: Spark conf of the console that must not reach a worker's own local driver (UI port, cluster settings).
@@ -104,7 +106,7 @@ def serve(fd: int) -> None:
     ).start()
     try:
         lh = Lakehouse(worker_settings(settings))
-        _ = lh.spark
+        _warm_up(lh)
     except Exception as exc:  # noqa: BLE001 - not swallowed: the parent raises it
         conn.send(("failed", _portable(exc)))
         return
@@ -120,6 +122,14 @@ def serve(fd: int) -> None:
             conn.send(("error", _portable(exc)))
             if not _spark_usable(lh):
                 return
+
+
+def _warm_up(lh: Lakehouse) -> None:
+    """Start Spark, its catalog and a first job before saying ready: a user's first query (and its time
+    limit) should not pay for class loading and code generation."""
+    spark = lh.spark
+    spark.sql(f"SHOW NAMESPACES IN {lh.settings.catalog_name}").collect()
+    spark.range(1000).selectExpr("count(*)", "sum(id)").collect()
 
 
 def _exit_when_orphaned(parent: int) -> None:
@@ -170,6 +180,7 @@ class _Worker:
         self.conn = Connection(mine.detach())
         self.conn.send((settings, handler, settings.query_nice))
         self.ready = False
+        self.idle_since = time.monotonic()
 
     @property
     def pid(self) -> int:
@@ -179,7 +190,7 @@ class _Worker:
         return self.proc.poll() is None
 
     def kill(self) -> None:
-        """End the worker's whole process group (its Python and its JVM) and wait for it."""
+        """End the worker's whole process group (its Python and its JVM) and wait until none of it runs."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
@@ -188,7 +199,32 @@ class _Worker:
             self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL is not ignorable
             log.warning("SQL box worker %s did not end after SIGKILL", self.proc.pid)
+        deadline = time.monotonic() + 30
+        while group_members(self.proc.pid) and time.monotonic() < deadline:  # its JVM's many threads exiting
+            time.sleep(0.02)
         self.conn.close()
+
+
+def group_members(pgid: int) -> list[int]:
+    """Processes of process group ``pgid`` still running (a worker's Python and JVM; zombies are done), from
+    /proc; where there is no /proc, ``[pgid]`` while the group can still be signalled."""
+    proc = Path("/proc")
+    if not proc.is_dir():  # pragma: no cover - Linux has /proc
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return []
+        return [pgid]
+    found = []
+    for entry in proc.iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:  # it ended while we looked
+                continue
+            if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+                found.append(int(entry.name))
+    return found
 
 
 class WorkerPool:
@@ -201,6 +237,7 @@ class WorkerPool:
         self._all: set[_Worker] = set()
         self._users: set[str] = set()
         self._cond = threading.Condition()
+        self._reaper: threading.Thread | None = None
 
     def workers(self) -> list[int]:
         """Process ids of the workers alive now."""
@@ -220,9 +257,10 @@ class WorkerPool:
             self._users.add(user)
             while self._idle:
                 worker = self._idle.pop()
-                if worker.alive():
+                if worker.alive() and time.monotonic() - worker.idle_since < IDLE_SECONDS:
                     return worker
                 self._all.discard(worker)
+                worker.kill()
             try:
                 worker = _Worker(self.settings, self.handler)
             except BaseException:
@@ -240,10 +278,33 @@ class WorkerPool:
         with self._cond:
             self._users.discard(user)
             if keep:
+                worker.idle_since = time.monotonic()
                 self._idle.append(worker)
+                if self._reaper is None:
+                    self._reaper = threading.Thread(target=self._reap, name="wap-sql-box-reaper", daemon=True)
+                    self._reaper.start()
             else:
                 self._all.discard(worker)
             self._cond.notify_all()
+
+    def _reap(self) -> None:
+        """End workers idle longer than :data:`IDLE_SECONDS` (checked every tenth of it), while any is idle."""
+        while True:
+            time.sleep(IDLE_SECONDS / 10)
+            now = time.monotonic()
+            with self._cond:
+                stale = [w for w in self._idle if now - w.idle_since >= IDLE_SECONDS]
+                for w in stale:
+                    self._idle.remove(w)
+                    self._all.discard(w)
+                done = not self._idle
+                if done:
+                    self._reaper = None
+            for w in stale:
+                log.info("ending SQL box worker %s: idle for %.0f s", w.pid, now - w.idle_since)
+                w.kill()
+            if done:
+                return
 
     def close(self) -> None:
         """End every worker."""

@@ -37,6 +37,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "wap_core.durations",
         "wap_core.faults",
         "wap_core.samples",
+        "wap_core.yamlnodes",
     ),
 )
 FACADE = "wap_core"  # the package root re-exports Lakehouse, Settings, TableId for users; not a layer

@@ -14,11 +14,13 @@ from typing import Any
 
 import yaml
 
+from wap_core import yamlnodes
 from wap_core.checks.args import Args, parse_duration
 from wap_core.checks.base import CheckSpec, Level
 from wap_core.checks.registry import AVAILABLE_CHECKS, yaml_types
 from wap_core.exceptions import ChecksFileError, ValidationError
 from wap_core.identifiers import TableId
+from wap_core.yamlnodes import line as _line
 
 
 @dataclass(frozen=True)
@@ -49,12 +51,7 @@ def suite_for(checks_file: Path, table: TableId) -> Suite:
 
 def parse_checks(text: str, source: str = "<checks>") -> dict[str, Suite]:
     """Parse a checks file's text into suites by table; ChecksFileError with the line on bad input."""
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        raise ChecksFileError(source, line, f"invalid YAML: {getattr(exc, 'problem', exc)}") from exc
+    root = yamlnodes.compose(text, source, ChecksFileError)
     if root is None:
         return {}
     if not isinstance(root, yaml.MappingNode):
@@ -92,10 +89,6 @@ def parse_checks(text: str, source: str = "<checks>") -> dict[str, Suite]:
             )
         suites[str(tid)] = Suite(str(tid), tuple(specs), source)
     return suites
-
-
-def _line(node: yaml.Node) -> int:
-    return int(node.start_mark.line) + 1
 
 
 def _scalar(node: yaml.Node, source: str) -> Any:

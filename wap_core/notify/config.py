@@ -19,8 +19,10 @@ from urllib.parse import quote, urlencode, urlsplit
 
 import yaml
 
+from wap_core import yamlnodes
 from wap_core.config import register_secret
 from wap_core.exceptions import NotifyFileError
+from wap_core.yamlnodes import line as _line
 
 if TYPE_CHECKING:
     from wap_core.config import Settings
@@ -186,15 +188,7 @@ def config_for(settings: Settings) -> NotifyConfig:
 
 def parse_notify_text(text: str, source: str = "notify.yml", path: Path | None = None) -> NotifyConfig:
     """Parse the targets file's text; every error names ``source`` and the line."""
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise NotifyFileError(
-            source,
-            mark.line + 1 if mark is not None else None,
-            f"invalid YAML: {getattr(exc, 'problem', None) or type(exc).__name__}",
-        ) from exc
+    root = yamlnodes.compose(text, source, NotifyFileError)
     cfg_path = path if path is not None else Path(source)
     if root is None or (isinstance(root, yaml.ScalarNode) and root.tag == "tag:yaml.org,2002:null"):
         return NotifyConfig(path=cfg_path, exists=True)
@@ -222,10 +216,6 @@ def parse_notify_text(text: str, source: str = "notify.yml", path: Path | None =
     return NotifyConfig(
         path=cfg_path, exists=True, console_url=console_url, webhooks=tuple(webhooks), delivery=delivery
     )
-
-
-def _line(node: yaml.Node) -> int:
-    return int(node.start_mark.line) + 1
 
 
 def _mapping(

@@ -39,9 +39,10 @@ from typing import TYPE_CHECKING, Any, Union
 
 import yaml
 
-from wap_core import notify
+from wap_core import notify, yamlnodes
 from wap_core.exceptions import AccessDeniedError, AccessFileError
 from wap_core.states import Action, Outcome
+from wap_core.yamlnodes import line as _line
 
 if TYPE_CHECKING:
     from wap_core.identifiers import TableId
@@ -203,10 +204,6 @@ class Decision:
 # --------------------------------------------------------------------------- parsing
 
 
-def _line(node: yaml.Node) -> int:
-    return int(node.start_mark.line) + 1
-
-
 _STR_TAG = "tag:yaml.org,2002:str"
 
 
@@ -223,12 +220,7 @@ def _text(node: yaml.Node, source: str, what: str) -> str:
 
 def parse_access(text: str, source: str = "<access>") -> AccessPolicy:
     """Parse the access file's text; every error names ``source`` and the line."""
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        raise AccessFileError(source, line, f"invalid YAML: {getattr(exc, 'problem', None) or exc}") from exc
+    root = yamlnodes.compose(text, source, AccessFileError)
     if root is None:
         raise AccessFileError(
             source,

@@ -36,6 +36,7 @@ BOTH = [
     "tests/test_s3_store.py::test_nothing_is_written_outside_the_bucket",
     "tests/test_s3_store.py::test_gc_deletes_the_expired_files_from_the_bucket",
     "tests/test_s3_store.py::test_rollback_moves_main_back_on_the_store",
+    "tests/test_s3_store.py::test_the_sql_box_worker_reads_the_table_on_the_store",  # its own Spark, same store
     "tests/test_s3_store.py::test_credentials_never_appear_in_cli_output_journal_or_logs",
     # ingest sources as s3a:// / s3:// URLs under an object-store root, and the URLs refused (one row each)
     "tests/test_s3_store.py::test_a_url_source_under_an_object_store_root_is_ingested_confined_and_audited",

@@ -25,6 +25,7 @@ from helpers import refs, write_csv
 from s3_server import SeaweedS3
 
 from wap_core import Lakehouse, TableId
+from wap_core.analysis import explore, sandbox
 from wap_core.exceptions import PathNotAllowedError, SourceError
 from wap_core.identifiers import MAIN
 from wap_core.lake import catalog as cat
@@ -147,6 +148,23 @@ def test_rollback_moves_main_back_on_the_store(make_lakehouse, tmp_path: Path) -
     assert {x.id for x in lh.spark.table(lh.spark_name(T)).select("id").collect()} == {1, 2}
     assert not lh.journal.pending_intents(str(T))
     assert lh.journal.history(str(T), action="rollback")[0].outcome == "rolled_back"
+
+
+def test_the_sql_box_worker_reads_the_table_on_the_store(make_lakehouse, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A SQL-box worker process (its own Spark driver) reaches the store and the catalog with the console's
+    settings (S3A jars and keys, the REST catalog's credential), then ends with its JVM when told to."""
+    lh = make_lakehouse(SUITE)
+    first = _seed(lh, tmp_path)
+    handle = explore.submit_query(
+        lh, T, first, "SELECT count(*) AS n, max(name) AS top FROM ref_view", user="ann"
+    )
+    assert isinstance(handle, sandbox.SandboxQuery)
+    got = handle.result(300)
+    assert (got["n"].tolist(), got["top"].tolist()) == ([2], ["bob"])
+    pid = handle.worker_pid
+    assert pid is not None and sandbox.group_members(pid)
+    sandbox.close_all()
+    assert sandbox.group_members(pid) == []
 
 
 # ----- credentials stay secret --------------------------------------------------------------------------

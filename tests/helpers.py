@@ -18,6 +18,8 @@ from contextlib import contextmanager, redirect_stderr, redirect_stdout, suppres
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from wap_core import Lakehouse, Settings, TableId
@@ -71,6 +73,15 @@ def seed_tables(
         r = ingest(lh, t, [write_csv(src / f"{t.name}0.csv", header, rows)], create=True, branch="first")
         assert r.audit.passed, (t, r.audit)
         publish(lh, t, "first")
+
+
+def publish_ids(lh: Any, table: TableId, src: Path, rows: int) -> int:
+    """Publish a table of one int64 column ``id`` = 0..rows-1 (written to ``src``, a Parquet file); its main."""
+    src.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"id": pa.array(range(rows), pa.int64())}), src)
+    ingest(lh, table, [str(src)], create=True, branch="b1")
+    publish(lh, table, "b1")
+    return int(lh.table(table).metadata.refs["main"].snapshot_id)
 
 
 def guarded_lake(home: Path, name: str, checks: str, access: str, tables: Iterable[TableId]) -> Lakehouse:

@@ -93,7 +93,7 @@ def test_good_file_parses_to_cumulative_roles() -> None:
         ("roles:\n  steward: sam@corp.test\n", 2, "role 'steward' must be a list of users"),
         ("roles:\n  approver:\n", 2, "role 'approver' must be a list of users"),
         ("roles:\n  admin: {root: 1}\n", 2, "role 'admin' must be a list of users"),
-        ("rolez:\n  viewer: [a]\n", 1, "unknown key 'rolez': expected 'roles' or 'policies'"),
+        ("rolez:\n  viewer: [a]\n", 1, "unknown key 'rolez'; expected one of: roles, policies, cli_identity"),
         ("roles:\n  viewer: [a]\n\nowners: [b]\n", 4, "unknown key 'owners'"),
         ("", 1, "the file is empty"),
         ("# only a comment\n", 1, "the file is empty"),

@@ -23,14 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import helpers
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from wap_core import Lakehouse, TableId
 from wap_core.analysis import sandbox
-from wap_core.workflow.ingest import ingest
-from wap_core.workflow.publish import publish
 
 CHROMIUM = helpers.CHROMIUM
 ARGS = helpers.CHROMIUM_ARGS
@@ -90,11 +86,7 @@ def console(
     home = tmp_path_factory.mktemp(f"cancel-{isolation}")
     settings = helpers.lake_settings(home, f"e2ecancel{isolation}")
     lh = Lakehouse(settings)
-    src = home / "landing" / "wide.parquet"
-    src.parent.mkdir(parents=True)
-    pq.write_table(pa.table({"id": pa.array(range(ROWS), pa.int64())}), src)
-    ingest(lh, T, [str(src)], create=True, branch="b1")
-    publish(lh, T, "b1")
+    helpers.publish_ids(lh, T, home / "landing" / "wide.parquet", ROWS)
     ui_port = helpers.free_port()
     env = helpers.console_env(
         **helpers.lake_env(

@@ -28,7 +28,6 @@ from wap_core.exceptions import QueryCancelledError, QueryTimeoutError, Validati
 from wap_core.lake import jobs
 from wap_core.lake.spark import FAIR_SCHEDULER_XML
 from wap_core.workflow.ingest import ingest
-from wap_core.workflow.publish import publish
 
 T = TableId("jobs", "wide")
 ROWS = 200_000
@@ -46,11 +45,7 @@ QUICK_SQL = "SELECT count(*) AS n FROM ref_view"
 @pytest.fixture
 def lh(make_lakehouse: Callable[..., Lakehouse], tmp_path: Path) -> Lakehouse:
     lake = make_lakehouse("", query_timeout=3)
-    src = tmp_path / "src" / "wide.parquet"
-    src.parent.mkdir(parents=True)
-    pq.write_table(pa.table({"id": pa.array(range(ROWS), pa.int64())}), src)
-    ingest(lake, T, [str(src)], create=True, branch="b1")
-    publish(lake, T, "b1")
+    helpers.publish_ids(lake, T, tmp_path / "src" / "wide.parquet", ROWS)
     return lake
 
 

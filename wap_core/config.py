@@ -119,7 +119,7 @@ class Settings:
     query_isolation: str = "process"
     query_workers: int = 2  # worker processes at most (one query each; a user has one at a time)
     query_slots: int = 1  # task slots of a worker's Spark driver (local[N])
-    query_nice: int = 10  # a worker's CPU niceness (0-19): the console's own work comes first
+    query_nice: int = 10  # a worker's niceness above the console's (0-19): the console's own work comes first
     query_memory: str = "1g"  # a worker's Spark driver heap
     reconcile_seconds: int = 30  # the console's background reconciliation tick (WAP_RECONCILE_SECONDS)
     # The role a verified service token (WAP_TOKEN) grants ``user``: set by the CLI after it checked the

@@ -222,20 +222,7 @@ def _mapping(
     node: yaml.Node, source: str, what: str, allowed: Sequence[str]
 ) -> dict[str, tuple[yaml.Node, yaml.Node]]:
     """{key: (key node, value node)} of a mapping node whose keys are all in ``allowed``, each at most once."""
-    if not isinstance(node, yaml.MappingNode):
-        raise NotifyFileError(source, _line(node), what)
-    out: dict[str, tuple[yaml.Node, yaml.Node]] = {}
-    for key_node, val_node in node.value:
-        key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
-        if not isinstance(key, str) or key not in allowed:
-            shown = key if isinstance(key, str) else "(not a name)"
-            raise NotifyFileError(
-                source, _line(key_node), f"unknown key {shown!r}; expected one of: {', '.join(allowed)}"
-            )
-        if key in out:
-            raise NotifyFileError(source, _line(key_node), f"key {key!r} is given twice")
-        out[key] = (key_node, val_node)
-    return out
+    return yamlnodes.keyed(node, source, allowed, NotifyFileError, what)
 
 
 def _scalar(node: yaml.Node, source: str, what: str) -> Any:

@@ -252,17 +252,7 @@ def parse_access(text: str, source: str = "<access>") -> AccessPolicy:
 
 def _top_keys(root: yaml.MappingNode, source: str) -> dict[str, tuple[yaml.Node, yaml.Node]]:
     """The file's top-level (key node, value node) by key: known keys only, each once."""
-    top: dict[str, tuple[yaml.Node, yaml.Node]] = {}
-    for key_node, val_node in root.value:
-        key = _text(key_node, source, "a key")
-        if key not in TOP_KEYS:
-            raise AccessFileError(
-                source, _line(key_node), f"unknown key {key!r}: expected 'roles' or 'policies'"
-            )
-        if key in top:
-            raise AccessFileError(source, _line(key_node), f"{key!r} is given twice")
-        top[key] = (key_node, val_node)
-    return top
+    return yamlnodes.keyed(root, source, TOP_KEYS, AccessFileError, "the access file must be a mapping")
 
 
 def _cli_identity(top: Mapping[str, tuple[yaml.Node, yaml.Node]], source: str) -> str:

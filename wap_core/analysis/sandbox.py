@@ -5,7 +5,7 @@ one allowed query can hold every slot (a ``UNION ALL`` of two exploding equi-joi
 independent stages of one query run at once). In the shared driver another user's Review diff then waits
 for the time limit. So the console runs each SQL-box query (``WAP_QUERY_ISOLATION=process``, the default)
 in a **worker**: a Python process started with ``python -c`` in its own session (process group), niced
-(``WAP_QUERY_NICE`` steps above the console, default 10: its own work comes first on a busy CPU), whose Spark driver is
+(``WAP_QUERY_NICE`` steps above the console, default 10: the console's work comes first on a busy CPU), whose Spark driver is
 ``local[WAP_QUERY_SLOTS]`` (default 1) with a ``WAP_QUERY_MEMORY`` heap (default 1g) and no UI.
 
 - At most ``WAP_QUERY_WORKERS`` workers (default 2) exist; each runs one query at a time, and a user has

@@ -103,6 +103,7 @@ def test_refusals_and_errors_keep_their_class_across_the_process(lake: Lakehouse
     with pytest.raises(SparkJobError, match=r"^SQL error: DUPLICATED_MAP_KEY: ") as err:
         failing.result(240)
     assert err.value.error_class == "DUPLICATED_MAP_KEY"
+    assert refused.worker_pid == failing.worker_pid  # a refusal or a SQL error does not cost the worker
     assert "\n" not in str(err.value) and "o2" not in str(err.value)
 
 

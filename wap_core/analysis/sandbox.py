@@ -431,7 +431,11 @@ class SandboxQuery(Generic[T]):
                 self._wait_ready(worker)
             self.phase = "running"
             worker.conn.send(self._request)
-            self._value, keep = self._answer(worker, time.monotonic() + self.timeout)
+            kind, payload = self._answer(worker, time.monotonic() + self.timeout)
+            keep = True  # it answered (rows, or an error such as a refusal): it can take the next query
+            if kind != "ok":
+                raise payload
+            self._value = payload
         except _Stopped as stop:
             self._error = self._stop_error(stop.reason)
         except Exception as exc:  # noqa: BLE001 - not swallowed: result() raises it
@@ -471,8 +475,8 @@ class SandboxQuery(Generic[T]):
             raise payload
         worker.ready = True
 
-    def _answer(self, worker: _Worker, deadline: float) -> tuple[T, bool]:
-        """Wait for the worker's reply (the value, and whether the worker may be reused)."""
+    def _answer(self, worker: _Worker, deadline: float) -> tuple[str, Any]:
+        """Wait for the worker's reply: ``("ok", value)`` or ``("error", exception)``."""
         while not worker.conn.poll(POLL_SECONDS):
             reason = self._stopped(deadline)
             if reason is not None:
@@ -486,9 +490,7 @@ class SandboxQuery(Generic[T]):
             kind, payload = worker.conn.recv()
         except (EOFError, OSError) as exc:
             raise SparkJobError(f"{self.description} failed: its worker process ended ({exc})") from exc
-        if kind == "ok":
-            return cast(T, payload), True
-        raise payload
+        return str(kind), payload
 
 
 def submit(

@@ -37,11 +37,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, TypeVar
 
 from wap_core.config import Settings
 from wap_core.exceptions import QueryTimeoutError, SparkJobError, WapError, first_line
-from wap_core.lake.jobs import CANCELLED, SESSION_ENDED, TIMEOUT, cancel_error
+from wap_core.lake.jobs import CANCELLED, SESSION_ENDED, TIMEOUT, BackgroundWork, cancel_error
 from wap_core.lakehouse import Lakehouse
 
 log = logging.getLogger(__name__)
@@ -348,7 +348,7 @@ def close_all() -> None:
         pool.close()
 
 
-class SandboxQuery(Generic[T]):
+class SandboxQuery(BackgroundWork[T]):
     """One query sent to a worker; the same surface as :class:`wap_core.lake.jobs.QueryHandle`.
 
     ``cancel()`` it, wait for ``result()``; ``phase`` is ``waiting`` (for a free worker), ``starting`` (a new
@@ -365,20 +365,15 @@ class SandboxQuery(Generic[T]):
         timeout: float,
         alive: Callable[[], bool] | None = None,
     ) -> None:
+        super().__init__(description)
         self.pool = pool
         self.user = user
-        self.description = description
         self.timeout = timeout
         self._request = request
         self._alive = alive
         self._reason: str | None = None
-        self._done = threading.Event()
-        self._value: T | None = None
-        self._error: Exception | None = None
         self.phase = "waiting"
         self.worker_pid: int | None = None
-        self.started = time.monotonic()
-        self.ended: float | None = None
         self._thread = threading.Thread(target=self._run, name="wap-sql-box-query", daemon=True)
         self._thread.start()
 
@@ -388,23 +383,6 @@ class SandboxQuery(Generic[T]):
         if self._reason is None and not self._done.is_set():
             log.info("cancelling %s (user %s)", self.description, self.user)
             self._reason = CANCELLED
-
-    def done(self) -> bool:
-        """True once the query returned or failed."""
-        return self._done.is_set()
-
-    @property
-    def elapsed(self) -> float:
-        """Seconds since the query was submitted (until its end once done)."""
-        return (self.ended if self.ended is not None else time.monotonic()) - self.started
-
-    def result(self, timeout: float | None = None) -> T:
-        """The query's value; its error re-raised; TimeoutError while it still runs after ``timeout`` seconds."""
-        if not self._done.wait(timeout):
-            raise TimeoutError(f"{self.description} is still running")
-        if self._error is not None:
-            raise self._error
-        return cast(T, self._value)
 
     # the work
     def _stopped(self, deadline: float | None = None) -> str | None:
@@ -444,8 +422,7 @@ class SandboxQuery(Generic[T]):
             if worker is not None:
                 self.pool.release(self.user, worker, keep=keep)
             self.phase = "done"
-            self.ended = time.monotonic()
-            self._done.set()
+            self._finish()
 
     def _stop_error(self, reason: str) -> Exception:
         if reason == BUSY:

@@ -216,19 +216,51 @@ def user_jobs(
         yield group
 
 
-class QueryHandle(Generic[T]):
-    """Work running in a background thread in its own job group: :meth:`cancel` it, wait for :meth:`result`."""
+class BackgroundWork(Generic[T]):
+    """Work a background thread does for a caller who waits: :meth:`done`, :attr:`elapsed`, :meth:`result`.
 
-    def __init__(self, group: JobGroup, work: Callable[[], T]) -> None:
-        from pyspark import InheritableThread  # pinned-thread mode: the JVM thread ends with this one
+    The thread sets ``_value`` or ``_error`` and then calls :meth:`_finish`.
+    """
 
-        self.group = group
-        self._work = work
+    def __init__(self, description: str) -> None:
+        self.description = description
         self._done = threading.Event()
         self._value: T | None = None
         self._error: Exception | None = None
         self.started = time.monotonic()
         self.ended: float | None = None
+
+    def _finish(self) -> None:
+        self.ended = time.monotonic()
+        self._done.set()
+
+    def done(self) -> bool:
+        """True once the work returned or failed."""
+        return self._done.is_set()
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since start (until the end once done)."""
+        return (self.ended if self.ended is not None else time.monotonic()) - self.started
+
+    def result(self, timeout: float | None = None) -> T:
+        """The work's value; its error re-raised; TimeoutError if it is still running after ``timeout`` seconds."""
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"{self.description} is still running")
+        if self._error is not None:
+            raise self._error
+        return cast(T, self._value)
+
+
+class QueryHandle(BackgroundWork[T]):
+    """Work running in a background thread in its own job group: :meth:`cancel` it, wait for :meth:`result`."""
+
+    def __init__(self, group: JobGroup, work: Callable[[], T]) -> None:
+        from pyspark import InheritableThread  # pinned-thread mode: the JVM thread ends with this one
+
+        super().__init__(group.description)
+        self.group = group
+        self._work = work
         self._thread = InheritableThread(target=self._run, name=f"wap-query-{group.id}", daemon=True)
         self._thread.start()
 
@@ -240,34 +272,16 @@ class QueryHandle(Generic[T]):
             log.debug("work of job group %s failed: %s", self.group.id, exc)
             self._error = exc
         finally:
-            self.ended = time.monotonic()
-            self._done.set()
+            self._finish()
 
     def cancel(self) -> None:
         """Cancel the work's Spark jobs (its result raises :class:`QueryCancelledError`)."""
         self.group.cancel(CANCELLED)
 
-    def done(self) -> bool:
-        """True once the work returned or failed."""
-        return self._done.is_set()
-
     @property
     def phase(self) -> str:
         """``running`` or ``done`` (a SQL-box worker's query also knows ``waiting`` and ``starting``)."""
         return "done" if self._done.is_set() else "running"
-
-    @property
-    def elapsed(self) -> float:
-        """Seconds since start (until the end once done)."""
-        return (self.ended if self.ended is not None else time.monotonic()) - self.started
-
-    def result(self, timeout: float | None = None) -> T:
-        """The work's value; its error re-raised; TimeoutError if it is still running after ``timeout`` seconds."""
-        if not self._done.wait(timeout):
-            raise TimeoutError(f"{self.group.description} is still running")
-        if self._error is not None:
-            raise self._error
-        return cast(T, self._value)
 
 
 def start(

@@ -392,6 +392,35 @@ def browser_page(timeout_ms: int = 120_000) -> Iterator[Any]:
             browser.close()
 
 
+def page_idle(page: Any, timeout_ms: int = 300_000) -> None:
+    """Wait until the console's script run is over (Streamlit's running indicator is gone)."""
+    from playwright.sync_api import expect
+
+    expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=timeout_ms)
+
+
+def open_dialog(page: Any, button: Any, *, ready: str = "Confirm", attempts: int = 2) -> Any:
+    """Click ``button`` once the page's run is over and return the dialog, its form drawn (its
+    ``ready`` button visible). Streamlit reruns the page for the click; a click it did not take (the
+    button is still there, no dialog a minute later) is clicked again, ``attempts`` times in all."""
+    from playwright.sync_api import expect
+
+    dialog = page.get_by_role("dialog")
+    form_drawn = dialog.get_by_role("button", name=ready, exact=True)
+    for _ in range(attempts - 1):
+        page_idle(page)
+        button.click()
+        try:
+            expect(form_drawn).to_be_visible(timeout=60_000)
+        except AssertionError:
+            continue  # the click was not taken: click again
+        return dialog
+    page_idle(page)
+    button.click()
+    expect(form_drawn).to_be_visible()
+    return dialog
+
+
 def console_env(**wap: str) -> dict[str, str]:
     """This process's environment without any ``WAP_*`` setting, plus ``wap`` (the console's settings)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("WAP_")}

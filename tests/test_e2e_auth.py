@@ -144,9 +144,7 @@ def test_oidc_sign_in_then_a_journaled_action_as_the_signed_in_user(servers: str
         # One journaled action through the UI: discard the branch in the Review dialog.
         page.goto(f"{base}/review?table=crm.leads&branch={BRANCH}")
         expect(page.get_by_role("button", name="Discard")).to_be_enabled()
-        page.get_by_role("button", name="Discard").click()
-        dialog = page.get_by_role("dialog")
-        expect(dialog).to_be_visible()
+        dialog = helpers.open_dialog(page, page.get_by_role("button", name="Discard"))
         dialog.get_by_label("Reason", exact=True).fill("duplicate leads from the CRM export")
         dialog.get_by_label("Reason", exact=True).press("Enter")  # one submit: the text with Enter
         expect(page.get_by_text(f"Discarded crm.leads · {BRANCH}")).to_be_visible()

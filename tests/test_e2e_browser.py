@@ -228,16 +228,14 @@ def test_review_deep_link_discard_in_browser(server: str, demo_settings: Setting
 
         # Force publish needs a reason: with none, the browser refuses to submit and marks the box.
         review.get_by_text("Force publish (admins only").click()
-        review.get_by_role("button", name="Force publish").click()
-        dialog = review.get_by_role("dialog")
+        dialog = helpers.open_dialog(review, review.get_by_role("button", name="Force publish"))
         _refused_without_reason(dialog)
         dialog.get_by_role("button", name="Cancel").click()
         expect(dialog).to_be_hidden()
         assert Lakehouse(demo_settings).table(FLIGHTS).metadata.refs["main"].snapshot_id == main_before
 
         # Discard: refused without a reason; then the reason and Enter alone (one submit, no click).
-        review.get_by_role("button", name="Discard").click()
-        dialog = review.get_by_role("dialog")
+        dialog = helpers.open_dialog(review, review.get_by_role("button", name="Discard"))
         _refused_without_reason(dialog)
         assert BRANCH in Lakehouse(demo_settings).table(FLIGHTS).metadata.refs
         box = dialog.get_by_label("Reason", exact=True)
@@ -277,8 +275,7 @@ def test_publish_with_tab_and_enter_duplicate_upload_discard_with_tab(
         expect(page.get_by_text("Ready to publish")).to_be_visible()
         # a dialog's submit reruns after the page's run: let the Spark diff finish first (2 busy cores)
         expect(page.get_by_text("Diff computed on").first).to_be_visible(timeout=300_000)
-        page.get_by_role("button", name="Publish").click()
-        dialog = page.get_by_role("dialog")
+        dialog = helpers.open_dialog(page, page.get_by_role("button", name="Publish"))
         note = dialog.get_by_label("Note (optional)")
         note.fill("week 1 checked")
         note.press("Tab")  # focus leaves the box: the text is kept, nothing reruns
@@ -306,8 +303,7 @@ def test_publish_with_tab_and_enter_duplicate_upload_discard_with_tab(
         page.goto(f"{base}/review?table=demo.flights&branch=w1_again")
         expect(page.get_by_text("Diff computed on").first).to_be_visible(timeout=300_000)
         page.get_by_text("Force publish (admins only").click()
-        page.get_by_role("button", name="Force publish").click()
-        dialog = page.get_by_role("dialog")
+        dialog = helpers.open_dialog(page, page.get_by_role("button", name="Force publish"))
         dialog.get_by_label("Reason", exact=True).fill("replayed on purpose")
         dialog.get_by_label("Reason", exact=True).press("Tab")
         expect(dialog.get_by_role("button", name="Confirm")).to_be_focused()
@@ -320,8 +316,7 @@ def test_publish_with_tab_and_enter_duplicate_upload_discard_with_tab(
         expect(page.get_by_text("Branch w1_third of demo.flights")).to_be_visible()
         page.goto(f"{base}/review?table=demo.flights&branch=w1_third")
         expect(page.get_by_text("Diff computed on").first).to_be_visible(timeout=300_000)
-        page.get_by_role("button", name="Discard").click()
-        dialog = page.get_by_role("dialog")
+        dialog = helpers.open_dialog(page, page.get_by_role("button", name="Discard"))
         dialog.get_by_label("Reason", exact=True).fill("duplicate of week 1")
         dialog.get_by_label("Reason", exact=True).press("Tab")
         dialog.get_by_role("button", name="Confirm").click()

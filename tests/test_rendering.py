@@ -334,8 +334,8 @@ def test_no_link_from_user_text_in_chromium(linky: Lakehouse) -> None:
         page.goto(f"{base}/review?table=shop.items&branch=linky_discard")
         # a dialog's submit reruns after the page's run: let the Spark diff finish first
         expect(page.get_by_text("Diff computed on").first).to_be_visible(timeout=300_000)
-        page.get_by_role("button", name="Discard").click()
-        box = page.get_by_role("dialog").get_by_label("Reason", exact=True)
+        dialog = helpers.open_dialog(page, page.get_by_role("button", name="Discard"))
+        box = dialog.get_by_label("Reason", exact=True)
         box.fill(LINKY)
         box.press("Enter")
         expect(page.get_by_text("Discarded shop.items · linky_discard")).to_be_visible()

@@ -65,7 +65,9 @@ def test_approve_in_the_dialog_with_enter_enables_publish(tmp_path: Path, spark_
         page.goto(f"{base}/review?table=demo.people&branch=batch")
         expect(page.get_by_text("Awaiting approval").first).to_be_visible()
         expect(page.get_by_role("button", name="Publish", exact=True)).to_be_disabled()
-        dialog = helpers.open_dialog(page, page.get_by_role("button", name="Approve", exact=True), ready="Approve")
+        dialog = helpers.open_dialog(
+            page, page.get_by_role("button", name="Approve", exact=True), ready="Approve"
+        )
         box = dialog.get_by_label("Comment (optional)")
         box.fill("checked the **ids** <b>")
         expect(dialog.get_by_text("Press Enter to submit form")).to_be_visible()  # the box holds the text

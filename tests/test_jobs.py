@@ -106,7 +106,7 @@ def test_session_runs_fair_with_the_shipped_allocation_file(lh: Lakehouse) -> No
 
 def test_runaway_query_is_cancelled_after_the_time_limit(lh: Lakehouse) -> None:
     t0 = time.monotonic()
-    handle = explore.start_query(lh, T, _main(lh), RUNAWAY_SQL, user="ann")
+    handle = explore.submit_query(lh, T, _main(lh), RUNAWAY_SQL, user="ann", isolation="driver")
     with pytest.raises(QueryTimeoutError) as timed_out:
         handle.result(timeout=60)
     took = time.monotonic() - t0
@@ -127,7 +127,7 @@ def test_runaway_query_is_cancelled_after_the_time_limit(lh: Lakehouse) -> None:
 
 def test_the_sql_box_refuses_a_cross_join_before_any_job(lh: Lakehouse) -> None:
     sc = lh.spark.sparkContext
-    handle = explore.start_query(_patient(lh), T, _main(lh), CROSS_SQL, user="ann")
+    handle = explore.submit_query(_patient(lh), T, _main(lh), CROSS_SQL, user="ann", isolation="driver")
     with pytest.raises(ValidationError, match=r"^refused: a join without an equality condition \(Cross join"):
         handle.result(timeout=60)
     assert list(sc.statusTracker().getJobIdsForGroup(handle.group.id)) == []  # refused before it ran
@@ -150,7 +150,7 @@ def test_a_range_cross_join_is_cancelled_at_the_jobs_layer(lh: Lakehouse) -> Non
 
 
 def test_cancel_from_another_thread_ends_the_query(lh: Lakehouse) -> None:
-    handle = explore.start_query(_patient(lh), T, _main(lh), RUNAWAY_SQL, user="ann")
+    handle = explore.submit_query(_patient(lh), T, _main(lh), RUNAWAY_SQL, user="ann", isolation="driver")
     helpers.wait_for(lambda: bool(handle.group.running_jobs()), 30, "the runaway query's first job")
     assert not handle.done()
     t0 = time.monotonic()
@@ -166,7 +166,9 @@ def test_cancel_from_another_thread_ends_the_query(lh: Lakehouse) -> None:
 def test_query_of_an_ended_session_is_cancelled(lh: Lakehouse) -> None:
     connected = threading.Event()
     connected.set()
-    handle = explore.start_query(_patient(lh), T, _main(lh), RUNAWAY_SQL, user="ann", alive=connected.is_set)
+    handle = explore.submit_query(
+        _patient(lh), T, _main(lh), RUNAWAY_SQL, user="ann", alive=connected.is_set, isolation="driver"
+    )
     helpers.wait_for(lambda: bool(handle.group.running_jobs()), 30, "the runaway query's first job")
     connected.clear()  # the browser tab closed
     with pytest.raises(QueryCancelledError) as ended:
@@ -176,11 +178,11 @@ def test_query_of_an_ended_session_is_cancelled(lh: Lakehouse) -> None:
 
 
 def test_two_users_get_different_pools_and_the_second_is_not_starved(lh: Lakehouse) -> None:
-    runaway = explore.start_query(_patient(lh), T, _main(lh), RUNAWAY_SQL, user="ann")
+    runaway = explore.submit_query(_patient(lh), T, _main(lh), RUNAWAY_SQL, user="ann", isolation="driver")
     try:
         helpers.wait_for(lambda: bool(runaway.group.running_jobs()), 30, "the runaway query's first job")
         time.sleep(1)  # its tasks hold every slot
-        quick = explore.start_query(_patient(lh), T, _main(lh), QUICK_SQL, user="sam")
+        quick = explore.submit_query(_patient(lh), T, _main(lh), QUICK_SQL, user="sam", isolation="driver")
         assert quick.result(timeout=60)["n"].tolist() == [ROWS]
         assert not runaway.done()  # sam's answer came while ann's query still ran
         assert _pools_of(lh, quick.group) == {"user:sam"}

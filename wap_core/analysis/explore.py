@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 from decimal import Decimal
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from wap_core.analysis import sandbox
@@ -237,12 +238,36 @@ def _with_ref_view(
         jvm.SparkSession.setActiveSession(shared._jsparkSession)
 
 
-def _cap(limit: int) -> int:
-    return max(1, min(int(limit), MAX_ROWS))
+@dataclass(frozen=True)
+class QueryRequest:
+    """One authorized read-only query: ``sql`` with ``ref_view`` bound to ``table`` at ``snapshot_id``, run
+    as ``user``, at most ``cap`` rows (what a SQL-box worker receives, pickled)."""
+
+    table: TableId
+    snapshot_id: int
+    sql: str
+    cap: int
+    user: str
+
+    @property
+    def what(self) -> str:
+        """The query as its job group, time-out and busy messages name it."""
+        return f"the query on {self.table} at snapshot {self.snapshot_id}"
+
+    def rows(self, lh: Lakehouse) -> pd.DataFrame:
+        """Run it on ``lh``'s Spark (the caller sets up its job group)."""
+        return _with_ref_view(
+            lh, self.table, self.snapshot_id, self.sql, lambda df: df.limit(self.cap).toPandas()
+        )
 
 
-def _describe(table: TableId, snapshot_id: int) -> str:
-    return f"the query on {table} at snapshot {snapshot_id}"
+def _authorized(
+    lh: Lakehouse, table: TableId, snapshot_id: int, sql: str, limit: int, user: str | None
+) -> QueryRequest:
+    """The request, once ``user`` (default: the lakehouse's) may READ ``table``; ``limit`` capped at MAX_ROWS."""
+    who = user or lh.user
+    authorize(lh, who, Permission.READ, table=table)
+    return QueryRequest(table, snapshot_id, sql, max(1, min(int(limit), MAX_ROWS)), who)
 
 
 def run_sql(
@@ -253,40 +278,9 @@ def run_sql(
     Its Spark jobs run in their own job group in the user's FAIR pool and are cancelled after
     ``WAP_QUERY_TIMEOUT`` seconds (:class:`~wap_core.exceptions.QueryTimeoutError`); see :mod:`wap_core.lake.jobs`.
     """
-    who = user or lh.user
-    authorize(lh, who, Permission.READ, table=table)
-    cap = _cap(limit)
-    with jobs.user_jobs(lh.spark, who, _describe(table, snapshot_id), timeout=lh.settings.query_timeout):
-        return _with_ref_view(lh, table, snapshot_id, sql, lambda df: df.limit(cap).toPandas())
-
-
-def start_query(
-    lh: Lakehouse,
-    table: TableId,
-    snapshot_id: int,
-    sql: str,
-    limit: int = 1000,
-    *,
-    user: str | None = None,
-    alive: Callable[[], bool] | None = None,
-) -> QueryHandle[pd.DataFrame]:
-    """:func:`run_sql` in a background thread: ``.cancel()`` it, ``.result(timeout)`` waits for its rows.
-
-    Authorization is decided here, before anything starts; the guard's refusals and SQL errors come from
-    ``result()``. The time limit (``WAP_QUERY_TIMEOUT``) holds as for :func:`run_sql`, and the query is
-    cancelled as soon as ``alive()`` returns false (the console: the browser session is gone).
-    """
-    who = user or lh.user
-    authorize(lh, who, Permission.READ, table=table)
-    cap = _cap(limit)
-    return jobs.start(
-        lh.spark,
-        who,
-        _describe(table, snapshot_id),
-        lambda: _with_ref_view(lh, table, snapshot_id, sql, lambda df: df.limit(cap).toPandas()),
-        timeout=lh.settings.query_timeout,
-        alive=alive,
-    )
+    q = _authorized(lh, table, snapshot_id, sql, limit, user)
+    with jobs.user_jobs(lh.spark, q.user, q.what, timeout=lh.settings.query_timeout):
+        return q.rows(lh)
 
 
 def submit_query(
@@ -298,28 +292,33 @@ def submit_query(
     *,
     user: str | None = None,
     alive: Callable[[], bool] | None = None,
+    isolation: str | None = None,
 ) -> QueryHandle[pd.DataFrame] | sandbox.SandboxQuery[pd.DataFrame]:
-    """The console's SQL box: :func:`start_query` where ``WAP_QUERY_ISOLATION`` says (default: its own process).
+    """The console's SQL box: :func:`run_sql` started in the background; ``.cancel()`` it, ``.result(timeout)``
+    waits for its rows.
 
-    ``process`` (default): the query runs in a worker process with its own small Spark driver
-    (:mod:`wap_core.analysis.sandbox`), killed on time-out, Cancel or the end of the session, so no query can
-    hold the console's task slots. ``driver``: :func:`start_query` in the console's shared driver. Either way
-    authorization and the guard's parse stage are decided here, before anything starts.
+    Authorization and the guard's parse stage are decided here, before anything starts; the guard's
+    refusals and SQL errors come from ``result()``. The time limit (``WAP_QUERY_TIMEOUT``) holds as for
+    :func:`run_sql`, and the query is cancelled as soon as ``alive()`` returns false (the console: the
+    browser session is gone). Where it runs, ``isolation`` (default ``WAP_QUERY_ISOLATION``) says:
+
+    * ``process`` (default): in a worker process with its own small Spark driver
+      (:mod:`wap_core.analysis.sandbox`), killed on time-out, Cancel or the end of the session, so no
+      query can hold the console's task slots;
+    * ``driver``: in a thread on the console's shared driver, in the user's FAIR pool.
     """
-    if lh.settings.query_isolation == "driver":
-        return start_query(lh, table, snapshot_id, sql, limit, user=user, alive=alive)
-    who = user or lh.user
-    authorize(lh, who, Permission.READ, table=table)
+    q = _authorized(lh, table, snapshot_id, sql, limit, user)
+    if (isolation or lh.settings.query_isolation) == "driver":
+        run = partial(q.rows, lh)
+        return jobs.start(lh.spark, q.user, q.what, run, timeout=lh.settings.query_timeout, alive=alive)
     sql_guard.parse_query(lh.spark, sql)  # refuse at once, without a worker
-    request = (table, snapshot_id, sql, _cap(limit), who)
-    return sandbox.submit(lh, answer_in_worker, who, _describe(table, snapshot_id), request, alive=alive)
+    return sandbox.submit(lh, answer_in_worker, q.user, q.what, q, alive=alive)
 
 
-def answer_in_worker(lh: Lakehouse, request: tuple[TableId, int, str, int, str]) -> pd.DataFrame:
+def answer_in_worker(lh: Lakehouse, q: QueryRequest) -> pd.DataFrame:
     """A SQL-box worker's answer to one request of :func:`submit_query` (runs in the worker process)."""
-    table, snapshot_id, sql, cap, user = request
-    with jobs.user_jobs(lh.spark, user, _describe(table, snapshot_id)):
-        return _with_ref_view(lh, table, snapshot_id, sql, lambda df: df.limit(cap).toPandas())
+    with jobs.user_jobs(lh.spark, q.user, q.what):
+        return q.rows(lh)
 
 
 @dataclass(frozen=True)
@@ -384,15 +383,13 @@ def query_rows(
     lh: Lakehouse, table: TableId, snapshot_id: int, sql: str, limit: int = 1000, *, user: str | None = None
 ) -> SqlResult:
     """Run one read-only query like :func:`run_sql` and return exact Python rows (for the CLI)."""
-    authorize(lh, user or lh.user, Permission.READ, table=table)
-    cap = _cap(limit)
+    q = _authorized(lh, table, snapshot_id, sql, limit, user)
 
     def collect(df: DataFrame) -> SqlResult:
-        got = df.limit(cap + 1).collect()
+        got = df.limit(q.cap + 1).collect()
         types = [f.dataType for f in df.schema.fields]
-        rows = tuple(tuple(_utc(v, t) for v, t in zip(r, types, strict=False)) for r in got[:cap])
-        return SqlResult(tuple(df.columns), rows, len(got) > cap)
+        rows = tuple(tuple(_utc(v, t) for v, t in zip(r, types, strict=False)) for r in got[: q.cap])
+        return SqlResult(tuple(df.columns), rows, len(got) > q.cap)
 
-    who = user or lh.user
-    with jobs.user_jobs(lh.spark, who, _describe(table, snapshot_id), timeout=lh.settings.query_timeout):
+    with jobs.user_jobs(lh.spark, q.user, q.what, timeout=lh.settings.query_timeout):
         return _with_ref_view(lh, table, snapshot_id, sql, collect)

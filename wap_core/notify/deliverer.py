@@ -52,6 +52,7 @@ from wap_core.store.journal import Journal, process_owner, utcnow, write_entry
 from wap_core.store.schema import (
     at_column,
     branch_column,
+    from_row,
     id_column,
     metadata,
     table_name_column,
@@ -188,21 +189,7 @@ class OutboxRow:
 
 
 def _row(r: Any) -> OutboxRow:
-    return OutboxRow(
-        id=r["id"],
-        event=Event(r["event"]),
-        table=r["table_name"],
-        branch=r["branch"],
-        user=r["user_name"],
-        target=r["target"],
-        target_label=r["target_label"],
-        format=r["format"],
-        body=r["body"],
-        status=DeliveryState(r["status"]),
-        attempts=r["attempts"],
-        last_status=r["last_status"],
-        last_error=r["last_error"],
-    )
+    return from_row(OutboxRow, r, event=Event(r["event"]), status=DeliveryState(r["status"]))
 
 
 def outbox(journal: Journal, *, limit: int = 500) -> list[OutboxRow]:

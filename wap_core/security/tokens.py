@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 from sqlalchemy import Column, Engine, String, Table, UniqueConstraint, and_, insert, select, update
 
 from wap_core.store.journal import utcnow
-from wap_core.store.schema import at_column, aware, id_column, metadata, user_column
+from wap_core.store.schema import at_column, from_row, id_column, metadata, user_column
 from wap_core.values import JsonOrder
 
 # Migration 0006: only the SHA-256 of each token is stored; the token itself is shown once, when created.
@@ -93,16 +93,7 @@ def token_hash(token: str) -> str:
 
 
 def _info(r: Any) -> TokenInfo:
-    return TokenInfo(
-        id=int(r["id"]),
-        user=str(r["user_name"]),
-        role=str(r["role"]),
-        created_at=aware(r["created_at"]),
-        created_by=str(r["created_by"]),
-        expires_at=aware(r["expires_at"]),
-        revoked_at=aware(r["revoked_at"]) if r["revoked_at"] is not None else None,
-        revoked_by=r["revoked_by"],
-    )
+    return from_row(TokenInfo, r)
 
 
 def store_token(

@@ -71,7 +71,7 @@ from wap_core.config import MASK, SECRET_KEY, mask_secrets
 from wap_core.exceptions import BranchBusyError
 from wap_core.states import Action, CheckStatus, Outcome
 from wap_core.store.migrate import upgrade
-from wap_core.store.schema import at_column, aware, event_columns, event_fields, metadata, snapshot_column
+from wap_core.store.schema import at_column, aware, event_columns, from_row, metadata, snapshot_column
 
 log = logging.getLogger(__name__)
 
@@ -621,32 +621,23 @@ def _lock_key(table: str, branch: str) -> str:
 
 
 def _entry(r: Any) -> JournalEntry:
-    return JournalEntry(
-        id=r["id"],
-        **event_fields(r),
+    return from_row(
+        JournalEntry,
+        r,
         action=Action(r["action"]),
-        snapshot_before=r["snapshot_before"],
-        snapshot_after=r["snapshot_after"],
         outcome=Outcome(r["outcome"]),
-        reason=r["reason"],
         details=json.loads(r["details"] or "{}"),
-        intent_id=r["intent_id"],
         reconciled=bool(r["reconciled"]),
     )
 
 
 def _intent(r: Any) -> Intent:
-    return Intent(
-        id=r["id"],
-        **event_fields(r),
+    return from_row(
+        Intent,
+        r,
         action=Action(r["action"]),
-        expected_before=r["expected_before"],
-        expected_after=r["expected_after"],
-        reason=r["reason"],
         details=json.loads(r["details"] or "{}"),
         status=IntentStatus(r["status"]),
-        owner=r["owner"],
-        heartbeat_at=aware(r["heartbeat_at"]),
     )
 
 
@@ -769,10 +760,4 @@ _in_flight = _InFlight()
 
 
 def _stored(r: Any) -> StoredAudit:
-    return StoredAudit(
-        **event_fields(r),
-        snapshot_id=r["snapshot_id"],
-        fork_snapshot_id=r["fork_snapshot_id"],
-        status=CheckStatus(r["status"]),
-        result=json.loads(r["result"]),
-    )
+    return from_row(StoredAudit, r, status=CheckStatus(r["status"]), result=json.loads(r["result"]))

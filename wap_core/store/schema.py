@@ -11,8 +11,12 @@ is made only by the Alembic revisions in ``migrations/versions`` (a test compare
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import fields
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 from sqlalchemy import BigInteger, Column, DateTime, Integer, MetaData, String, Table, Text
 
@@ -24,14 +28,25 @@ def aware(dt: datetime) -> datetime:
     return dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)
 
 
-def event_fields(row: Mapping[str, Any]) -> dict[str, Any]:
-    """The dataclass fields read from :func:`event_columns` (but ``id``): ``at``, ``user``, ``table``, ``branch``."""
-    return {
-        "at": aware(row["at"]),
-        "user": row["user_name"],
-        "table": row["table_name"],
-        "branch": row["branch"],
-    }
+_D = TypeVar("_D", bound="DataclassInstance")
+
+#: the columns whose field on a dataclass has another name
+COLUMN_OF = {"user": "user_name", "table": "table_name", "check": "check_name"}
+
+
+def from_row(cls: type[_D], row: Mapping[str, Any], **converted: Any) -> _D:
+    """The frozen dataclass ``cls`` from a result ``row``: each field its column's value (``user``,
+    ``table`` and ``check`` from ``user_name``, ``table_name`` and ``check_name``; times with UTC
+    attached), but the ``converted`` fields (enums, parsed JSON) as given. A field with a default may
+    have no column."""
+    plain = {}
+    for f in fields(cls):
+        column = COLUMN_OF.get(f.name, f.name)
+        if f.name in converted or column not in row:
+            continue
+        value = row[column]
+        plain[f.name] = aware(value) if isinstance(value, datetime) else value
+    return cls(**plain, **converted)
 
 
 def id_column() -> Column[Any]:

@@ -11,7 +11,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from wap_core import notify
 from wap_core.analysis.diff import cached_main_profile
@@ -120,37 +120,33 @@ def batch_metrics(suite: Suite, evaluation: Evaluation) -> dict[str, float]:
     return metrics
 
 
-def run_audit(
-    lh: Lakehouse,
-    table: TableId,
-    branch: str,
-    *,
-    user: str | None = None,
-    suite: Suite | None = None,
-    observed: tuple[int, dict[str, Any]] | None = None,
-    use_cache: bool = True,
-) -> AuditResult:
+class AuditOptions(TypedDict, total=False):
+    """What :func:`run_audit` and :func:`audit_branch` take beyond the branch.
+
+    ``user`` (default: the lakehouse's), ``suite`` (default: the table's suite in the checks file),
+    ``observed`` (``(snapshot_id, metrics)`` collected by ingest while it wrote that snapshot) and
+    ``use_cache`` (default true: reuse the measurements of checks that did not change).
+    """
+
+    user: str | None
+    suite: Suite | None
+    observed: tuple[int, dict[str, Any]] | None
+    use_cache: bool
+
+
+def run_audit(lh: Lakehouse, table: TableId, branch: str, **options: Unpack[AuditOptions]) -> AuditResult:
     """(Re-)audit ``branch`` of ``table`` as ``user`` (the AUDIT permission) and record the result.
 
     Its Spark jobs run in their own job group in ``user``'s FAIR pool (:mod:`wap_core.lake.jobs`; no time
     limit: the result must be recorded, and the work is bounded by the batch, not by user text).
     """
-    user = user or lh.user
+    user = options["user"] = options.get("user") or lh.user
     authorize(lh, user, Permission.AUDIT, table=table, branch=branch)
     with jobs.user_jobs(lh.spark, user, f"the audit of {table} {branch}"):
-        return audit_branch(lh, table, branch, user=user, suite=suite, observed=observed, use_cache=use_cache)
+        return audit_branch(lh, table, branch, **options)
 
 
-def audit_branch(
-    lh: Lakehouse,
-    table: TableId,
-    branch: str,
-    *,
-    user: str | None = None,
-    suite: Suite | None = None,
-    observed: tuple[int, dict[str, Any]] | None = None,
-    use_cache: bool = True,
-) -> AuditResult:
+def audit_branch(lh: Lakehouse, table: TableId, branch: str, **options: Unpack[AuditOptions]) -> AuditResult:
     """Audit ``branch`` of ``table`` and record the result. Never changes any ref.
 
     Not guarded: callers authorize first (:func:`run_audit` as AUDIT; ingest's own audit is
@@ -160,7 +156,8 @@ def audit_branch(
     only checks that changed (``use_cache=False`` measures everything again).
     """
     t0 = time.perf_counter()
-    user = user or lh.user
+    user = options.get("user") or lh.user
+    suite, observed = options.get("suite"), options.get("observed")
     tbl = reconciled_table(lh, table)
     cat.require_branch(tbl, table, branch)
     lin = cat.lineage(tbl, branch)
@@ -176,7 +173,7 @@ def audit_branch(
         _main_context(lh, table, tbl, lin),
         lh.settings.sample_rows,
         precomputed,
-        cache=ResultCache(engine, str(table), lin.head) if use_cache else None,
+        cache=ResultCache(engine, str(table), lin.head) if options.get("use_cache", True) else None,
         single_split=single_split(tbl.properties, files),
         rows_hint=files.rows if files is not None else None,
     )

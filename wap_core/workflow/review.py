@@ -42,7 +42,7 @@ from wap_core.notify import Event, emit
 from wap_core.security.access import AccessPolicy, Permission, Role, access_policy, authorize, decide
 from wap_core.states import Action, Outcome
 from wap_core.store.journal import journal_table, utcnow
-from wap_core.store.schema import event_columns, event_fields, metadata, snapshot_column
+from wap_core.store.schema import event_columns, from_row, metadata, snapshot_column
 from wap_core.values import JSON, JsonOrder
 
 if TYPE_CHECKING:
@@ -298,25 +298,11 @@ class ReviewStatus:
 
 
 def _review(r: Any) -> Review:
-    return Review(
-        id=r["id"],
-        **event_fields(r),
-        snapshot_id=int(r["snapshot_id"]),
-        verdict=Verdict(r["verdict"]),
-        role=r["role"],
-        comment=r["comment"],
-    )
+    return from_row(Review, r, snapshot_id=int(r["snapshot_id"]), verdict=Verdict(r["verdict"]))
 
 
 def _comment(r: Any) -> Comment:
-    return Comment(
-        id=r["id"],
-        **event_fields(r),
-        snapshot_id=r["snapshot_id"],
-        check=r["check_name"],
-        kind=CommentKind(r["kind"]),
-        text=r["text"],
-    )
+    return from_row(Comment, r, kind=CommentKind(r["kind"]))
 
 
 def _branch_rows(lh: Lakehouse, rows: SqlTable, table: TableId | str, branch: str) -> Sequence[Any]:

@@ -10,14 +10,7 @@ import pytest
 
 from wap_core.analysis.diff import ColumnDiff, ColumnProfile, DiffResult, ProfileBasis, rank_changes
 from wap_core.lake.catalog import MetadataDiff
-from wap_core.states import (
-    Action,
-    BranchStatus,
-    CheckStatus,
-    Outcome,
-    branch_status,
-    overall_status,
-)
+from wap_core.states import Action, BranchStatus, CheckStatus, Outcome, branch_status, overall_status
 from wap_core.values import to_jsonable
 
 

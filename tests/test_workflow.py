@@ -15,16 +15,7 @@ import sys
 from typing import Any
 
 import pytest
-from helpers import (
-    app_test,
-    cli_as,
-    cli_process,
-    guarded_lake,
-    lake_env,
-    refs,
-    use_env,
-    write_csv,
-)
+from helpers import app_test, cli_as, cli_process, guarded_lake, lake_env, refs, use_env, write_csv
 
 from wap_core import Lakehouse, TableId
 from wap_core.exceptions import AccessFileError, ConflictError

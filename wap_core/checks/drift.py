@@ -23,13 +23,7 @@ from itertools import pairwise
 from typing import Any, ClassVar
 
 from wap_core.checks.args import Args
-from wap_core.checks.base import (
-    CheckResult,
-    CheckSpec,
-    MainContext,
-    Measurement,
-    sql_literal,
-)
+from wap_core.checks.base import CheckResult, CheckSpec, MainContext, Measurement, sql_literal
 from wap_core.identifiers import quote_column
 from wap_core.states import CheckStatus
 

@@ -9,14 +9,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from wap_core.checks.args import Args
-from wap_core.checks.base import (
-    CheckSpec,
-    MainContext,
-    Measurement,
-    RowCheck,
-    jsonable,
-    sql_literal,
-)
+from wap_core.checks.base import CheckSpec, MainContext, Measurement, RowCheck, jsonable, sql_literal
 from wap_core.identifiers import quote_column
 
 

@@ -11,13 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from wap_core.checks.args import Args
-from wap_core.checks.base import (
-    CheckResult,
-    CheckSpec,
-    MainContext,
-    Measurement,
-    jsonable,
-)
+from wap_core.checks.base import CheckResult, CheckSpec, MainContext, Measurement, jsonable
 from wap_core.checks.keys import values_missing
 from wap_core.exceptions import ValidationError
 from wap_core.identifiers import TableId, quote_column

@@ -13,14 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from wap_core.checks.args import Args
-from wap_core.checks.base import (
-    CheckResult,
-    CheckSpec,
-    MainContext,
-    Measurement,
-    jsonable,
-    row_dict,
-)
+from wap_core.checks.base import CheckResult, CheckSpec, MainContext, Measurement, jsonable, row_dict
 from wap_core.checks.keys import keys_in_main
 from wap_core.identifiers import quote_column
 

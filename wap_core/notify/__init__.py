@@ -71,14 +71,7 @@ from wap_core.notify.deliverer import (
     start_deliverer,
     stop_all,
 )
-from wap_core.notify.outgoing import (
-    Notification,
-    build,
-    emit,
-    emit_outcome,
-    enqueue,
-    notify_test,
-)
+from wap_core.notify.outgoing import Notification, build, emit, emit_outcome, enqueue, notify_test
 
 __all__ = [
     "DEFAULT_CONSOLE_URL",

@@ -30,13 +30,7 @@ from wap_core.notify.config import (
 )
 from wap_core.notify.deliverer import TestOutcome, deliverer_for, outbox_table, send_now
 from wap_core.states import Action, Outcome
-from wap_core.store.journal import (
-    Journal,
-    JournalEntry,
-    mask_values,
-    process_owner,
-    utcnow,
-)
+from wap_core.store.journal import Journal, JournalEntry, mask_values, process_owner, utcnow
 
 if TYPE_CHECKING:
     from wap_core.lakehouse import Lakehouse

@@ -46,13 +46,7 @@ from wap_core.lake.errors import spark_error_line
 from wap_core.lake.refs import is_commit_state_unknown, remove_branch_quietly, with_commit_retry
 from wap_core.samples import sample_json
 from wap_core.security.access import Permission, authorize
-from wap_core.security.paths import (
-    SourcePolicy,
-    allowed_roots,
-    confine,
-    expand_confined,
-    fetch_url_sources,
-)
+from wap_core.security.paths import SourcePolicy, allowed_roots, confine, expand_confined, fetch_url_sources
 from wap_core.states import Action, CheckStatus, Outcome
 from wap_core.store.journal import Intent
 from wap_core.values import JSON, JsonOrder, seconds_view

@@ -41,12 +41,7 @@ from wap_core.security.access import Permission, authorize
 from wap_core.states import Action, BranchStatus, Outcome, PublishOutcome, RebaseOutcome, branch_status
 from wap_core.store.journal import Intent
 from wap_core.workflow.audit import latest_audit
-from wap_core.workflow.reconcile import (
-    INTENT_PROPERTY,
-    reconciled_table,
-    temp_branch_name,
-    temp_branches_of,
-)
+from wap_core.workflow.reconcile import INTENT_PROPERTY, reconciled_table, temp_branch_name, temp_branches_of
 from wap_core.workflow.refmove import Moved, Notice, RefMove
 from wap_core.workflow.review import ReviewStatus, review_state, second_admin_approval
 

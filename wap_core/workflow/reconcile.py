@@ -60,13 +60,7 @@ from wap_core.lake import catalog as cat
 from wap_core.lake.catalog import TEMP_MARK, is_temp_branch
 from wap_core.lake.refs import remove_branches
 from wap_core.states import Action, Outcome
-from wap_core.store.journal import (
-    Intent,
-    JournalEntry,
-    heartbeat_stale,
-    owner_alive,
-    process_owner,
-)
+from wap_core.store.journal import Intent, JournalEntry, heartbeat_stale, owner_alive, process_owner
 
 if TYPE_CHECKING:
     from wap_core.lakehouse import Lakehouse

@@ -335,48 +335,39 @@ def keyed_diff(
     Its Spark jobs run in their own job group in ``user``'s FAIR pool (:mod:`wap_core.lake.jobs`).
     """
     with jobs.user_jobs(lh.spark, user or lh.user, f"the keyed diff of {table} {branch}"):
-        return _keyed_diff(lh, table, branch, key, exclude=exclude, columns=columns)
-
-
-def _keyed_diff(
-    lh: Lakehouse,
-    table: TableId,
-    branch: str,
-    key: Sequence[str],
-    *,
-    exclude: Sequence[str] = (),
-    columns: Sequence[str] | None = None,
-) -> KeyedDiff:
-    t0 = time.perf_counter()
-    tbl = lh.table(table)
-    cat.require_branch(tbl, table, branch)
-    key = validate_key(tbl, table, key)
-    if exclude:
-        validate_key(tbl, table, exclude, "exclude")
-    if columns:
-        validate_key(tbl, table, columns, "columns")
-    lin = cat.lineage(tbl, branch)
-    left_schema, right_schema = _schema_of(tbl, lin.fork), _schema_of(tbl, lin.head)
-    compared = tuple(
-        c
-        for c in left_schema
-        if c in right_schema and c not in key and c not in set(exclude) and (not columns or c in set(columns))
-    )
-    ops = {cat.snapshot_operation(s) for s in lin.new_snapshots}
-    common = {
-        "table": str(table),
-        "branch": branch,
-        "key": key,
-        "compared_columns": compared,
-        "fork_snapshot_id": lin.fork,
-        "head_snapshot_id": lin.head,
-        "main_rows": _total_records(tbl, lin.fork),
-        "branch_rows": _total_records(tbl, lin.head),
-        "schema_changes": compare_columns(left_schema, right_schema),
-    }
-    d = _Diffing(lh, tbl, table, lin, key, compared, common)
-    result = _append_diff(d) if ops <= {"append"} or lin.fork is None else _full_diff(d)
-    return replace(result, seconds=time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        tbl = lh.table(table)
+        cat.require_branch(tbl, table, branch)
+        key = validate_key(tbl, table, key)
+        if exclude:
+            validate_key(tbl, table, exclude, "exclude")
+        if columns:
+            validate_key(tbl, table, columns, "columns")
+        lin = cat.lineage(tbl, branch)
+        left_schema, right_schema = _schema_of(tbl, lin.fork), _schema_of(tbl, lin.head)
+        compared = tuple(
+            c
+            for c in left_schema
+            if c in right_schema
+            and c not in key
+            and c not in set(exclude)
+            and (not columns or c in set(columns))
+        )
+        ops = {cat.snapshot_operation(s) for s in lin.new_snapshots}
+        common = {
+            "table": str(table),
+            "branch": branch,
+            "key": key,
+            "compared_columns": compared,
+            "fork_snapshot_id": lin.fork,
+            "head_snapshot_id": lin.head,
+            "main_rows": _total_records(tbl, lin.fork),
+            "branch_rows": _total_records(tbl, lin.head),
+            "schema_changes": compare_columns(left_schema, right_schema),
+        }
+        d = _Diffing(lh, tbl, table, lin, key, compared, common)
+        result = _append_diff(d) if ops <= {"append"} or lin.fork is None else _full_diff(d)
+        return replace(result, seconds=time.perf_counter() - t0)
 
 
 @dataclass(frozen=True)

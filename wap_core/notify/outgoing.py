@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Required, TypedDict, Unpack
 
 from sqlalchemy import insert
 
@@ -124,75 +124,55 @@ class Notification:
         ).encode("utf-8")
 
 
+class NoticeFields(TypedDict, total=False):
+    """What a notification tells beside its event: where (``table``, ``branch``; ``""`` or None for none),
+    who, and optionally the status, the failed checks, a summary and the snapshot."""
+
+    table: Required[str | None]
+    branch: Required[str | None]
+    user: Required[str]
+    status: str | None
+    failed_checks: Sequence[str]
+    summary: str
+    snapshot_id: int | None
+
+
 def build(
-    cfg: NotifyConfig,
-    event: Event,
-    *,
-    table: str | None,
-    branch: str | None,
-    user: str,
-    status: str | None = None,
-    failed_checks: Sequence[str] = (),
-    summary: str = "",
-    snapshot_id: int | None = None,
-    at: datetime | None = None,
+    cfg: NotifyConfig, event: Event, *, at: datetime | None = None, **fields: Unpack[NoticeFields]
 ) -> Notification:
     """The notification of ``event``, its link into the console at ``cfg.console_url``."""
-    table, branch = (
-        table or None,
-        branch or None,
-    )  # "" (no table, e.g. a refused read of the whole catalog) is null
+    # "" (no table, e.g. a refused read of the whole catalog) is null
+    table, branch = fields["table"] or None, fields["branch"] or None
     return Notification(
         event=event,
         table=table,
         branch=branch,
-        user=user,
+        user=fields["user"],
         at=(at or utcnow()).isoformat(timespec="seconds"),
-        status=status,
-        failed_checks=tuple(failed_checks),
-        summary=summary,
+        status=fields.get("status"),
+        failed_checks=tuple(fields.get("failed_checks", ())),
+        summary=fields.get("summary", ""),
         link=link_for(cfg.console_url, event, table, branch),
-        snapshot_id=snapshot_id,
+        snapshot_id=fields.get("snapshot_id"),
     )
 
 
 # --------------------------------------------------------------------------- emit: one INSERT, no network
-def emit(
-    lh: Lakehouse,
-    event: Event,
-    *,
-    table: str,
-    branch: str | None,
-    user: str,
-    status: str | None = None,
-    failed_checks: Sequence[str] = (),
-    summary: str = "",
-    snapshot_id: int | None = None,
-) -> None:
+def emit(lh: Lakehouse, event: Event, **fields: Unpack[NoticeFields]) -> None:
     """Queue a notification for every matching target. Never raises, never blocks on the network."""
     name = getattr(event, "value", event)
+    table, branch = fields["table"], fields["branch"]
     try:
         event = Event(event)
         cfg = config_for(lh.settings)
         targets = cfg.targets_for(event, table)
         if not targets:
             return
-        note = build(
-            cfg,
-            event,
-            table=table,
-            branch=branch,
-            user=user,
-            status=status,
-            failed_checks=failed_checks,
-            summary=summary,
-            snapshot_id=snapshot_id,
-        )
-        enqueue(lh.journal, note, targets)
+        enqueue(lh.journal, build(cfg, event, **fields), targets)
         deliverer_for(lh).wake()
     except NotifyFileError as exc:
         log.error("%s notification of %s %s not queued: %s", name, table, branch, exc)
-        _journal_unqueued(lh, name, table, branch, user, str(exc))
+        _journal_unqueued(lh, name, table, branch, fields["user"], str(exc))
     except Exception:
         log.exception("%s notification of %s %s could not be queued", name, table, branch)
 

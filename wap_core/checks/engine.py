@@ -622,27 +622,8 @@ def _sample_failing(
     n: int,
     flagged: _FailureFlags | None = None,
 ) -> None:
-    """Sample the failing rows of every failing row-level check in ``specs`` not sampled yet (one read)."""
-    failing = [
-        s
-        for s in specs
-        if s.name in fresh
-        and s.row_level
-        and int(fresh[s.name].get("fail") or 0) > 0
-        and "sample" not in fresh[s.name]
-    ]
-    if failing and n > 0:
-        _sample(batch, failing, fresh, n, flagged)
-
-
-def _sample(
-    batch: DataFrame,
-    checks: list[CheckSpec],
-    fresh: dict[str, Measurement],
-    n: int,
-    flagged: _FailureFlags | None = None,
-) -> None:
-    """Up to ``n`` failing rows per check, from ONE filtered read of the batch (no shuffle, no per-check scan).
+    """Up to ``n`` failing rows of every failing row-level check in ``specs`` not sampled yet, from ONE
+    filtered read of the batch (no shuffle, no per-check scan).
 
     The pass told how many rows fail each check; a failing row is kept with probability about
     ``rate * n / failing`` (all of them when few fail), decided by a hash of the row, so one read
@@ -651,6 +632,16 @@ def _sample(
     about twice the rows each check needs (:data:`PREFIX_RATE`); a check left short then (failing
     rows bunched at the end) is sampled again by a full read, thinned as before.
     """
+    checks = [
+        s
+        for s in specs
+        if s.name in fresh
+        and s.row_level
+        and int(fresh[s.name].get("fail") or 0) > 0
+        and "sample" not in fresh[s.name]
+    ]
+    if not checks or n <= 0:
+        return
     for spec in checks:
         fresh[spec.name]["sample"] = []
     failing = {spec.name: int(fresh[spec.name].get("fail") or 0) for spec in checks}

@@ -15,10 +15,10 @@ from dataclasses import fields
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from sqlalchemy import BigInteger, Column, DateTime, Integer, MetaData, String, Table, Text
+
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
-
-from sqlalchemy import BigInteger, Column, DateTime, Integer, MetaData, String, Table, Text
 
 metadata = MetaData()
 

@@ -33,6 +33,24 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parent.parent
 
 
+#: demo.people under the two-person rule (test_workflow, test_authors): the table, its suite and CSV header,
+#: the access file (sam ingests, ann and bob approve, root and ops administer) and those users
+PEOPLE = TableId("demo", "people")
+PEOPLE_SUITE = "demo.people:\n  checks:\n    - not_null: [name]\n    - unique: [id]\n"
+PEOPLE_HEADER = ["id", "name"]
+TWO_PERSON_ACCESS = """\
+roles:
+  viewer: ["*"]
+  steward: [sam@corp.test]
+  approver: [ann@corp.test, bob@corp.test]
+  admin: [root, ops]
+policies:
+  "*": {approvals: 0}
+  demo.people: {approvals: 1, author_cannot_approve: true, force_needs_second_admin: true}
+"""
+SAM, ANN, BOB, ROOT_, OPS = "sam@corp.test", "ann@corp.test", "bob@corp.test", "root", "ops"
+
+
 def write_csv(path: Path, header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = [",".join(header)] + [",".join("" if v is None else str(v) for v in r) for r in rows]

@@ -38,6 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "wap_core.faults",
         "wap_core.samples",
         "wap_core.yamlnodes",
+        "wap_core.registry",
     ),
 )
 FACADE = "wap_core"  # the package root re-exports Lakehouse, Settings, TableId for users; not a layer

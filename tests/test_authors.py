@@ -11,26 +11,21 @@ import itertools
 import json
 from typing import Any
 
+import helpers
 import pytest
 from helpers import app_test, cli_as, guarded_lake, lake_env, refs, use_env, write_csv
 
-from wap_core import Lakehouse, TableId
+from wap_core import Lakehouse
 from wap_core.workflow.review import authors, evaluate, policy_for, review_state
 
 cli = cli_as  # the CLI in-process as a user, with the lakehouse's access file and ingest roots
-P = TableId("demo", "people")
-SUITE = "demo.people:\n  checks:\n    - not_null: [name]\n    - unique: [id]\n"
-HEADER = ["id", "name"]
-ACCESS = """\
-roles:
-  viewer: ["*"]
-  steward: [sam@corp.test]
-  approver: [ann@corp.test, bob@corp.test]
-  admin: [root]
-policies:
-  demo.people: {approvals: 1, author_cannot_approve: true, force_needs_second_admin: true}
-"""
-SAM, ANN, BOB, ROOT_ = "sam@corp.test", "ann@corp.test", "bob@corp.test", "root"
+P, SUITE, HEADER, ACCESS = (
+    helpers.PEOPLE,
+    helpers.PEOPLE_SUITE,
+    helpers.PEOPLE_HEADER,
+    helpers.TWO_PERSON_ACCESS,
+)
+SAM, ANN, BOB, ROOT_ = helpers.SAM, helpers.ANN, helpers.BOB, helpers.ROOT_
 _names = itertools.count(1)
 
 

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from typing import Any
 
+import helpers
 import pytest
 from helpers import app_test, cli_as, cli_process, guarded_lake, lake_env, refs, use_env, write_csv
 
@@ -29,24 +30,10 @@ from wap_core.workflow.review import policy_for, review_state
 from wap_core.workflow.rollback import rollback
 
 cli = cli_as  # the CLI in-process as a user, with the lakehouse's access file and ingest roots
-P = TableId("demo", "people")
+P, HEADER, ACCESS = helpers.PEOPLE, helpers.PEOPLE_HEADER, helpers.TWO_PERSON_ACCESS
+SAM, ANN, BOB, ROOT_, OPS = helpers.SAM, helpers.ANN, helpers.BOB, helpers.ROOT_, helpers.OPS
 F = TableId("demo", "free")
-SUITE = (
-    "demo.people:\n  checks:\n    - not_null: [name]\n    - unique: [id]\n"
-    "demo.free:\n  checks:\n    - not_null: [name]\n"
-)
-HEADER = ["id", "name"]
-ACCESS = """\
-roles:
-  viewer: ["*"]
-  steward: [sam@corp.test]
-  approver: [ann@corp.test, bob@corp.test]
-  admin: [root, ops]
-policies:
-  "*": {approvals: 0}
-  demo.people: {approvals: 1, author_cannot_approve: true, force_needs_second_admin: true}
-"""
-SAM, ANN, BOB, ROOT_, OPS = "sam@corp.test", "ann@corp.test", "bob@corp.test", "root", "ops"
+SUITE = helpers.PEOPLE_SUITE + "demo.free:\n  checks:\n    - not_null: [name]\n"
 _names = itertools.count(1)
 
 

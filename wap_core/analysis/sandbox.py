@@ -43,6 +43,7 @@ from wap_core.config import Settings
 from wap_core.exceptions import QueryTimeoutError, SparkJobError, WapError, first_line
 from wap_core.lake.jobs import CANCELLED, SESSION_ENDED, TIMEOUT, BackgroundWork, cancel_error
 from wap_core.lakehouse import Lakehouse
+from wap_core.registry import Registry
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -324,27 +325,19 @@ class _Stopped(Exception):
         self.reason = reason
 
 
-_pools: dict[Settings, WorkerPool] = {}
-_pools_lock = threading.Lock()
+_pools: Registry[Settings, WorkerPool] = Registry()
 
 
 def pool_for(settings: Settings, handler: Handler) -> WorkerPool:
     """The process-wide pool of workers for ``settings`` (created on first use; the time limit is per query)."""
     key = replace(settings, query_timeout=Settings.query_timeout)
-    with _pools_lock:
-        pool = _pools.get(key)
-        if pool is None:
-            pool = _pools[key] = WorkerPool(key, handler)
-        return pool
+    return _pools.get(key, lambda: WorkerPool(key, handler))
 
 
 @atexit.register
 def close_all() -> None:
     """End every worker of this process (at exit; tests)."""
-    with _pools_lock:
-        pools = list(_pools.values())
-        _pools.clear()
-    for pool in pools:
+    for pool in _pools.take_all():
         pool.close()
 
 

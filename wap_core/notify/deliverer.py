@@ -47,6 +47,7 @@ from wap_core.notify.config import (
     config_for,
     load_config,
 )
+from wap_core.registry import Registry
 from wap_core.states import Action, Outcome
 from wap_core.store.journal import Journal, process_owner, utcnow, write_entry
 from wap_core.store.schema import (
@@ -490,19 +491,15 @@ class Deliverer:
             time.sleep(min(0.05, remaining))
 
 
-_registry_lock = threading.Lock()
-_deliverers: dict[tuple[str, str], Deliverer] = {}
+_deliverers: Registry[tuple[str, str], Deliverer] = Registry()
 
 
 def deliverer_for(lh: Lakehouse, *, persistent: bool = False) -> Deliverer:
     """This process's deliverer of ``lh``'s outbox (one per database and notify file)."""
     key = (lh.journal.key, str(lh.settings.notify_file.absolute()))
-    with _registry_lock:
-        d = _deliverers.get(key)
-        if d is None:
-            d = _deliverers[key] = Deliverer(lh.journal, lh.settings.notify_file)
-        if persistent:
-            d.persistent = True
+    d = _deliverers.get(key, lambda: Deliverer(lh.journal, lh.settings.notify_file))
+    if persistent:
+        d.persistent = True
     return d
 
 
@@ -528,18 +525,14 @@ def start_deliverer(lh: Lakehouse) -> Deliverer | None:
 
 def stop_all() -> None:
     """Stop every deliverer of this process (tests; a process that exits needs not call it)."""
-    with _registry_lock:
-        deliverers = list(_deliverers.values())
-        _deliverers.clear()
-    for d in deliverers:
+    for d in _deliverers.take_all():
         d.stop()
 
 
 def drain(timeout: float | None = None) -> int:
     """At a CLI command's exit: wait (at most ``timeout``, default the smallest ``exit_grace_seconds``) for
     the notifications this process queued. Returns how many are left in the outbox for a later process."""
-    with _registry_lock:
-        deliverers = list(_deliverers.values())
+    deliverers = _deliverers.all()
     if not deliverers:
         return 0
     if timeout is None:

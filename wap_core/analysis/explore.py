@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 from decimal import Decimal
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from wap_core.analysis import sandbox
 from wap_core.exceptions import NotFoundError, ValidationError, WapError
@@ -292,7 +292,7 @@ def submit_query(
     *,
     user: str | None = None,
     alive: Callable[[], bool] | None = None,
-    isolation: str | None = None,
+    isolation: Literal["process", "driver"] | None = None,
 ) -> QueryHandle[pd.DataFrame] | sandbox.SandboxQuery[pd.DataFrame]:
     """The console's SQL box: :func:`run_sql` started in the background; ``.cancel()`` it, ``.result(timeout)``
     waits for its rows.

@@ -64,9 +64,8 @@ from wap_core.workflow.tokens import cli_identity
 log = logging.getLogger(__name__)
 
 DEFAULT_POLL = 30.0  # seconds between two looks at the journal while waiting for a person
-MIN_POLL = (
-    0.1  # the shortest poll: each look is a few queries of the journal and the catalog, never a busy loop
-)
+# the shortest poll: each look is a few queries of the journal and the catalog, never a busy loop
+MIN_POLL = 0.1
 
 
 class Decision(str, Enum):

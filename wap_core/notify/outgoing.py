@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, Required, TypedDict, Unpack
 
 from sqlalchemy import insert
 
-from wap_core.config import mask_secrets
 from wap_core.exceptions import NotifyFileError
 from wap_core.notify.config import (
     EVENT_TITLES,
@@ -152,7 +151,7 @@ def build(
         at=(at or utcnow()).isoformat(timespec="seconds"),
         status=fields.get("status"),
         failed_checks=tuple(fields.get("failed_checks", ())),
-        summary=mask_secrets(fields.get("summary", "")),  # it may quote a reason: stored in the outbox
+        summary=fields.get("summary", ""),
         link=link_for(cfg.console_url, event, table, branch),
         snapshot_id=fields.get("snapshot_id"),
     )

@@ -130,7 +130,7 @@ def serve(fd: int) -> None:
         except Exception as exc:  # noqa: BLE001 - not swallowed: the parent raises it
             fatal = jvm_error(exc)
             if fatal is not None:
-                log.warning("SQL box worker %s retires: its request hit %s", os.getpid(), fatal)
+                log.info("SQL box worker %s retires: its request hit %s", os.getpid(), fatal)
                 conn.send(("fatal", fatal))
                 return
             conn.send(("error", _portable(exc)))

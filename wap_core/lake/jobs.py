@@ -205,7 +205,7 @@ class JobGroup:
                 since = time.monotonic() - (self._cancelled_at or 0.0)
                 if self.on_stuck is not None and since >= STUCK_SECONDS:
                     stuck, self.on_stuck = self.on_stuck, None
-                    log.warning(
+                    log.info(
                         "job group %s (%s) did not stop %.0f s after its cancel",
                         self.id,
                         self.description,

@@ -20,9 +20,11 @@ runaway query cannot starve the others:
 Spark 3.5 cancels a group's *active* jobs only: a cancelled group is therefore cancelled again every
 :data:`CANCEL_REPEAT_SECONDS` until its work returns, so a job it starts later dies at once too.
 
-Some work does not stop when cancelled: Spark's optimizer (it evaluates constant expressions while planning,
-before any job exists) and a regular expression inside a task (``java.util.regex`` never looks at the
-thread's interrupt). A :class:`QueryHandle` whose work has not returned :data:`STUCK_SECONDS` after it was
+Some work does not stop when cancelled: Spark's optimizer evaluates constant expressions while planning,
+before any job exists (``'aaa...' rlike '(.*a){8}x'`` backtracks for minutes), and nothing interrupts it.
+(A task inside a regular expression is a lesser case: its job ends at the cancel and the caller gets its
+error, but the task's thread runs on, holding its slot, until ``java.util.regex`` returns: it never looks at
+the interrupt.) A :class:`QueryHandle` whose work has not returned :data:`STUCK_SECONDS` after it was
 cancelled stops waiting: its ``result()`` raises the time-out (or cancel) error, saying that the work may
 still run in this driver. So the wait is bounded here; the work is not: only a SQL-box worker
 (:mod:`wap_core.analysis.sandbox`, ``WAP_QUERY_ISOLATION=process``) is killed, whatever it is doing.
@@ -84,9 +86,8 @@ def cancel_error(
     """The one-line error of work (``what``) stopped for ``reason`` (cancelled | timeout | session_ended);
     ``stuck``: the work did not return within :data:`STUCK_SECONDS` of the cancel (it may still run)."""
     stopped = (
-        f"was cancelled but did not stop within {STUCK_SECONDS:g} s (Spark's optimizer and regular "
-        "expressions do not heed a cancel), so it may still run in this driver; WAP_QUERY_ISOLATION=process "
-        "kills such work"
+        f"was cancelled but did not stop within {STUCK_SECONDS:g} s (Spark's optimizer does not heed a "
+        "cancel), so it may still run in this driver; WAP_QUERY_ISOLATION=process kills such work"
         if stuck
         else "its Spark jobs were stopped"
     )

@@ -35,7 +35,14 @@ from enum import Enum
 from typing import Any
 
 from wap_core.config import mask_secrets
-from wap_core.exceptions import AuditFailedError, BatchRejectedError, NotFoundError, WapError
+from wap_core.exceptions import (
+    AuditFailedError,
+    BatchRejectedError,
+    NotFoundError,
+    WapError,
+    one_line,
+    printable,
+)
 from wap_core.identifiers import TableId
 from wap_core.lake import catalog as cat
 from wap_core.lakehouse import Lakehouse
@@ -287,7 +294,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         d = wait_for_decision(args.table, args.branch, args.timeout, args.poll)
     except WapError as exc:
-        print(mask_secrets(f"error: {exc}"), file=sys.stderr)
+        # one line, no control byte (a table or branch name is user text)
+        print(printable(one_line(mask_secrets(f"error: {exc}"))), file=sys.stderr)
         return exc.exit_code
     if args.json:
         print(json.dumps({"table": args.table, "branch": args.branch, "decision": d.value}))

@@ -475,9 +475,11 @@ STORE_URL_SCHEMES = frozenset({"s3", "s3a"})
 _URL_SCHEME = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*)://")
 # S3's bucket naming rules: 3-63 of [a-z0-9.-], a letter or digit at both ends, no '..' (checked apart)
 _BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]")
-# one key segment: letters, digits, space and a few punctuation marks (no '%', ':', '\\', '?', '#', '{'...)
-_SEGMENT = re.compile(r"[\w .\-+=,@()!'~]+")
-_PATTERN_SEGMENT = re.compile(r"[\w .\-+=,@()!'~*?\[\]]+")
+# one key segment: letters, digits, space and a few punctuation marks, ':' included (``2024-01-01T00:00:00.csv``,
+# a legal S3 key; the object is copied under a sanitized local name, so Hadoop never parses it); no '%', '\\',
+# '?', '#', '{'...
+_SEGMENT = re.compile(r"[\w .\-+=,@()!'~:]+")
+_PATTERN_SEGMENT = re.compile(r"[\w .\-+=,@()!'~:*?\[\]]+")
 GLOB_CHARS = frozenset("*?[")
 
 
@@ -553,6 +555,9 @@ def parse_store_url(text: str, *, root: bool = False, pattern: bool = False) -> 
 
 # --------------------------------------------------------------------------- secrets
 MASK = "***"
+# an object-store URL's user info is its access key id (and secret): masked whole, user included
+# (s3a://KEY@bucket, s3a://KEY:SECRET@bucket -> s3a://***@bucket); a password holding '/' or '@' greedily as below
+_STORE_USERINFO = re.compile(r"(?i)(?P<head>\bs3[an]?://)(?:[^\s/:@'\"]*:\S*|[^\s/:@'\"]+)@")
 # scheme://user:password@host -> scheme://user:***@host, greedy up to the last '@' before white space, so a
 # password holding '@', '/' or a quote is masked whole (rather too much than too little).
 _URL_USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s/:@'\"]*):(?P<secret>\S*)@")
@@ -592,14 +597,16 @@ def register_secrets_of(uri: str) -> None:
 
 
 def mask_secrets(text: str) -> str:
-    """``text`` with every password masked: URL userinfo (``scheme://user:***@host``), ``password=***``
+    """``text`` with every password masked: URL userinfo (``scheme://user:***@host``; an object-store URL's
+    user too, ``s3a://***@bucket``: it is an access key id), ``password=***``
     parameters (JDBC URLs, query strings), ``"password": "***"`` and every registered secret value.
 
     Apply it wherever a catalog URL could surface: UI, error messages, logs, journal, CLI output.
     """
     if not text:
         return text
-    out = _URL_USERINFO.sub(lambda m: f"{m.group('head')}:{MASK}@", text)
+    out = _STORE_USERINFO.sub(lambda m: f"{m.group('head')}{MASK}@", text)
+    out = _URL_USERINFO.sub(lambda m: f"{m.group('head')}:{MASK}@", out)
     out = _KEY_VALUE.sub(lambda m: f"{m.group('head')}{MASK}", out)
     out = _QUOTED_KEY.sub(lambda m: f"{m.group('head')}{MASK}", out)
     if _known_secrets:

@@ -534,7 +534,7 @@ def parse_store_url(text: str, *, root: bool = False, pattern: bool = False) -> 
     if scheme not in STORE_URL_SCHEMES:
         raise ValidationError(f"{shown!r}: the scheme {scheme}:// is not allowed (only s3a:// and s3://)")
     bucket, _, key = text[m.end() :].partition("/")
-    if "@" in bucket:  # never echoed: it may hold a key or password
+    if "@" in bucket or ":" in bucket:  # never echoed: it may hold a key or password (one holding '/' too)
         raise ValidationError(f"{scheme}:// URL with a user or password: give keys in WAP_S3_* settings")
     if not _BUCKET_NAME.fullmatch(bucket) or ".." in bucket:
         raise ValidationError(f"{shown!r}: {bucket!r} is not a valid bucket name")

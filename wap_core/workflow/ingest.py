@@ -42,7 +42,7 @@ from wap_core.exceptions import (
 from wap_core.faults import fault_point, pause_point
 from wap_core.identifiers import TableId, validate_branch
 from wap_core.lake import catalog as cat
-from wap_core.lake.errors import spark_error_line, store_failure
+from wap_core.lake.errors import spark_error_line, store_failure_or_probe
 from wap_core.lake.refs import is_commit_state_unknown, remove_branch_quietly, with_commit_retry
 from wap_core.samples import sample_json
 from wap_core.security.access import Permission, authorize
@@ -797,8 +797,8 @@ def _write(
     except CommitConflictError:
         raise
     except Exception as exc:
-        if is_commit_state_unknown(exc) or store_failure(exc, lh.settings):
-            raise  # (the store down or refusing: writing again would meet the same store)
+        if is_commit_state_unknown(exc) or store_failure_or_probe(exc, lh.settings):
+            raise  # the store down or refusing (its table "not found"): writing again would meet it again
         # nothing was committed; a check failed at run time: write without it (the audit isolates it)
         log.warning(
             "observing the checks failed while writing (%s); writing the batch without them", _first(exc)

@@ -29,9 +29,8 @@ from sqlalchemy.engine import make_url
 
 from wap_core import Lakehouse, TableId
 from wap_core.analysis import explore, sandbox
-from wap_core.lake.spark import PROPERTIES_PREFIX
+from wap_core.lake.spark import PROPERTIES_PREFIX, submit_properties
 
-pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 T = TableId("demo", "people")
 SUITE = "demo.people:\n  checks:\n    - not_null: [name]\n"
 JVM = b"org.apache.spark.deploy.SparkSubmit"
@@ -142,6 +141,8 @@ def _tmp(tmp_path: Path, names: Iterable[str]) -> dict[str, Path]:
     return out
 
 
+@pytest.mark.e2e
+@pytest.mark.postgres
 def test_no_secret_on_any_command_line_of_the_cli_the_console_and_a_sql_box_worker(
     lake: Lakehouse, seaweed: SeaweedS3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -209,3 +210,59 @@ def test_no_secret_on_any_command_line_of_the_cli_the_console_and_a_sql_box_work
         for rel, mode in props.items():
             assert mode == (0o600 if "/" in rel else 0o700), (name, rel, oct(mode))
         assert not list(folder.glob(f"{PROPERTIES_PREFIX}*")), f"the {name}'s properties file was left behind"
+
+
+def test_the_properties_file_reads_back_exactly_in_java_and_keeps_spark_defaults(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spark_session: None
+) -> None:
+    """What ``submit_properties`` writes, read by ``java.util.Properties`` as Spark does (UTF-8): every value
+    as itself; ``spark-defaults.conf`` under it (ours win); a user's ``--properties-file`` taken the same way
+    and removed from the arguments; a file inherited from a parent's start ignored; the environment restored."""
+    jvm = Lakehouse(helpers.lake_settings(tmp_path / "lh", "propsjava")).spark._jvm
+    assert jvm is not None
+    odd = {
+        "spark.a": "p=ss:w#rd! with spaces\\back\\slash",
+        "spark.b": "#starts like a comment",
+        "spark.c": "ünïcode\tand\nbreaks",
+        "spark.master": "local[1]",
+    }
+
+    def read_back(path: Path) -> dict[str, str]:
+        props = jvm.java.util.Properties()
+        reader = jvm.java.io.InputStreamReader(jvm.java.io.FileInputStream(str(path)), "UTF-8")
+        props.load(reader)
+        reader.close()
+        return {str(k): str(props.getProperty(k)) for k in props.stringPropertyNames()}
+
+    conf_dir = tmp_path / "conf"
+    conf_dir.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text("spark.master local[8]\nspark.defaults.only  yes\n")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(conf_dir))
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--driver-java-options -Dx=1 pyspark-shell")
+    with submit_properties(odd) as path:
+        assert (
+            stat.S_IMODE(path.stat().st_mode) == 0o600 and stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+        )
+        assert read_back(path) == {**odd, "spark.defaults.only": "yes"}
+        assert (
+            os.environ["PYSPARK_SUBMIT_ARGS"]
+            == f"--properties-file {path} --driver-java-options -Dx=1 pyspark-shell"
+        )
+        inherited = os.environ["PYSPARK_SUBMIT_ARGS"]
+    assert (
+        not path.parent.exists()
+        and os.environ["PYSPARK_SUBMIT_ARGS"] == "--driver-java-options -Dx=1 pyspark-shell"
+    )
+
+    mine = tmp_path / "mine.properties"
+    mine.write_text("spark.mine=1\n")
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", f"--properties-file={mine} pyspark-shell")
+    with submit_properties({"spark.b": "2"}) as path:
+        assert read_back(path) == {
+            "spark.mine": "1",
+            "spark.b": "2",
+        }  # the user's file instead of the defaults
+        assert os.environ["PYSPARK_SUBMIT_ARGS"] == f"--properties-file {path} pyspark-shell"
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", inherited)  # a child started while its parent's JVM started
+    with submit_properties({"spark.b": "3"}) as path:
+        assert read_back(path) == {"spark.master": "local[8]", "spark.defaults.only": "yes", "spark.b": "3"}

@@ -259,6 +259,7 @@ def _build(settings: Settings) -> SparkSession:
 
 SUBMIT_ARGS = "PYSPARK_SUBMIT_ARGS"  # PySpark's spark-submit arguments (default ``pyspark-shell``)
 PROPERTIES_PREFIX = "wap-spark-"  # the private folder of the properties file (under TMPDIR)
+PROPERTIES_FILE = "spark.properties"
 _PROPERTY_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\f": "\\f"}
 _PROPERTY_ESCAPES.update({c: "\\" + c for c in "=:#! "})
 
@@ -289,6 +290,14 @@ def _submit_args() -> tuple[Path | None, list[str]]:
             given = word.partition("=")[2]
         else:
             args.append(word)
+    if (
+        given is not None
+        and Path(given).parent.name.startswith(PROPERTIES_PREFIX)
+        and Path(given).name == PROPERTIES_FILE
+    ):
+        # another process's own file, inherited while it started its JVM (a child started meanwhile got
+        # a copy of the environment): never this process's conf
+        given = None
     if given is not None:
         if not Path(given).is_file():
             raise EnvironmentSetupError(
@@ -308,7 +317,7 @@ def submit_properties(conf: Mapping[str, str]) -> Iterator[Path]:
     removed with its folder when the block ends (the JVM has read it by then)."""
     base, args = _submit_args()
     folder = Path(tempfile.mkdtemp(prefix=PROPERTIES_PREFIX))  # mode 0700
-    path = folder / "spark.properties"
+    path = folder / PROPERTIES_FILE
     before = os.environ.get(SUBMIT_ARGS)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)

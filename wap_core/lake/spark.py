@@ -2,6 +2,9 @@
 
 Branches are always addressed explicitly (``t.branch_x`` / ``VERSION AS OF``);
 ``spark.wap.branch`` is never set on the shared session.
+
+The session's conf (S3 keys, the JDBC URL with its password, catalog credentials) never goes on a
+command line: the JVM gets it from a private properties file (:func:`submit_properties`).
 """
 
 from __future__ import annotations

@@ -210,3 +210,78 @@ def test_a_discard_between_its_commit_and_its_journal_entry_is_not_an_error(lake
     assert pl.decision_now(ORD, b.branch, lh=lake) is None  # the outcome is on its way
     lake.journal.resolve_intent(intent, outcome=Outcome.DISCARDED, done=True)
     assert pl.decision_now(ORD, b.branch, lh=lake) is pl.Decision.DISCARDED
+
+
+def _wait_cli(env: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "wap_core.pipeline", "wait", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_a_publish_killed_after_its_commit_is_published_to_a_waiting_pipeline(lake: Lakehouse) -> None:
+    """Issue 25 item 3: the publish dies between its commit and its outcome row (``WAP_FAULT``), no console
+    runs: ``wait`` settles the branch's pending intent itself and sees ``published`` (exit 0), at once."""
+    from wap_core.faults import FAULT_EXIT_CODE
+    from wap_core.states import Action, Outcome
+
+    b = pl.ingest(ORD, [_src(lake, "crash", [(1, "a"), (2, "b")])], create=True, lh=lake)
+    assert b.passed
+    env = _env(lake, WAP_USER="etl-bot")
+    killed = subprocess.run(
+        [sys.executable, "-m", "wap_core", "publish", str(ORD), b.branch],
+        env={**env, "WAP_FAULT": "after_publish_commit"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert killed.returncode == FAULT_EXIT_CODE, killed.stderr[-2000:]
+    raw = lake.catalog.load_table(ORD.tuple).metadata  # main holds the batch, the outcome is not journaled
+    assert raw.refs["main"].snapshot_id == b.snapshot_id and b.branch not in raw.refs
+    assert lake.journal.pending_intent_on(str(ORD), b.branch) is not None
+    started = time.monotonic()
+    wait = _wait_cli(env, str(ORD), b.branch, "--timeout", "20", "--poll", "0.5", "--json")
+    assert wait.returncode == 0, wait.stderr
+    assert json.loads(wait.stdout)["decision"] == "published"
+    assert time.monotonic() - started < 15  # decided at the first look, not at the timeout
+    (entry,) = lake.journal.history(str(ORD), branch=b.branch, action=Action.PUBLISH)
+    assert (entry.outcome, entry.user, entry.reconciled) == (Outcome.PUBLISHED, "etl-bot", True)
+    assert lake.journal.pending_intent_on(str(ORD), b.branch) is None
+
+
+def test_bad_wait_arguments_and_a_refused_identity_are_one_line_exit_2(lake: Lakehouse) -> None:
+    """Issue 25 item 3: exit 1 of ``wait`` is only ever a decision ("rejected"); a wait that could never end
+    (nan, inf), would busy-loop (poll 0) or cannot sleep (negative), and a refused token are errors."""
+    b = pl.ingest(R, [_src(lake, "args", [(1, "a")])], create=True, lh=lake)
+    assert pl.decision_now(R, b.branch, lh=lake) is None  # undecided: a wait would loop
+    env = _env(lake, WAP_USER="etl-bot")
+    cases = {
+        ("--timeout", "nan"): "the timeout must be a finite number of seconds >= 0, got nan",
+        ("--timeout", "inf"): "the timeout must be a finite number of seconds >= 0, got inf",
+        ("--timeout", "-1"): "the timeout must be a finite number of seconds >= 0, got -1.0",
+        ("--poll", "-1"): "the poll must be a finite number of seconds >= 0.1, got -1.0",
+        ("--poll", "0"): "the poll must be a finite number of seconds >= 0.1, got 0.0",
+        ("--poll", "0.01"): "the poll must be a finite number of seconds >= 0.1, got 0.01",
+        ("--poll", "nan"): "the poll must be a finite number of seconds >= 0.1, got nan",
+        ("--poll", "soon"): "argument --poll: invalid float value: 'soon'",
+    }
+    for args, message in cases.items():
+        try:
+            p = _wait_cli(env, str(R), b.branch, "--timeout", "2", *args, timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"wait {' '.join(args)} did not end")
+        assert (p.returncode, p.stdout, p.stderr) == (2, "", f"error: {message}\n"), args
+    forged = _wait_cli({**env, "WAP_TOKEN": "wapt_" + "x" * 43}, str(R), b.branch, "--timeout", "2")
+    assert (forged.returncode, forged.stdout) == (2, ""), forged.stderr
+    assert forged.stderr == "error: WAP_TOKEN is not a valid service token\n"
+    with pytest.raises(
+        ValidationError
+    ) as e:  # the API refuses the same (Prefect's default timeout 0: one look)
+        pl.wait_for_decision(R, b.branch, float("nan"), 1.0, lh=lake)
+    assert e.value.exit_code == 2
+    with pytest.raises(ValidationError):
+        pl.wait_for_decision(R, b.branch, 1.0, 0, lh=lake)
+    assert pl.wait_for_decision(R, b.branch, 0, lh=lake) is pl.Decision.TIMED_OUT

@@ -13,11 +13,13 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from helpers import cli_process, run_cli
+from helpers import cli_process, lake_env, run_cli, write_csv
 
+from wap_core import Lakehouse, TableId
 from wap_core.exceptions import AccessFileError
-from wap_core.security.access import parse_access
+from wap_core.security.access import AccessPolicy, Role, parse_access
 from wap_core.store.migrate import HEAD
+from wap_core.workflow.ingest import ingest
 
 ACCESS = """\
 roles:
@@ -183,3 +185,108 @@ def test_the_token_never_reaches_the_logs_of_a_cli_run(home: Path) -> None:
     p = cli_process(env, "--debug", "token", "list")
     assert p.returncode == 1 and "ci-bot (viewer) may not list tokens" in p.stderr
     assert token not in p.stdout + p.stderr
+
+
+# --------------------------------------------------------------------------- issue 25 item 5: role and record
+
+
+def test_a_tokens_role_is_a_ceiling_no_wildcard_grant_raises(home: Path) -> None:
+    """``steward: ["*"]`` makes every named user a steward, never a viewer token's user."""
+    (home / "access.yml").write_text('roles:\n  viewer: ["*"]\n  steward: ["*"]\n  admin: [root]\n')
+    token, _ = create("root", "--user", "ci-bot", "--role", "viewer")
+    assert whoami("mallory", token) == {"user": "ci-bot", "roles": ["viewer"]}
+    code, out, err = cli(None, "comment", "demo.people", "incoming", "looks fine", token=token)
+    assert (code, out, err) == (1, "", "error: ci-bot (viewer) may not comment: steward role needed\n")
+    e = journal(home)[-1]
+    assert (e["user_name"], e["action"], e["outcome"]) == ("ci-bot", "comment", "refused")
+    assert whoami("ci-bot") == {
+        "user": "ci-bot",
+        "roles": ["viewer", "steward"],
+    }  # the name alone: the file's
+    # nor does a line naming the token's user raise it, and a steward token is not lowered by "*": viewer
+    (home / "access.yml").write_text('roles:\n  viewer: ["*"]\n  approver: [ci-bot]\n  admin: [root]\n')
+    assert whoami(None, token)["roles"] == ["viewer"]
+    steward, _ = create("root", "--user", "etl", "--role", "steward")
+    assert whoami(None, steward)["roles"] == ["viewer", "steward"]
+    # with no access file (everyone is admin) a token still holds exactly its role
+    off = AccessPolicy.off("none.yml").with_token("ci-bot", Role.VIEWER)
+    assert (off.role_of("ci-bot"), off.role_of("CI-bot"), off.role_of("root")) == (
+        Role.VIEWER,
+        Role.ADMIN,
+        Role.ADMIN,
+    )
+
+
+def test_the_journal_says_which_token_was_created_revoked_and_refused(home: Path) -> None:
+    """Ids and users of tokens stay readable in the journal (only secrets are masked)."""
+    token, made = create("root", "--user", "ci-bot", "--role", "steward")
+    assert cli("root", "token", "revoke", str(made["id"]))[0] == 0
+    assert cli(None, "whoami", token=token)[0] == 1
+    rows = [
+        (r["user_name"], r["action"], r["reason"], json.loads(str(r["details"])))
+        for r in journal(home)
+        if r["action"] in ("create_token", "revoke_token", "authenticate")
+    ]
+    tid = made["id"]
+    assert rows[0][:2] == ("root", "create_token") and rows[0][3] == {
+        "token_id": tid,
+        "token_user": "ci-bot",
+        "role": "steward",
+    }
+    assert rows[0][2].startswith(f"service token {tid} for ci-bot (steward), expires ")
+    assert rows[1] == ("root", "revoke_token", f"service token {tid} revoked", {"token_id": tid})
+    assert rows[2][:2] == ("ci-bot", "authenticate")
+    assert rows[2][3] == {"code": "token_revoked", "token_id": tid}
+    assert not any(token in json.dumps(r, default=str) for r in journal(home))
+
+
+def test_a_forged_token_is_journaled_as_unauthenticated(home: Path) -> None:
+    """The ``WAP_USER`` a token would have overridden proves nothing: the refusal is nobody's."""
+    forged = "wapt_" + "A" * 43
+    code, out, err = cli("root", "whoami", token=forged)
+    assert (code, out, err) == (1, "", "error: WAP_TOKEN is not a valid service token\n")
+    e = journal(home)[-1]
+    assert (e["user_name"], e["action"], e["outcome"]) == ("unauthenticated", "authenticate", "refused")
+    assert e["reason"] == "WAP_TOKEN is not a valid service token"
+    assert json.loads(str(e["details"])) == {"code": "invalid_token", "environment_user": "root"}
+    assert forged not in json.dumps(e, default=str)
+
+
+def test_a_token_pasted_into_a_comment_or_a_reason_is_never_stored(make_lakehouse, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A token in user text (a comment, a review's comment, a discard's reason) is masked by its format
+    before it is stored, whoever's it is: this process never saw it (made by another process)."""
+    lh: Lakehouse = make_lakehouse("demo.people:\n  checks:\n    - not_null: [name]\n", user="root")
+    (lh.settings.home / "access.yml").write_text(ACCESS)
+    t = TableId("demo", "people")
+    ingest(lh, t, [write_csv(tmp_path / "p.csv", ["id", "name"], [(1, "ann")])], create=True, branch="b1")
+    env = lake_env(lh.settings, "root")
+    base = {k: v for k, v in os.environ.items() if not k.startswith("WAP_")}
+    made = cli_process({**base, **env}, "token", "create", "--user", "ci-bot", "--role", "steward", "--json")
+    assert made.returncode == 0, made.stderr
+    token = json.loads(made.stdout)["token"]
+    for args in (
+        ("comment", "demo.people", "b1", f"use {token} for the job"),
+        ("comment", "demo.people", "b1", "the check", "--check", f"x{token[:30]}"),  # cut short, run on
+        ("request-changes", "demo.people", "b1", "--comment", f"WAP_TOKEN={token}"),
+        ("discard", "demo.people", "b1", "--reason", f"pasted {token}, sorry"),
+    ):
+        code, _, err = run_cli(env, *args)
+        assert code == 0, (args, err)
+    code, out, err = run_cli(env, "comments", "demo.people", "b1", "--json")
+    assert code == 0, err
+    thread = [(c["kind"], c["check"], c["text"]) for c in json.loads(out)]
+    assert thread == [
+        ("comment", None, "use *** for the job"),
+        ("comment", "x***", "the check"),
+        ("changes_requested", None, "WAP_TOKEN=***"),
+    ]
+    (discarded,) = lh.journal.history("demo.people", action="discard")
+    assert discarded.reason == "pasted ***, sorry"
+    stored: list[str] = []
+    with lh.journal.engine.connect() as conn:
+        for name in ("wap_comments", "wap_reviews", "wap_journal", "wap_intents"):
+            stored += [
+                json.dumps(dict(r), default=str)
+                for r in conn.execute(sa.text(f"select * from {name}")).mappings()
+            ]
+    assert stored and not [row for row in stored if token[:21] in row]

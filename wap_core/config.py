@@ -567,6 +567,15 @@ _QUOTED_KEY = re.compile(
 SECRET_KEY = re.compile(
     r"(?i)password|passwd|pwd|secret|token|access[_-]?key"
 )  # a mapping key whose value is a secret
+# ... unless the key names which secret or whose (the journal's ``token_id``, ``token_user``): kept readable
+_SECRET_REFERENCE = re.compile(r"(?i)[_.-](?:id|user)$")
+# A service token (:mod:`wap_core.security.tokens`): ``wapt_`` + ``secrets.token_urlsafe(32)`` (43 characters).
+SERVICE_TOKEN_PREFIX = "wapt_"
+SERVICE_TOKEN = re.compile(r"wapt_[A-Za-z0-9_-]{43}")
+# What :func:`mask_secrets` masks as a token pasted into any text, by its shape alone (nobody registered it):
+# the prefix and 16 or more URL-safe characters, so a token cut short, or run on into other text, is masked
+# whole too (a truncated token still carries most of its 256 bits).
+_TOKEN_LIKE = re.compile(r"wapt_[A-Za-z0-9_-]{16,}")
 _known_secrets: set[str] = set()
 _secrets_lock = threading.Lock()
 
@@ -591,15 +600,24 @@ def register_secrets_of(uri: str) -> None:
             register_secret(m.group("secret"))
 
 
+def is_secret_key(key: str) -> bool:
+    """Whether a mapping key holds a secret: it names one (``password``, ``s3_secret_key``, ``token``) and
+    not merely its id or its user (``token_id``, ``token_user``: an audit trail must say which token)."""
+    return bool(SECRET_KEY.search(key)) and not _SECRET_REFERENCE.search(key)
+
+
 def mask_secrets(text: str) -> str:
     """``text`` with every password masked: URL userinfo (``scheme://user:***@host``), ``password=***``
-    parameters (JDBC URLs, query strings), ``"password": "***"`` and every registered secret value.
+    parameters (JDBC URLs, query strings), ``"password": "***"``, every service token by its format
+    (``wapt_...``, whoever pasted it) and every registered secret value.
 
-    Apply it wherever a catalog URL could surface: UI, error messages, logs, journal, CLI output.
+    Apply it wherever a catalog URL could surface: UI, error messages, logs, journal, CLI output; and to
+    user text before it is stored (comments, reviews, reasons).
     """
     if not text:
         return text
-    out = _URL_USERINFO.sub(lambda m: f"{m.group('head')}:{MASK}@", text)
+    out = _TOKEN_LIKE.sub(MASK, text)
+    out = _URL_USERINFO.sub(lambda m: f"{m.group('head')}:{MASK}@", out)
     out = _KEY_VALUE.sub(lambda m: f"{m.group('head')}{MASK}", out)
     out = _QUOTED_KEY.sub(lambda m: f"{m.group('head')}{MASK}", out)
     if _known_secrets:

@@ -9,7 +9,9 @@ orchestrator can call them, or the CLI (same exit codes).
 * :func:`audit` re-audits a branch: an :class:`Audit` (``require_pass=True`` raises :class:`AuditFailedError`).
 * :func:`wait_for_decision` waits until the branch is publishable or a person decided in the console:
   a :class:`Decision`. It reads the journal, the reviews and the catalog's metadata (PyIceberg), never
-  Spark, once per ``poll`` seconds.
+  Spark, once per ``poll`` seconds. Each look (:func:`decision_now`) first settles the branch's pending
+  intents (:func:`wap_core.workflow.reconcile.reconcile`): an explicit recovery entry point like the CLI's
+  start, so a publish killed after its commit is seen as published, not waited on until the timeout.
 * :func:`publish_if_passed` publishes the branch when the audit and the review policy allow it (a branch a
   person already published, e.g. forced over a failed audit, is ``already_published``).
 * :func:`discard` removes the branch (a pipeline's rollback).
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -35,7 +38,15 @@ from enum import Enum
 from typing import Any
 
 from wap_core.config import mask_secrets
-from wap_core.exceptions import AuditFailedError, BatchRejectedError, NotFoundError, WapError
+from wap_core.exceptions import (
+    AuditFailedError,
+    BatchRejectedError,
+    NotFoundError,
+    ValidationError,
+    WapError,
+    first_line,
+    one_line,
+)
 from wap_core.identifiers import TableId
 from wap_core.lake import catalog as cat
 from wap_core.lakehouse import Lakehouse
@@ -46,12 +57,15 @@ from wap_core.workflow.audit import run_audit
 from wap_core.workflow.ingest import ingest as core_ingest
 from wap_core.workflow.publish import PublishResult, publish, publish_readiness
 from wap_core.workflow.publish import discard as core_discard
+from wap_core.workflow.reconcile import reconcile
 from wap_core.workflow.review import ReviewState
 from wap_core.workflow.tokens import cli_identity
 
 log = logging.getLogger(__name__)
 
 DEFAULT_POLL = 30.0  # seconds between two looks at the journal while waiting for a person
+# the shortest poll: each look is a few queries of the journal and the catalog, never a busy loop
+MIN_POLL = 0.1
 
 
 class Decision(str, Enum):
@@ -180,16 +194,24 @@ def audit(
 def decision_now(table: TableId | str, branch: str, *, lh: Lakehouse | None = None) -> Decision | None:
     """One look: the decision on ``branch`` if there is one yet, else None (metadata and journal only).
 
+    The look first settles the pending intents of the branch (:func:`~wap_core.workflow.reconcile.reconcile`
+    of this table and branch only; one indexed query when none is pending). Reads never repair, but this is
+    an explicit entry point, like the CLI's start: a pipeline often runs with no console (whose tick would
+    reconcile) and no other command after it, so a publish killed between its commit and its outcome row
+    would otherwise look undecided until the timeout (and a rejection) while main holds the batch.
+
     An open branch is APPROVED once it is publishable (audit passed on the head, review policy
     satisfied), CHANGES_REQUESTED while a reviewer's request is open on the head. A branch that is gone
     was PUBLISHED or DISCARDED, as the journal says; gone without either raises :class:`NotFoundError`.
     """
     lh = lakehouse(lh)
     tid = _tid(table)
+    reconcile(lh, tid, branch=branch)  # a crashed publish/discard of this branch is recorded before deciding
     tbl = lh.table(tid)
     if branch not in tbl.metadata.refs:
         # A publish or discard commits its ref move, then journals its outcome and releases its intent in
-        # one transaction: while the intent is pending the outcome is on its way (look again next poll).
+        # one transaction: an intent still pending after the reconcile above belongs to a process that is
+        # still running, so its outcome is on its way (look again next poll).
         if lh.journal.pending_intent_on(str(tid), branch) is not None:
             return None
         for e in lh.journal.history(str(tid), branch=branch, limit=50):  # newest first
@@ -219,8 +241,10 @@ def wait_for_decision(
     """Wait (at most ``timeout`` seconds, one look per ``poll`` seconds) for a decision on ``branch``.
 
     Returns at once when the branch is publishable already; else when a person published, discarded or
-    requested changes (:func:`decision_now`); TIMED_OUT when ``timeout`` passed first.
+    requested changes (:func:`decision_now`); TIMED_OUT when ``timeout`` passed first. ``timeout`` is finite
+    and >= 0 (0: one look); ``poll`` finite and >= :data:`MIN_POLL`; else :class:`ValidationError` (exit 2).
     """
+    check_wait(timeout, poll)
     lh = lakehouse(lh)
     deadline = time.monotonic() + timeout
     while True:
@@ -232,6 +256,16 @@ def wait_for_decision(
         if left <= 0:
             return Decision.TIMED_OUT
         sleep(min(poll, left))
+
+
+def check_wait(timeout: float, poll: float) -> None:
+    """Refuse (:class:`ValidationError`, exit 2) a wait that could never end or would busy-loop: a timeout
+    that is not a finite number >= 0 (``nan`` compares false with everything: it would wait forever), a poll
+    that is not a finite number >= :data:`MIN_POLL` (0 busy-loops, a negative one cannot be slept)."""
+    if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout >= 0):
+        raise ValidationError(f"the timeout must be a finite number of seconds >= 0, got {timeout!r}")
+    if not (isinstance(poll, (int, float)) and math.isfinite(poll) and poll >= MIN_POLL):
+        raise ValidationError(f"the poll must be a finite number of seconds >= {MIN_POLL:g}, got {poll!r}")
 
 
 def require_go(decision: Decision, table: TableId | str, branch: str) -> Decision:
@@ -269,26 +303,45 @@ def review_url(table: TableId | str, branch: str, *, lh: Lakehouse | None = None
     return review_link(config_for(lh.settings).console_url, str(table), branch)
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad arguments are one line and exit 2 (never argparse's usage block)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        print(one_line(f"error: {message}"), file=sys.stderr)
+        raise SystemExit(2)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m wap_core.pipeline wait TABLE BRANCH``: the wait for any other orchestrator (a shell step).
 
     Prints the decision (``--json``: ``{"table", "branch", "decision"}``); exit 0 when the pipeline may
-    publish (approved, published), 1 when not (discarded, changes requested, timed out), 2 on an error.
+    publish (approved, published), 1 when not (discarded, changes requested, timed out), 2 on an error:
+    bad arguments, a refused identity (an unknown, expired or revoked ``WAP_TOKEN``) or any other failure,
+    always one line. Exit 1 is only ever a decision, so an orchestrator never takes an error for a rejection.
     """
-    p = argparse.ArgumentParser(prog="python -m wap_core.pipeline", description=main.__doc__)
+    p = _Parser(prog="python -m wap_core.pipeline", description=main.__doc__)
     sub = p.add_subparsers(dest="command", required=True)
     w = sub.add_parser("wait", help="wait for a decision on a branch in the console")
     w.add_argument("table")
     w.add_argument("branch")
-    w.add_argument("--timeout", type=float, default=86400.0, help="seconds (default one day)")
-    w.add_argument("--poll", type=float, default=DEFAULT_POLL, help="seconds between looks (default 30)")
+    w.add_argument("--timeout", type=float, default=86400.0, help="seconds, finite, >= 0 (default one day)")
+    w.add_argument(
+        "--poll",
+        type=float,
+        default=DEFAULT_POLL,
+        help=f"seconds between looks, >= {MIN_POLL:g} (default {DEFAULT_POLL:g})",
+    )
     w.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     try:
         d = wait_for_decision(args.table, args.branch, args.timeout, args.poll)
-    except WapError as exc:
-        print(mask_secrets(f"error: {exc}"), file=sys.stderr)
-        return exc.exit_code
+    except WapError as exc:  # a refusal here (the identity) is an error too: exit 1 is a decision
+        print(one_line(mask_secrets(f"error: {exc}")), file=sys.stderr)
+        return 2
+    except Exception as exc:  # an uncaught error would exit 1, which a shell step reads as "rejected"
+        log.debug("wait failed", exc_info=True)
+        print(one_line(mask_secrets(f"error: {type(exc).__name__}: {first_line(exc)}")), file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps({"table": args.table, "branch": args.branch, "decision": d.value}))
     else:

@@ -18,7 +18,8 @@ disappearance is an error too. A broken file (bad YAML, unknown role or key, a n
 
 ``cli_identity: token`` refuses the CLI's bare environment name (``WAP_USER`` / the OS user): the CLI
 then acts only as the user of a valid service token (``WAP_TOKEN``, :mod:`wap_core.security.tokens`),
-with the role the token grants.
+with the role the token grants. A token's role is also its ceiling: no line of the file (``"*"``
+included) raises it (:meth:`AccessPolicy.with_token`).
 
 Every guarded core operation calls :func:`authorize` first: the CLI and every console page go
 through the same rules, and the core refuses even when a page forgot to disable a button.
@@ -145,6 +146,9 @@ class AccessPolicy:
     # The YAML node of ``policies:`` (line numbers for precise errors when it is parsed further).
     policies_node: yaml.Node | None = field(default=None, compare=False, repr=False)
     cli_identity: str = "env"  # "token": the CLI refuses WAP_USER / the OS user without a service token
+    # The user of a verified service token and the token's role: that user holds exactly this role, whatever
+    # the grants say (see :meth:`with_token`).
+    token_holder: tuple[str, Role] | None = None
 
     @classmethod
     def off(cls, path: str) -> AccessPolicy:
@@ -153,6 +157,8 @@ class AccessPolicy:
 
     def role_of(self, user: str) -> Role | None:
         """The user's highest role; None when the file gives them none. Everyone is admin when off."""
+        if self.token_holder is not None and user and _key(self.token_holder[0]) == _key(user):
+            return self.token_holder[1]  # the token's role is the ceiling: no grant, "*" included, raises it
         if not self.enabled:
             return Role.ADMIN
         if not user:
@@ -174,13 +180,13 @@ class AccessPolicy:
         return tuple(g.user for g in self.grants if g.role == role)
 
     def with_token(self, user: str, role: Role) -> AccessPolicy:
-        """The policy for the user of a verified service token: ``user`` holds exactly ``role`` (the file's
-        own lines for that user are replaced; ``"*"`` still applies). Unchanged when access control is off."""
-        if not self.enabled:
-            return self
-        key = _key(user)
-        kept = tuple(g for g in self.grants if g.user == EVERYONE or _key(g.user) != key)
-        return replace(self, grants=(*kept, Grant(user, role, 0)))
+        """The policy for the user of a verified service token: ``user`` holds exactly ``role``.
+
+        The token's role is a ceiling as well as a grant: neither the file's own lines for that user nor a
+        ``"*"`` grant raise it (``steward: ["*"]`` does not make a viewer token a steward), nor does access
+        control being off (no file: everyone else is admin). Every other user keeps the file's roles.
+        """
+        return replace(self, token_holder=(user, role))
 
 
 @dataclass(frozen=True)

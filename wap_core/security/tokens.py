@@ -6,7 +6,9 @@ bits from :mod:`secrets`). The catalog's database keeps its SHA-256 (``wap_token
 never the token. The CLI passed ``WAP_TOKEN`` hashes it, finds the row by the hash and compares the
 digests in constant time (:func:`hmac.compare_digest`); an unknown, expired or revoked token is refused.
 A token is a secret: it is registered with :func:`wap_core.config.register_secret` wherever it is read,
-so logs, the journal and error messages mask it.
+so logs, the journal and error messages mask it; and :func:`wap_core.config.mask_secrets` masks anything of
+its shape (``wapt_`` + URL-safe characters) in any text, so a token pasted into a comment or a reason is
+never stored (nor shown) in clear.
 
 This module is the store only (no authorization): creating, listing and revoking tokens are admin
 actions of :mod:`wap_core.workflow.tokens`.
@@ -16,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import re
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,6 +26,7 @@ from typing import Any, ClassVar
 
 from sqlalchemy import Column, Engine, String, Table, UniqueConstraint, and_, insert, select, update
 
+from wap_core.config import SERVICE_TOKEN, SERVICE_TOKEN_PREFIX
 from wap_core.store.journal import utcnow
 from wap_core.store.schema import at_column, from_row, id_column, metadata, user_column
 from wap_core.values import JsonOrder
@@ -45,8 +47,8 @@ tokens_table = Table(
     UniqueConstraint("token_hash", name="ux_wap_tokens_token_hash"),
 )
 
-PREFIX = "wapt_"
-_FORMAT = re.compile(r"wapt_[A-Za-z0-9_-]{43}")  # PREFIX + secrets.token_urlsafe(32)
+PREFIX = SERVICE_TOKEN_PREFIX
+_FORMAT = SERVICE_TOKEN  # PREFIX + secrets.token_urlsafe(32); mask_secrets masks this shape in any text
 
 
 class TokenStatus(str, Enum):

@@ -67,7 +67,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-from wap_core.config import MASK, SECRET_KEY, mask_secrets
+from wap_core.config import MASK, is_secret_key, mask_secrets
 from wap_core.exceptions import BranchBusyError
 from wap_core.states import Action, CheckStatus, Outcome
 from wap_core.store.migrate import upgrade
@@ -83,7 +83,7 @@ def mask_values(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {
             (mask_values(k) if isinstance(k, str) else k): (
-                MASK if isinstance(k, str) and SECRET_KEY.search(k) and v else mask_values(v)
+                MASK if isinstance(k, str) and is_secret_key(k) and v else mask_values(v)
             )
             for k, v in obj.items()
         }

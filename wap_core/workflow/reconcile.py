@@ -274,9 +274,14 @@ def _decide(lh: Lakehouse, tbl: Table | None, intent: Intent) -> JournalEntry | 
     )
 
 
-def reconcile(lh: Lakehouse, table: TableId | str | None = None) -> list[JournalEntry]:
-    """Resolve the pending intents of ``table`` (all tables: None); returns the outcome rows recorded."""
+def reconcile(
+    lh: Lakehouse, table: TableId | str | None = None, *, branch: str | None = None
+) -> list[JournalEntry]:
+    """Resolve the pending intents of ``table`` (all tables: None), only those on ``branch`` when given (a
+    waiting pipeline's look at its own branch); returns the outcome rows recorded."""
     pending = lh.journal.pending_intents(str(table) if table is not None else None)
+    if branch is not None:
+        pending = [i for i in pending if i.branch == branch]
     out: list[JournalEntry] = []
     loaded: dict[str, Table | None] = {}
     for intent in pending:

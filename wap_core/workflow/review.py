@@ -35,6 +35,7 @@ import yaml
 from sqlalchemy import Column, Connection, Index, String, Text, and_, insert, or_, select
 from sqlalchemy import Table as SqlTable
 
+from wap_core.config import mask_secrets
 from wap_core.exceptions import AccessFileError, RefusedError, ValidationError
 from wap_core.identifiers import MAIN, TableId, validate_branch
 from wap_core.lake import catalog as cat
@@ -520,7 +521,7 @@ def _clean_text(text: str | None, what: str, required: bool) -> str | None:
         raise ValidationError(f"{what} is too long ({len(text)} characters, at most {MAX_TEXT})")
     if any(not ch.isprintable() and ch not in "\n\t" for ch in text):
         raise ValidationError(f"{what} holds control characters")
-    return text.strip()
+    return mask_secrets(text.strip())  # a pasted token or password is never stored: it is masked here
 
 
 def _insert_comment(

@@ -3,7 +3,9 @@
 * :func:`create_token` / :func:`list_tokens` / :func:`revoke_token`: admin only (``authorize``),
   creation and revocation journaled (actions ``create_token`` / ``revoke_token``; never the token).
 * :func:`cli_identity`: who the CLI acts as. With ``WAP_TOKEN`` set, the token's user with exactly
-  the token's role (an unknown, expired or revoked token is refused, exit 1, journaled). Without it,
+  the token's role, a ceiling no grant of the access file raises (an unknown, expired or revoked token is
+  refused, exit 1, journaled: an unknown one as :data:`UNAUTHENTICATED`, never as the ``WAP_USER`` it
+  would have overridden; an expired or revoked one as its token's user). Without it,
   ``WAP_USER`` / the OS user, unless the access file says ``cli_identity: token``: then the bare
   environment name is refused (exit 1, journaled) — on a shared server anyone can set ``WAP_USER``.
 """
@@ -33,6 +35,10 @@ log = logging.getLogger(__name__)
 MAX_LIFETIME = timedelta(days=366)  # a token always expires, at most a year (and a day) after its creation
 TOKEN_ENV = "WAP_TOKEN"
 CREATE, REVOKE, LIST, AUTHENTICATE = "create_token", "revoke_token", "list_tokens", "authenticate"
+# The journal's user of a refused unknown (forged, mistyped) token: nobody was authenticated, and the
+# environment's name (WAP_USER / the OS user), which a token overrides, proves nothing either (it is kept in
+# the row's details as ``environment_user``, unverified).
+UNAUTHENTICATED = "unauthenticated"
 
 
 def _valid_user(name: str) -> str:
@@ -103,14 +109,16 @@ def revoke_token(lh: Lakehouse, token_id: int, *, user: str | None = None) -> To
     return info
 
 
-def _refuse(lh: Lakehouse, user: str, message: str, code: str, token_id: int | None = None) -> RefusedError:
+def _refuse(
+    lh: Lakehouse, user: str, message: str, code: str, token_id: int | None = None, **details: str
+) -> RefusedError:
     log.info("refused: %s", message)
     lh.journal.record(
         user=user,
         action=Action(AUTHENTICATE),
         outcome=Outcome.REFUSED,
         reason=message,
-        details={"code": code, **({"token_id": token_id} if token_id is not None else {})},
+        details={"code": code, **({"token_id": token_id} if token_id is not None else {}), **details},
     )
     return RefusedError(message, code)
 
@@ -127,7 +135,13 @@ def cli_identity(lh: Lakehouse, env: Mapping[str, str] | None = None) -> Lakehou
         register_secret(token)
         info = store.find_token(lh.journal.engine, token)
         if info is None:
-            raise _refuse(lh, lh.user, f"{TOKEN_ENV} is not a valid service token", "invalid_token")
+            raise _refuse(
+                lh,
+                UNAUTHENTICATED,
+                f"{TOKEN_ENV} is not a valid service token",
+                "invalid_token",
+                environment_user=lh.user,
+            )
         status = info.status()
         if status is TokenStatus.EXPIRED:
             raise _refuse(

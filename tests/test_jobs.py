@@ -219,3 +219,30 @@ def test_diff_keyed_diff_and_audit_run_in_the_users_pool(lh: Lakehouse, tmp_path
     assert (
         sc.getLocalProperty("spark.jobGroup.id") is None and sc.getLocalProperty(jobs.POOL_PROPERTY) is None
     )
+
+
+def test_work_that_ignores_its_cancel_ends_the_wait_not_the_driver(
+    make_lakehouse: Callable[..., Lakehouse],
+) -> None:
+    """Issue 25 item 4 (WAP_QUERY_ISOLATION=driver): Spark's optimizer and a regex in a task do not stop when
+    their group is cancelled. Stand-in: work that waits on an event. The caller's wait still ends
+    STUCK_SECONDS after the time limit, with one line that says the work may still run."""
+    lake = make_lakehouse("")
+    release = threading.Event()
+    handle = jobs.start(lake.spark, "ann", "the stubborn query", lambda: release.wait(300), timeout=2)
+    started = time.monotonic()
+    with pytest.raises(QueryTimeoutError) as err:
+        handle.result(120)
+    waited = time.monotonic() - started
+    msg = str(err.value)
+    assert "\n" not in msg and "WAP_QUERY_TIMEOUT (2 s)" in msg, msg
+    assert f"did not stop within {jobs.STUCK_SECONDS:g} s" in msg and "may still run in this driver" in msg, (
+        msg
+    )
+    assert handle.done() and waited < 2 + jobs.STUCK_SECONDS + 20, waited
+    release.set()  # the work returns after all: the caller's answer stays the time-out
+    helpers.wait_for(
+        lambda: handle.group.reason is not None and handle._thread.is_alive() is False, 30, "the work"
+    )
+    with pytest.raises(QueryTimeoutError, match="did not stop within"):
+        handle.result(1)

@@ -214,3 +214,37 @@ def test_a_worker_ends_when_its_parent_is_killed(lake: Lakehouse, tmp_path: Path
         )
     finally:
         parent.kill()
+
+
+def oom_or_pid(lh: Lakehouse, request: str) -> int:
+    """A worker's handler for the test below: the query that killed a reused worker in issue 25 (Spark folds
+    the constant in the optimizer, in the driver's own thread: OutOfMemoryError, the context stays open)
+    run without the guard, or the worker's pid."""
+    if request == "oom":
+        lh.spark.sql("SELECT size(array_insert(array(1), 1500000000, 1)) AS n").collect()
+    return os.getpid()
+
+
+def test_a_worker_that_hit_a_jvm_error_is_never_reused(
+    lake: Lakehouse, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 25 item 4: after an OutOfMemoryError the worker is ended, and the next query gets a fresh one."""
+    here = str(Path(__file__).resolve().parent)  # the worker imports this module for its handler
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join((str(ROOT), here)))
+    own = _with(lake, query_memory="512m", query_workers=1)  # a pool of its own (the handler is per pool)
+    first = sandbox.submit(own, oom_or_pid, "olga", "the pid probe", "pid")
+    pid = first.result(240)
+    assert pid == first.worker_pid
+    again = sandbox.submit(own, oom_or_pid, "olga", "the pid probe", "pid")
+    assert again.result(240) == pid  # an ordinary answer: the warm worker is reused
+    boom = sandbox.submit(own, oom_or_pid, "olga", "the array_insert query", "oom")
+    with pytest.raises(SparkJobError, match="OutOfMemoryError") as err:
+        boom.result(240)
+    assert boom.worker_pid == pid
+    assert "hit java.lang.OutOfMemoryError: Java heap space; the worker was ended" in str(
+        err.value
+    ) and "\n" not in str(err.value)
+    assert sandbox.group_members(pid) == []  # its Python and its JVM are gone
+    fresh = sandbox.submit(own, oom_or_pid, "olga", "the pid probe", "pid")
+    assert fresh.result(240) != pid  # a new worker answered
+    assert sandbox.pool_for(own.settings, oom_or_pid).workers() == [fresh.result(1)]

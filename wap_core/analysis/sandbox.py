@@ -14,10 +14,17 @@ in a **worker**: a Python process started with ``python -c`` in its own session 
   button and the end of the browser session **kill the worker's process group** (its Python and its JVM):
   the work stops at once whatever a task is doing, and the next query starts a fresh worker (~10 s).
 - A worker whose parent is gone exits on its own (its socket closes; a watchdog checks the parent).
+- A worker whose request hit a JVM ``Error`` (``OutOfMemoryError``, ``StackOverflowError``, any
+  ``java.lang.Error``; or Python's ``MemoryError``/``RecursionError``) is never reused: it answers
+  ``("fatal", error)``, exits, and its caller kills its process group; the next query starts a fresh worker.
+  A JVM after an ``Error`` is in no state to be trusted (half-built objects, a heap at its limit), although
+  Spark keeps its context open when the ``Error`` was thrown in the driver's own thread (the optimizer
+  folding a constant), where no task's uncaught-exception handler ends the JVM.
 - Authorization and the guard's first stage run in the caller before anything is sent; the worker binds
   ``ref_view`` and runs the full guard (analyzed and optimized plans) itself.
 
-The CLI's ``query`` runs in its own process anyway and keeps the in-driver path (:mod:`wap_core.lake.jobs`).
+The CLI's ``query`` runs in a worker too (:func:`wap_core.analysis.explore.bounded_query_rows`): Spark plans a
+query (and its optimizer evaluates constant expressions) before any job exists, so only a kill bounds it.
 """
 
 from __future__ import annotations
@@ -93,9 +100,10 @@ def worker_settings(settings: Settings) -> Settings:
 def serve(fd: int) -> None:
     """A worker's main loop (``python -c``): read (settings, handler, nice), start Spark, answer requests.
 
-    Replies are ``("ready", pid)`` once Spark runs, then ``("ok", value)`` or ``("error", exception)`` per
-    request; ``("failed", exception)`` if Spark cannot start. The process exits when its socket closes,
-    when its parent is gone, or after an error that left its Spark driver unusable.
+    Replies are ``("ready", pid)`` once Spark runs, then ``("ok", value)``, ``("error", exception)`` or
+    ``("fatal", what)`` (a JVM ``Error``, named by :func:`jvm_error`) per request; ``("failed", exception)``
+    if Spark cannot start. The process exits when its socket closes, when its parent is gone, after a
+    fatal error, or after an error that left its Spark driver unusable.
     """
     conn = Connection(fd)
     parent = os.getppid()
@@ -120,6 +128,11 @@ def serve(fd: int) -> None:
         try:
             conn.send(("ok", handler(lh, request)))
         except Exception as exc:  # noqa: BLE001 - not swallowed: the parent raises it
+            fatal = jvm_error(exc)
+            if fatal is not None:
+                log.info("SQL box worker %s retires: its request hit %s", os.getpid(), fatal)
+                conn.send(("fatal", fatal))
+                return
             conn.send(("error", _portable(exc)))
             if not _spark_usable(lh):
                 return
@@ -144,6 +157,54 @@ def _spark_usable(lh: Lakehouse) -> bool:
         return not bool(lh.spark.sparkContext._jsc.sc().isStopped())
     except Exception:  # noqa: BLE001 - the JVM is gone: the worker retires
         return False
+
+
+def jvm_error(exc: BaseException) -> str | None:
+    """The JVM ``Error`` (``java.lang.Error`` or a subclass) behind ``exc`` as ``class: message`` (one line), or
+    Python's ``MemoryError``/``RecursionError``; None for an ordinary failure (a refusal, a SQL error).
+
+    Walks ``exc``'s Python causes and, for each Py4J/PySpark error among them, the Java throwable's causes.
+    If the JVM cannot even be asked, the answer is fatal too (``"an unreachable JVM"``).
+    """
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo:
+        e = todo.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, (MemoryError, RecursionError)):
+            return type(e).__name__
+        java = getattr(e, "java_exception", None) or getattr(e, "_origin", None)
+        if java is not None:
+            found = _java_error(java)
+            if found is not None:
+                return found
+        todo.extend(c for c in (e.__cause__, e.__context__) if c is not None)
+    return None
+
+
+#: How deep :func:`jvm_error` follows a Java throwable's causes.
+_MAX_CAUSES = 20
+
+
+def _java_error(throwable: Any) -> str | None:
+    try:
+        for _ in range(_MAX_CAUSES):
+            if throwable is None:
+                return None
+            klass = throwable.getClass()
+            k = klass
+            while k is not None:
+                if str(k.getName()) == "java.lang.Error":
+                    message = throwable.getMessage()
+                    what = str(klass.getName()) + ("" if message is None else f": {message}")
+                    return first_line(what)
+                k = k.getSuperclass()
+            throwable = throwable.getCause()
+    except Exception:  # noqa: BLE001 - the JVM cannot be asked: do not trust it with another query
+        return "an unreachable JVM"
+    return None
 
 
 def _portable(exc: Exception) -> Exception:
@@ -403,7 +464,14 @@ class SandboxQuery(BackgroundWork[T]):
             self.phase = "running"
             worker.conn.send(self._request)
             kind, payload = self._answer(worker, time.monotonic() + self.timeout)
-            keep = True  # it answered (rows, or an error such as a refusal): it can take the next query
+            # It answered (rows, or an error such as a refusal): it can take the next query, unless its JVM
+            # hit an Error (out of memory, stack overflow): then it is killed (release) and never reused.
+            keep = kind != "fatal"
+            if kind == "fatal":
+                raise SparkJobError(
+                    f"{self.description} failed: its worker's JVM hit {payload}; the worker was ended (the next "
+                    "query starts a fresh one); narrow the query or ask an admin to raise WAP_QUERY_MEMORY"
+                )
             if kind != "ok":
                 raise payload
             self._value = payload
@@ -446,7 +514,7 @@ class SandboxQuery(BackgroundWork[T]):
         worker.ready = True
 
     def _answer(self, worker: _Worker, deadline: float) -> tuple[str, Any]:
-        """Wait for the worker's reply: ``("ok", value)`` or ``("error", exception)``."""
+        """Wait for the worker's reply: ``("ok", value)``, ``("error", exception)`` or ``("fatal", exception)``."""
         while not worker.conn.poll(POLL_SECONDS):
             reason = self._stopped(deadline)
             if reason is not None:

@@ -329,7 +329,7 @@ def _query(args: argparse.Namespace, lh: Lakehouse) -> int:
     if not 1 <= args.limit <= explore.MAX_ROWS:
         raise ValidationError(f"--limit must be between 1 and {explore.MAX_ROWS}, got {args.limit}")
     ref = explore.resolve_any_ref(lh.table(table), table, args.ref)
-    res = explore.query_rows(lh, table, ref.snapshot_id, args.sql, limit=args.limit)
+    res = explore.bounded_query_rows(lh, table, ref.snapshot_id, args.sql, limit=args.limit)
     if args.json:
         print(json.dumps(res.json_rows(), indent=2, default=json_default))
     else:

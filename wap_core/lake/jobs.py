@@ -19,6 +19,15 @@ runaway query cannot starve the others:
 
 Spark 3.5 cancels a group's *active* jobs only: a cancelled group is therefore cancelled again every
 :data:`CANCEL_REPEAT_SECONDS` until its work returns, so a job it starts later dies at once too.
+
+Some work does not stop when cancelled: Spark's optimizer evaluates constant expressions while planning,
+before any job exists (``'aaa...' rlike '(.*a){8}x'`` backtracks for minutes), and nothing interrupts it.
+(A task inside a regular expression is a lesser case: its job ends at the cancel and the caller gets its
+error, but the task's thread runs on, holding its slot, until ``java.util.regex`` returns: it never looks at
+the interrupt.) A :class:`QueryHandle` whose work has not returned :data:`STUCK_SECONDS` after it was
+cancelled stops waiting: its ``result()`` raises the time-out (or cancel) error, saying that the work may
+still run in this driver. So the wait is bounded here; the work is not: only a SQL-box worker
+(:mod:`wap_core.analysis.sandbox`, ``WAP_QUERY_ISOLATION=process``) is killed, whatever it is doing.
 """
 
 from __future__ import annotations
@@ -54,6 +63,8 @@ _LOCAL_PROPERTIES = (
 CANCEL_REPEAT_SECONDS = 0.2
 #: How often the watcher looks at the deadline and ``alive()``.
 WATCH_SECONDS = 0.5
+#: How long a :class:`QueryHandle` waits for cancelled work to return before it gives up on it.
+STUCK_SECONDS = 5.0
 _POOL_UNSAFE = re.compile(r"[^A-Za-z0-9._@+-]")
 
 CANCELLED = "cancelled"
@@ -69,19 +80,27 @@ def pool_for(user: str) -> str:
     return f"user:{safe or 'anonymous'}"
 
 
-def cancel_error(reason: str, what: str, timeout: float | None) -> QueryCancelledError:
-    """The one-line error of work (``what``) stopped for ``reason`` (cancelled | timeout | session_ended)."""
+def cancel_error(
+    reason: str, what: str, timeout: float | None, *, stuck: bool = False
+) -> QueryCancelledError:
+    """The one-line error of work (``what``) stopped for ``reason`` (cancelled | timeout | session_ended);
+    ``stuck``: the work did not return within :data:`STUCK_SECONDS` of the cancel (it may still run)."""
+    stopped = (
+        f"was cancelled but did not stop within {STUCK_SECONDS:g} s (Spark's optimizer does not heed a "
+        "cancel), so it may still run in this driver; WAP_QUERY_ISOLATION=process kills such work"
+        if stuck
+        else "its Spark jobs were stopped"
+    )
     if reason == TIMEOUT:
         return QueryTimeoutError(
-            f"cancelled: {what} ran longer than WAP_QUERY_TIMEOUT ({timeout or 0:g} s) and its Spark jobs "
-            "were stopped; narrow it (filters, fewer joins, a LIMIT) or ask an admin to raise WAP_QUERY_TIMEOUT"
+            f"cancelled: {what} ran longer than WAP_QUERY_TIMEOUT ({timeout or 0:g} s) and {stopped}; "
+            "narrow it (filters, fewer joins, a LIMIT) or ask an admin to raise WAP_QUERY_TIMEOUT"
         )
     if reason == SESSION_ENDED:
         return QueryCancelledError(
-            f"cancelled: the console session that started {what} ended, so its Spark jobs were stopped",
-            reason=SESSION_ENDED,
+            f"cancelled: the console session that started {what} ended, so {stopped}", reason=SESSION_ENDED
         )
-    return QueryCancelledError(f"cancelled: {what} was cancelled and its Spark jobs were stopped")
+    return QueryCancelledError(f"cancelled: {what} was cancelled and {stopped}")
 
 
 class JobGroup:
@@ -113,6 +132,9 @@ class JobGroup:
         self._reason: str | None = None
         self._finished = threading.Event()
         self._wake = threading.Event()
+        self._cancelled_at: float | None = None
+        #: Called once (from the watcher) if the work has not returned STUCK_SECONDS after the cancel.
+        self.on_stuck: Callable[[], None] | None = None
 
     @property
     def reason(self) -> str | None:
@@ -125,6 +147,7 @@ class JobGroup:
             if self._reason is not None or self._finished.is_set():
                 return
             self._reason = reason
+            self._cancelled_at = time.monotonic()
         log.info("cancelling job group %s (%s, user %s): %s", self.id, self.description, self.user, reason)
         self._wake.set()
 
@@ -180,6 +203,16 @@ class JobGroup:
                 except Exception:  # the context may be stopping; the work fails or returns on its own
                     log.warning("could not cancel job group %s", self.id, exc_info=True)
                 wait = CANCEL_REPEAT_SECONDS
+                since = time.monotonic() - (self._cancelled_at or 0.0)
+                if self.on_stuck is not None and since >= STUCK_SECONDS:
+                    stuck, self.on_stuck = self.on_stuck, None
+                    log.info(
+                        "job group %s (%s) did not stop %.0f s after its cancel",
+                        self.id,
+                        self.description,
+                        since,
+                    )
+                    stuck()
             else:
                 wait = WATCH_SECONDS
                 if deadline is not None:
@@ -261,17 +294,33 @@ class QueryHandle(BackgroundWork[T]):
         super().__init__(group.description)
         self.group = group
         self._work = work
+        self._settled = threading.Lock()
+        group.on_stuck = self._give_up
         self._thread = InheritableThread(target=self._run, name=f"wap-query-{group.id}", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
+        value: T | None = None
+        error: Exception | None = None
         try:
             with self.group.running():
-                self._value = self._work()
+                value = self._work()
         except Exception as exc:  # noqa: BLE001 - not swallowed: result() raises it in the caller
             log.debug("work of job group %s failed: %s", self.group.id, exc)
-            self._error = exc
-        finally:
+            error = exc
+        with self._settled:
+            if self._done.is_set():  # given up on (_give_up): the caller already has its error
+                return
+            self._value, self._error = value, error
+            self._finish()
+
+    def _give_up(self) -> None:
+        """The cancelled work did not return within STUCK_SECONDS: end the wait (the work may run on)."""
+        with self._settled:
+            if self._done.is_set():
+                return
+            reason = self.group.reason or CANCELLED
+            self._error = cancel_error(reason, self.description, self.group.timeout, stuck=True)
             self._finish()
 
     def cancel(self) -> None:

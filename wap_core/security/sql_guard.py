@@ -49,7 +49,12 @@ Function choices (default: refused; the lists below are the whole of what is all
   precisions are at most :data:`MAX_PAD_LENGTH`; ``format_number`` at most :data:`MAX_FORMAT_DECIMALS`
   decimals (or a literal pattern); ``approx_count_distinct`` relative error at least
   :data:`MIN_RELATIVE_SD`; ``approx_percentile``/``percentile_approx`` accuracy at most
-  :data:`MAX_PERCENTILE_ACCURACY`; ``histogram_numeric`` at most :data:`MAX_HISTOGRAM_BINS` bins.
+  :data:`MAX_PERCENTILE_ACCURACY`; ``histogram_numeric`` at most :data:`MAX_HISTOGRAM_BINS` bins;
+  ``array_insert`` position at most :data:`MAX_ARRAY_INSERT_POSITION` either way.
+- higher-order functions (:func:`_check_higher_order`): never one inside another's lambda (sizes multiply),
+  and an ``aggregate``/``reduce`` accumulator of a fixed-size type (a growing one can double per element).
+- regular expressions whose subject and pattern are both constants, where the query is planned in a driver
+  nothing may kill (``killable=False``): Spark's optimizer evaluates them before any job exists.
 - allowed although Spark marks them time- or order-dependent: ``current_date``/``current_timestamp``/
   ``now``/``curdate``/``localtimestamp`` (one value per query, read nothing but the clock; analysts need
   "last 30 days") and the order-sensitive aggregates ``first``/``last``/``any_value``/``collect_*``.
@@ -90,6 +95,7 @@ MAX_FORMAT_DECIMALS = 100  # format_number decimals
 MIN_RELATIVE_SD = 0.01  # approx_count_distinct relative standard deviation (Spark's default 0.05)
 MAX_PERCENTILE_ACCURACY = 100_000  # approx_percentile accuracy (Spark's default 10000)
 MAX_HISTOGRAM_BINS = 1_000  # histogram_numeric bins
+MAX_ARRAY_INSERT_POSITION = 10_000  # array_insert position, either way (past the end it pads with nulls)
 #: A join without an equality condition runs as a nested loop (every row of one side against every row of
 #: the other: Spark's BroadcastNestedLoopJoin or CartesianProduct). It is allowed only when one side is at
 #: most this many rows by construction, and all such joins of a query together multiply rows by at most
@@ -814,11 +820,14 @@ def allowed_expression_classes(session: SparkSession) -> frozenset[str]:
     return _registry_classes(id(jvm), jvm) | frozenset(_EXPR + c for c in SYNTAX_EXPRESSIONS)
 
 
-def check_analyzed(session: SparkSession, plan: Any, relation: Any) -> None:
+def check_analyzed(session: SparkSession, plan: Any, relation: Any, *, killable: bool = False) -> None:
     """Accept the analyzed ``plan`` only if it is built from allowed operators and expressions over ``relation``.
 
-    ``relation`` is the DataSourceV2Relation (JVM) bound to the temp view ``ref_view``. Raises
-    ValidationError naming the first thing outside the allowlists.
+    ``relation`` is the DataSourceV2Relation (JVM) bound to the temp view ``ref_view``. ``killable``: the
+    query is planned and run in a SQL-box worker that the time limit kills (:mod:`wap_core.analysis.sandbox`);
+    otherwise it is planned in a driver nothing may kill, and a regular expression whose subject and pattern
+    are both constants (Spark evaluates it while optimizing, where no cancel reaches) is refused too.
+    Raises ValidationError naming the first thing outside the allowlists.
     """
     jvm: Any = session._jvm
     expressions = allowed_expression_classes(session)
@@ -852,7 +861,7 @@ def check_analyzed(session: SparkSession, plan: Any, relation: Any) -> None:
         if not children and name not in (_V2_RELATION, _LOGICAL + "CTERelationRef"):
             raise _refuse(f"every relation must be {VIEW} (found {node.nodeName()})")
         for expr in _seq(node.expressions()):
-            _check_expression(expr, expressions, internal, classes, stack)
+            _check_expression(expr, expressions, internal, classes, stack, killable=killable)
         stack.extend((c, in_view) for c in children)
 
 
@@ -862,25 +871,111 @@ def _check_expression(
     internal: frozenset[str],
     classes: _Classes,
     plans: list[tuple[Any, bool]],
+    *,
+    killable: bool = False,
 ) -> None:
-    stack: list[tuple[Any, bool]] = [(expr, False)]  # (expression, inside an allowed function's replacement)
+    # (expression, inside an allowed function's replacement, inside the lambda of a higher-order function)
+    stack: list[tuple[Any, bool, bool]] = [(expr, False, False)]
     while stack:
-        e, in_replacement = stack.pop()
+        e, in_replacement, in_lambda = stack.pop()
         name = _class(e)
         if not (name in allowed or (name in internal and in_replacement)):
             raise _refuse(
                 f"function or expression {e.prettyName()} ({name.rsplit('.', 1)[-1]}) is not allowed"
             )
         _check_arguments(e, name)  # inside a replacement too: the user's arguments may sit there
+        if classes.isinstance(e, _HIGHER_ORDER):
+            _check_higher_order(e, name, in_lambda)
+        if not killable and name in _REGEX and bool(e.foldable()):
+            raise _refuse(
+                f"{e.prettyName()}() on a constant subject and a constant pattern: Spark evaluates it while "
+                "planning, where the time limit cannot stop it (WAP_QUERY_ISOLATION=driver); match a column"
+            )
         if classes.isinstance(e, _SUBQUERY_EXPRESSION):
             plans.append((e.plan(), False))
+        lambda_body = in_lambda or name == _LAMBDA
         if classes.isinstance(e, _INHERIT_ANALYSIS_RULES):
             # An allowed function whose replacement Spark built from its parameters: the parameters (the
             # user's arguments) are checked; the replacement is the function's own implementation.
-            stack.extend((c, False) for c in _seq(e.parameters()))
+            stack.extend((c, False, lambda_body) for c in _seq(e.parameters()))
             continue
         inside = in_replacement or classes.isinstance(e, _RUNTIME_REPLACEABLE)
-        stack.extend((c, inside) for c in _seq(e.children()))
+        stack.extend((c, inside, lambda_body) for c in _seq(e.children()))
+
+
+# --------------------------------------------------------------------------- higher-order functions, regexes
+_HIGHER_ORDER = _EXPR + "HigherOrderFunction"
+_LAMBDA = _EXPR + "LambdaFunction"
+_ARRAY_AGGREGATE = _EXPR + "ArrayAggregate"
+#: Regular-expression (and LIKE, compiled to one) expressions: evaluated while planning when their subject and
+#: pattern are constants (Spark's constant folding), where no cancel reaches (see :func:`check_analyzed`).
+_REGEX = frozenset(
+    _EXPR + c
+    for c in (
+        "Like",
+        "ILike",
+        "RLike",
+        "LikeAll",
+        "NotLikeAll",
+        "LikeAny",
+        "NotLikeAny",
+        "StringSplit",
+        "StringToMap",
+        "RegExpReplace",
+        "RegExpExtract",
+        "RegExpExtractAll",
+        "RegExpCount",
+        "RegExpSubStr",
+        "RegExpInStr",
+    )
+)
+#: Types of fixed size (Spark type names; ``decimal(p,s)`` and the interval types by prefix): what an
+#: ``aggregate``/``reduce`` accumulator may be, alone or as the fields of a struct.
+_FIXED_SIZE_TYPES = frozenset(
+    {
+        "byte",
+        "short",
+        "integer",
+        "long",
+        "float",
+        "double",
+        "boolean",
+        "date",
+        "timestamp",
+        "timestamp_ntz",
+        "void",
+    }
+)
+
+
+def _fixed_size(dtype: Any) -> bool:
+    """True for a type whose values cannot grow: numbers, booleans, dates, times, intervals, structs of them."""
+    name = str(dtype.typeName())
+    if name == "struct":
+        return all(_fixed_size(f.dataType()) for f in dtype.fields())
+    return name in _FIXED_SIZE_TYPES or name.startswith(("decimal", "interval"))
+
+
+def _check_higher_order(e: Any, name: str, in_lambda: bool) -> None:
+    """Refuse the growth a higher-order function can build beyond the data and the statement's text.
+
+    - Nested (a higher-order function inside another's lambda): sizes multiply, ``transform(a, x ->
+      transform(b, y -> ...))`` is ``size(a) * size(b)`` values per row, and each level multiplies again.
+    - ``aggregate``/``reduce`` with an accumulator that can grow (a string, binary, array or map, or a struct
+      holding one): ``(acc, x) -> concat(acc, acc)`` doubles it per element (2^n).
+    """
+    fn = e.prettyName()
+    if in_lambda:
+        raise _refuse(
+            f"{fn}() inside the lambda of another higher-order function: their sizes multiply; "
+            "compute the inner part in a subquery or use a plain function (sort_array, array_contains...)"
+        )
+    if name == _ARRAY_AGGREGATE and not _fixed_size(e.zero().dataType()):
+        raise _refuse(
+            f"{fn}() accumulating a {e.zero().dataType().simpleString()}: an accumulator that can grow "
+            "(string, binary, array, map) may double per element; accumulate numbers, booleans, dates or a "
+            "struct of them (build arrays and strings with transform, filter, array_join, collect_list)"
+        )
 
 
 # --------------------------------------------------------------------------- size arguments
@@ -890,6 +985,7 @@ _FORMAT_NUMBER = _EXPR + "FormatNumber"
 _HLL = _EXPR + "aggregate.HyperLogLogPlusPlus"
 _PERCENTILE_APPROX = _EXPR + "aggregate.ApproximatePercentile"
 _HISTOGRAM = _EXPR + "aggregate.HistogramNumeric"
+_ARRAY_INSERT = _EXPR + "ArrayInsert"
 _LITERAL = _EXPR + "Literal"
 _CAST = _EXPR + "Cast"
 #: A width or precision in a java.util.Formatter format (the value of a literal argument, not SQL text).
@@ -948,6 +1044,15 @@ def _check_arguments(e: Any, name: str) -> None:
         _bounded(e.accuracyExpression(), "approx_percentile", "accuracy", MAX_PERCENTILE_ACCURACY)
     elif name == _HISTOGRAM:
         _bounded(e.nBins(), "histogram_numeric", "number of bins", MAX_HISTOGRAM_BINS)
+    elif name == _ARRAY_INSERT:
+        # A position past the end pads with nulls up to it (either end for a negative one): the array
+        # array_insert(array(1), 1500000000, 1) is 1.5 billion values, built by the optimizer from a literal.
+        value = _literal(e.posExpr(), "array_insert", "position")
+        if value is not None and abs(int(value)) > MAX_ARRAY_INSERT_POSITION:
+            raise _refuse(
+                f"array_insert() position {int(value):,} is over the bound {MAX_ARRAY_INSERT_POSITION:,} "
+                "(either way)"
+            )
 
 
 # --------------------------------------------------------------------------- stage 3: joins on the optimized plan
@@ -1027,8 +1132,9 @@ def bound_relation(frame: DataFrame) -> Any:
     return plan
 
 
-def check_query(session: SparkSession, sql: str, relation: Any) -> CheckedQuery:
-    """Both stages: parse and gate ``sql``, analyse it (nothing runs) and judge the analyzed plan."""
+def check_query(session: SparkSession, sql: str, relation: Any, *, killable: bool = False) -> CheckedQuery:
+    """Both stages: parse and gate ``sql``, analyse it (nothing runs) and judge the analyzed plan
+    (``killable``: see :func:`check_analyzed`)."""
     parsed = parse_query(session, sql)
     jvm: Any = session._jvm
     jsession: Any = session._jsparkSession
@@ -1038,24 +1144,24 @@ def check_query(session: SparkSession, sql: str, relation: Any) -> CheckedQuery:
         analyzed = qe.analyzed()
     except Exception as exc:  # AnalysisException (unknown column, type error) from the JVM
         raise ValidationError(f"SQL error: {_one_line(exc)}") from exc
-    check_analyzed(session, analyzed, relation)
+    check_analyzed(session, analyzed, relation, killable=killable)
     return CheckedQuery(text=(sql or "").strip(), analyzed=analyzed)
 
 
-def read_only_query(session: SparkSession, sql: str, relation: Any) -> DataFrame:
+def read_only_query(session: SparkSession, sql: str, relation: Any, *, killable: bool = False) -> DataFrame:
     """A lazy DataFrame of ``sql`` whose plan is the analyzed plan judged by :func:`check_analyzed`.
 
     Its optimized plan (the one that runs) is judged by :func:`check_joins`. Nothing runs until the caller
-    collects it (with a row limit).
+    collects it (with a row limit). ``killable``: the caller is a SQL-box worker the time limit kills.
     """
     from pyspark.sql import DataFrame
 
-    checked = check_query(session, sql, relation)
+    checked = check_query(session, sql, relation, killable=killable)
     jvm: Any = session._jvm
     jdf = jvm.org.apache.spark.sql.Dataset.ofRows(session._jsparkSession, checked.analyzed)
     runs = jdf.queryExecution().analyzed()
     identity = jvm.java.lang.System.identityHashCode
     if identity(runs) != identity(checked.analyzed):  # pragma: no cover - Spark keeps an analyzed plan as is
-        check_analyzed(session, runs, relation)
+        check_analyzed(session, runs, relation, killable=killable)
     check_joins(session, _optimized(jdf))
     return DataFrame(jdf, session)

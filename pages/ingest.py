@@ -114,6 +114,8 @@ def _run(job: dict[str, Any]) -> None:
         f"audit **{ui.md(result.audit.status)}**."
         + (f"  \nFailed checks: {', '.join('**' + ui.md(n) + '**' for n in failed)}" if failed else "")
     )
+    for note in result.narrowing:  # the schema check's notes: the table's type cannot hold every source value
+        st.info(ui.md(note), icon=":material/compress:")
     st.page_link(
         "pages/review.py",
         label=f"Review {ui.md(tid)} · {ui.md(result.branch)}",

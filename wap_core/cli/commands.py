@@ -146,6 +146,8 @@ def _ingest(args: argparse.Namespace, lh: Lakehouse) -> int:
             + (f" ({res.malformed_rows} malformed rows kept out)" if res.malformed_rows else ""),
             file=sys.stderr,
         )
+        for note in res.narrowing:  # the schema check's notes (values that do not fit are malformed)
+            print(f"narrowing: {note}", file=sys.stderr)
         print_audit_err(res.audit)
     return EXIT_OK if res.audit.passed else EXIT_REFUSED
 

@@ -5,11 +5,15 @@ schema is never evolved implicitly, because the schema is shared by all branches
 and evolving it would change main before any audit. Rows that cannot be parsed
 are never turned into NULLs: they are kept out of the branch, counted, sampled
 with their line numbers, and recorded on the snapshot so that the built-in
-``malformed_rows`` check fails the audit.
+``malformed_rows`` check fails the audit. Every value is stored exactly or its row is malformed:
+a cast that would change it (overflow, lost fraction, out of range, infinity from finite text, bytes
+that are not UTF-8, a JSON object in a string column) counts like a value that does not parse
+(see :func:`_exactness` and docs/workflow.md, "Exact or malformed").
 """
 
 from __future__ import annotations
 
+import codecs
 import csv
 import glob
 import hashlib
@@ -89,6 +93,7 @@ class IngestResult:
         "created_table",
         "rows_written",
         "malformed_rows",
+        "narrowing",
         "snapshot_id",
         "fork_snapshot_id",
         "sources",
@@ -107,6 +112,9 @@ class IngestResult:
     sources: list[str]
     audit: AuditResult
     seconds: float = field(metadata={JSON: seconds_view})
+    narrowing: list[str] = field(default_factory=list)
+    """The schema check's notes: columns whose source type the table's type cannot hold for every value
+    (e.g. ``bigint`` into ``int``); their values that do not fit exactly are malformed rows."""
 
     @property
     def status(self) -> CheckStatus:
@@ -203,12 +211,104 @@ def _castable(src: DataType, dst: DataType) -> bool:
     return bool(isinstance(src, temporal) and isinstance(dst, temporal))
 
 
+_INTEGRAL_DIGITS = {"tinyint": 3, "smallint": 5, "int": 10, "bigint": 19}  # digits of the largest value
+_NON_FINITE_TEXT = r"(?i)^\s*[+-]?(inf|infinity|nan)\s*$"  # what Spark reads as a non-finite double
+_ZERO_TEXT = r"^\s*[+-]?(0+\.?0*|\.0+)([eE][+-]?\d+)?\s*$"  # a number written as zero
+_DATE_ONLY_TEXT = r"^\s*[+-]?\d{4,}(-\d{1,2}(-\d{1,2})?)?\s*$"  # a date with no time part
+_SUB_MICRO_TEXT = r":\d{1,2}\.\d{6}\d*[1-9]"  # fractional seconds beyond microseconds that are not zero
+
+
+def _digits(t: DataType) -> tuple[int, int] | None:
+    """(integer digits, fraction digits) an exact numeric type holds, or None (float, double, other)."""
+    from pyspark.sql import types as T
+
+    if isinstance(t, T.DecimalType):
+        return t.precision - t.scale, t.scale
+    if t.simpleString() in _INTEGRAL_DIGITS:
+        return _INTEGRAL_DIGITS[t.simpleString()], 0
+    return None
+
+
+def _narrowing(src: DataType, dst: DataType) -> bool:
+    """True if ``dst`` cannot hold every value of the typed ``src`` exactly (a string source is parsed,
+    not narrowed: each value is checked on its own)."""
+    from pyspark.sql import types as T
+
+    if src == dst or isinstance(src, (T.NullType, T.StringType)) or isinstance(dst, T.StringType):
+        return False
+    if isinstance(src, T.TimestampType | T.TimestampNTZType) and isinstance(dst, T.DateType):
+        return True
+    s, d = _digits(src), _digits(dst)
+    if s is not None and d is not None:
+        return d[0] < s[0] or d[1] < s[1]
+    if isinstance(dst, T.DoubleType):  # 15 significant digits survive a double
+        return s is not None and sum(s) > 15
+    if isinstance(dst, T.FloatType):  # 6 survive a float
+        return isinstance(src, T.DoubleType) or (s is not None and sum(s) > 6)
+    return isinstance(src, T.FloatType | T.DoubleType) and d is not None  # fraction, range, NaN, inf
+
+
+def _exactness(
+    src: Column, cast: Column, s: DataType, t: DataType, text_numbers: bool
+) -> list[tuple[Column, str]]:
+    """(condition, why) pairs under which a non-null ``src`` whose ``cast`` to ``t`` is not null was CHANGED
+    by the cast (Spark 3.5 with ANSI off casts silently: overflow wraps, fractions are dropped, text
+    too large for a double becomes infinity). The rule (docs/workflow.md, "Exact or malformed"):
+
+    - identical types need no check;
+    - a typed source (Parquet, JSON numbers) must survive the cast back: ``cast(cast(v as t) as s) = v``
+      (Spark's ``=`` holds for NaN = NaN); a double into a float column keeps the nearest float, only
+      overflow to infinity and underflow to zero count as changes;
+    - text (CSV, JSON strings) is compared as the value it writes: an integer or decimal equals the
+      text read as a wide decimal (``'007'`` is 7, ``'1.50'`` is 1.5, ``'1.9'`` is not an int); a double
+      is finite unless the text names infinity or NaN, and zero only if the text is zero; a date has no
+      time part; a timestamp no non-zero digit beyond microseconds;
+    - ``text_numbers``: the typed source's numbers were text (JSON): a non-finite double is malformed
+      (JSON has no infinity or NaN; a number too large for a double reads as infinity).
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    inf = [F.lit(float("inf")), F.lit(float("-inf"))]
+    non_finite = F.isnan(cast) | cast.isin(*inf)
+    checks: list[tuple[Column, str]] = []
+    if text_numbers and isinstance(s, T.FloatType | T.DoubleType):
+        checks.append((F.isnan(src) | src.isin(*inf), "is not a finite number"))
+    if s == t or isinstance(s, T.NullType) or isinstance(t, T.StringType | T.BooleanType | T.BinaryType):
+        return checks
+    if isinstance(s, T.StringType):
+        text = F.trim(src)
+        digits = _digits(t)
+        if digits is not None:
+            wide = text.cast(T.DecimalType(38, 38 - digits[0]))
+            checks.append(
+                (~cast.eqNullSafe(wide), f"is not exactly a {t.simpleString()} (overflow or fraction)")
+            )
+        elif isinstance(t, T.FloatType | T.DoubleType):
+            checks.append((non_finite & ~text.rlike(_NON_FINITE_TEXT), f"overflows {t.simpleString()}"))
+            checks.append(((cast == 0) & ~text.rlike(_ZERO_TEXT), f"underflows {t.simpleString()} to zero"))
+        elif isinstance(t, T.DateType):
+            checks.append(
+                (~text.rlike(_DATE_ONLY_TEXT), "is not a date alone (a time part would be dropped)")
+            )
+        elif isinstance(t, T.TimestampType | T.TimestampNTZType):
+            checks.append((text.rlike(_SUB_MICRO_TEXT), "has digits beyond microseconds"))
+        return checks
+    if isinstance(s, T.DoubleType) and isinstance(t, T.FloatType):
+        checks.append((non_finite & ~(F.isnan(src) | src.isin(*inf)), "overflows float"))
+        checks.append(((cast == 0) & (src != 0), "underflows float to zero"))
+        return checks
+    checks.append((~(cast.cast(s) == src), f"does not fit {t.simpleString()} exactly"))
+    return checks
+
+
 @dataclass
 class _Prepared:
     df: DataFrame  # good rows only, cast to the target schema, in target column order
     rows: int
     malformed: int
     sample: list[dict[str, Any]]
+    narrowing: list[str] = field(default_factory=list)  # the schema check's notes (see _narrowing)
 
 
 def _match_columns(table: str, source_cols: Sequence[str], target: StructType) -> dict[str, str]:
@@ -235,6 +335,16 @@ def _match_columns(table: str, source_cols: Sequence[str], target: StructType) -
     return mapping
 
 
+@dataclass(frozen=True)
+class _SourceTraits:
+    """What ``_prepare`` must know of the source beyond its schema to tell an exact value from a changed one."""
+
+    text_numbers: bool = False  # typed numbers that were text (JSON): a non-finite double is malformed
+    invalid_bytes: bool = False  # the files hold bytes that are not UTF-8: a string with U+FFFD is malformed
+    nested: Callable[[str], Column] | None = None  # JSON: source column -> "this row holds an object/array"
+    hidden: tuple[str, ...] = ()  # columns of ``raw`` that locate a row (file, row, text), not source columns
+
+
 def _prepare(
     table: str,
     raw: DataFrame,
@@ -243,31 +353,56 @@ def _prepare(
     locate: Callable[[list[dict[str, Any]]], None],
     unreadable: int = 0,
     unreadable_sample: Sequence[dict[str, Any]] = (),
+    traits: _SourceTraits = _SourceTraits(),
 ) -> _Prepared:
-    """Cast ``raw`` to ``target``; count and sample rows that do not parse (one pass).
+    """Cast ``raw`` to ``target``; count and sample rows that do not parse or that a cast would change (one pass).
 
+    A value is kept only if it is stored exactly (see :func:`_exactness`); otherwise its row is malformed.
     ``unreadable``: how many CSV records could not even be read (kept out of ``raw`` already, see
     :func:`_unreadable_records`); they count as malformed rows, ``unreadable_sample`` first in the sample.
     """
     from pyspark.sql import functions as F
+    from pyspark.sql import types as T
 
+    source_type = {f.name: raw.schema[mapping[f.name]].dataType for f in target.fields}
     problems = [
-        f"column {f.name}: source type {raw.schema[mapping[f.name]].dataType.simpleString()} cannot become {f.dataType.simpleString()}"
+        f"column {f.name}: source type {source_type[f.name].simpleString()} cannot become {f.dataType.simpleString()}"
         for f in target.fields
-        if not _castable(raw.schema[mapping[f.name]].dataType, f.dataType)
+        if not _castable(source_type[f.name], f.dataType)
     ]
     if problems:
         raise SchemaMismatchError(table, problems)
+    narrowing = [
+        f"column {f.name}: source type {source_type[f.name].simpleString()} narrows to {f.dataType.simpleString()}"
+        " (values that do not fit exactly are malformed rows)"
+        for f in target.fields
+        if _narrowing(source_type[f.name], f.dataType)
+    ]
     has_corrupt = CORRUPT in raw.columns
     corrupt = F.col(CORRUPT).isNotNull() if has_corrupt else F.lit(False)
     casts: list[Column] = []
-    bads: list[Column] = []  # per column: a value present on a well-formed line that does not cast
+    bads: list[Column] = []  # per column: a value present on a well-formed line that does not cast exactly
+    whys: list[Column] = []  # per column: what is wrong with it (for the sample)
     present: list[Column] = []
     for f in target.fields:
+        s = source_type[f.name]
         src = F.col(_q(mapping[f.name]))
-        casts.append(src.cast(f.dataType).alias(f.name))
+        cast = src.cast(f.dataType)
+        casts.append(cast.alias(f.name))
+        conds = [(cast.isNull(), f"does not parse as {f.dataType.simpleString()}")]
+        conds += _exactness(src, cast, s, f.dataType, traits.text_numbers)
+        if isinstance(s, T.StringType) and traits.invalid_bytes:
+            conds.append((F.instr(src, "\ufffd") > 0, "holds bytes that are not UTF-8"))
+        if isinstance(s, T.StringType) and traits.nested is not None:
+            conds.append((traits.nested(mapping[f.name]), "is a JSON object or array, not a scalar"))
+        wrong = conds[0][0]
+        why = F.when(conds[0][0], F.lit(conds[0][1]))
+        for c, w in conds[1:]:
+            wrong = wrong | c
+            why = why.when(c, F.lit(w))
         present.append(~corrupt & src.isNotNull())
-        bads.append(~corrupt & src.isNotNull() & src.cast(f.dataType).isNull())
+        bads.append(~corrupt & src.isNotNull() & wrong)
+        whys.append(why)
     any_bad = corrupt
     for b in bads:
         any_bad = any_bad | b
@@ -281,11 +416,15 @@ def _prepare(
     rows, bad = _parsed_counts(table, target, stats, unreadable)
     sample: list[dict[str, Any]] = [dict(u) for u in unreadable_sample[:SAMPLE]]
     if bad:
-        located = _bad_rows(flagged, raw.columns, bads, target)
+        located = _bad_rows(flagged, raw.columns, bads, whys, target, mapping)
         locate(located)
+        for d in located:
+            for h in traits.hidden:
+                if h in d and h not in ("__file", "__row"):
+                    del d[h]
         sample += located
     good = flagged.where(~F.col("__bad")).select(*casts)
-    return _Prepared(good, rows - bad, bad + unreadable, sample[:SAMPLE])
+    return _Prepared(good, rows - bad, bad + unreadable, sample[:SAMPLE], narrowing)
 
 
 def _parsed_counts(table: str, target: StructType, stats: Any, unreadable: int) -> tuple[int, int]:
@@ -306,27 +445,45 @@ def _parsed_counts(table: str, target: StructType, stats: Any, unreadable: int) 
 
 
 def _bad_rows(
-    flagged: DataFrame, columns: Sequence[str], bads: Sequence[Column], target: StructType
+    flagged: DataFrame,
+    columns: Sequence[str],
+    bads: Sequence[Column],
+    whys: Sequence[Column],
+    target: StructType,
+    mapping: dict[str, str],
 ) -> list[dict[str, Any]]:
-    """Up to SAMPLE malformed rows as the source's text, each with what was wrong with it."""
+    """Up to SAMPLE malformed rows as the source's text, each with what was wrong with it: ``__problem``
+    in words, ``__columns`` the table's columns whose value was bad."""
     from pyspark.sql import functions as F
 
     bad_cols = F.array_compact(
         F.array(*[F.when(b, F.lit(f.name)) for b, f in zip(bads, target.fields, strict=False)])
     )
+    bad_whys = F.array_compact(
+        F.array(
+            *[
+                F.when(b, F.concat(F.lit(f"{f.name} "), w))
+                for b, w, f in zip(bads, whys, target.fields, strict=False)
+            ]
+        )
+    )
     located: list[dict[str, Any]] = []
     for r in (
         flagged.where(F.col("__bad"))
-        .select(*[F.col(_q(c)) for c in columns], bad_cols.alias("__cols"))
+        .select(*[F.col(_q(c)) for c in columns], bad_cols.alias("__cols"), bad_whys.alias("__whys"))
         .limit(SAMPLE)
         .collect()
     ):
         d: dict[str, Any] = {
-            k: (None if v is None else str(v)) for k, v in r.asDict().items() if k != "__cols"
+            k: (v if v is None or (k.startswith("__") and isinstance(v, int)) else str(v))
+            for k, v in r.asDict().items()
+            if k not in ("__cols", "__whys")
         }
-        d["__problem"] = (
-            "ragged or unparsable line" if d.get(CORRUPT) else f"bad value in {', '.join(r['__cols'])}"
-        )
+        if d.get(CORRUPT):
+            d["__problem"] = "ragged or unparsable line"
+        else:
+            d["__problem"] = f"bad value in {', '.join(r['__cols'])}: {'; '.join(r['__whys'])}"
+            d["__columns"] = ", ".join(r["__cols"])
         located.append(d)
     return located
 
@@ -420,7 +577,7 @@ def _strictly_readable(path: str) -> bool:
     _allow_long_csv_fields()
     if csv.field_size_limit() > CSV_MAX_FIELD_CHARS:  # raised elsewhere in the process: check each field
         return False
-    with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+    with open(path, newline="", encoding="utf-8-sig", errors="replace") as fh:
         try:
             for _ in csv.reader(fh, strict=True):
                 pass
@@ -440,7 +597,7 @@ class _Unreadable:
         """The malformed-row sample form of the first records (their first line as the raw text)."""
         wanted = dict(self.records[:SAMPLE])
         out: list[dict[str, Any]] = []
-        with open(self.file, newline="", encoding="utf-8", errors="replace") as fh:
+        with open(self.file, newline="", encoding="utf-8-sig", errors="replace") as fh:
             for n, line in enumerate(fh, start=1):
                 if n in wanted:
                     d: dict[str, Any] = dict.fromkeys(header)
@@ -468,7 +625,7 @@ def _unreadable_records(files: Sequence[str]) -> list[_Unreadable]:
     for f in files:
         if Path(f).stat().st_size > _LINE_SCAN_LIMIT or _strictly_readable(f):
             continue
-        with open(f, newline="", encoding="utf-8", errors="replace") as fh:
+        with open(f, newline="", encoding="utf-8-sig", errors="replace") as fh:
             records = _strict_records(fh)
             next(records, None)  # the header (read and checked by _csv_header)
             bad = [(line, row) for line, row in records if isinstance(row, str)]
@@ -490,7 +647,7 @@ def _without_unreadable(files: Sequence[str], unreadable: Sequence[_Unreadable],
         dst = into / str(i) / Path(f).name
         dst.parent.mkdir(parents=True)
         with (
-            open(f, newline="", encoding="utf-8", errors="replace") as src,
+            open(f, newline="", encoding="utf-8-sig", errors="replace") as src,
             open(dst, "w", newline="", encoding="utf-8") as copy,
         ):
             for n, line in enumerate(src, start=1):
@@ -499,8 +656,28 @@ def _without_unreadable(files: Sequence[str], unreadable: Sequence[_Unreadable],
     return out
 
 
+def _invalid_utf8(files: Sequence[str]) -> bool:
+    """True if a file holds bytes that are not UTF-8 (its decoder read them as U+FFFD), or is too large to scan
+    (then every U+FFFD in a string value counts as such a byte: the two cannot be told apart after decoding)."""
+    for f in files:
+        if Path(f).stat().st_size > _LINE_SCAN_LIMIT:
+            return True
+        decoder = codecs.getincrementaldecoder("utf-8")("strict")
+        with open(f, "rb") as fh:
+            try:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    decoder.decode(chunk)
+                decoder.decode(b"", final=True)
+            except UnicodeDecodeError:
+                log.warning(
+                    "%s holds bytes that are not UTF-8; the rows holding them are malformed", Path(f).name
+                )
+                return True
+    return False
+
+
 def _read_csv_header(path: str) -> list[str]:
-    with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+    with open(path, newline="", encoding="utf-8-sig", errors="replace") as fh:
         try:
             first = next(_records(fh), None)
         except csv.Error as exc:
@@ -526,7 +703,7 @@ def _iter_csv(files: list[str]) -> Iterator[tuple[str, int, list[str]]]:
     for f in files:
         if Path(f).stat().st_size > _LINE_SCAN_LIMIT:
             continue
-        with open(f, newline="", encoding="utf-8", errors="replace") as fh:
+        with open(f, newline="", encoding="utf-8-sig", errors="replace") as fh:
             records = _records(fh)
             try:
                 next(records, None)  # the header
@@ -596,7 +773,7 @@ def _field_too_long(files: list[str]) -> SourceError:
     for f in files:
         if Path(f).stat().st_size > _LINE_SCAN_LIMIT:
             continue
-        with open(f, newline="", encoding="utf-8", errors="replace") as fh:
+        with open(f, newline="", encoding="utf-8-sig", errors="replace") as fh:
             reader = csv.reader(fh)
             start = 1
             try:
@@ -617,16 +794,28 @@ def _field_too_long(files: list[str]) -> SourceError:
 
 
 def _json_locator(files: list[str]) -> Callable[[list[dict[str, Any]]], None]:
+    """Locate sampled JSON rows by their line's text (``__text``, or the corrupt record's)."""
+
+    def key(text: str) -> str:
+        return text.strip().lstrip("\ufeff").strip()
+
     def locate(sample: list[dict[str, Any]]) -> None:
-        wanted = {d[CORRUPT].strip(): d for d in sample if d.get(CORRUPT)}
+        wanted: dict[str, list[dict[str, Any]]] = {}
+        for d in sample:
+            text = d.get("__text") or d.get(CORRUPT)
+            if text:
+                wanted.setdefault(key(text), []).append(d)
         for f in files:
             if not wanted or Path(f).stat().st_size > _LINE_SCAN_LIMIT:
                 continue
-            with open(f, encoding="utf-8", errors="replace") as fh:
+            with open(f, encoding="utf-8-sig", errors="replace") as fh:
                 for n, line in enumerate(fh, start=1):
-                    d = wanted.pop(line.strip(), None)
-                    if d is not None:
+                    found = wanted.get(key(line))
+                    if found:
+                        d = found.pop(0)
                         d["__file"], d["__line"] = Path(f).name, n
+                        if not found:
+                            del wanted[key(line)]
 
     return locate
 
@@ -646,6 +835,7 @@ def _read_csv(
     from pyspark.sql import types as T
 
     header = _csv_header(files)
+    traits = _SourceTraits(invalid_bytes=_invalid_utf8(files))
     unreadable = _unreadable_records(files)
     copies: Path | None = None
     if unreadable:  # Spark reads copies without them (removed with the prepared batch)
@@ -681,6 +871,7 @@ def _read_csv(
             _csv_locator(files, header),
             sum(len(u.records) for u in unreadable),
             [d for u in unreadable for d in u.sample(header)],
+            traits,
         )
         if copies is not None:
             weakref.finalize(prepared, shutil.rmtree, copies, True)
@@ -700,19 +891,57 @@ def _read_csv(
 def _read_json(
     spark: SparkSession, table: str, files: list[str], target: StructType | None
 ) -> tuple[_Prepared, StructType]:
-    """JSON lines; a record that does not parse is a malformed row."""
+    """JSON lines; a record that does not parse is a malformed row, and so is a value a cast would change.
+
+    The schema is inferred as Spark's JSON reader does; the rows are then parsed line by line
+    (``from_json`` over the text) so that each row keeps its line's text: it locates a malformed row, and
+    tells a JSON object or array (which Spark would store in a string column as its JSON text) from a string.
+    """
+    from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    raw = spark.read.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT).json(files)
-    source_cols = [c for c in raw.columns if c != CORRUPT]
-    if not source_cols:
+    inferred = (
+        spark.read.option("mode", "PERMISSIVE")
+        .option("columnNameOfCorruptRecord", CORRUPT)
+        .json(files)
+        .schema
+    )
+    fields = [f for f in inferred.fields if f.name != CORRUPT]
+    if not fields:
         raise SourceError("no JSON object could be parsed from the source")
     if target is None:
-        target = T.StructType(
-            [T.StructField(f.name, f.dataType, True) for f in raw.schema.fields if f.name != CORRUPT]
-        )
-    mapping = _match_columns(table, source_cols, target)
-    return _prepare(table, raw, target, mapping, _json_locator(files)), target
+        target = T.StructType([T.StructField(f.name, f.dataType, True) for f in fields])
+    mapping = _match_columns(table, [f.name for f in fields], target)
+    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
+    schema = T.StructType([*fields, T.StructField(CORRUPT, T.StringType(), True)])
+    strings = [f.name for f in fields if isinstance(f.dataType, T.StringType)]
+
+    def shaped(kind: DataType) -> Column:  # the string columns read as ``kind``: not null = that shape
+        return F.from_json("__text", T.StructType([T.StructField(c, kind, True) for c in strings]), options)
+
+    lines = spark.read.text(files).select(F.col("value").alias("__text"))
+    lines = lines.where(F.trim(F.regexp_replace("__text", "^\ufeff", "")) != "")
+    parsed = F.from_json("__text", schema, options)
+    raw = lines.select(
+        *[parsed[f.name].alias(f.name) for f in fields],
+        F.coalesce(parsed[CORRUPT], F.when(parsed.isNull(), F.col("__text"))).alias(CORRUPT),
+        "__text",
+        *(
+            [
+                shaped(T.MapType(T.StringType(), T.StringType())).alias("__nm"),
+                shaped(T.ArrayType(T.StringType())).alias("__na"),
+            ]
+            if strings
+            else []
+        ),
+    )
+    traits = _SourceTraits(
+        text_numbers=True,
+        invalid_bytes=_invalid_utf8(files),
+        nested=(lambda c: F.col("__nm")[c].isNotNull() | F.col("__na")[c].isNotNull()) if strings else None,
+        hidden=("__text", "__nm", "__na"),
+    )
+    return _prepare(table, raw, target, mapping, _json_locator(files), traits=traits), target
 
 
 def _read_parquet(
@@ -721,6 +950,7 @@ def _read_parquet(
     """Parquet: every file must share one schema (read from footers, no data)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
+    from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
     try:
@@ -744,7 +974,13 @@ def _read_parquet(
             raise SourceError("the source has no data rows")
         cols = [raw[mapping[f.name]].alias(f.name) for f in target.fields]
         return _Prepared(raw.select(*cols), rows, 0, []), target
-    return _prepare(table, raw, target, mapping, lambda s: None), target
+    located = raw.select(
+        "*",
+        F.col("_metadata.file_name").alias("__file"),
+        (F.col("_metadata.row_index") + 1).alias("__row"),  # the row's position in its file, from 1
+    )
+    traits = _SourceTraits(hidden=("__file", "__row"))
+    return _prepare(table, located, target, mapping, lambda s: None, traits=traits), target
 
 
 # --------------------------------------------------------------------------- ingest
@@ -936,6 +1172,8 @@ def _ingest(
     suite = suite_for(lh.settings.checks_file, table)  # a broken checks file stops us before any write
     target = spark.table(lh.spark_name(table)).schema if exists else None
     prepared, target = read_source(lh, str(table), files, fmt, target)
+    for note in prepared.narrowing:  # the schema check's notes, before anything is written
+        log.warning("ingest into %s: %s", table, note)
     progress("writing", prepared.rows)
     tbl = reconciled_table(lh, table) if exists else None
     main_before = cat.ref_snapshot_id(tbl, "main") if tbl is not None else None
@@ -947,6 +1185,7 @@ def _ingest(
         "rows": prepared.rows,
         "malformed_rows": prepared.malformed,
         "create_table": not exists,
+        **({"narrowing": prepared.narrowing} if prepared.narrowing else {}),
     }
     move, intent = _announce(lh, user, table, tbl, branch, main_before, intent_details)
     props = {
@@ -985,6 +1224,7 @@ def _ingest(
         sources=shown,
         audit=audit,
         seconds=time.perf_counter() - t0,
+        narrowing=prepared.narrowing,
     )
 
 

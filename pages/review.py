@@ -192,7 +192,7 @@ if do_rebase:
             rb = rebase(lh, tid, branch, user=user)  # the rebase audits the new head (as ingest does)
             s.update(label=f"Rebase: {ui.md(rb.outcome)}", state="complete")
         ui.writes_done()
-        done = f"Rebased {ui.md(tid)} · {ui.md(branch)} onto main ({rb.rows:,} rows replayed)"
+        done = f"Rebased {ui.md(tid)} {ui.md(branch)} onto main ({rb.rows:,} rows replayed)"
         if rb.audit is None:
             ui.flash("info", f"{ui.md(tid)} · {ui.md(branch)} is already on current main: nothing to rebase.")
         elif rb.audit.passed:

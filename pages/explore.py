@@ -185,6 +185,10 @@ with tab_sql:
         if not handle.done():
             c_wait, c_cancel = st.columns([4, 1])
             waiting, cancel_slot = c_wait.empty(), c_cancel.empty()
+            # the slot of the result, drawn now: it replaces the last query's result or error (a
+            # "cancelled:" box) while this one runs, instead of leaving it under "Running" (an element,
+            # not a container: a container drawn again at its place would keep the old one's content)
+            outcome = st.empty()
             if cancel_slot.button("Cancel", icon=":material/cancel:", key="explore_sql_cancel"):
                 handle.cancel()
             while not handle.done():
@@ -196,7 +200,10 @@ with tab_sql:
                 time.sleep(0.3)
             waiting.empty()
             cancel_slot.empty()
-        try:
-            ui.grid(handle.result(0), hide_index=True, width="stretch")
-        except WapError as exc:
-            ui.show_error(exc)
+        else:
+            outcome = st.empty()
+        with outcome:
+            try:
+                ui.grid(handle.result(0), hide_index=True, width="stretch")
+            except WapError as exc:
+                ui.show_error(exc)

@@ -9,7 +9,7 @@ import altair as alt
 import streamlit as st
 
 from pages import _common as ui
-from wap_core.states import Action, BranchStatus, Outcome
+from wap_core.states import MAIN_MOVES, BranchStatus, Outcome
 from wap_core.store.journal import JournalEntry
 
 
@@ -100,10 +100,9 @@ with ui.wap_errors():
         )
         st.page_link("pages/branches.py", label="All branches, with filters", icon=":material/account_tree:")
 
-    st.subheader("Recent publishes")
-    pubs = [
-        e for e in entries if e.action is Action.PUBLISH and e.outcome in (Outcome.PUBLISHED, Outcome.FORCED)
-    ][:10]
+    st.subheader("Recent publishes and rollbacks")
+    # every move of main: a publish (a reopened batch's too), a forced publish, a rollback (branch: main)
+    pubs = [e for e in entries if e.outcome in MAIN_MOVES][:10]
     if pubs:
         _recent(pubs, ["outcome", "reason", "at", "table", "branch", "user"])
     else:

@@ -24,6 +24,7 @@ from wap_core.workflow.audit import latest_audit, run_audit
 from wap_core.workflow.publish import discard, publish, publish_readiness, rebase
 
 DIALOG = "review_dialog"
+CLOSED = "review_closed"  # (table, branch) this session just published or discarded
 
 ui.page_header("Review")
 lh = ui.lakehouse()
@@ -56,6 +57,8 @@ except WapError as exc:
 
 st.subheader(f"{ui.md(tid)} · {ui.md(branch)}")
 if branch not in cat.branch_names(tbl):
+    if st.session_state.pop(CLOSED, None) == (str(tid), branch):
+        st.stop()  # this session just published or discarded it: its success message says it all
     st.warning(
         f"Branch {ui.md(repr(branch))} is not open on {ui.md(tid)}: it was published, discarded or never existed."
     )
@@ -185,21 +188,28 @@ if rerun_audit:
         ui.show_error(exc)
 if do_rebase:
     try:
-        with st.status("Rebasing onto current main with Spark…", expanded=True) as s:
-            rb = rebase(lh, tid, branch, user=user)
+        with st.status("Rebasing onto current main and auditing it with Spark…", expanded=True) as s:
+            rb = rebase(lh, tid, branch, user=user)  # the rebase audits the new head (as ingest does)
             s.update(label=f"Rebase: {ui.md(rb.outcome)}", state="complete")
         ui.writes_done()
-        ui.flash(
-            "success",
-            f"Rebased {ui.md(tid)} {ui.md(branch)} onto main ({rb.rows:,} rows replayed). Audit it again before publishing.",
-        )
+        done = f"Rebased {ui.md(tid)} {ui.md(branch)} onto main ({rb.rows:,} rows replayed)"
+        if rb.audit is None:
+            ui.flash("info", f"{ui.md(tid)} · {ui.md(branch)} is already on current main: nothing to rebase.")
+        elif rb.audit.passed:
+            ui.flash("success", f"{done} and audited again: {ui.md(rb.audit.status)}.")
+        else:
+            ui.flash(
+                "warning",
+                f"{done} and audited again: failed ({ui.md(', '.join(rb.audit.failed_checks))}); see the verdict below.",
+            )
         st.rerun()
     except WapError as exc:
         ui.show_error(exc)
 
 
 def _act(action: Callable[[], Any], message: Callable[[Any], str]) -> None:
-    """Run a confirmed write; on success close the dialog, clear caches and report; else show the error."""
+    """Run a confirmed write (publish, discard: the branch is gone after it); on success close the dialog,
+    clear caches and report once (no "not open" warning under it); else show the error."""
     try:
         res = action()
     except WapError as exc:
@@ -207,8 +217,14 @@ def _act(action: Callable[[], Any], message: Callable[[Any], str]) -> None:
         return
     _close()
     ui.writes_done()
+    st.session_state[CLOSED] = (str(tid), branch)
     ui.flash("success", message(res))
     st.rerun()
+
+
+_NEXT = (
+    f"[History of {ui.md(tid)}](/history?table={tid}) · [Overview](/)"  # a validated name: safe in the URL
+)
 
 
 @st.dialog("Publish to main", on_dismiss=_close)
@@ -232,7 +248,7 @@ def publish_dialog(force: bool) -> None:
         _act(
             lambda: publish(lh, tid, branch, force=force, reason=reason or None, user=user),
             lambda res: (
-                f"{'Force-published' if res.forced else 'Published'} {ui.md(tid)} · {ui.md(branch)}: main is now snapshot {ui.id_text(res.main_after)}."
+                f"{'Force-published' if res.forced else 'Published'} {ui.md(tid)} · {ui.md(branch)}: main is now snapshot {ui.id_text(res.main_after)}. {_NEXT}"
             ),
         )
 
@@ -253,7 +269,9 @@ def discard_dialog() -> None:
     if reason is not None:
         _act(
             lambda: discard(lh, tid, branch, reason=reason, user=user),
-            lambda _res: f"Discarded {ui.md(tid)} · {ui.md(branch)} ({ui.md(reason)}). Main is unchanged.",
+            lambda _res: (
+                f"Discarded {ui.md(tid)} · {ui.md(branch)} ({ui.md(reason)}). Main is unchanged. {_NEXT}"
+            ),
         )
 
 

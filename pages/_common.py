@@ -24,8 +24,8 @@ import streamlit as st
 
 from wap_core import Lakehouse, TableId
 from wap_core.config import Settings, mask_secrets
-from wap_core.exceptions import WapError
-from wap_core.lake.errors import store_failure
+from wap_core.exceptions import WapError, printable
+from wap_core.lake.errors import store_failure_or_probe
 from wap_core.lake.spark import spark_running
 from wap_core.security.access import Decision, Permission, decide
 from wap_core.security.paths import root_problem
@@ -280,10 +280,12 @@ def md(text: object, *, code: bool = False) -> str:
     autolinks see through backslashes, so :func:`unlinked` first puts a word joiner inside every
     ``://``, ``www.`` and ``@``: a URL, a host or an e-mail address in user text renders as text,
     never as a link (no phishing through a shared review link). A line break becomes a Markdown hard break,
-    never a new block. ``code=True`` renders the text as an inline code span (a path, a SQL text)
-    with a fence longer than any run of backticks inside, so it cannot be closed early.
+    never a new block; any other control character shows as its escape (``\\x1b``). ``code=True`` renders
+    the text as an inline code span (a path, a SQL text) with a fence longer than any run of backticks
+    inside, so it cannot be closed early.
     """
-    s = "" if text is None else str(text)
+    # line breaks kept, every other control character (ESC, BEL, NUL...) shown as its escape (``\\x1b``)
+    s = printable(_LINE_BREAK.sub("\n", "" if text is None else str(text)))
     if code:  # a code span is never autolinked: the text stays exactly as given
         s = _LINE_BREAK.sub(" ", s)
         longest = max((len(run) for run in re.findall(r"`+", s)), default=0)
@@ -301,7 +303,7 @@ def store_line(exc: BaseException) -> str | None:
         settings = Settings.from_env()
     except WapError:  # broken settings are reported as they are
         return None
-    return store_failure(exc, settings)
+    return store_failure_or_probe(exc, settings)
 
 
 def error_text(exc: BaseException) -> str:

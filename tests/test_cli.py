@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -150,6 +151,31 @@ def test_bad_input_exit_2_with_one_clear_line(cli, args: list[str], code: int, f
     assert got == code
     assert fragment in err
     assert "Traceback" not in err
+
+
+def test_control_bytes_in_a_message_never_reach_the_terminal(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 25: a CSV header holding a terminal escape (an OSC title change) is named in a multi-line error;
+    whatever the CLI prints shows each control byte as its escape, never the byte itself."""
+    _seed(cli, tmp_path)
+    bad = tmp_path / "bad.csv"
+    bad.write_bytes(b"id,\x1b]0;pwn\x07name\r\n1,ann\n")
+    code, out, err = cli("ingest", "demo.people", str(bad))
+    assert code == 2 and "\\x1b]0;pwn\\x07name" in err, err
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f]", out + err), repr(err)
+
+
+def test_a_local_file_with_a_colon_in_its_name_is_ingested(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 25 item 6: ``:`` is legal in a file name, but Hadoop reads ``a:b.csv`` as scheme ``a``; the file
+    is read through a sanitized link and the batch's provenance keeps its real name (a glob over it too)."""
+    _seed(cli, tmp_path)
+    src = tmp_path / "in"
+    write_csv(src / "2024-01-01T00:00:00.csv", HEADER, [(2, "bob")])
+    write_csv(src / "plain.csv", HEADER, [(3, "cy")])
+    code, out, err = cli("ingest", "demo.people", str(src / "*.csv"), "--branch", "colon", "--json")
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["rows_written"] == 2 and res["malformed_rows"] == 0
+    assert res["sources"] == [str((src / n).resolve()) for n in ("2024-01-01T00:00:00.csv", "plain.csv")]
 
 
 def _argparse(args: list[str]) -> tuple[int, str, str]:

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from wap_core import Lakehouse, Settings
+from wap_core import Lakehouse, Settings, TableId
 from wap_core.cli import main
+from wap_core.config import parse_store_url
 from wap_core.exceptions import (
     AccessFileError,
     NotifyFileError,
@@ -35,6 +36,8 @@ from wap_core.security.paths import (
     fetch_url_sources,
     root_problem,
 )
+from wap_core.states import Outcome
+from wap_core.workflow.ingest import ingest
 
 ROOT = Path(__file__).resolve().parent.parent
 ACCESS = "roles:\n  viewer: ['*']\n  admin: [root]\n"
@@ -291,3 +294,44 @@ def test_a_url_source_needs_an_object_store_and_an_allowed_scheme(tmp_path: Path
         with pytest.raises(PathNotAllowedError, match="outside the allowed ingest roots"):
             fetch_url_sources(local, [url], SourcePolicy.CONFINED)  # no object-store root: nothing allowed
     assert fetch_url_sources(local, ["/data/x.csv"], SourcePolicy.CONFINED) == (["/data/x.csv"], {})
+
+
+def test_a_url_with_user_info_is_refused_and_its_key_never_echoed_nor_journaled(tmp_path: Path) -> None:
+    """Issue 25 item 6: ``s3a://KEY:SECRET@bucket/...`` (or ``s3a://KEY@...``) is refused on its structure; the
+    access key id is user info too: it is in no error, no journal row, no CLI output (``s3a://***@bucket``)."""
+    key, secret = "AKIAEXAMPLE7Q2X9ZKEY", "s3cr3t/With+Slash"
+    home = _home(tmp_path)
+    lh = Lakehouse(Settings(home=home, ingest_roots=(tmp_path, "s3a://lake/landing"), user="root"))
+    t = TableId("demo", "t")
+    urls = (
+        f"s3a://{key}:{secret}@lake/landing/x.csv",
+        f"s3a://{key}@lake/landing/x.csv",
+        f"s3://{key}:{secret}@lake/landing/*.csv",
+        f"S3A://{key}@lake/landing/x.csv",
+    )
+    for url in urls:
+        for policy, error in ((SourcePolicy.CONFINED, PathNotAllowedError), (SourcePolicy.ANY, SourceError)):
+            with pytest.raises(error) as info:
+                ingest(lh, t, [url], source_policy=policy)
+            message = str(info.value)
+            assert key not in message and "s3cr3t" not in message, message
+            if policy is SourcePolicy.CONFINED:
+                assert "***@lake/landing" in message, message  # the URL still recognizable
+    entries = lh.journal.history(str(t))
+    assert len(entries) == 2 * len(urls) and {e.outcome for e in entries} == {Outcome.ERROR}
+    stored = repr([(e.reason, e.details) for e in entries])
+    assert key not in stored and "s3cr3t" not in stored and "s3a://***@lake/landing/x.csv" in stored, stored
+    with pytest.MonkeyPatch.context() as mp:  # the CLI (no object store configured: refused on the structure)
+        _clean_env(mp, home)
+        code, out, err = cli("ingest", "demo.t", urls[0])
+    assert code == 2 and err.startswith("error: source ") and key not in out + err and "s3cr3t" not in err
+    assert key not in repr([e.details for e in lh.journal.history(str(t))])
+
+
+def test_object_keys_may_hold_a_colon() -> None:
+    """Issue 25 item 6: ``:`` is legal in an S3 key (``2024-01-01T00:00:00.csv``); it never made a bucket or port."""
+    assert parse_store_url("s3a://lake/in/2024-01-01T00:00:00.csv").key == "in/2024-01-01T00:00:00.csv"
+    assert parse_store_url("s3a://lake/in/*:*.csv", pattern=True).is_pattern
+    for bad in ("s3a://lake:9000/in/x.csv", "s3a://k:s@lake/in/x.csv"):
+        with pytest.raises(ValidationError):
+            parse_store_url(bad)

@@ -146,6 +146,12 @@ def test_the_detector_sees_what_the_hostile_text_would_do() -> None:
     for text in ("HTTPS://x.example", "WWW.x.example", "a.b+c@d.example", "x:https://y.example", HOSTILE):
         assert _gfm_autolinks(text) and _gfm_autolinks(md(text)) == [], text
     assert md("a `http://x.example` b", code=True) == "`` a `http://x.example` b ``"  # code spans never link
+    # issue 25: a terminal escape in user text (a CSV header) shows as its escape, never as the raw bytes
+    hostile_header = "id,\x1b]0;pwn\x07name\x00\x9b"
+    for shown in (md(hostile_header), md(hostile_header, code=True)):
+        assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f]", shown), repr(shown)
+    assert _unescape(md(hostile_header)) == "id,\\x1b]0;pwn\\x07name\\x00\\x9b"
+    assert _unescape(md("a\r\nb")) == "a  \nb"  # line breaks stay line breaks
 
 
 def _page(page: str, **query: str) -> AppTest:

@@ -51,6 +51,10 @@ FAILURES = [
     "tests/test_s3_store.py::test_wrong_credentials_are_one_line_naming_the_endpoint[s3-seaweedfs]",
     "tests/test_s3_store.py::test_missing_bucket_is_one_line_naming_the_bucket[s3-seaweedfs]",
     "tests/test_s3_store.py::test_wrong_credentials_are_one_line_naming_the_endpoint[rest-seaweedfs]",
+    # issue 25 item 6: the store dying between the ingest's branch and its rows (S3A + JDBC catalog)
+    "tests/test_s3_store.py::test_store_dying_mid_ingest_is_one_line_naming_the_endpoint[s3-seaweedfs]",
+    # keys holding ':' in a URL glob (the parsing is the catalog's business of neither backend: one run)
+    "tests/test_s3_store.py::test_a_url_glob_over_keys_holding_a_colon_ingests_them_all[s3-seaweedfs]",
 ]
 
 

@@ -305,6 +305,28 @@ def test_url_sources_outside_the_roots_are_refused(  # type: ignore[no-untyped-d
         assert server.secret_key not in str(anyinfo.value)
 
 
+def test_a_url_glob_over_keys_holding_a_colon_ingests_them_all(  # type: ignore[no-untyped-def]
+    make_lakehouse, backend, tmp_path: Path
+) -> None:
+    """Issue 25 item 6: ``:`` is legal in a key; one match holding it no longer fails the whole glob as "outside
+    the allowed ingest roots", and such a key is ingested alone too. A key the structure does refuse fails the
+    glob naming that key, never as outside the roots."""
+    land = f"landing-{uuid.uuid4().hex[:8]}"
+    lh = make_lakehouse(SUITE, ingest_roots=(tmp_path, f"s3a://{S3_BUCKET}/{land}"))
+    stamped = f"s3a://{S3_BUCKET}/{land}/c/2024-01-01T00:00:00.csv"
+    _put(backend.s3, f"{S3_BUCKET}/{land}/c/2024-01-01T00:00:00.csv", [(1, "ann")])
+    _put(backend.s3, f"{S3_BUCKET}/{land}/c/plain.csv", [(2, "bob")])
+    batch = ingest(lh, T, [f"s3a://{S3_BUCKET}/{land}/c/*.csv"], create=True, branch="globbed")
+    assert batch.rows_written == 2 and batch.sources == [stamped, f"s3a://{S3_BUCKET}/{land}/c/plain.csv"]
+    assert ingest(lh, T, [stamped], branch="alone").sources == [stamped]
+    _put(backend.s3, f"{S3_BUCKET}/{land}/odd/x{{1}}.csv", [(3, "cy")])
+    with pytest.raises(
+        SourceError, match=r"matches an object that cannot be read as a source: .*x\{1\}"
+    ) as info:
+        ingest(lh, T, [f"s3a://{S3_BUCKET}/{land}/odd/*.csv"], branch="odd")
+    assert "outside the allowed ingest roots" not in str(info.value)
+
+
 def test_a_url_root_must_be_readable_at_start(make_lakehouse, backend, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     lh = make_lakehouse(SUITE)
     endpoint = backend.s3.endpoint
@@ -488,3 +510,46 @@ def test_missing_bucket_is_one_line_naming_the_bucket(
     assert proc.stdout == ""
     if backend.name != "rest-seaweedfs":
         assert not cat.table_exists(lh.catalog, T)  # no table left behind pointing at nothing
+
+
+def test_store_dying_mid_ingest_is_one_line_naming_the_endpoint(  # type: ignore[no-untyped-def]
+    make_lakehouse, backend, own_store: SeaweedS3, tmp_path: Path
+) -> None:
+    """Issue 25 item 6: the store stops after the ingest created its branch, before the rows are written: the
+    CLI prints the same one line as for a store down at start (no Java stack, no TABLE_OR_VIEW_NOT_FOUND of the
+    branch), exit 2; main untouched, and the journal settles once the store is back."""
+    lh = _on(make_lakehouse, backend, own_store)
+    main = _seed(lh, tmp_path)
+    src = write_csv(tmp_path / "k.csv", HEADER, [(3, "cy")])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "wap_core", "ingest", str(T), src, "--branch", "kill_ingest"],
+        cwd=ROOT,
+        env=_cli_env(lh, WAP_PAUSE="after_create_branch=30"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while "kill_ingest" not in refs(lh, T):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.3)
+        own_store.stop()  # the write now meets a store that is gone
+        out, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        own_store.start()
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert proc.returncode == 2 and lines, (proc.returncode, out, err)
+    assert lines[-1] == f"error: object store {own_store.endpoint}: unreachable or unavailable", err
+    # before it at most the one-line notices of what is left to reconciliation: no Python or Java stack
+    notices = (
+        "could not remove branch kill_ingest of demo.people during cleanup",
+        "could not record the outcome",
+    )
+    assert all(ln.startswith(notices) for ln in lines[:-1]), err
+    assert "Traceback" not in err and "\tat " not in err and "Caused by" not in err and "NOT_FOUND" not in err
+    reconcile(lh)  # the store is back: the ingest's intent is settled, main never moved
+    assert not lh.journal.pending_intents(str(T)) and refs(lh, T)[MAIN] == main

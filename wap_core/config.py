@@ -475,9 +475,11 @@ STORE_URL_SCHEMES = frozenset({"s3", "s3a"})
 _URL_SCHEME = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*)://")
 # S3's bucket naming rules: 3-63 of [a-z0-9.-], a letter or digit at both ends, no '..' (checked apart)
 _BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]")
-# one key segment: letters, digits, space and a few punctuation marks (no '%', ':', '\\', '?', '#', '{'...)
-_SEGMENT = re.compile(r"[\w .\-+=,@()!'~]+")
-_PATTERN_SEGMENT = re.compile(r"[\w .\-+=,@()!'~*?\[\]]+")
+# one key segment: letters, digits, space and a few punctuation marks, ':' included (``2024-01-01T00:00:00.csv``,
+# a legal S3 key; the object is copied under a sanitized local name, so Hadoop never parses it); no '%', '\\',
+# '?', '#', '{'...
+_SEGMENT = re.compile(r"[\w .\-+=,@()!'~:]+")
+_PATTERN_SEGMENT = re.compile(r"[\w .\-+=,@()!'~:*?\[\]]+")
 GLOB_CHARS = frozenset("*?[")
 
 
@@ -532,7 +534,7 @@ def parse_store_url(text: str, *, root: bool = False, pattern: bool = False) -> 
     if scheme not in STORE_URL_SCHEMES:
         raise ValidationError(f"{shown!r}: the scheme {scheme}:// is not allowed (only s3a:// and s3://)")
     bucket, _, key = text[m.end() :].partition("/")
-    if "@" in bucket:  # never echoed: it may hold a key or password
+    if "@" in bucket or ":" in bucket:  # never echoed: it may hold a key or password (one holding '/' too)
         raise ValidationError(f"{scheme}:// URL with a user or password: give keys in WAP_S3_* settings")
     if not _BUCKET_NAME.fullmatch(bucket) or ".." in bucket:
         raise ValidationError(f"{shown!r}: {bucket!r} is not a valid bucket name")
@@ -553,6 +555,9 @@ def parse_store_url(text: str, *, root: bool = False, pattern: bool = False) -> 
 
 # --------------------------------------------------------------------------- secrets
 MASK = "***"
+# an object-store URL's user info is its access key id (and secret): masked whole, user included
+# (s3a://KEY@bucket, s3a://KEY:SECRET@bucket -> s3a://***@bucket); a password holding '/' or '@' greedily as below
+_STORE_USERINFO = re.compile(r"(?i)(?P<head>\bs3[an]?://)(?:[^\s/:@'\"]*:\S*|[^\s/:@'\"]+)@")
 # scheme://user:password@host -> scheme://user:***@host, greedy up to the last '@' before white space, so a
 # password holding '@', '/' or a quote is masked whole (rather too much than too little).
 _URL_USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s/:@'\"]*):(?P<secret>\S*)@")
@@ -607,9 +612,10 @@ def is_secret_key(key: str) -> bool:
 
 
 def mask_secrets(text: str) -> str:
-    """``text`` with every password masked: URL userinfo (``scheme://user:***@host``), ``password=***``
-    parameters (JDBC URLs, query strings), ``"password": "***"``, every service token by its format
-    (``wapt_...``, whoever pasted it) and every registered secret value.
+    """``text`` with every password masked: URL userinfo (``scheme://user:***@host``; an object-store URL's
+    user too, ``s3a://***@bucket``: it is an access key id), ``password=***`` parameters (JDBC URLs, query
+    strings), ``"password": "***"``, every service token by its format (``wapt_...``, whoever pasted it) and
+    every registered secret value.
 
     Apply it wherever a catalog URL could surface: UI, error messages, logs, journal, CLI output; and to
     user text before it is stored (comments, reviews, reasons).
@@ -617,6 +623,7 @@ def mask_secrets(text: str) -> str:
     if not text:
         return text
     out = _TOKEN_LIKE.sub(MASK, text)
+    out = _STORE_USERINFO.sub(lambda m: f"{m.group('head')}{MASK}@", out)
     out = _URL_USERINFO.sub(lambda m: f"{m.group('head')}:{MASK}@", out)
     out = _KEY_VALUE.sub(lambda m: f"{m.group('head')}{MASK}", out)
     out = _QUOTED_KEY.sub(lambda m: f"{m.group('head')}{MASK}", out)

@@ -24,6 +24,18 @@ def one_line(message: str) -> str:
     return _LINE_BREAKS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), message)
 
 
+# C0 controls but tab and line feed, DEL and C1: ESC/CSI/OSC start terminal escape sequences, BEL ends an OSC,
+# CR overwrites a line, backspace erases
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character but tab and line feed shown as its escape (``\\x1b``, ``\\r``):
+    a message never drives the terminal it is printed on (a title change, a cleared screen, a line
+    overwritten by ``\\r``), and the reader still sees which bytes were there."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
 def first_line(error: BaseException | str) -> str:
     """The first non-blank line of an error's message, stripped; a message-less exception: its type's name."""
     for line in str(error).splitlines():

@@ -54,6 +54,9 @@ PAUSE_POINTS: tuple[str, ...] = (
     # a publish's intent is journaled and its commit not made yet: the object-store tests stop the store
     # here (tests/test_s3_store.py, a store failing in the middle of a publish)
     "after_publish_intent",
+    # an ingest's branch is created and its rows not written yet: the object-store tests stop the store here
+    # (tests/test_s3_store.py, a store failing in the middle of an ingest)
+    "after_create_branch",
 )
 
 

@@ -46,6 +46,7 @@ from wap_core.exceptions import (
     WapError,
     first_line,
     one_line,
+    printable,
 )
 from wap_core.identifiers import TableId
 from wap_core.lake import catalog as cat
@@ -307,7 +308,7 @@ class _Parser(argparse.ArgumentParser):
     """Bad arguments are one line and exit 2 (never argparse's usage block)."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        print(one_line(f"error: {message}"), file=sys.stderr)
+        print(printable(one_line(f"error: {message}")), file=sys.stderr)
         raise SystemExit(2)
 
 
@@ -336,11 +337,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         d = wait_for_decision(args.table, args.branch, args.timeout, args.poll)
     except WapError as exc:  # a refusal here (the identity) is an error too: exit 1 is a decision
-        print(one_line(mask_secrets(f"error: {exc}")), file=sys.stderr)
+        # one line, no control byte (a table or branch name is user text)
+        print(printable(one_line(mask_secrets(f"error: {exc}"))), file=sys.stderr)
         return 2
     except Exception as exc:  # an uncaught error would exit 1, which a shell step reads as "rejected"
         log.debug("wait failed", exc_info=True)
-        print(one_line(mask_secrets(f"error: {type(exc).__name__}: {first_line(exc)}")), file=sys.stderr)
+        print(
+            printable(one_line(mask_secrets(f"error: {type(exc).__name__}: {first_line(exc)}"))),
+            file=sys.stderr,
+        )
         return 2
     if args.json:
         print(json.dumps({"table": args.table, "branch": args.branch, "decision": d.value}))

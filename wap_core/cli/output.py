@@ -1,15 +1,24 @@
-"""How the CLI prints: one-line errors, tables with blanks for empty values, JSON with exact ids and ISO times."""
+"""How the CLI prints: one-line errors, tables with blanks for empty values, JSON with exact ids and ISO times.
+
+Everything the CLI writes to stdout and stderr while a command runs (its results, its errors, argparse's usage
+errors, log lines, ``--debug`` tracebacks) passes through :func:`printable_streams`: a control character in a
+file's header, a table name, a comment or a cell value is printed as its escape (``\\x1b``), never as the byte
+that would drive the terminal.
+"""
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
 import traceback
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TextIO
 
 from wap_core.config import mask_secrets
+from wap_core.exceptions import printable
 from wap_core.states import CheckStatus
 from wap_core.values import to_jsonable
 
@@ -17,6 +26,47 @@ if TYPE_CHECKING:
     pass
 
 EXIT_OK, EXIT_REFUSED, EXIT_ERROR = 0, 1, 2
+
+
+class _Printable(io.TextIOBase):
+    """A text stream writing to ``stream`` with every control character but tab and line feed escaped
+    (:func:`wap_core.exceptions.printable`)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__()
+        self._stream = stream
+
+    def write(self, s: str) -> int:
+        self._stream.write(printable(s))
+        return len(s)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return str(getattr(self._stream, "encoding", None) or "utf-8")
+
+
+@contextmanager
+def printable_streams() -> Iterator[None]:
+    """While the block runs, ``sys.stdout`` and ``sys.stderr`` print no control character but tab and line
+    feed: the one place every message of the CLI goes through, whoever prints it."""
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Printable(out), _Printable(err)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = out, err
 
 
 def json_default(value: Any) -> Any:

@@ -10,11 +10,11 @@ from collections.abc import Sequence
 
 from wap_core import notify
 from wap_core.cli.commands import COMMANDS
-from wap_core.cli.output import EXIT_ERROR, EXIT_OK, print_traceback
+from wap_core.cli.output import EXIT_ERROR, EXIT_OK, print_traceback, printable_streams
 from wap_core.cli.parser import build_parser
 from wap_core.config import Settings, mask_secrets
 from wap_core.exceptions import WapError, one_line
-from wap_core.lake.errors import is_spark_error, spark_error_line, store_failure
+from wap_core.lake.errors import is_spark_error, spark_error_line, store_failure_or_probe
 from wap_core.lake.spark import set_spark_log_level
 from wap_core.lakehouse import Lakehouse
 from wap_core.security.paths import root_problem
@@ -25,7 +25,13 @@ log = logging.getLogger(__name__)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI: exit code 0 success, 1 refused or audit failed, 2 bad input or error."""
+    """Run the CLI: exit code 0 success, 1 refused or audit failed, 2 bad input or error. Whatever it prints
+    shows control characters escaped (:func:`wap_core.cli.output.printable_streams`)."""
+    with printable_streams():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
 
     set_spark_log_level("warn" if args.debug else "error")
@@ -113,9 +119,10 @@ _NO_RECONCILE = frozenset({"whoami", "notify-test"})
 
 def store_failure_line(args: argparse.Namespace, exc: BaseException) -> str | None:
     """A failure of the object store (down, refused credentials, missing bucket) as one line naming the
-    endpoint (wap_core.lake.errors, the same line the console's pages show); None when the store is not to blame."""
+    endpoint (wap_core.lake.errors, the same line the console's pages show; a Spark error that does not name its
+    cause is checked against the store itself); None when the store is not to blame."""
     try:
-        return store_failure(exc, Settings.from_env(home=args.home))
+        return store_failure_or_probe(exc, Settings.from_env(home=args.home))
     except WapError:  # the settings themselves are broken: that error is reported as it is
         return None
 

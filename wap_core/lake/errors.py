@@ -9,7 +9,9 @@ JVM cause chain and reports the innermost error that has a Spark error class, el
 
 A failure of the object store (down or answering 503, refused credentials, missing bucket) or of an
 Iceberg REST catalog is one line naming the endpoint (:func:`store_failure`): never a Java stack, never
-a key. The CLI (wap_core.cli.runner) and the console's pages (pages/_common.py) both print it.
+a key. The CLI (wap_core.cli.runner) and the console's pages (pages/_common.py) both print it. A Spark error
+that hides its cause (Iceberg reports a table whose metadata it could not read as ``TABLE_OR_VIEW_NOT_FOUND``
+when the store died under it) is checked against the store itself (:func:`store_failure_or_probe`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from urllib.parse import urlsplit
 
 from wap_core.config import Settings, mask_secrets
 from wap_core.exceptions import SparkJobError, one_line
-from wap_core.lake.s3 import bucket_of, endpoint_label, uses_s3
+from wap_core.lake.s3 import bucket_exists, bucket_of, endpoint_label, filesystem, uses_s3
 
 MAX_CHARS = 500
 _CLASS_PREFIX = re.compile(r"^\[(?P<cls>[A-Z][A-Z0-9_]*(?:\.[A-Z][A-Z0-9_]*)*)\]\s*")
@@ -207,3 +209,35 @@ def store_failure(exc: BaseException, settings: Settings) -> str | None:
         texts.append(f"{type(e).__name__}: {e}")
         e = e.__cause__ or e.__context__
     return store_error(settings, "\n".join(texts))
+
+
+def _spark_in_chain(exc: BaseException) -> bool:
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        if is_spark_error(e):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def store_unreachable(settings: Settings) -> str | None:
+    """The store's one line when it does not answer now (one look at the warehouse's bucket), else None.
+    Only "unreachable or unavailable" counts: a refusal of this look (an S3 Tables bucket is no plain bucket)
+    proves nothing about the failure being explained."""
+    try:
+        bucket_exists(filesystem(settings), bucket_of(settings.warehouse_uri))
+    except OSError as exc:
+        line = store_failure(exc, settings)
+        return line if line and line.endswith(": unreachable or unavailable") else None
+    return None
+
+
+def store_failure_or_probe(exc: BaseException, settings: Settings) -> str | None:
+    """:func:`store_failure`; else, for a failure inside Spark on an object store (whose text may not name the
+    store: the table "not found" once its metadata could not be read), :func:`store_unreachable`."""
+    line = store_failure(exc, settings)
+    if line is None and uses_s3(settings) and _spark_in_chain(exc):
+        return store_unreachable(settings)
+    return line

@@ -13,9 +13,13 @@ A root may also be an object-store prefix (``s3a://bucket/landing``) and a sourc
 matching: the scheme is s3 or s3a, the bucket a valid bucket name equal to a root's, the key made of
 plain segments (no ``..``, ``.``, ``//``, percent-encoding) under the root's prefix at a ``/``
 boundary (``landing`` never allows ``landing-evil/x``). A glob is listed from the store under its
-fixed prefix and every match is checked again. The objects are copied into a fresh upload folder
-(:func:`fetch_url_sources`), so the batch reads exactly what was confined, and the URLs stay the
-batch's provenance.
+fixed prefix and every match is checked again (a key may hold ``:``; one the structure refuses fails
+the glob naming that key). The objects are copied into a fresh upload folder (:func:`fetch_url_sources`),
+so the batch reads exactly what was confined, and the URLs stay the batch's provenance. A local file
+whose path holds ``:`` is linked there under a sanitized name the same way (:func:`hadoop_readable`).
+
+A URL's user info (``s3a://KEY:SECRET@bucket``) is refused, and never echoed nor journaled:
+:func:`wap_core.config.mask_secrets` masks an object-store URL's user info whole (``s3a://***@bucket``).
 """
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ from __future__ import annotations
 import glob
 import logging
 import os
+import shutil
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from enum import Enum
 from fnmatch import fnmatchcase
@@ -234,7 +239,22 @@ def _objects(text: str, settings: Settings, confined: bool, client: S3FileSystem
     matches = [key for key in s3.list_objects(client, _fixed_prefix(url)) if _glob_match(wanted, key)]
     if not matches:
         raise SourceError(f"source pattern {mask_secrets(text)!r} matches no object")
-    return [_confined_url(f"s3a://{url.bucket}/{key}", settings, confined) for key in matches]
+    return [_match(text, url.bucket, key, settings, confined) for key in matches]
+
+
+def _match(text: str, bucket: str, key: str, settings: Settings, confined: bool) -> StoreUrl:
+    """One object a glob listed, checked again on its structure and (confined) under a root. A key the
+    structure refuses (``%``, ``#``, a wildcard...) fails the glob naming that key, never as "outside the
+    roots": the glob's prefix was confined before the listing."""
+    try:
+        match = parse_store_url(f"s3a://{bucket}/{key}")
+    except ValidationError as exc:
+        raise SourceError(
+            f"source pattern {mask_secrets(text)!r} matches an object that cannot be read as a source: {exc}"
+        ) from None
+    if confined and not any(match.is_under(root) for root in settings.ingest_root_urls):
+        raise _refuse_url(str(match), settings)
+    return match
 
 
 def fetch_url_sources(
@@ -275,6 +295,32 @@ def fetch_url_sources(
         except OSError as exc:
             raise SourceError(f"source {mask_secrets(src)!r}: {_store_line(exc, settings)}") from exc
     return out, origin
+
+
+def hadoop_readable(
+    settings: Settings, files: Sequence[str], origin: Mapping[str, str]
+) -> tuple[list[str], dict[str, str]]:
+    """``files`` with each one whose path holds a ``:`` (legal in a file name, but Hadoop's ``Path`` reads
+    ``a:b.csv`` as scheme ``a``) replaced by a hard link (a copy across file systems) under a sanitized name in
+    one fresh upload folder, and ``origin`` extended to map it back to the file: the batch's provenance."""
+    out: list[str] = []
+    shown = dict(origin)
+    folder: Path | None = None
+    for f in files:
+        if ":" not in f:
+            out.append(f)
+            continue
+        folder = folder or new_upload_dir(settings)
+        into = folder / str(len(out))
+        into.mkdir()
+        target = into / sanitize_filename(Path(f).name)
+        try:
+            os.link(f, target)
+        except OSError:  # another file system, or a file the kernel will not link for us: a copy
+            shutil.copyfile(f, target)
+        shown[str(target)] = shown.get(f, f)
+        out.append(str(target))
+    return out, shown
 
 
 def _copy(client: S3FileSystem, url: StoreUrl, into: Path) -> Path:

@@ -43,14 +43,21 @@ from wap_core.exceptions import (
     WapError,
     first_line,
 )
-from wap_core.faults import fault_point
+from wap_core.faults import fault_point, pause_point
 from wap_core.identifiers import TableId, validate_branch
 from wap_core.lake import catalog as cat
-from wap_core.lake.errors import spark_error_line
+from wap_core.lake.errors import spark_error_line, store_failure_or_probe
 from wap_core.lake.refs import is_commit_state_unknown, remove_branch_quietly, with_commit_retry
 from wap_core.samples import sample_json
 from wap_core.security.access import Permission, authorize
-from wap_core.security.paths import SourcePolicy, allowed_roots, confine, expand_confined, fetch_url_sources
+from wap_core.security.paths import (
+    SourcePolicy,
+    allowed_roots,
+    confine,
+    expand_confined,
+    fetch_url_sources,
+    hadoop_readable,
+)
 from wap_core.states import Action, CheckStatus, Outcome
 from wap_core.store.journal import Intent
 from wap_core.values import JSON, JsonOrder, seconds_view
@@ -1026,8 +1033,8 @@ def _write(
     except CommitConflictError:
         raise
     except Exception as exc:
-        if is_commit_state_unknown(exc):
-            raise
+        if is_commit_state_unknown(exc) or store_failure_or_probe(exc, lh.settings):
+            raise  # the store down or refusing (its table "not found"): writing again would meet it again
         # nothing was committed; a check failed at run time: write without it (the audit isolates it)
         log.warning(
             "observing the checks failed while writing (%s); writing the batch without them", _first(exc)
@@ -1129,6 +1136,7 @@ def ingest(
         # ``origin`` maps each copy back to its URL, the batch's provenance
         local, origin = fetch_url_sources(lh.settings, sources, source_policy)
         files, fmt = resolve_sources(local, fmt, policy=source_policy, roots=roots)
+        files, origin = hadoop_readable(lh.settings, files, origin)  # a ':' in a file's path: linked apart
         return _ingest(lh, table, files, fmt, branch, create, user, t0, progress or _no_progress, origin)
     except WapError as exc:
         if not exc.journaled:  # an error after the intent is already its outcome row
@@ -1252,6 +1260,7 @@ class _BatchWriter:
             self._create_table()
         with_commit_retry(lambda: lh.spark.sql(f"ALTER TABLE {lh.sql_name(table)} CREATE BRANCH `{branch}`"))
         fault_point("after_create_branch")
+        pause_point("after_create_branch")
         props = {**self.props, INTENT_PROPERTY: str(intent.id)}
         try:
             self.metrics = _write(lh, self.prepared.df, lh.spark_name(table, branch), props, self.suite)

@@ -2,13 +2,21 @@
 
 Branches are always addressed explicitly (``t.branch_x`` / ``VERSION AS OF``);
 ``spark.wap.branch`` is never set on the shared session.
+
+The session's conf (S3 keys, the JDBC URL with its password, catalog credentials) never goes on a
+command line: the JVM gets it from a private properties file (:func:`submit_properties`).
 """
 
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
 import sys
+import tempfile
 import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -187,14 +195,9 @@ def _add_s3(session: SparkSession, settings: Settings) -> None:
         hadoop.set(k.removeprefix("spark.hadoop."), v)
 
 
-def _build(settings: Settings) -> SparkSession:
-    from pyspark.sql import SparkSession
-
-    global _s3_session
-
-    # Python workers (driver-side and on executors) run this process's interpreter unless told otherwise:
-    # on a cluster the executors need the same Python (and pyspark) at the same path.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+def session_conf(settings: Settings) -> dict[str, str]:
+    """Every Spark conf entry of the session ``settings`` build: later sources win (the S3A conf from the
+    ``WAP_S3_*`` settings, then ``WAP_SPARK_CONF``, then the catalog's own entries)."""
     extra = dict(settings.spark_conf)
     on_s3 = s3.uses_s3(settings)
     # S3: the S3A jars and the fs.s3a.* conf from the WAP_S3_* settings (WAP_SPARK_CONF still wins)
@@ -204,35 +207,136 @@ def _build(settings: Settings) -> SparkSession:
     jars = ",".join(
         [iceberg_jar(), *db_jars, *s3_jars, *(j for j in extra.pop("spark.jars", "").split(",") if j)]
     )
-    builder = (
-        SparkSession.builder.master(settings.spark_master)
-        .appName("wap-console")
-        .config("spark.jars", jars)
-        .config("spark.sql.extensions", "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
-        .config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
-        .config("spark.default.parallelism", str(settings.shuffle_partitions))
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.memory", settings.spark_driver_memory)
-        .config("spark.ui.enabled", os.environ.get("WAP_SPARK_UI", "false"))
-        .config("spark.sql.adaptive.enabled", "true")
+    conf = {
+        "spark.master": settings.spark_master,
+        "spark.app.name": "wap-console",
+        "spark.jars": jars,
+        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        "spark.sql.shuffle.partitions": str(settings.shuffle_partitions),
+        "spark.default.parallelism": str(settings.shuffle_partitions),
+        "spark.sql.session.timeZone": "UTC",
+        "spark.driver.memory": settings.spark_driver_memory,
+        "spark.ui.enabled": os.environ.get("WAP_SPARK_UI", "false"),
+        "spark.sql.adaptive.enabled": "true",
         # Spark's docs: on HotSpot prefer 8000 (the JVM's HugeMethodLimit): larger generated methods are never
         # JIT-compiled and run interpreted; the profiles' wide aggregates ran 1.6x faster with it
-        .config("spark.sql.codegen.hugeMethodLimit", "8000")
-        .config("spark.driver.extraJavaOptions", java_log_options())
-        .config("spark.scheduler.mode", "FAIR")  # per-user pools: wap_core.lake.jobs
-        .config("spark.scheduler.allocation.file", FAIR_SCHEDULER_XML.as_uri())
-        .config("spark.ui.showConsoleProgress", "false")
-    )
-    for k, v in s3_conf.items():
-        builder = builder.config(k, v)
-    for k, v in extra.items():  # WAP_SPARK_CONF: cluster settings (executor memory, driver host, ...) win
-        builder = builder.config(k, v)
-    for k, v in catalog_conf(settings).items():
-        builder = builder.config(k, v)
-    spark = builder.getOrCreate()
-    _s3_session = on_s3
+        "spark.sql.codegen.hugeMethodLimit": "8000",
+        "spark.driver.extraJavaOptions": java_log_options(),
+        "spark.scheduler.mode": "FAIR",  # per-user pools: wap_core.lake.jobs
+        "spark.scheduler.allocation.file": FAIR_SCHEDULER_XML.as_uri(),
+        "spark.ui.showConsoleProgress": "false",
+    }
+    conf.update(s3_conf)
+    conf.update(extra)  # WAP_SPARK_CONF: cluster settings (executor memory, driver host, ...) win
+    conf.update(catalog_conf(settings))
+    return conf
+
+
+def _build(settings: Settings) -> SparkSession:
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    global _s3_session
+
+    # Python workers (driver-side and on executors) run this process's interpreter unless told otherwise:
+    # on a cluster the executors need the same Python (and pyspark) at the same path.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    conf = session_conf(settings)
+    if SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        # PySpark would launch the JVM with every builder entry as ``--conf k=v`` on spark-submit's command
+        # line, readable by every local user (/proc/PID/cmdline): S3 keys, the JDBC URL's password. The
+        # whole conf goes in a private properties file instead, read once by the starting JVM.
+        with submit_properties(conf):
+            spark = SparkSession.builder.getOrCreate()
+    else:  # the JVM runs already (a session stopped and built again): the entries travel over Py4J
+        builder = SparkSession.builder
+        for k, v in conf.items():
+            builder = builder.config(k, v)
+        spark = builder.getOrCreate()
+    _s3_session = s3.uses_s3(settings)
     spark.sparkContext.setLogLevel(_log_level.upper())
     return spark
+
+
+# ----- how the conf reaches a JVM PySpark launches ---------------------------------------------------
+
+SUBMIT_ARGS = "PYSPARK_SUBMIT_ARGS"  # PySpark's spark-submit arguments (default ``pyspark-shell``)
+PROPERTIES_PREFIX = "wap-spark-"  # the private folder of the properties file (under TMPDIR)
+PROPERTIES_FILE = "spark.properties"
+_PROPERTY_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\f": "\\f"}
+_PROPERTY_ESCAPES.update({c: "\\" + c for c in "=:#! "})
+
+
+def property_line(key: str, value: str) -> str:
+    """``key=value`` in Java's properties syntax (``java.util.Properties.load``): separators, comment marks,
+    blanks, backslashes and line breaks escaped, so any value (a password with ``=`` or ``#``) reads back
+    as itself. Spark trims a value's outer white space (``Utils.getPropertiesFromFile``)."""
+    return (
+        "".join(_PROPERTY_ESCAPES.get(c, c) for c in key)
+        + "="
+        + "".join(_PROPERTY_ESCAPES.get(c, c) for c in value)
+    )
+
+
+def _submit_args() -> tuple[Path | None, list[str]]:
+    """PYSPARK_SUBMIT_ARGS without a ``--properties-file``, and the properties the JVM would have read
+    otherwise: that file, else ``spark-defaults.conf`` (spark-submit reads only one of them)."""
+    from pyspark.find_spark_home import _find_spark_home
+
+    args: list[str] = []
+    given: str | None = None
+    words = iter(shlex.split(os.environ.get(SUBMIT_ARGS, "pyspark-shell")))
+    for word in words:
+        if word == "--properties-file":
+            given = next(words, "")
+        elif word.startswith("--properties-file="):
+            given = word.partition("=")[2]
+        else:
+            args.append(word)
+    if (
+        given is not None
+        and Path(given).parent.name.startswith(PROPERTIES_PREFIX)
+        and Path(given).name == PROPERTIES_FILE
+    ):
+        # another process's own file, inherited while it started its JVM (a child started meanwhile got
+        # a copy of the environment): never this process's conf
+        given = None
+    if given is not None:
+        if not Path(given).is_file():
+            raise EnvironmentSetupError(
+                f"{SUBMIT_ARGS} names a --properties-file that is not a file: {given!r}"
+            )
+        return Path(given), args
+    home = str(_find_spark_home())  # type: ignore[no-untyped-call]  # where spark-submit runs from
+    conf_dir = Path(os.environ.get("SPARK_CONF_DIR") or Path(home) / "conf")
+    defaults = conf_dir / "spark-defaults.conf"
+    return (defaults if defaults.is_file() else None), args
+
+
+@contextmanager
+def submit_properties(conf: Mapping[str, str]) -> Iterator[Path]:
+    """While the block runs, PYSPARK_SUBMIT_ARGS hands ``conf`` to the JVM PySpark launches through
+    ``--properties-file``: a file only this user can read (mode 0600 in a 0700 folder of its own),
+    removed with its folder when the block ends (the JVM has read it by then)."""
+    base, args = _submit_args()
+    folder = Path(tempfile.mkdtemp(prefix=PROPERTIES_PREFIX))  # mode 0700
+    path = folder / PROPERTIES_FILE
+    before = os.environ.get(SUBMIT_ARGS)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            if base is not None:  # spark-defaults.conf (or the user's file) first: our entries win over it
+                out.write(base.read_text(encoding="utf-8") + "\n\n")
+            out.write("# wap_core's session conf (wap_core.lake.spark)\n")
+            out.writelines(property_line(k, v) + "\n" for k, v in conf.items())
+        os.environ[SUBMIT_ARGS] = shlex.join(["--properties-file", str(path), *args])
+        yield path
+    finally:
+        if before is None:
+            os.environ.pop(SUBMIT_ARGS, None)
+        else:
+            os.environ[SUBMIT_ARGS] = before
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def spark_running() -> bool:

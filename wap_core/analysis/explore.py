@@ -441,7 +441,7 @@ class FailingRows:
 
     def csv(self) -> bytes:
         """The rows as CSV (UTF-8, a header row, NULL as an empty field): what the console's download holds."""
-        return self.rows.to_csv(index=False).encode("utf-8")
+        return str(self.rows.to_csv(index=False)).encode("utf-8")
 
 
 @dataclass(frozen=True)
@@ -475,7 +475,7 @@ class FailingRowsRequest:
             frame = self.spec.failing_frame(batch_frame(lh, table, lin), ctx)
             if frame is None:  # pragma: no cover - refused by failing_rows_request (selects_rows)
                 raise ValidationError(f"check {self.spec.name!r} judges no rows")
-            got = frame.limit(self.cap + 1).toPandas()
+            got: pd.DataFrame = frame.limit(self.cap + 1).toPandas()
         except WapError:
             raise
         except Exception as exc:  # a Spark error of the read (a cancelled job too): one line

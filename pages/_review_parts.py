@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import altair as alt
@@ -13,6 +13,7 @@ import streamlit as st
 from pages import _common as ui
 from wap_core import TableId
 from wap_core.analysis.diff import ColumnChange, ColumnDiff, ColumnProfile, DiffResult, rank_changes
+from wap_core.analysis.explore import CheckGuide
 from wap_core.analysis.keyed_diff import KeyedDiff, KeyedSamples
 from wap_core.checks import CheckResult
 from wap_core.checks.registry import key_columns as checks_key_columns
@@ -167,12 +168,20 @@ def _check_row(c: CheckResult) -> dict[str, Any]:
     }
 
 
-def audit_details(audit: AuditResult | None, head: int | None) -> None:
+def failing_checks(
+    audit: AuditResult | None, table: str, branch: str, guides: Mapping[str, CheckGuide]
+) -> None:
+    """The evidence, right under the verdict: each failed or warned check with its failing-row sample, a link
+    to ALL its failing rows in Explore, and, when another table's rows fix it (``references``), that table
+    with a link to Ingest it chosen."""
     if audit is None:
-        st.caption("No audit recorded for this branch.")
         return
-    checks = sorted(audit.checks, key=lambda c: (c.status.rank, c.name))
-    problems = [c for c in checks if c.status is not CheckStatus.PASSED]
+    problems = sorted(
+        (c for c in audit.checks if c.status is not CheckStatus.PASSED), key=lambda c: (c.status.rank, c.name)
+    )
+    if not problems:
+        return
+    st.markdown("#### Failing checks")
     for c in problems:
         box = st.error if c.status.blocks_publish else st.warning
         failing = f"{c.failing_rows:,} failing rows" if c.failing_rows is not None else "no row count"
@@ -181,6 +190,25 @@ def audit_details(audit: AuditResult | None, head: int | None) -> None:
             f"observed **{ui.md(_observed(c.observed))}** · threshold {ui.md(c.threshold or '-')} · **{failing}**  \n{ui.md(c.message)}",
             icon=ui.STATUS_MATERIAL.get(c.status),
         )
+        guide = guides.get(c.name)
+        if guide is not None and guide.fixed_by is not None:
+            st.markdown(
+                f":material/build: **Fix:** the missing values belong in {ui.md(guide.fixed_by, code=True)}: "
+                "ingest their rows there, then re-run this audit."
+            )
+            st.page_link(
+                "pages/ingest.py",
+                label=f"Ingest into {ui.md(guide.fixed_by)}",
+                icon=":material/upload:",
+                query_params={"table": str(guide.fixed_by)},
+            )
+        if guide is not None and guide.opens_rows and c.failing_rows:
+            st.page_link(
+                "pages/explore.py",
+                label=f"Open all {c.failing_rows:,} failing rows of {ui.md(c.name)} in Explore (filter, download CSV)",
+                icon=":material/table_view:",
+                query_params={"table": table, "branch": branch, "check": c.name},
+            )
         if c.sample:
             with st.expander(
                 f"Failing-row sample of {ui.md(c.name)} ({len(c.sample)} rows)",
@@ -188,6 +216,14 @@ def audit_details(audit: AuditResult | None, head: int | None) -> None:
             ):
                 sample, config = sample_frame(c, key_columns(audit))
                 ui.grid(sample, hide_index=True, width="stretch", column_config=config)
+
+
+def audit_details(audit: AuditResult | None, head: int | None) -> None:
+    """Every check of the audit in one table (failing first); the failing ones in detail are :func:`failing_checks`."""
+    if audit is None:
+        st.caption("No audit recorded for this branch.")
+        return
+    checks = sorted(audit.checks, key=lambda c: (c.status.rank, c.name))
     st.markdown(f"**All {len(checks)} checks** (failing first)")
     ui.grid(
         ui.style_status(pd.DataFrame([_check_row(c) for c in checks])),

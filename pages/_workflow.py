@@ -115,7 +115,7 @@ def _review_state_lines(rs: rw.ReviewStatus) -> None:
 
 
 def review_panel(lh: Lakehouse, user: str, tid: TableId, branch: str) -> None:
-    """Under the verdict: the review state of the head, Approve / Request changes, the comment thread and form."""
+    """After the evidence and the actions: the review state of the head, Approve / Request changes, the thread and form."""
     try:
         rs = rw.review_state(lh, tid, branch)
     except WapError as exc:

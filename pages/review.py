@@ -1,7 +1,9 @@
 """Review one audit branch: /review?table=NS.TABLE&branch=NAME (a deep link).
 
-Order: verdict and failing checks, the metadata-only diff (instant), actions, the audit in detail,
-then the diff Spark computes (rows, schema, per-column profiles, distribution charts) and a preview.
+Order: the evidence first: the verdict, the failing checks with their rows (samples, a link to all of
+them in Explore, the table whose rows fix a ``references`` failure), then the actions; after them the
+approvals and the discussion, the metadata-only diff (instant), every check of the audit, then the diff
+Spark computes (rows, schema, per-column profiles, distribution charts) and a preview.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pages import _review_parts as rv
 from pages import _workflow as wf
 from wap_core import TableId
 from wap_core.analysis.diff import DiffResult
+from wap_core.analysis.explore import CheckGuide, check_guides
 from wap_core.exceptions import ValidationError, WapError
 from wap_core.identifiers import validate_branch
 from wap_core.lake import catalog as cat
@@ -75,13 +78,14 @@ audit = latest_audit(lh, tid, branch)
 ready = publish_readiness(lh, tid, branch, tbl)
 meta = cat.metadata_diff(tbl, tid, branch)
 
-# ----------------------------------------------------------------------------- verdict
+# ----------------------------------------------------------------------------- verdict and evidence
 rv.verdict(audit, head, ready, meta)
-wf.review_panel(lh, user, tid, branch)  # approvals on the head, Approve / Request changes, the thread
-
-# ----------------------------------------------------------------------------- metadata diff (no Spark)
-st.markdown("#### What the branch changes (metadata)")
-rv.metadata_summary(meta)
+guides: dict[str, CheckGuide] = {}
+try:  # the checks file's word on each check: all its failing rows in Explore, the table that fixes it
+    guides = check_guides(lh, tid)
+except WapError as exc:
+    ui.show_error(exc)
+rv.failing_checks(audit, str(tid), branch, guides)
 
 # ----------------------------------------------------------------------------- actions
 
@@ -282,7 +286,12 @@ if dialog and dialog.get("table") == str(tid) and dialog.get("branch") == branch
     elif dialog["kind"] == "discard":
         discard_dialog()
 
-# ----------------------------------------------------------------------------- audit
+# ----------------------------------------------------------------------------- review, metadata, the audit
+wf.review_panel(lh, user, tid, branch)  # approvals on the head, Approve / Request changes, the thread
+
+st.markdown("#### What the branch changes (metadata)")
+rv.metadata_summary(meta)
+
 st.markdown("#### Audit")
 rv.audit_details(audit, head)
 

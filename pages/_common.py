@@ -478,6 +478,26 @@ def latest_table(infos: list[TableInfo], tables: list[str]) -> str | None:
     return max(dated)[1] if dated else (tables[0] if tables else None)
 
 
+def number_text(value: object) -> str:
+    """A value (not a count) as the console shows it: a whole number without decimals (``1``, ``2400``,
+    never ``1.0`` or ``2400.000000``), a fraction to at most 3 decimals (``1348.331``, trailing zeros
+    dropped), no thousands separators (a value is no count: a year stays ``2013``); blank for none/NaN;
+    anything else (a date, a text) as text."""
+    if value is None or isinstance(value, bool):
+        return blank(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return "" if math.isnan(value) else str(value)
+        if value.is_integer():
+            return str(int(value))
+        if abs(value) < 0.001:
+            return f"{value:.3g}"
+        return f"{value:.3f}".rstrip("0").rstrip(".")
+    return str(value)
+
+
 def human_bytes(n: int | float | None) -> str:
     if n is None or (isinstance(n, float) and math.isnan(n)):
         return ""

@@ -197,6 +197,8 @@ with tab_sql:
             waiting.empty()
             cancel_slot.empty()
         try:
-            ui.grid(handle.result(0), hide_index=True, width="stretch")
+            answer = handle.result(0)
+            own = [f.name for f in tbl.schema().fields]
+            ui.grid(answer, hide_index=True, width="stretch", column_config=ui.computed_counts(answer, own))
         except WapError as exc:
             ui.show_error(exc)

@@ -509,13 +509,13 @@ MAX_TIME_LABELS = 12  # at most this many labelled ticks (every k-th bin start b
 @dataclass(frozen=True)
 class TimeBins:
     """Times put in bins of one unit: each time's bin ``starts`` and ``ends``, the axis ``domain`` (first
-    start, last end), its tick ``ticks`` (bin starts, epoch milliseconds), label ``format`` and ``label``
-    (the unit in words)."""
+    start, last end), its ``ticks`` (bin starts, as Vega-Lite DateTime objects in UTC), label ``format``
+    and ``label`` (the unit in words)."""
 
     starts: pd.Series
     ends: pd.Series
     domain: tuple[pd.Timestamp, pd.Timestamp]
-    ticks: list[int]
+    ticks: list[dict[str, int | bool]]
     format: str
     label: str
 
@@ -531,8 +531,22 @@ def time_bins(times: pd.Series) -> TimeBins:
     first, last = starts.min(), starts.max() + step
     n = max(1, round((last - first) / step))
     every = math.ceil(n / MAX_TIME_LABELS)
-    ticks = [int((first + i * step).timestamp() * 1000) for i in range(0, n + 1, every)]
+    ticks = [_vega_datetime(first + i * step) for i in range(0, n + 1, every)]
     return TimeBins(starts, starts + step, (first, last), ticks, fmt, label)
+
+
+def _vega_datetime(ts: pd.Timestamp) -> dict[str, int | bool]:
+    """A UTC instant as a Vega-Lite DateTime object (what an axis' ``values`` takes on a time scale)."""
+    u = ts.tz_convert("UTC")
+    return {
+        "utc": True,
+        "year": u.year,
+        "month": u.month,
+        "date": u.day,
+        "hours": u.hour,
+        "minutes": u.minute,
+        "seconds": u.second,
+    }
 
 
 def latest_table(infos: list[TableInfo], tables: list[str]) -> str | None:

@@ -321,6 +321,10 @@ with tab_sql:
             outcome = st.empty()
         with outcome:
             try:
-                ui.grid(handle.result(0), hide_index=True, width="stretch")
+                answer = handle.result(0)
+                own = [f.name for f in tbl.schema().fields]
+                ui.grid(
+                    answer, hide_index=True, width="stretch", column_config=ui.computed_counts(answer, own)
+                )
             except WapError as exc:
                 ui.show_error(exc)

@@ -307,12 +307,7 @@ try:
 except (WapError, ValidationError) as exc:
     ui.show_error(exc)
 if diff is not None:
-    rv.diff_details(
-        diff,
-        lead=[
-            col for c in (audit.checks if audit else []) if c.status.blocks_publish for col in c.columns or []
-        ],
-    )
+    rv.diff_details(diff, checks=audit.checks if audit else ())
 
 rv.keyed_section(
     str(tid), branch, head, [f.name for f in tbl.schema().fields], rv.key_columns(audit) if audit else []

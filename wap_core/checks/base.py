@@ -309,8 +309,8 @@ class RowCheck(CheckSpec):
     def judge(self, m: Measurement, ctx: MainContext) -> CheckResult:
         failing = int(m.get("fail") or 0)
         rows = int(m.get("_rows") or 0)
-        pct = f" ({100.0 * failing / rows:.2f}% of {rows})" if rows else ""
-        msg = f"{failing} of {rows} rows fail{pct}" if failing else f"all {rows} rows pass"
+        pct = f" ({100.0 * failing / rows:.2f}% of {rows:,})" if rows else ""
+        msg = f"{failing:,} of {rows:,} rows fail{pct}" if failing else f"all {rows:,} rows pass"
         return self.result(
             failing <= self.max_failing_rows, self.observed(m, failing), failing, msg, m.get("sample")
         )

@@ -101,7 +101,7 @@ class References(CheckSpec):
             return self.result(False, None, None, f"referenced table {self.table} has no data on main")
         failing, values = int(m.get("missing_rows") or 0), int(m.get("missing_values") or 0)
         msg = (
-            f"{failing} rows ({values} distinct values) of {col} are missing from {target}"
+            f"{failing:,} rows ({values:,} distinct values) of {col} are missing from {target}"
             if failing
             else f"every {col} exists in {target}"
         )

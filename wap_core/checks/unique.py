@@ -104,7 +104,7 @@ class Unique(CheckSpec):
         }
         scope = "within the batch and against main" if self.against_main else "within the batch"
         msg = (
-            f"{dup_rows} rows share a key within the batch; {in_main} rows have a key already in main"
+            f"{dup_rows:,} rows share a key within the batch; {in_main:,} rows have a key already in main"
             if failing
             else f"keys unique {scope}"
         )

@@ -347,7 +347,8 @@ def _query(args: argparse.Namespace, lh: Lakehouse) -> int:
         print(json.dumps(res.json_rows(), indent=2, default=json_default))
     else:
         cells = [[str(c) for c in res.columns]] + [
-            ["NULL" if v is None else str(explore.json_value(v)) for v in r] for r in res.rows
+            ["" if v is None else str(explore.json_value(v)) for v in r]  # a NULL prints blank (README)
+            for r in res.rows
         ]
         widths = [max(len(row[i]) for row in cells) for i in range(len(res.columns))]
         for n, row in enumerate(cells):

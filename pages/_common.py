@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -416,6 +417,22 @@ def count_column(label: str, **kw: Any) -> Any:
     return st.column_config.NumberColumn(label, format=COUNT_FORMAT, **kw)
 
 
+def computed_counts(df: pd.DataFrame, table_columns: Sequence[str]) -> dict[str, Any]:
+    """Grid columns for a SQL result: every numeric column the query computed (a ``count(*)``, a ``sum``:
+    a name that is no column of the table) with thousands separators (``594,933,341``), as the metrics.
+    The table's own columns show as stored (a ``year`` stays ``2013``)."""
+    own = set(table_columns)
+    config: dict[str, Any] = {}
+    for c in df.columns:
+        if c in own or _is_id_key(c) or pd.api.types.is_bool_dtype(df[c]):
+            continue
+        if pd.api.types.is_integer_dtype(df[c]):
+            config[c] = count_column(str(c))
+        elif pd.api.types.is_float_dtype(df[c]):
+            config[c] = st.column_config.NumberColumn(str(c), format="localized")
+    return config
+
+
 def grid(data: Any, **kw: Any) -> Any:
     """``st.dataframe`` with the console's defaults: NULL cells blank, no index, full width, and every
     datetime column of a DataFrame (a Styler's data is left alone) as local time with its zone."""
@@ -431,12 +448,17 @@ def text_table(df: pd.DataFrame, *, nowrap: tuple[str, ...] = ()) -> None:
     """A small static table whose long texts wrap (shown whole, never cut off like a grid cell).
 
     ``st.table`` renders its cells as Markdown: every cell goes through :func:`md`; the ``nowrap``
-    columns (times) keep their words on one line."""
+    columns (times) stay on one line (:func:`unbroken`)."""
     shown = df.copy()
     for c in shown.columns:
-        glue = "\u00a0" if c in nowrap else " "
-        shown[c] = [md(blank(v)).replace(" ", glue) for v in shown[c]]
+        shown[c] = [unbroken(md(blank(v))) if c in nowrap else md(blank(v)) for v in shown[c]]
     st.table(shown, hide_index=True)
+
+
+def unbroken(text: str) -> str:
+    """``text`` that never breaks across lines: spaces made non-breaking, and a word joiner (invisible, no
+    width) after each hyphen, where a browser would otherwise break a date (``2026-11-`` / ``26``)."""
+    return text.replace(" ", "\u00a0").replace("-", "-" + WORD_JOINER)
 
 
 def zoned_times(df: pd.DataFrame) -> pd.DataFrame:
@@ -473,11 +495,87 @@ def time_axis(times: pd.Series, title: str) -> Any:
     return alt.Axis(title=title, format=fmt, labelAngle=-30, labelOverlap=True, tickCount=TICKS)
 
 
+# Bins of a count-over-time chart, fitted to the span of the data so there are several bars whatever it is:
+# (span up to, in seconds; pandas unit; axis label format; the unit in words).
+_BIN_UNITS = (
+    (10 * 60, "10s", "%H:%M:%S", "10 seconds"),
+    (3600, "1min", "%H:%M", "minute"),
+    (6 * 3600, "10min", "%H:%M", "10 minutes"),
+    (2 * 86400, "1h", "%b %d %H:%M", "hour"),
+    (30 * 86400, "1D", "%b %d", "day"),
+    (math.inf, "7D", "%b %d", "week"),
+)
+MAX_TIME_LABELS = 12  # at most this many labelled ticks (every k-th bin start beyond)
+
+
+@dataclass(frozen=True)
+class TimeBins:
+    """Times put in bins of one unit: each time's bin ``starts`` and ``ends``, the axis ``domain`` (first
+    start, last end), its ``ticks`` (bin starts, as Vega-Lite DateTime objects in UTC), label ``format``
+    and ``label`` (the unit in words)."""
+
+    starts: pd.Series
+    ends: pd.Series
+    domain: tuple[pd.Timestamp, pd.Timestamp]
+    ticks: list[dict[str, int | bool]]
+    format: str
+    label: str
+
+
+def time_bins(times: pd.Series) -> TimeBins:
+    """Bins for ``times`` (UTC datetimes) of the unit fitted to their span (10 seconds for a few minutes of
+    audits ... a week for months): a bar spans its bin, and each label names a different bin."""
+    valid = times.dropna()
+    span = (valid.max() - valid.min()).total_seconds() if len(valid) > 1 else 0.0
+    _, unit, fmt, label = next(u for u in _BIN_UNITS if span <= u[0])
+    step = pd.Timedelta(unit)
+    starts = times.dt.floor(unit)
+    first, last = starts.min(), starts.max() + step
+    n = max(1, round((last - first) / step))
+    every = math.ceil(n / MAX_TIME_LABELS)
+    ticks = [_vega_datetime(first + i * step) for i in range(0, n + 1, every)]
+    return TimeBins(starts, starts + step, (first, last), ticks, fmt, label)
+
+
+def _vega_datetime(ts: pd.Timestamp) -> dict[str, int | bool]:
+    """A UTC instant as a Vega-Lite DateTime object (what an axis' ``values`` takes on a time scale)."""
+    u = ts.tz_convert("UTC")
+    return {
+        "utc": True,
+        "year": u.year,
+        "month": u.month,
+        "date": u.day,
+        "hours": u.hour,
+        "minutes": u.minute,
+        "seconds": u.second,
+    }
+
+
 def latest_table(infos: list[TableInfo], tables: list[str]) -> str | None:
     """Of ``tables``, the one whose main changed most recently (``last_updated`` of :func:`table_infos`)."""
     stamps = {i.table: to_datetime(pd.Series([i.last_updated]))[0] for i in infos}
     dated = [(stamps[t], t) for t in tables if t in stamps and not pd.isna(stamps[t])]
     return max(dated)[1] if dated else (tables[0] if tables else None)
+
+
+def number_text(value: object) -> str:
+    """A value (not a count) as the console shows it: a whole number without decimals (``1``, ``2400``,
+    never ``1.0`` or ``2400.000000``), a fraction to at most 3 decimals (``1348.331``, trailing zeros
+    dropped), no thousands separators (a value is no count: a year stays ``2013``); blank for none/NaN;
+    anything else (a date, a text) as text."""
+    if value is None or isinstance(value, bool):
+        return blank(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return "" if math.isnan(value) else str(value)
+        if value.is_integer():
+            return str(int(value))
+        if abs(value) < 0.001:
+            return f"{value:.3g}"
+        return f"{value:.3f}".rstrip("0").rstrip(".")
+    return str(value)
 
 
 def human_bytes(n: int | float | None) -> str:

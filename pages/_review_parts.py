@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import altair as alt
@@ -12,7 +12,17 @@ import streamlit as st
 
 from pages import _common as ui
 from wap_core import TableId
-from wap_core.analysis.diff import ColumnChange, ColumnDiff, ColumnProfile, DiffResult, rank_changes
+from wap_core.analysis.diff import (
+    SMALL_CHANGE,
+    ChangeGroup,
+    ColumnChange,
+    ColumnDiff,
+    ColumnProfile,
+    DiffResult,
+    change_groups,
+    rank_changes,
+)
+from wap_core.analysis.explore import CheckGuide
 from wap_core.analysis.keyed_diff import KeyedDiff, KeyedSamples
 from wap_core.checks import CheckResult
 from wap_core.checks.registry import key_columns as checks_key_columns
@@ -167,12 +177,20 @@ def _check_row(c: CheckResult) -> dict[str, Any]:
     }
 
 
-def audit_details(audit: AuditResult | None, head: int | None) -> None:
+def failing_checks(
+    audit: AuditResult | None, table: str, branch: str, guides: Mapping[str, CheckGuide]
+) -> None:
+    """The evidence, right under the verdict: each failed or warned check with its failing-row sample, a link
+    to ALL its failing rows in Explore, and, when another table's rows fix it (``references``), that table
+    with a link to Ingest it chosen."""
     if audit is None:
-        st.caption("No audit recorded for this branch.")
         return
-    checks = sorted(audit.checks, key=lambda c: (c.status.rank, c.name))
-    problems = [c for c in checks if c.status is not CheckStatus.PASSED]
+    problems = sorted(
+        (c for c in audit.checks if c.status is not CheckStatus.PASSED), key=lambda c: (c.status.rank, c.name)
+    )
+    if not problems:
+        return
+    st.markdown("#### Failing checks")
     for c in problems:
         box = st.error if c.status.blocks_publish else st.warning
         failing = f"{c.failing_rows:,} failing rows" if c.failing_rows is not None else "no row count"
@@ -181,6 +199,25 @@ def audit_details(audit: AuditResult | None, head: int | None) -> None:
             f"observed **{ui.md(_observed(c.observed))}** · threshold {ui.md(c.threshold or '-')} · **{failing}**  \n{ui.md(c.message)}",
             icon=ui.STATUS_MATERIAL.get(c.status),
         )
+        guide = guides.get(c.name)
+        if guide is not None and guide.fixed_by is not None:
+            st.markdown(
+                f":material/build: **Fix:** the missing values belong in {ui.md(guide.fixed_by, code=True)}: "
+                "ingest their rows there, then re-run this audit."
+            )
+            st.page_link(
+                "pages/ingest.py",
+                label=f"Ingest into {ui.md(guide.fixed_by)}",
+                icon=":material/upload:",
+                query_params={"table": str(guide.fixed_by)},
+            )
+        if guide is not None and guide.opens_rows and c.failing_rows:
+            st.page_link(
+                "pages/explore.py",
+                label=f"Open all {c.failing_rows:,} failing rows of {ui.md(c.name)} in Explore (filter, download CSV)",
+                icon=":material/table_view:",
+                query_params={"table": table, "branch": branch, "check": c.name},
+            )
         if c.sample:
             with st.expander(
                 f"Failing-row sample of {ui.md(c.name)} ({len(c.sample)} rows)",
@@ -188,6 +225,14 @@ def audit_details(audit: AuditResult | None, head: int | None) -> None:
             ):
                 sample, config = sample_frame(c, key_columns(audit))
                 ui.grid(sample, hide_index=True, width="stretch", column_config=config)
+
+
+def audit_details(audit: AuditResult | None, head: int | None) -> None:
+    """Every check of the audit in one table (failing first); the failing ones in detail are :func:`failing_checks`."""
+    if audit is None:
+        st.caption("No audit recorded for this branch.")
+        return
+    checks = sorted(audit.checks, key=lambda c: (c.status.rank, c.name))
     st.markdown(f"**All {len(checks)} checks** (failing first)")
     ui.grid(
         ui.style_status(pd.DataFrame([_check_row(c) for c in checks])),
@@ -205,20 +250,15 @@ def _fmt(v: Any) -> Any:
     return v
 
 
-def _text(v: Any) -> str | None:
-    return None if v is None else str(v)
-
-
-def ranked(diff: DiffResult, lead: list[str] | None = None) -> list[tuple[ColumnDiff, ColumnChange]]:
-    """Columns by what changed most (standardized score); the columns of failed checks lead, largest first."""
+def ranked(diff: DiffResult) -> list[tuple[ColumnDiff, ColumnChange]]:
+    """Columns by what changed most (the standardized score shown with them), largest first."""
     by_name = {c.name: c for c in diff.columns}
-    changes = rank_changes(diff.columns)
-    lead_set = set(lead or [])
-    changes.sort(key=lambda ch: (ch.column not in lead_set or ch.score < 0.1, -ch.score, ch.column))
-    return [(by_name[ch.column], ch) for ch in changes]
+    return [(by_name[ch.column], ch) for ch in rank_changes(diff.columns)]
 
 
 def profile_table(columns: list[ColumnDiff], changes: dict[str, ColumnChange] | None = None) -> pd.DataFrame:
+    """One row per column; min, max and mean as text the way the console writes values (``1``, ``2400``,
+    ``1348.331``: a whole number never with decimals)."""
     rows = []
     for col in columns:
         m, b = col.main, col.batch
@@ -227,17 +267,17 @@ def profile_table(columns: list[ColumnDiff], changes: dict[str, ColumnChange] | 
             {
                 "column": col.name,
                 "change": ch.score if ch else None,
-                "moved": ch.aspect.replace("_", " ") if ch and ch.score >= 0.1 else "",
+                "moved": ch.aspect.replace("_", " ") if ch and ch.score >= SMALL_CHANGE else "",
                 "null % main": _fmt(m.null_pct) if m else None,
                 "null % batch": _fmt(b.null_pct),
                 "distinct main": m.distinct if m else None,
                 "distinct batch": b.distinct,
-                "mean main": _fmt(m.mean) if m else None,
-                "mean batch": _fmt(b.mean),
-                "min main": _text(m.min) if m else None,
-                "min batch": _text(b.min),
-                "max main": _text(m.max) if m else None,
-                "max batch": _text(b.max),
+                "mean main": ui.number_text(m.mean) if m else None,
+                "mean batch": ui.number_text(b.mean),
+                "min main": ui.number_text(m.min) if m else None,
+                "min batch": ui.number_text(b.min),
+                "max main": ui.number_text(m.max) if m else None,
+                "max batch": ui.number_text(b.max),
                 "type": col.type,
                 # which of main's figures are estimates (a sample, a sketch, a merge) rather than exact
                 "approximate in main": ", ".join(f.replace("_", " ") for f in (m.approximate if m else ()))
@@ -280,6 +320,8 @@ PROFILE_CONFIG = {
     "distinct main": ui.count_column("distinct main"),
     "distinct batch": ui.count_column("distinct batch"),
 }
+# Chart values as the profile table writes them (ui.number_text): a whole number without decimals, at most 3.
+NUMBER_FORMAT = ".3~f"
 
 
 def _sides(col: ColumnDiff) -> list[tuple[str, ColumnProfile | None]]:
@@ -306,6 +348,46 @@ def null_rate_chart(col: ColumnDiff) -> alt.LayerChart:
     return layered
 
 
+def null_rate_group_chart(cols: list[ColumnDiff]) -> alt.LayerChart:
+    """The null rates of columns NULL on the same batch rows: one band per column, main and batch in it."""
+    data = pd.DataFrame(
+        [
+            {
+                "column": col.name,
+                "side": side,
+                "null %": (p.null_pct if p else 0.0) or 0.0,
+                "null rows": p.nulls if p else 0,
+            }
+            for col in cols
+            for side, p in _sides(col)
+        ]
+    )
+    data["label"] = data["null %"].map(lambda v: f"{v:.1f} %")
+    order = [c.name for c in cols]
+    base = alt.Chart(data, title=f"null rate, main vs batch: {len(cols)} columns NULL on the same rows")
+    y = alt.Y("column:N", sort=order, title=None)
+    offset = alt.YOffset("side:N", sort=["main", "batch"])
+    bars = base.mark_bar().encode(
+        y=y,
+        yOffset=offset,
+        x=alt.X("null %:Q", title="null rows (%)"),
+        color=alt.Color("side:N", scale=SIDE_COLORS),
+        tooltip=[
+            "column:N",
+            "side:N",
+            alt.Tooltip("null %:Q", format=".2f"),
+            alt.Tooltip("null rows:Q", format=","),
+        ],
+    )
+    text = base.mark_text(align="left", dx=4, fontSize=10).encode(
+        y=y, yOffset=offset, x="null %:Q", text="label:N"
+    )
+    layered: alt.LayerChart = (bars + text).properties(
+        height=alt.Step(14, **{"for": "offset"})
+    )  # a band per column and side (see null_rate_chart)
+    return layered
+
+
 def numeric_chart(col: ColumnDiff) -> alt.Chart | None:
     rows = []
     for side, prof in _sides(col):
@@ -314,14 +396,23 @@ def numeric_chart(col: ColumnDiff) -> alt.Chart | None:
                 rows.append({"side": side, "quantile": float(q), "value": float(v)})
     if not rows:
         return None
+    whole = col.type in ("tinyint", "smallint", "int", "bigint")
     chart: alt.Chart = (  # altair's builders return Any
         alt.Chart(pd.DataFrame(rows), title=f"{col.name}: quantiles 5%–95%")
         .mark_line(point=True)
         .encode(
             x=alt.X("quantile:Q", axis=alt.Axis(format="%")),
-            y=alt.Y("value:Q", title=col.name),
+            y=alt.Y(
+                "value:Q",
+                title=col.name,
+                axis=alt.Axis(format="d", tickMinStep=1) if whole else alt.Axis(format=NUMBER_FORMAT),
+            ),
             color=alt.Color("side:N", scale=SIDE_COLORS),
-            tooltip=["side", "quantile", "value"],
+            tooltip=[
+                "side:N",
+                alt.Tooltip("quantile:Q", format=".0%"),
+                alt.Tooltip("value:Q", format="d" if whole else NUMBER_FORMAT),
+            ],
         )
         .properties(height=220)
     )
@@ -349,7 +440,7 @@ def categorical_chart(col: ColumnDiff) -> alt.Chart | None:
             x=alt.X("pct:Q", title="% of rows"),
             yOffset="side:N",
             color=alt.Color("side:N", scale=SIDE_COLORS),
-            tooltip=["side", "value", "pct"],
+            tooltip=["side", "value", alt.Tooltip("pct:Q", format=".2f")],
         )
         .properties(
             height=alt.Step(12, **{"for": "offset"})
@@ -358,7 +449,45 @@ def categorical_chart(col: ColumnDiff) -> alt.Chart | None:
     return chart
 
 
-def diff_details(diff: DiffResult, max_charts: int = 6, lead: list[str] | None = None) -> None:
+_WHAT = {
+    "null_rate": "null rate",
+    "distribution": "distribution",
+    "top_values": "top values",
+    "distinct": "distinct values",
+}
+
+
+def group_chart(diff: DiffResult, group: ChangeGroup) -> alt.Chart | alt.LayerChart | None:
+    """The chart of one reason something moved, by the measure that moved (or that its failed check judges)."""
+    cols = [c for c in (diff.column(n) for n in group.columns) if c is not None]
+    if not cols:
+        return None
+    if group.aspect == "null_rate":
+        return null_rate_group_chart(cols) if len(cols) > 1 else null_rate_chart(cols[0])
+    if group.aspect == "distribution":
+        return numeric_chart(cols[0])
+    return categorical_chart(cols[0])
+
+
+def chart_label(n: int, diff: DiffResult, group: ChangeGroup) -> str:
+    """``Chart n · columns — measure (change s)``, then what ties the columns and the failed checks."""
+    label = (
+        f"Chart {n} · {ui.md(', '.join(group.columns))} — {_WHAT.get(group.aspect, group.aspect)} "
+        f"(change {group.score:.2f})"
+    )
+    if group.same_rows:
+        nulls = [c.batch.nulls for c in (diff.column(x) for x in group.columns) if c is not None]
+        label += (
+            f" · one cause: NULL on the same batch rows ({min(nulls):,}–{max(nulls):,} rows)"
+            if min(nulls) != max(nulls)
+            else f" · one cause: NULL on the same {nulls[0]:,} batch rows"
+        )
+    if group.checks:
+        label += f" · failed: {ui.md(', '.join(group.checks))}"
+    return label
+
+
+def diff_details(diff: DiffResult, max_charts: int = 6, checks: Sequence[CheckResult] = ()) -> None:
     c = st.columns(4)
     c[0].metric("Rows added (counted)", f"{diff.rows_added:,}")
     c[1].metric("Rows deleted (counted)", f"{diff.rows_deleted:,}")
@@ -367,45 +496,30 @@ def diff_details(diff: DiffResult, max_charts: int = 6, lead: list[str] | None =
     if diff.schema_changes:
         st.warning("Schema changes against main:")
         ui.grid(pd.DataFrame(diff.schema_changes), hide_index=True, width="stretch")
-    order = ranked(diff, lead)
-    # One chart per column that moved, suited to what moved: null-rate bars, quantile lines only where the
-    # distribution moved, top-value shares for categories.
+    # One chart per reason something moved, largest score first (the score its label states): null-rate
+    # bars (one chart for columns NULL on the same rows), quantile lines, top-value shares; a column a
+    # failed check judges is charted by that check's measure.
     charts: list[tuple[str, alt.Chart | alt.LayerChart]] = []
-    for col, ch in order:
-        if ch.score < 0.1 or len(charts) >= max_charts:
-            continue
-        chart = (
-            null_rate_chart(col)
-            if ch.aspect == "null_rate"
-            else numeric_chart(col)
-            if ch.aspect == "distribution"
-            else categorical_chart(col)
-        )
+    for group in change_groups(diff, checks):
+        if len(charts) >= max_charts:
+            break
+        chart = group_chart(diff, group)
         if chart is not None:
-            what = {
-                "null_rate": "null rate",
-                "distribution": "distribution",
-                "top_values": "top values",
-                "distinct": "distinct values",
-            }
-            charts.append(
-                (
-                    f"Chart {len(charts) + 1} · {ui.md(col.name)} — {what.get(ch.aspect, ch.aspect)} (change {ch.score:.2f})",
-                    chart,
-                )
-            )
+            charts.append((chart_label(len(charts) + 1, diff, group), chart))
     if charts:
         st.markdown("**Distributions, main vs batch** (what changed most first)")
-        grid = st.columns(2)
-        for i, (label, chart) in enumerate(charts):
-            with grid[i % 2]:
-                st.caption(label)
-                st.altair_chart(chart, width="stretch")
+        for row in range(0, len(charts), 2):  # numbered in reading order: left to right, then down
+            cells = st.columns(2)
+            for cell, (label, chart) in zip(cells, charts[row : row + 2], strict=False):
+                with cell:
+                    st.caption(label)
+                    st.altair_chart(chart, width="stretch")
     else:
         st.markdown("**Distributions, main vs batch**: no column moved noticeably.")
     st.markdown(
         "**Per-column profile, main vs batch** (what changed most first; the measure that moved is highlighted)"
     )
+    order = ranked(diff)
     prof = profile_table([col for col, _ in order], {ch.column: ch for _, ch in order})
     ui.grid(style_profile(prof), hide_index=True, width="stretch", column_config=PROFILE_CONFIG)
     source = diff.main_profile

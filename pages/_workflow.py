@@ -115,7 +115,7 @@ def _review_state_lines(rs: rw.ReviewStatus) -> None:
 
 
 def review_panel(lh: Lakehouse, user: str, tid: TableId, branch: str) -> None:
-    """Under the verdict: the review state of the head, Approve / Request changes, the comment thread and form."""
+    """After the evidence and the actions: the review state of the head, Approve / Request changes, the thread and form."""
     try:
         rs = rw.review_state(lh, tid, branch)
     except WapError as exc:
@@ -283,9 +283,14 @@ def history_actions(lh: Lakehouse, user: str, table: str, timeline: list[Timelin
         st.markdown("##### Rolled-back batches")
         steward = ui.may(lh, user, Permission.INGEST)
         for g in gone:
-            if _row_action(
+            line = (
                 f"snapshot `{g.snapshot_id}` · branch {ui.md(g.branch or '?')} · {g.rows:,} rows · rolled back by "
-                f"{ui.md(g.rolled_back_by)}: {ui.md(g.reason or '')}",
+                f"{ui.md(g.rolled_back_by)}: {ui.md(g.reason or '')}"
+            )
+            if g.reopened_as is not None:  # reopened once: say where, never offer a duplicate
+                _reopened_row(line, tid, g.snapshot_id, g.reopened_as)
+            elif _row_action(
+                line,
                 ("Reopen as branch", ":material/call_split:", f"wf_ro_{g.snapshot_id}"),
                 steward,
                 "Make this batch a branch again, to review, fix and re-publish",
@@ -294,6 +299,23 @@ def history_actions(lh: Lakehouse, user: str, table: str, timeline: list[Timelin
     dialog = st.session_state.get(_DIALOG)
     if dialog and dialog.get("kind") == "rollback" and dialog.get("table") == table:
         _rollback_dialog(lh, user, tid, int(dialog["to"]), dialog.get("head"))
+
+
+def _reopened_row(line: str, tid: TableId, snapshot_id: int, branch: str) -> None:
+    """A rolled-back batch already open again: the button disabled with the reason, and the link to its review."""
+    c1, c2 = st.columns([4, 1])
+    c1.markdown(line)
+    c1.caption(
+        f":material/call_split: Already open again as branch {ui.md(branch, code=True)}: "
+        f"[review it]({ui.review_url(str(tid), branch)})"
+    )
+    c2.button(
+        "Reopen as branch",
+        key=f"wf_ro_{snapshot_id}",
+        disabled=True,
+        icon=":material/call_split:",
+        help=ui.md(f"Already open again as branch {branch}: review it there"),
+    )
 
 
 def _row_action(line: str, button: tuple[str, str, str], gate: Decision, purpose: str) -> bool:
@@ -345,6 +367,7 @@ def _reopen(lh: Lakehouse, user: str, tid: TableId, snapshot_id: int) -> None:
     ui.writes_done()
     ui.flash(
         "success",
-        f"Reopened snapshot {snapshot_id} as branch {ui.md(res.branch)}: review it, fix it, publish it again.",
+        f"Reopened snapshot {snapshot_id} as branch {ui.md(res.branch)}: "
+        f"[review it]({ui.review_url(res.table, res.branch)}), fix it, publish it again.",
     )
     st.rerun()

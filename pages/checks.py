@@ -7,8 +7,29 @@ import pandas as pd
 import streamlit as st
 
 from pages import _common as ui
-from wap_core.checks import load_checks
+from wap_core.checks import AVAILABLE_CHECKS, load_checks
 from wap_core.states import CheckStatus
+from wap_core.store.journal import StoredAudit
+
+
+def _suite_row(
+    check: str, kind: str, columns: tuple[str, ...], level: str, threshold: object, runs: list[StoredAudit]
+) -> dict[str, object]:
+    """One row of the suite table: the check, and how it fared in ``runs`` (newest first)."""
+    statuses = [r.check_statuses[check] for r in runs if check in r.check_statuses]
+    return {
+        "check": check,
+        "type": kind,
+        "columns": ", ".join(columns),
+        "level": level,
+        "threshold": threshold,
+        "runs": len(statuses),
+        "passed": sum(s is CheckStatus.PASSED for s in statuses),
+        "warned": sum(s is CheckStatus.WARNED for s in statuses),
+        "failed": sum(s.blocks_publish for s in statuses),
+        "last": ui.status_badge(statuses[0]) if statuses else "–",
+    }
+
 
 ui.page_header(
     "Checks", "The data-quality suite each table's batches must pass, and how they fared recently."
@@ -28,30 +49,45 @@ with ui.wap_errors():
         suite = suites[name]
         st.subheader(ui.md(name))
         runs = [r for r in record if r.table == name]
-        rows = []
-        for spec in suite.checks:
-            statuses = [r.check_statuses[spec.name] for r in runs if spec.name in r.check_statuses]
-            rows.append(
-                {
-                    "check": spec.name,
-                    "type": spec.type,
-                    "columns": ", ".join(spec.columns),
-                    "level": spec.level.value,
-                    "threshold": spec.threshold,
-                    "runs": len(statuses),
-                    "passed": sum(s is CheckStatus.PASSED for s in statuses),
-                    "warned": sum(s is CheckStatus.WARNED for s in statuses),
-                    "failed": sum(s.blocks_publish for s in statuses),
-                    "last": ui.status_badge(statuses[0]) if statuses else "–",
-                }
-            )
+        shown = list(reversed(runs[:100]))  # oldest first, at most the 100 latest audits
+        rows = [
+            _suite_row(spec.name, spec.type, spec.columns, spec.level.value, spec.threshold, runs)
+            for spec in suite.checks
+        ]
+        # Every check the record shows is listed: the built-in ones every ingested batch gets (malformed_rows),
+        # and any the checks file no longer has.
+        listed = {spec.name for spec in suite.checks}
+        for check in dict.fromkeys(c for r in shown for c in r.check_statuses):
+            if check in listed:
+                continue
+            cls = AVAILABLE_CHECKS.get(check)
+            if cls is not None and cls.builtin:
+                spec = cls(name=check)
+                rows.append(
+                    _suite_row(
+                        check,
+                        spec.type,
+                        spec.columns,
+                        spec.level.value,
+                        f"{spec.threshold} (built in: every ingested batch)",
+                        runs,
+                    )
+                )
+            else:
+                rows.append(_suite_row(check, "", (), "", "(no longer in the checks file)", runs))
         ui.grid(ui.style_status(pd.DataFrame(rows), "last"), hide_index=True, width="stretch")
         if runs:
-            shown = list(reversed(runs[:100]))  # oldest first, at most the 100 latest audits
+            # The x axis names each audit by its branch (a branch audited again: "branch · 2", its 2nd audit).
+            seen: dict[str, int] = {}
+            labels = []
+            for r in shown:
+                seen[r.branch] = seen.get(r.branch, 0) + 1
+                labels.append(r.branch if seen[r.branch] == 1 else f"{r.branch} · {seen[r.branch]}")
             long = pd.DataFrame(
                 [
                     {
                         "audit": n + 1,
+                        "batch": labels[n],
                         "at": r.at.isoformat(),
                         "when": ui.local_time(r.at.isoformat()),
                         "branch": r.branch,
@@ -63,24 +99,19 @@ with ui.wap_errors():
                     for c, s in r.check_statuses.items()
                 ]
             )
+            checks_order = [str(row["check"]) for row in rows]
             present = [s for s in ui.STATUS_COLOR if s in set(long["status"])]
             chart = (
                 alt.Chart(long)
                 .mark_rect(stroke="white", strokeWidth=1)
                 .encode(
                     x=alt.X(
-                        "audit:O",
-                        title=f"audit (oldest → newest, {len(shown)} shown)",
-                        axis=alt.Axis(
-                            labelAngle=0,
-                            values=[
-                                n
-                                for n in range(1, len(shown) + 1)
-                                if len(shown) <= 20 or n % 10 == 0 or n == 1
-                            ],
-                        ),
+                        "batch:N",
+                        sort=labels,
+                        title=f"audited branch (oldest → newest, {len(shown)} audit{'s' if len(shown) != 1 else ''})",
+                        axis=alt.Axis(labelAngle=-40, labelLimit=180, labelOverlap=True),
                     ),
-                    y=alt.Y("check:N", title=None, axis=alt.Axis(labelLimit=320)),
+                    y=alt.Y("check:N", sort=checks_order, title=None, axis=alt.Axis(labelLimit=320)),
                     color=alt.Color(
                         "status:N",
                         scale=alt.Scale(domain=present, range=[ui.STATUS_COLOR[s] for s in present]),
@@ -97,8 +128,9 @@ with ui.wap_errors():
                 )
                 .properties(height=26 * long["check"].nunique(), title="Recent audits")
             )
-            # an explicit element height: one readable row per check whatever the number of audits (1..100)
-            st.altair_chart(chart, width="stretch", height=26 * int(long["check"].nunique()) + 110)
+            # an explicit element height: one readable row per check whatever the number of audits (1..100),
+            # and room for the branch names under the axis
+            st.altair_chart(chart, width="stretch", height=26 * int(long["check"].nunique()) + 200)
         else:
             st.caption("No audits recorded for this table yet.")
     other = sorted({r.table for r in record} - set(suites))

@@ -1,7 +1,10 @@
-"""Explore: any table at any ref (branch, tag, snapshot id or time): schema, snapshots, rows, read-only SQL."""
+"""Explore: any table at any ref (branch, tag, snapshot id or time): schema, snapshots, rows, read-only SQL;
+on an audit branch, ALL the failing rows of one of its checks (a link from Review:
+/explore?table=NS.TABLE&branch=NAME&check=CHECK), to read and download as CSV."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -12,6 +15,7 @@ from pages import _common as ui
 from wap_core import TableId
 from wap_core.analysis import explore as ex
 from wap_core.exceptions import WapError
+from wap_core.identifiers import MAIN
 
 ui.page_header("Explore", "Read-only: browse a table as of any branch, tag, snapshot or point in time.")
 lh = ui.lakehouse()
@@ -38,9 +42,21 @@ if not tables:
 _WROTE = "explore_url"  # the selection this page last wrote to the URL
 
 
+def _param(name: str) -> str | None:
+    """A URL parameter; ``branch=B`` (Review's links) stands for ``kind=branch&ref=B`` when those are absent."""
+    q = st.query_params.get(name)
+    b = st.query_params.get("branch")
+    if q is None and b is not None and "ref" not in st.query_params:
+        return {"kind": "branch", "ref": b}.get(name)
+    return q
+
+
 def _follow_url(key: str, param: str, options: list[str]) -> None:
-    """The URL wins when it moved away from what this page wrote (a pasted link, the back/forward buttons)."""
-    q = st.query_params.get(param)
+    """The URL wins when it moved away from what this page wrote (a pasted link, the back/forward buttons).
+
+    A parameter counts only when it equals one of ``options`` exactly (an allowlist): anything else is ignored.
+    """
+    q = _param(param)
     if q in options and q != st.session_state.get(_WROTE, {}).get(param):
         st.session_state[key] = q
     elif st.session_state.get(key) not in options:
@@ -68,7 +84,7 @@ elif kind == "snapshot":
     snaps = sorted(tbl.metadata.snapshots, key=lambda s: -s.timestamp_ms)
     ids = [s.snapshot_id for s in snaps]
     taken_ms = {s.snapshot_id: s.timestamp_ms for s in snaps}
-    q_snap = st.query_params.get("ref")
+    q_snap = _param("ref")
     value = c3.selectbox(
         "Snapshot",
         ids,
@@ -80,7 +96,7 @@ elif kind == "snapshot":
 else:
     value = c3.text_input(
         "Time on main (ISO 8601, UTC)",
-        value=st.query_params.get("ref") or datetime.now(UTC).isoformat(timespec="seconds"),
+        value=_param("ref") or datetime.now(UTC).isoformat(timespec="seconds"),
     )
 
 if value is None:
@@ -95,11 +111,112 @@ st.caption(
     f"Reading {ui.md(tid)} at {ui.md(ref.kind)} {ui.md(ref.value)} "
     f"(snapshot {ref.snapshot_id}, {ui.md(ui.local_time(ref.at))})"
 )
+# On an audit branch: the checks of the table's suite whose failing rows can be listed (the checks file's
+# names, an allowlist: the URL's check= counts only when it is one of them, exactly).
+check: str | None = None
+if kind == "branch" and value != MAIN:
+    try:
+        guides = ex.check_guides(lh, tid)
+    except WapError as exc:
+        ui.show_error(exc)
+        guides = {}
+    names = [n for n, g in guides.items() if g.opens_rows]
+    q_check = st.query_params.get("check")
+    if (
+        q_check is not None
+        and q_check not in names
+        and q_check != st.session_state.get(_WROTE, {}).get("check")
+    ):
+        st.warning(
+            f"{ui.md(tid)} has no check named {ui.md(repr(q_check))} whose failing rows can be listed: pick one below."
+        )
+    _follow_url("explore_check", "check", names)
+    if names:
+        picked = st.selectbox(
+            "Failing rows of a check",
+            ["(none)", *names],
+            key="explore_check",
+            help="Every row of this branch's batch (its rows since the fork) that fails the check",
+        )
+        check = None if picked == "(none)" else picked
+
 # The selection lives in the URL: a view can be shared, and the browser's back button returns to the previous one.
 _state = {"table": table, "kind": kind, "ref": ui.id_text(value) if kind == "snapshot" else str(value)}
-if any(st.query_params.get(k) != v for k, v in _state.items()):
+if check is not None:
+    _state["check"] = check
+_stale = [k for k in ("branch", "check") if k in st.query_params and k not in _state]
+if _stale or any(st.query_params.get(k) != v for k, v in _state.items()):
+    for k in _stale:
+        del st.query_params[k]
     st.query_params.update(_state)
 st.session_state[_WROTE] = _state
+
+_FAILING = "explore_failing_rows"  # (what, handle) of the failing-rows read this session shows
+
+
+def _failing_rows(branch: str, name: str, head: int) -> None:
+    """ALL the failing rows of check ``name`` on ``branch`` (read by the core from the check's own spec),
+    with Cancel while Spark reads them (and WAP_QUERY_TIMEOUT), then the rows and a CSV download."""
+    st.markdown(f"#### Failing rows of {ui.md(name, code=True)} on {ui.md(branch, code=True)}")
+    what = (table, branch, name, head)
+    shown = st.session_state.get(_FAILING)
+    if shown is not None and shown[0] != what:
+        shown[1].cancel()
+        st.session_state.pop(_FAILING, None)
+    if _FAILING not in st.session_state:
+        if not ui.wait_for_spark(lh):
+            st.stop()
+        try:
+            st.session_state[_FAILING] = (
+                what,
+                ex.submit_failing_rows(lh, tid, branch, name, user=user, alive=_session_alive()),
+            )
+        except WapError as exc:
+            ui.show_error(exc)
+            return
+    handle = st.session_state[_FAILING][1]
+    if not handle.done():
+        c_wait, c_cancel = st.columns([4, 1])
+        waiting, cancel_slot = c_wait.empty(), c_cancel.empty()
+        if cancel_slot.button("Cancel", icon=":material/cancel:", key="explore_failing_cancel"):
+            handle.cancel()
+        while not handle.done():
+            waiting.info(
+                f"Reading the failing rows with Spark… {handle.elapsed:.0f} s "
+                f"(stopped after {lh.settings.query_timeout:g} s)",
+                icon=":material/hourglass_top:",
+            )
+            time.sleep(0.3)
+        waiting.empty()
+        cancel_slot.empty()
+    try:
+        got = handle.result(0)
+    except WapError as exc:
+        ui.show_error(exc)
+        if st.button("Read them again", icon=":material/replay:", key="explore_failing_again"):
+            st.session_state.pop(_FAILING, None)
+            st.rerun()
+        return
+    more = " (the first ones: more rows fail; narrow the batch or use the SQL box)" if got.truncated else ""
+    st.caption(
+        f"**{len(got.rows):,} failing rows**{more} of the batch of {ui.md(branch)} (its rows since the fork, "
+        f"head snapshot {ui.id_text(got.head)})"
+    )
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{table}_{branch}_{name}").strip("_")
+    st.download_button(
+        "Download CSV",
+        got.csv(),
+        file_name=f"{slug}.csv",
+        mime="text/csv",
+        icon=":material/download:",
+        on_click="ignore",
+        key="explore_failing_csv",
+    )
+    ui.grid(ui.texts_for_ids(got.rows.copy()), height=420)
+
+
+if check is not None:
+    _failing_rows(str(value), check, ref.snapshot_id)
 
 tab_schema, tab_snaps, tab_rows, tab_sql = st.tabs(["Schema", "Snapshots", "Rows", "SQL"])
 with tab_schema:
@@ -185,6 +302,10 @@ with tab_sql:
         if not handle.done():
             c_wait, c_cancel = st.columns([4, 1])
             waiting, cancel_slot = c_wait.empty(), c_cancel.empty()
+            # the slot of the result, drawn now: it replaces the last query's result or error (a
+            # "cancelled:" box) while this one runs, instead of leaving it under "Running" (an element,
+            # not a container: a container drawn again at its place would keep the old one's content)
+            outcome = st.empty()
             if cancel_slot.button("Cancel", icon=":material/cancel:", key="explore_sql_cancel"):
                 handle.cancel()
             while not handle.done():
@@ -196,7 +317,14 @@ with tab_sql:
                 time.sleep(0.3)
             waiting.empty()
             cancel_slot.empty()
-        try:
-            ui.grid(handle.result(0), hide_index=True, width="stretch")
-        except WapError as exc:
-            ui.show_error(exc)
+        else:
+            outcome = st.empty()
+        with outcome:
+            try:
+                answer = handle.result(0)
+                own = [f.name for f in tbl.schema().fields]
+                ui.grid(
+                    answer, hide_index=True, width="stretch", column_config=ui.computed_counts(answer, own)
+                )
+            except WapError as exc:
+                ui.show_error(exc)

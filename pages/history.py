@@ -79,6 +79,7 @@ with ui.wap_errors():
             tdf = ui.frame(
                 tl,
                 [
+                    "main_at",
                     "at",
                     "snapshot_id",
                     "parent_id",
@@ -92,6 +93,7 @@ with ui.wap_errors():
             cdf = tdf.copy()
             cdf["time"] = ui.to_datetime(cdf["at"])
             cdf["when"] = cdf["at"].map(ui.local_time)
+            cdf["main_when"] = cdf["main_at"].map(ui.local_time)
             chart = (
                 alt.Chart(cdf)
                 .mark_line(point=alt.OverlayMarkDef(size=80), interpolate="step-after")
@@ -103,6 +105,7 @@ with ui.wap_errors():
                         alt.Tooltip("parent_id:N", title="parent"),
                         alt.Tooltip("when:N", title="time"),
                         alt.Tooltip("at:N", title="ISO time"),
+                        alt.Tooltip("main_when:N", title="main moved here"),
                         "operation:N",
                         alt.Tooltip("added_records:Q", format=",d"),
                         alt.Tooltip("total_records:Q", format=",d"),
@@ -113,10 +116,14 @@ with ui.wap_errors():
                 .properties(height=240)
             )
             st.altair_chart(chart, width="stretch")
-            tdf = ui.times_for_display(tdf, "at")
+            tdf = ui.times_for_display(tdf, "at", "main_at")
             ui.grid(
                 tdf,
                 column_config={
+                    "main_at": st.column_config.TextColumn(
+                        "main moved here", help="when main moved to this snapshot (a publish, a rollback)"
+                    ),
+                    "at": st.column_config.TextColumn("written", help="when the snapshot was written"),
                     "snapshot_id": st.column_config.TextColumn("snapshot"),
                     "parent_id": st.column_config.TextColumn("parent"),
                     "added_records": ui.count_column("added records"),

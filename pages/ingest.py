@@ -1,4 +1,9 @@
-"""Ingest: upload a file (or name a server-side path), write it to a new audit branch, audit it, link to the review."""
+"""Ingest: upload a file (or name a server-side path), write it to a new audit branch, audit it, link to the review.
+
+/ingest?table=NS.TABLE opens with that table chosen (Review links it when another table's rows fix a
+failed check); the chosen table's columns (name, type, nullability, from its metadata: no Spark) and a
+template CSV (its header row) are shown before anything is uploaded.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +14,19 @@ import streamlit as st
 
 from pages import _common as ui
 from wap_core import TableId
-from wap_core.config import is_url
-from wap_core.exceptions import ValidationError, WapError
+from wap_core.config import is_url, mask_secrets
+from wap_core.exceptions import ValidationError, WapError, first_line
 from wap_core.identifiers import validate_branch
 from wap_core.security.access import Permission
 from wap_core.security.paths import SourcePolicy, describe_roots, save_upload
-from wap_core.workflow.ingest import Duplicate, content_hash, find_duplicate, ingest
+from wap_core.workflow.ingest import (
+    Duplicate,
+    content_hash,
+    find_duplicate,
+    ingest,
+    target_columns,
+    template_csv,
+)
 
 NEW = "New table…"
 
@@ -30,9 +42,55 @@ if not may_ingest.allowed:
 # The source kind and the table rerun the page when changed, so the form shows only the fields they need.
 source_kind = st.radio("Source", ["Upload a file", "Server-side path"], horizontal=True, key="ingest_source")
 tables = ui.table_names()
+# ?table= preselects an existing table (an exact name among them: anything else is ignored), once per link
+q_table = st.query_params.get("table")
+if q_table in tables and st.session_state.get("ingest_table_url") != q_table:
+    st.session_state["ingest_table"] = q_table
+st.session_state["ingest_table_url"] = q_table
 choice = st.selectbox(
-    "Table", [*tables, NEW], key="ingest_table", help="An existing table, or the last entry to create one"
+    "Table",
+    [*tables, NEW],
+    index=None,
+    placeholder="Choose a table…",
+    key="ingest_table",
+    help="An existing table, or the last entry to create one",
 )
+if choice is not None and choice != NEW:
+    if st.query_params.get("table") != choice:
+        st.query_params["table"] = choice
+    try:
+        columns = target_columns(lh, TableId.parse(choice))
+    except WapError as exc:
+        ui.show_error(exc)
+        columns = ()
+    if columns:
+        st.markdown(
+            f"**Columns of {ui.md(choice, code=True)}**: the source needs each of them (any order, names case-insensitive), no other"
+        )
+        ui.grid(
+            ui.frame(
+                [
+                    {
+                        "column": c.name,
+                        "type": c.type,
+                        "nullable": "no" if c.required else "yes",
+                        "doc": c.doc,
+                    }
+                    for c in columns
+                ],
+                ["column", "type", "nullable", *(["doc"] if any(c.doc for c in columns) else [])],
+            ),
+            height=min(38 + 35 * len(columns), 420),
+        )
+        st.download_button(
+            "Template CSV (header row)",
+            template_csv(columns),
+            file_name=f"{choice}.template.csv",
+            mime="text/csv",
+            icon=":material/download:",
+            on_click="ignore",
+            key="ingest_template",
+        )
 with st.form("ingest"):
     upload = None
     server_path = ""
@@ -89,17 +147,24 @@ def _run(job: dict[str, Any]) -> None:
                 st.write(f"{'✔' if step == 'done' else '›'} {text}")
 
             # confined: a server-side path is read only under the allowed ingest roots (and the uploads root)
-            result = ingest(
-                lh,
-                tid,
-                [str(job["source"])],
-                branch=job["branch"],
-                fmt=job["fmt"],
-                create=bool(job["create"]),
-                user=user,
-                source_policy=SourcePolicy.CONFINED,
-                progress=progress,
-            )
+            try:
+                result = ingest(
+                    lh,
+                    tid,
+                    [str(job["source"])],
+                    branch=job["branch"],
+                    fmt=job["fmt"],
+                    create=bool(job["create"]),
+                    user=user,
+                    source_policy=SourcePolicy.CONFINED,
+                    progress=progress,
+                )
+            except WapError as exc:
+                # the status box ends on the refusal (one line); the error below lists every problem
+                refusal = ui.md(first_line(mask_secrets(str(exc))).rstrip(":"))
+                st.write(f"✘ Refused: {refusal}")
+                status.update(label=f"{ui.md(tid)}: refused: {refusal}", state="error", expanded=True)
+                raise
             status.update(
                 label=f"Wrote {result.rows_written:,} rows to {ui.md(tid)} · {ui.md(result.branch)}: audit {ui.md(result.audit.status)}",
                 state="complete" if result.audit.passed else "error",
@@ -127,6 +192,8 @@ def _run(job: dict[str, Any]) -> None:
 if submitted:
     st.session_state.pop(PENDING, None)
     try:
+        if choice is None:
+            raise ValidationError("choose the table to ingest into (or New table…)")
         create = choice == NEW
         tid = TableId.parse(new_table.strip() if create else choice)
         branch = validate_branch(branch_in.strip()) if branch_in.strip() else None

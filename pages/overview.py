@@ -9,7 +9,7 @@ import altair as alt
 import streamlit as st
 
 from pages import _common as ui
-from wap_core.states import Action, BranchStatus, Outcome
+from wap_core.states import MAIN_MOVES, BranchStatus, Outcome
 from wap_core.store.journal import JournalEntry
 
 
@@ -96,14 +96,14 @@ with ui.wap_errors():
                 "review": st.column_config.LinkColumn("review", display_text="Open review", pinned=True),
                 "rows_added": ui.count_column("rows added"),
                 "failed_checks": st.column_config.TextColumn("failed checks", width="large"),
+                "main_moved": st.column_config.CheckboxColumn("main moved"),  # as Branches labels it
             },
         )
         st.page_link("pages/branches.py", label="All branches, with filters", icon=":material/account_tree:")
 
-    st.subheader("Recent publishes")
-    pubs = [
-        e for e in entries if e.action is Action.PUBLISH and e.outcome in (Outcome.PUBLISHED, Outcome.FORCED)
-    ][:10]
+    st.subheader("Recent publishes and rollbacks")
+    # every move of main: a publish (a reopened batch's too), a forced publish, a rollback (branch: main)
+    pubs = [e for e in entries if e.outcome in MAIN_MOVES][:10]
     if pubs:
         _recent(pubs, ["outcome", "reason", "at", "table", "branch", "user"])
     else:
@@ -118,32 +118,27 @@ with ui.wap_errors():
     st.subheader("Audit outcomes over time")
     if audits:
         adf = ui.frame(audits, ["at", "table", "branch", "status"])
-        times = ui.to_datetime(adf["at"])
-        span = (times.max() - times.min()).total_seconds()
-        # Bins fitted to the span of the data: about 10-40 bars whatever the span (1 minute .. 1 week).
-        unit, fmt, label = next(
-            (u, f, lb)
-            for limit, u, f, lb in (
-                (3600, "1min", "%H:%M", "minute"),
-                (6 * 3600, "10min", "%H:%M", "10 minutes"),
-                (2 * 86400, "1h", "%b %d %H:%M", "hour"),
-                (30 * 86400, "1D", "%b %d", "day"),
-                (float("inf"), "7D", "%b %d", "week"),
-            )
-            if span <= limit
-        )
-        adf["bin"] = times.dt.floor(unit)
+        bins = ui.time_bins(ui.to_datetime(adf["at"]))
+        adf["bin"], adf["end"] = bins.starts, bins.ends
         adf["when"] = adf["bin"].map(ui.local_time)
         outcomes = [s for s in ui.STATUS_COLOR if s in set(adf["status"])]
+        # Each bar spans its bin on the time axis (x to x2), with a gap; a tick and a label per bin start.
         chart = (
             alt.Chart(adf)
-            .mark_bar()
+            .mark_bar(stroke="white", strokeWidth=1)
             .encode(
                 x=alt.X(
                     "bin:T",
-                    title=f"audit time (per {label})",
-                    axis=alt.Axis(format=fmt, labelAngle=-30, tickCount=8),
+                    title=f"audit time (per {bins.label})",
+                    scale=alt.Scale(domain=[bins.domain[0].isoformat(), bins.domain[1].isoformat()]),
+                    axis=alt.Axis(
+                        format=bins.format,
+                        labelAngle=-30,
+                        values=bins.ticks,
+                        labelOverlap=True,
+                    ),
                 ),
+                x2="end:T",
                 y=alt.Y("count():Q", title="audits", axis=alt.Axis(tickMinStep=1)),
                 color=alt.Color(
                     "status:N",
@@ -151,17 +146,13 @@ with ui.wap_errors():
                     legend=alt.Legend(title="outcome"),
                 ),
                 tooltip=[
-                    alt.Tooltip("when:N", title=label),
+                    alt.Tooltip("when:N", title=f"{bins.label} from"),
                     "status:N",
                     alt.Tooltip("count():Q", title="audits"),
                 ],
             )
             .properties(height=260)
         )
-        if (
-            adf["bin"].nunique() == 1
-        ):  # one bin: a bar chart over categories instead of a sliver on a time axis
-            chart = chart.encode(x=alt.X("when:N", title=f"audit time (per {label})"))
         st.altair_chart(chart, width="stretch")
     else:
         st.caption("No audits recorded yet.")

@@ -1,7 +1,9 @@
 """Review one audit branch: /review?table=NS.TABLE&branch=NAME (a deep link).
 
-Order: verdict and failing checks, the metadata-only diff (instant), actions, the audit in detail,
-then the diff Spark computes (rows, schema, per-column profiles, distribution charts) and a preview.
+Order: the evidence first: the verdict, the failing checks with their rows (samples, a link to all of
+them in Explore, the table whose rows fix a ``references`` failure), then the actions; after them the
+approvals and the discussion, the metadata-only diff (instant), every check of the audit, then the diff
+Spark computes (rows, schema, per-column profiles, distribution charts) and a preview.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pages import _review_parts as rv
 from pages import _workflow as wf
 from wap_core import TableId
 from wap_core.analysis.diff import DiffResult
+from wap_core.analysis.explore import CheckGuide, check_guides
 from wap_core.exceptions import ValidationError, WapError
 from wap_core.identifiers import validate_branch
 from wap_core.lake import catalog as cat
@@ -24,6 +27,7 @@ from wap_core.workflow.audit import latest_audit, run_audit
 from wap_core.workflow.publish import discard, publish, publish_readiness, rebase
 
 DIALOG = "review_dialog"
+CLOSED = "review_closed"  # (table, branch) this session just published or discarded
 
 ui.page_header("Review")
 lh = ui.lakehouse()
@@ -56,6 +60,8 @@ except WapError as exc:
 
 st.subheader(f"{ui.md(tid)} · {ui.md(branch)}")
 if branch not in cat.branch_names(tbl):
+    if st.session_state.pop(CLOSED, None) == (str(tid), branch):
+        st.stop()  # this session just published or discarded it: its success message says it all
     st.warning(
         f"Branch {ui.md(repr(branch))} is not open on {ui.md(tid)}: it was published, discarded or never existed."
     )
@@ -72,13 +78,14 @@ audit = latest_audit(lh, tid, branch)
 ready = publish_readiness(lh, tid, branch, tbl)
 meta = cat.metadata_diff(tbl, tid, branch)
 
-# ----------------------------------------------------------------------------- verdict
+# ----------------------------------------------------------------------------- verdict and evidence
 rv.verdict(audit, head, ready, meta)
-wf.review_panel(lh, user, tid, branch)  # approvals on the head, Approve / Request changes, the thread
-
-# ----------------------------------------------------------------------------- metadata diff (no Spark)
-st.markdown("#### What the branch changes (metadata)")
-rv.metadata_summary(meta)
+guides: dict[str, CheckGuide] = {}
+try:  # the checks file's word on each check: all its failing rows in Explore, the table that fixes it
+    guides = check_guides(lh, tid)
+except WapError as exc:
+    ui.show_error(exc)
+rv.failing_checks(audit, str(tid), branch, guides)
 
 # ----------------------------------------------------------------------------- actions
 
@@ -185,21 +192,28 @@ if rerun_audit:
         ui.show_error(exc)
 if do_rebase:
     try:
-        with st.status("Rebasing onto current main with Spark…", expanded=True) as s:
-            rb = rebase(lh, tid, branch, user=user)
+        with st.status("Rebasing onto current main and auditing it with Spark…", expanded=True) as s:
+            rb = rebase(lh, tid, branch, user=user)  # the rebase audits the new head (as ingest does)
             s.update(label=f"Rebase: {ui.md(rb.outcome)}", state="complete")
         ui.writes_done()
-        ui.flash(
-            "success",
-            f"Rebased {ui.md(tid)} {ui.md(branch)} onto main ({rb.rows:,} rows replayed). Audit it again before publishing.",
-        )
+        done = f"Rebased {ui.md(tid)} {ui.md(branch)} onto main ({rb.rows:,} rows replayed)"
+        if rb.audit is None:
+            ui.flash("info", f"{ui.md(tid)} · {ui.md(branch)} is already on current main: nothing to rebase.")
+        elif rb.audit.passed:
+            ui.flash("success", f"{done} and audited again: {ui.md(rb.audit.status)}.")
+        else:
+            ui.flash(
+                "warning",
+                f"{done} and audited again: failed ({ui.md(', '.join(rb.audit.failed_checks))}); see the verdict below.",
+            )
         st.rerun()
     except WapError as exc:
         ui.show_error(exc)
 
 
 def _act(action: Callable[[], Any], message: Callable[[Any], str]) -> None:
-    """Run a confirmed write; on success close the dialog, clear caches and report; else show the error."""
+    """Run a confirmed write (publish, discard: the branch is gone after it); on success close the dialog,
+    clear caches and report once (no "not open" warning under it); else show the error."""
     try:
         res = action()
     except WapError as exc:
@@ -207,8 +221,14 @@ def _act(action: Callable[[], Any], message: Callable[[Any], str]) -> None:
         return
     _close()
     ui.writes_done()
+    st.session_state[CLOSED] = (str(tid), branch)
     ui.flash("success", message(res))
     st.rerun()
+
+
+_NEXT = (
+    f"[History of {ui.md(tid)}](/history?table={tid}) · [Overview](/)"  # a validated name: safe in the URL
+)
 
 
 @st.dialog("Publish to main", on_dismiss=_close)
@@ -232,7 +252,7 @@ def publish_dialog(force: bool) -> None:
         _act(
             lambda: publish(lh, tid, branch, force=force, reason=reason or None, user=user),
             lambda res: (
-                f"{'Force-published' if res.forced else 'Published'} {ui.md(tid)} · {ui.md(branch)}: main is now snapshot {ui.id_text(res.main_after)}."
+                f"{'Force-published' if res.forced else 'Published'} {ui.md(tid)} · {ui.md(branch)}: main is now snapshot {ui.id_text(res.main_after)}. {_NEXT}"
             ),
         )
 
@@ -253,7 +273,9 @@ def discard_dialog() -> None:
     if reason is not None:
         _act(
             lambda: discard(lh, tid, branch, reason=reason, user=user),
-            lambda _res: f"Discarded {ui.md(tid)} · {ui.md(branch)} ({ui.md(reason)}). Main is unchanged.",
+            lambda _res: (
+                f"Discarded {ui.md(tid)} · {ui.md(branch)} ({ui.md(reason)}). Main is unchanged. {_NEXT}"
+            ),
         )
 
 
@@ -264,7 +286,12 @@ if dialog and dialog.get("table") == str(tid) and dialog.get("branch") == branch
     elif dialog["kind"] == "discard":
         discard_dialog()
 
-# ----------------------------------------------------------------------------- audit
+# ----------------------------------------------------------------------------- review, metadata, the audit
+wf.review_panel(lh, user, tid, branch)  # approvals on the head, Approve / Request changes, the thread
+
+st.markdown("#### What the branch changes (metadata)")
+rv.metadata_summary(meta)
+
 st.markdown("#### Audit")
 rv.audit_details(audit, head)
 
@@ -280,12 +307,7 @@ try:
 except (WapError, ValidationError) as exc:
     ui.show_error(exc)
 if diff is not None:
-    rv.diff_details(
-        diff,
-        lead=[
-            col for c in (audit.checks if audit else []) if c.status.blocks_publish for col in c.columns or []
-        ],
-    )
+    rv.diff_details(diff, checks=audit.checks if audit else ())
 
 rv.keyed_section(
     str(tid), branch, head, [f.name for f in tbl.schema().fields], rv.key_columns(audit) if audit else []

@@ -155,6 +155,16 @@ def test_review_failing_branch_shows_why_and_disables_publish(env: Lakehouse) ->
     )
     assert _button(at, "Re-run audit") and _button(at, "Discard")
     assert not [b for b in at.button if b.label == "Rebase"]  # main did not move
+    # amount's distribution moved more than its null rate, but its not_null check failed: it is charted
+    # (and scored) by its null rate, and the chart says which check (issue 28, 5).
+    specs = [str(c.proto.spec) for c in at.get("vega_lite_chart")]
+    assert any("amount: null rate, main vs batch" in s for s in specs), specs
+    assert not any("amount: quantiles" in s for s in specs), specs
+    charts = [t for t in _texts(at.caption).splitlines() if t.startswith("Chart ")]
+    amount = next(t for t in charts if " · amount — " in t)
+    assert "null rate" in amount and "failed: not_null(amount)" in amount, charts
+    stated = [float(re.search(r"\(change (\d+\.\d+)\)", t).group(1)) for t in charts]  # type: ignore[union-attr]
+    assert stated == sorted(stated, reverse=True), charts  # by the score each chart states
 
 
 def test_review_rerun_audit_records_user(env: Lakehouse) -> None:

@@ -130,7 +130,7 @@ def test_rebase_through_the_cli(cli, tmp_path: Path) -> None:  # type: ignore[no
     assert rows[0]["main_moved"] is True
     code, out, _ = cli("rebase", "demo.people", "b2", "--json")
     assert code == 0 and json.loads(out)["outcome"] == "rebased"
-    assert json.loads(cli("branches", "--json")[1])[0]["status"] == "stale"
+    assert json.loads(cli("branches", "--json")[1])[0]["status"] == "passed"  # the rebase audited it
     assert cli("audit", "demo.people", "b2")[0] == 0
     assert cli("publish", "demo.people", "b2")[0] == 0
 

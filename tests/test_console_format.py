@@ -11,6 +11,7 @@ from pages._review_parts import sample_order
 from wap_core.analysis.diff import rank_changes
 from wap_core.cli.output import format_cell as _cell
 from wap_core.cli.output import json_default as _json_default
+from wap_core.values import to_jsonable
 from wap_core.workflow.status import TableInfo
 
 BIG = 4887153865992560141  # a real 64-bit snapshot id that a float/JavaScript number rounds
@@ -220,3 +221,154 @@ def test_unlinked_breaks_every_literal_autolink_and_nothing_else() -> None:
     assert ui.unlinked("WWW.a.example") == f"WWW{wj}.a.example"
     assert ui.unlinked("ann@corp.example") == f"ann@{wj}corp.example"
     assert ui.unlinked("plain text, 3.5 % of rows: ok") == "plain text, 3.5 % of rows: ok"
+
+
+# ----------------------------------------------------------------------------- issue 28, items 5, 6 and 8
+def _profile(nulls: int, rows: int = 1000, **extra: object) -> dict[str, object]:
+    return {
+        "rows": rows,
+        "nulls": nulls,
+        "null_pct": 100.0 * nulls / rows,
+        "distinct": 50,
+        "min": 0,
+        "max": 100,
+        "mean": 50.0,
+        "quantiles": {"0.05": 5.0, "0.25": 25.0, "0.5": 50.0, "0.75": 75.0, "0.95": 95.0},
+        **extra,
+    }
+
+
+def _moved(name: str, main_nulls: int, batch_nulls: int, **batch: object) -> dict[str, object]:
+    return {
+        "name": name,
+        "type": "int",
+        "kind": "numeric",
+        "main": _profile(main_nulls),
+        "batch": _profile(batch_nulls, **batch),
+    }
+
+
+def _diff(columns: list[dict[str, object]], overlaps: list[tuple[str, str, int]]):  # type: ignore[no-untyped-def]
+    from wap_core.analysis.diff import DiffResult
+    from wap_core.lake.catalog import MetadataDiff
+
+    meta = MetadataDiff("demo.t", "b", 1, 3, 1, False, 2, 10, 0, 2, 0, 100, 0, True, ("append",))
+    return DiffResult.from_dict(
+        {
+            "metadata": to_jsonable(meta),
+            "rows_added": 1000,
+            "rows_deleted": 0,
+            "columns": columns,
+            "null_overlaps": [{"columns": [a, b], "rows": n} for a, b, n in overlaps],
+        }
+    )
+
+
+def test_change_groups_order_by_stated_score_group_same_rows_and_chart_failed_checks_by_their_measure() -> (
+    None
+):
+    from wap_core.analysis.diff import change_groups
+    from wap_core.checks import CheckResult, Level
+    from wap_core.states import CheckStatus
+
+    diff = _diff(
+        [
+            # the cancelled flights: NULL on (nearly) the same 160 rows in three columns
+            _moved("dep_time", 10, 160),
+            _moved("arr_time", 10, 165),
+            _moved("air_time", 10, 168),
+            # as many new NULLs, on other rows: another cause
+            _moved("tailnum", 10, 160),
+            # a shift far larger than any null-rate move
+            _moved("day", 0, 0, mean=90.0, quantiles={"0.05": 80.0, "0.95": 100.0}, min=80),
+            # a failing not_null column whose distribution moved more than its null rate
+            _moved("amount", 0, 3, mean=80.0, quantiles={"0.05": 60.0, "0.95": 99.0}),
+            _moved("steady", 10, 10),
+        ],
+        [
+            ("air_time", "arr_time", 165),
+            ("air_time", "dep_time", 160),
+            ("arr_time", "dep_time", 160),
+            ("dep_time", "tailnum", 20),
+            ("arr_time", "tailnum", 20),
+            ("air_time", "tailnum", 20),
+        ],
+    )
+    failed = CheckResult("not_null(amount)", "not_null", ["amount"], Level.FAIL, CheckStatus.FAILED, 3, "", 3)
+    unique = CheckResult("unique(day)", "unique", ["day"], Level.FAIL, CheckStatus.FAILED, {}, "", 1)
+    groups = change_groups(diff, [failed, unique])
+    scores = [g.score for g in groups]
+    assert scores == sorted(scores, reverse=True)  # by the score each chart states, largest first
+    assert groups[0].columns == ("day",) and groups[0].aspect == "distribution"
+    cancelled = next(g for g in groups if "dep_time" in g.columns)
+    assert set(cancelled.columns) == {"dep_time", "arr_time", "air_time"} and cancelled.same_rows
+    assert cancelled.aspect == "null_rate" and cancelled.columns[0] == "air_time"  # largest move first
+    assert next(g for g in groups if "tailnum" in g.columns).columns == ("tailnum",)  # other rows
+    amount = next(g for g in groups if "amount" in g.columns)
+    assert amount.aspect == "null_rate" and amount.checks == ("not_null(amount)",)  # never its quantiles
+    assert amount.score < 0.2 and amount is groups[-1]  # placed by the null-rate score it states
+    assert all("steady" not in g.columns for g in groups)
+    # without the failed check, amount is charted by what moved most in it: its distribution
+    assert next(g for g in change_groups(diff) if "amount" in g.columns).aspect == "distribution"
+    # an equal null count is not the same rows: without their overlap the columns stay apart
+    apart = _diff([_moved("a", 0, 160), _moved("b", 0, 160)], [("a", "b", 40)])
+    assert [g.columns for g in change_groups(apart)] == [("a",), ("b",)]
+
+
+def test_values_read_as_values_and_computed_sql_columns_as_counts() -> None:
+    assert [ui.number_text(v) for v in (1.0, 2400.0, 1348.331, 1348.331000, 16.14286, 2013, 0.0001)] == [
+        "1",
+        "2400",
+        "1348.331",
+        "1348.331",
+        "16.143",
+        "2013",
+        "0.0001",
+    ]
+    assert ui.number_text(None) == "" and ui.number_text(float("nan")) == "" and ui.number_text("N1") == "N1"
+    df = pd.DataFrame({"year": [2013], "total": [594933341], "avg": [1.5], "origin": ["JFK"]})
+    config = ui.computed_counts(df, ["year", "origin", "distance"])
+    assert set(config) == {"total", "avg"}  # the table's own columns show as stored
+    assert config["total"]["type_config"]["format"] == ui.COUNT_FORMAT
+
+
+def test_times_never_wrap_and_time_bins_name_each_bin_once() -> None:
+    text = ui.unbroken(ui.md("2026-11-26 17:21:02 UTC"))
+    assert " " not in text and "-\u2060" in text  # no break at a space, nor after a hyphen
+    # a few minutes of audits: 10-second bins, one label per bin start, each bar a bin wide
+    times = ui.to_datetime(
+        pd.Series(
+            ["2026-11-26T16:52:01Z", "2026-11-26T16:52:03Z", "2026-11-26T16:53:40Z", "2026-11-26T16:55:05Z"]
+        )
+    )
+    bins = ui.time_bins(times)
+    assert bins.label == "10 seconds" and bins.format == "%H:%M:%S"
+    assert list((bins.ends - bins.starts).dt.total_seconds()) == [10.0] * 4
+    stamps = [tuple(sorted(t.items())) for t in bins.ticks]
+    assert len(set(stamps)) == len(stamps) <= ui.MAX_TIME_LABELS + 1 and bins.ticks[0]["seconds"] == 0
+    assert bins.domain == (pd.Timestamp("2026-11-26T16:52:00Z"), pd.Timestamp("2026-11-26T16:55:10Z"))
+    days = ui.time_bins(ui.to_datetime(pd.Series(["2026-11-01T10:00:00Z", "2026-11-20T10:00:00Z"])))
+    assert days.label == "day" and days.format == "%b %d"
+
+
+def test_docs_name_each_text_dialogs_submit_button() -> None:
+    """docs/console.md names the submit button of every dialog built by text_form as the page labels it."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    labels = set()
+    for page in (root / "pages").glob("*.py"):
+        for node in ast.walk(ast.parse(page.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "attr", getattr(node.func, "id", "")) == "text_form"
+            ):
+                labels |= {
+                    k.value.value
+                    for k in node.keywords
+                    if k.arg == "submit" and isinstance(k.value, ast.Constant)
+                }
+    assert labels >= {"Confirm", "Roll back"}, labels
+    docs = (root / "docs" / "console.md").read_text()
+    assert not [label for label in labels if f"**{label}**" not in docs], labels

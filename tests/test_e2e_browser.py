@@ -7,6 +7,7 @@ that the branch is gone and main did not move.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -49,6 +50,7 @@ def server(demo_settings: Settings) -> Iterator[str]:
             "steward-e2e",
             WAP_SPARK_EAGER="0",
             WAP_INGEST_ROOTS=str(demo_settings.home / "demo_sources"),
+            WAP_QUERY_ISOLATION="driver",  # the SQL box in the console's driver: no second JVM on 2 cores
         )
     )
     with helpers.console(env, demo_settings.home / "streamlit.log") as base:
@@ -207,10 +209,15 @@ def test_review_deep_link_discard_in_browser(server: str, demo_settings: Setting
         assert shot.stat().st_size > 50_000
         review.set_viewport_size({"width": 1400, "height": 1000})
 
-        # What changed most leads: the first chart is dep_time's null rate.
-        first = review.get_by_text(re.compile(r"^Chart 1 · ")).first
-        expect(first).to_contain_text("dep_time")
-        expect(first).to_contain_text("null rate")
+        # What changed most leads: the first chart states the largest score; dep_time's failed not_null
+        # is charted by its null rate, with the columns NULL on the same (cancelled) rows.
+        first = _chart_captions(review)[0]
+        assert first["t"].startswith("Chart 1 · ") and first["score"] == max(
+            c["score"] for c in _chart_captions(review)
+        )
+        cancelled = review.get_by_text(re.compile(r"^Chart \d · .*dep_time")).first
+        expect(cancelled).to_contain_text("null rate")
+        expect(cancelled).to_contain_text("failed: not_null(dep_time)")
         # The failing column leads the failing-row sample of positive_air_time.
         sample = review.get_by_test_id("stExpander").filter(
             has_text="Failing-row sample of positive_air_time"
@@ -417,6 +424,57 @@ def _chart_svg(page, title: str):
     )
 
 
+def _chart_captions(page) -> list[dict]:  # type: ignore[no-untyped-def]
+    """Review's chart captions in page order: text, stated score and where each sits."""
+    return [
+        {**c, "score": float(re.search(r"\(change (\d+\.\d+)\)", c["t"]).group(1))}  # type: ignore[union-attr]
+        for c in page.evaluate(
+            """() => Array.from(document.querySelectorAll('[data-testid=stCaptionContainer]'))
+                 .filter(c => c.textContent.startsWith('Chart '))
+                 .map(c => { const b = c.getBoundingClientRect(); return {t: c.textContent, x: b.x, y: b.y}; })"""
+        )
+    ]
+
+
+def _svg_by_axis(page, prefix: str, y_label: str | None = None):  # type: ignore[no-untyped-def]
+    """The axis labels and bars (as _chart_svg) of the Vega chart with an axis title starting ``prefix``
+    (and, given ``y_label``, that label on its y axis)."""
+    return page.evaluate(
+        """([prefix, yLabel]) => {
+          const box = el => { const b = el.getBoundingClientRect(); return {x: b.x, y: b.y, w: b.width, h: b.height}; };
+          const axis = (svg, dir) => Array.from(svg.querySelectorAll('.role-axis')).filter(a =>
+              (a.getAttribute('aria-label') || '').startsWith(dir))
+            .flatMap(a => Array.from(a.querySelectorAll('.role-axis-label text')))
+            .map(t => ({t: t.textContent, ...box(t)}));
+          const svg = Array.from(document.querySelectorAll('svg')).find(s =>
+            Array.from(s.querySelectorAll('.role-axis-title text')).some(t => t.textContent.startsWith(prefix))
+            && (!yLabel || axis(s, 'Y-axis').some(l => l.t === yLabel)));
+          if (!svg) return null;
+          return {x: axis(svg, 'X-axis'), y: axis(svg, 'Y-axis'),
+                  title: Array.from(svg.querySelectorAll('.role-axis-title text')).map(t => t.textContent),
+                  bars: Array.from(svg.querySelectorAll('.mark-rect path')).map(box)};
+        }""",
+        [prefix, y_label],
+    )
+
+
+def _tall(page) -> None:  # type: ignore[no-untyped-def]
+    """The viewport as tall as the page (at most 6000 px): every chart and grid in view, so each is drawn."""
+    height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
+    page.set_viewport_size({"width": 1400, "height": min(int(height) + 40, 6000)})
+    page.wait_for_timeout(2000)
+
+
+def _grid_drawing(page, header: str) -> list[str]:  # type: ignore[no-untyped-def]
+    """What the grid that drew the column header ``header`` drew (its cells as the steward sees them)."""
+    page.wait_for_timeout(800)
+    return page.evaluate(
+        """h => (Array.from(document.querySelectorAll('[data-testid=stDataFrame]'))
+                  .map(g => (g.__drawn || []).map(d => d.t)).find(ts => ts.includes(h))) || []""",
+        header,
+    )
+
+
 def test_what_a_steward_sees(server: str, demo_settings: Settings) -> None:
     """Counts with separators, NULL blank, a readable null-rate chart, History's timeline on the table
     that changed last with distinct ticks, Explore's times with their zone, Overview's recent publishes whole."""
@@ -447,21 +505,46 @@ def test_what_a_steward_sees(server: str, demo_settings: Settings) -> None:
         page.goto(f"{base}/review?table=demo.flights&branch=w2_look")
         expect(page.get_by_text("Diff computed on").first).to_be_visible(timeout=300_000)
         expect(page.get_by_text("Distributions, main vs batch")).to_be_visible()
-        page.wait_for_timeout(1500)
-        chart = _chart_svg(page, "dep_time: null rate, main vs batch")
-        assert chart is not None
-        sides = {d["t"]: d for d in chart["y"]}
-        assert set(sides) == {"main", "batch"}, chart
-        assert abs(float(sides["main"]["y"]) - float(sides["batch"]["y"])) >= 12, chart
+        helpers.page_idle(page)
+        _tall(page)  # charts are drawn once in view
+        # One chart for one cause: the columns NULL on the same cancelled flights, a band per column
+        # with a bar for main and one for the batch in it (never five charts of one cause).
+        helpers.wait_for(
+            lambda: _svg_by_axis(page, "null rows (%)", "dep_time"), 60, "dep_time's null-rate chart"
+        )
+        chart = _svg_by_axis(page, "null rows (%)", "dep_time")
+        together = [d["t"] for d in chart["y"]]
+        assert {"dep_time", "dep_delay", "arr_time", "air_time", "arr_delay"} <= set(together), together
+        ys = sorted(float(d["y"]) for d in chart["y"])
+        assert all(b - a >= 20 for a, b in itertools.pairwise(ys)), chart["y"]
         bars = chart["bars"]
-        assert len(bars) == 2 and all(float(b["h"]) >= 10 for b in bars), bars
-        assert abs(float(bars[0]["y"]) - float(bars[1]["y"])) >= 10, bars
+        assert len(bars) == 2 * len(together) and all(float(b["h"]) >= 10 for b in bars), bars
+        captions = _chart_captions(page)
+        assert [c["t"].split(" · ")[0] for c in captions] == [
+            f"Chart {n}" for n in range(1, len(captions) + 1)
+        ]
+        scores = [c["score"] for c in captions]
+        assert len(captions) >= 3 and scores == sorted(scores, reverse=True), captions  # by the stated score
+        reading = sorted(captions, key=lambda c: (round(float(c["y"]) / 20), float(c["x"])))
+        assert reading == captions, captions  # 1 2 on a row, 3 4 below: numbered in reading order
+        assert sum("dep_time" in c["t"] for c in captions) == 1, captions
+        dep = next(c["t"] for c in captions if "dep_time" in c["t"])
+        assert "null rate" in dep and "one cause: NULL on the same batch rows" in dep, dep
+        assert "failed: not_null(dep_time)" in dep, dep  # charted by the measure its check failed on
+        # Values as values: 1, not 1.0; 1348.331, not 1348.331000; counts in messages with separators.
+        profile = _grid_drawing(page, "mean main")
+        assert profile and "dep_time" in profile, profile
+        assert not [t for t in profile if re.fullmatch(r"-?\d+\.0|-?[\d,]+\.\d{4,}", t)], profile
+        expect(
+            page.get_by_text(re.compile(r"\d{1,3}(,\d{3})* of \d{1,3}(,\d{3})+ rows fail")).first
+        ).to_be_visible()
         sample = page.get_by_test_id("stExpander").filter(has_text="Failing-row sample of not_null(dep_time)")
         sample_cells = [str(d["t"]) for d in _drawn(sample.get_by_test_id("stDataFrame").first)]
         assert "dep_time" in sample_cells and "None" not in sample_cells, sample_cells
         assert "None" not in _drawn_texts(page)  # no grid on the page shows a NULL as "None"
 
         # History: the timeline opens on the table whose main changed last, each tick reads differently.
+        page.set_viewport_size({"width": 1400, "height": 1000})
         page.goto(f"{base}/history")
         expect(page.get_by_text("Main's snapshot timeline")).to_be_visible()
         expect(page.get_by_role("combobox", name="Timeline of table")).to_have_value(latest)
@@ -497,3 +580,60 @@ def test_what_a_steward_sees(server: str, demo_settings: Settings) -> None:
         assert not [c for r in cells for c in r if c["cut"]], cells
         box = recent.evaluate("t => [t.scrollWidth, t.clientWidth]")
         assert box[0] <= box[1] + 1, box  # no column pushed out of sight
+        # The times never wrap mid-date (2026-11- / 26 17:21:02 UTC), in a narrower window too: one line each.
+        for width in (1400, 1000):
+            page.set_viewport_size({"width": width, "height": 1000})
+            page.wait_for_timeout(800)
+            lines = recent.evaluate(
+                """t => Array.from(t.querySelectorAll('tr')).slice(1).map(tr => {
+                     const cell = tr.querySelectorAll('th,td')[2], walk = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+                     const tops = new Set();
+                     for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+                       const r = document.createRange(); r.selectNodeContents(n);
+                       for (const b of r.getClientRects()) if (b.width > 0) tops.add(Math.round(b.top));
+                     }
+                     return tops.size;
+                   })"""
+            )
+            assert lines and set(lines) == {1}, (width, lines)
+            box = recent.evaluate("t => [t.scrollWidth, t.clientWidth]")
+            assert box[0] <= box[1] + 1, (width, box)
+        page.set_viewport_size({"width": 1400, "height": 1000})
+        # One label for one thing: "main moved", as Branches has it.
+        header = _grid(page, 1)[0]
+        assert "main moved" in header and "main_moved" not in header, header
+        # Audit outcomes: bars a bin wide, each label a different bin (never 16:52 four times).
+        helpers.page_idle(page)
+        _tall(page)
+        helpers.wait_for(lambda: _svg_by_axis(page, "audit time (per "), 60, "the audit outcomes chart")
+        outcomes = _svg_by_axis(page, "audit time (per ")
+        ticks = [d["t"] for d in outcomes["x"]]
+        assert len(ticks) >= 2 and len(set(ticks)) == len(ticks), ticks
+        assert outcomes["bars"] and min(float(b["w"]) for b in outcomes["bars"]) >= 8, outcomes["bars"]
+
+        # Checks: the heatmap names each audit by its branch, and lists exactly the suite table's checks.
+        page.goto(f"{base}/checks")
+        expect(page.get_by_text("Checks file").first).to_be_visible()
+        helpers.page_idle(page)
+        _tall(page)
+        helpers.wait_for(
+            lambda: _svg_by_axis(page, "audited branch", "not_null(dep_time)"), 60, "the heatmap"
+        )
+        heat = _svg_by_axis(page, "audited branch", "not_null(dep_time)")
+        branches = {e.branch for e in Lakehouse(demo_settings).journal.history(str(FLIGHTS), limit=500)}
+        audited = [d["t"] for d in heat["x"]]
+        assert "load_2013_01_a" in audited and all(a.split(" · ")[0] in branches for a in audited), audited
+        suite = _grid(page, 2)
+        listed = [row[suite[0].index("check")] for row in suite[1:]]
+        assert "malformed_rows" in listed and set(listed) == {d["t"] for d in heat["y"]}, (listed, heat["y"])
+
+        # Explore's SQL box: a computed sum carries thousands separators, as the metrics.
+        page.goto(f"{base}/explore?table=demo.flights")
+        page.get_by_role("tab", name="SQL").click()
+        page.get_by_role("textbox", name="SQL").fill(
+            "SELECT sum(distance) AS total, max(year) AS year FROM ref_view"
+        )
+        page.get_by_role("button", name="Run query").click()
+        helpers.wait_for(lambda: _grid_drawing(page, "total"), 300, "the SQL result's grid")
+        drawn = _grid_drawing(page, "total")
+        assert [t for t in drawn if GROUPED.fullmatch(t)] and "2013" in drawn, drawn  # a year stays 2013

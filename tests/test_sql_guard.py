@@ -884,7 +884,13 @@ def test_cli_query_table_output(cli) -> None:  # type: ignore[no-untyped-def]
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0].split() == ["id", "city"] and set(lines[1]) <= {"-", " "}
-    assert lines[2].split() == ["1", "Paris"] and lines[3].split() == ["10", "NULL"]
+    assert lines[2].split() == ["1", "Paris"] and lines[3].split() == ["10"]  # NULL prints blank (README)
+    assert "NULL" not in out and "None" not in out
+    code, out, err = cli(
+        "query", "shop.sales", "SELECT city, id FROM ref_view WHERE id IN (1, 10) ORDER BY id"
+    )
+    lines = out.splitlines()
+    assert code == 0 and lines[3].split() == ["10"] and lines[3].index("10") == lines[2].index("1")
     assert "2 rows" in err and "branch main" in err
 
 

@@ -133,6 +133,7 @@ def test_diff_result_holds_its_metadata_diff_and_writes_the_cli_json() -> None:
         "rows_deleted",
         "schema_changes",
         "columns",
+        "null_overlaps",
         "metadata",
         "main_profile",
     ]

@@ -186,6 +186,17 @@ class CommitConflictError(ConflictError):
     """
 
 
+class AlreadyReopenedError(RefusedError):
+    """A rolled-back batch is already open again as a branch (``branch``): reopening it once more makes a
+    duplicate, so it needs ``again`` and a reason. Exit code 1, reason code ``already_open``."""
+
+    def __init__(self, message: str, *, table: str, snapshot_id: int, branch: str) -> None:
+        self.table = table
+        self.snapshot_id = snapshot_id
+        self.branch = branch
+        super().__init__(message, reason_code="already_open")
+
+
 class AuditFailedError(RefusedError):
     """A pipeline step needed a passing audit and the audit failed (``wap_core.pipeline``). Exit code 1."""
 

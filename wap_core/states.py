@@ -188,6 +188,11 @@ class Outcome(_JournalWord):
     INCOMPLETE = "incomplete"
 
 
+# the journal outcomes of a move of main that landed: a publish (a reopened batch's included), a forced
+# publish, a rollback (Overview's recent activity and a table's "last updated")
+MAIN_MOVES = frozenset({Outcome.PUBLISHED, Outcome.FORCED, Outcome.ROLLED_BACK})
+
+
 class PublishOutcome(_Word):
     """What a publish did (the ``outcome`` of ``publish --json`` and of a pipeline's publish)."""
 

@@ -18,6 +18,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from wap_core.checks.accepted_values import AcceptedValues
+from wap_core.checks.base import CheckResult
+from wap_core.checks.not_null import NotNull
+from wap_core.checks.range_check import Range
+from wap_core.checks.references import References
 from wap_core.identifiers import MAIN, TableId, quote_column
 from wap_core.lake import catalog as cat
 from wap_core.lake import jobs
@@ -474,6 +479,25 @@ class ProfileBasis(_ByKey):
 
 
 @dataclass(frozen=True)
+class NullOverlap(_ByKey):
+    """How many of the batch's rows are NULL in both of two columns whose null rate moved (``rows``).
+
+    The diff counts them for every pair of such columns (:func:`null_overlaps`): columns NULL on the
+    same rows moved for one reason (the same cancelled flights), and the review charts them once
+    (:func:`change_groups`).
+    """
+
+    columns: tuple[str, str]
+    rows: int
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> NullOverlap:
+        """An overlap back from its JSON form."""
+        a, b = d["columns"]
+        return cls((str(a), str(b)), int(d["rows"]))
+
+
+@dataclass(frozen=True)
 class DiffResult:
     """Branch vs main: the metadata diff, the counted rows, the schema changes and every column's profiles.
 
@@ -494,6 +518,7 @@ class DiffResult:
         "rows_deleted",
         "schema_changes",
         "columns",
+        "null_overlaps",
         "metadata",
         "main_profile",
     )
@@ -506,6 +531,9 @@ class DiffResult:
     main_profile: ProfileBasis | None = field(
         default=None, metadata={JSON: lambda p: {} if p is None else p}
     )  # None: main has no snapshot at the fork
+    null_overlaps: tuple[
+        NullOverlap, ...
+    ] = ()  # batch rows NULL in both of two columns whose null rate moved
 
     @property
     def table(self) -> str:
@@ -558,6 +586,7 @@ class DiffResult:
             schema_changes=list(d.get("schema_changes") or ()),
             columns=tuple(ColumnDiff.from_dict(c) for c in d.get("columns") or ()),
             main_profile=ProfileBasis.from_dict(d["main_profile"]) if d.get("main_profile") else None,
+            null_overlaps=tuple(NullOverlap.from_dict(o) for o in d.get("null_overlaps") or ()),
         )
 
 
@@ -630,7 +659,42 @@ def _compute_diff(lh: Lakehouse, table: TableId, branch: str) -> DiffResult:
         schema_changes=schema_changes(tbl, branch),
         columns=columns,
         main_profile=ProfileBasis.from_dict(main_prof) if main_prof is not None else None,
+        null_overlaps=null_overlaps(batch, columns),
     )
+
+
+MAX_OVERLAP_COLUMNS = 24  # pairs of columns counted at most: 276 count_if in one pass
+
+
+def null_overlaps(batch: DataFrame, columns: Sequence[ColumnDiff]) -> tuple[NullOverlap, ...]:
+    """For each pair of columns whose null rate moved (Cohen's h at least :data:`SMALL_CHANGE`, NULLs in
+    the batch), the batch rows NULL in both: one more aggregate pass over the new rows, only when two or
+    more columns moved so (at most :data:`MAX_OVERLAP_COLUMNS`, the largest moves)."""
+    from pyspark.sql import functions as F
+
+    moved = sorted(
+        (
+            (column_change(c).scores.get("null_rate", 0.0), c.name)
+            for c in columns
+            if c.batch.nulls and column_change(c).scores.get("null_rate", 0.0) >= SMALL_CHANGE
+        ),
+        key=lambda sc: (-sc[0], sc[1]),
+    )
+    names = sorted(n for _, n in moved[:MAX_OVERLAP_COLUMNS])
+    pairs = list(itertools.combinations(names, 2))
+    if not pairs:
+        return ()
+    row = (
+        batch.agg(
+            *[
+                F.count_if(F.col(quote_column(a)).isNull() & F.col(quote_column(b)).isNull()).alias(f"p{i}")
+                for i, (a, b) in enumerate(pairs)
+            ]
+        )
+        .collect()[0]
+        .asDict()
+    )
+    return tuple(NullOverlap(pair, int(row[f"p{i}"] or 0)) for i, pair in enumerate(pairs))
 
 
 def preview(lh: Lakehouse, table: TableId, branch: str, limit: int = 100) -> pd.DataFrame:
@@ -717,3 +781,103 @@ def column_change(col: ColumnDiff | Mapping[str, Any]) -> ColumnChange:
 def rank_changes(columns: Sequence[ColumnDiff | Mapping[str, Any]]) -> list[ColumnChange]:
     """Every column's change, largest first (ties by column name)."""
     return sorted((column_change(c) for c in columns), key=lambda c: (-c.score, c.column))
+
+
+# --------------------------------------------------------------------------- what moved, for one reason
+SMALL_CHANGE = 0.1  # a change below this is no noticeable move (Cohen's "small" is 0.2)
+SAME_ROWS = 0.95  # columns NULL on the same batch rows: overlap (Jaccard) of their NULL rows at least this
+# The measure a failed check judges a column by: its chart shows that measure (a failing not_null column
+# its null rate, never its quantiles). Checks without one (unique, expression, pattern...) change nothing.
+CHECK_MEASURES: dict[str, str] = {
+    NotNull.type: "null_rate",
+    Range.type: "distribution",
+    AcceptedValues.type: "top_values",
+    References.type: "top_values",
+}
+
+
+@dataclass(frozen=True)
+class ChangeGroup:
+    """Columns that moved for one reason, shown as one chart: by ``aspect`` with ``score`` (the largest of
+    its columns'), ``columns`` largest move first. Several columns only for ``null_rate``: their NULL rows
+    in the batch are the same rows (:data:`SAME_ROWS`). ``checks``: the failed checks that judge these
+    columns by this measure."""
+
+    columns: tuple[str, ...]
+    aspect: str
+    score: float
+    checks: tuple[str, ...] = ()
+
+    @property
+    def same_rows(self) -> bool:
+        """True when several columns moved on the same rows (one cause, one chart)."""
+        return len(self.columns) > 1
+
+
+def _chartable(col: ColumnDiff, aspect: str) -> bool:
+    """Whether ``col`` has the figures a chart of ``aspect`` draws."""
+    if aspect == "null_rate":
+        return True
+    if aspect == "distribution":
+        return bool(col.batch.quantiles or (col.main and col.main.quantiles))
+    if aspect == "top_values":
+        return bool(col.batch.top_values or (col.main and col.main.top_values))
+    return aspect == "distinct"
+
+
+def _same_rows(diff: DiffResult, a: str, b: str) -> bool:
+    """Whether the batch rows NULL in ``a`` and in ``b`` are the same rows (Jaccard at least SAME_ROWS)."""
+    both = next((o.rows for o in diff.null_overlaps if set(o.columns) == {a, b}), None)
+    ca, cb = diff.column(a), diff.column(b)
+    if both is None or ca is None or cb is None:
+        return False
+    union = ca.batch.nulls + cb.batch.nulls - both
+    return union > 0 and both / union >= SAME_ROWS
+
+
+def change_groups(diff: DiffResult, checks: Sequence[CheckResult] = ()) -> list[ChangeGroup]:
+    """What moved, largest score first, one entry per reason: what the review charts.
+
+    A column counts when its change is at least :data:`SMALL_CHANGE`, or when a failed check (of
+    ``checks``, those that block a publish) judges it. A failed check with a measure
+    (:data:`CHECK_MEASURES`) sets the measure the column is shown and scored by. Columns whose null rate
+    moved on the same batch rows (their overlap from :attr:`DiffResult.null_overlaps`, Jaccard at least
+    :data:`SAME_ROWS`, every pair of the group) form one group: one cause, one chart.
+    """
+    judged: dict[str, list[tuple[str, str]]] = {}
+    for c in checks:
+        if c.status.blocks_publish:
+            for name in c.columns or ():
+                judged.setdefault(name, []).append((c.name, CHECK_MEASURES.get(c.type, "")))
+    picked: list[tuple[float, str, str, tuple[str, ...]]] = []  # score, column, aspect, checks
+    for col in diff.columns:
+        ch = column_change(col)
+        aspect, score = ch.aspect, ch.score
+        by_check = judged.get(col.name, [])
+        for _, measure in by_check:
+            if measure and _chartable(col, measure):
+                aspect, score = measure, ch.scores.get(measure, 0.0)
+                break
+        names = tuple(name for name, measure in by_check if measure == aspect)
+        if aspect != "none" and (score >= SMALL_CHANGE or names) and _chartable(col, aspect):
+            picked.append((score, col.name, aspect, names))
+    picked.sort(key=lambda p: (-p[0], p[1]))
+    groups: list[tuple[list[str], str, float, list[str]]] = []
+    for score, name, aspect, names in picked:
+        home = next(
+            (
+                g
+                for g in groups
+                if aspect == "null_rate" == g[1] and all(_same_rows(diff, name, other) for other in g[0])
+            ),
+            None,
+        )
+        if home is None:
+            groups.append(([name], aspect, score, list(names)))
+        else:
+            home[0].append(name)
+            home[3].extend(n for n in names if n not in home[3])
+    return [
+        ChangeGroup(tuple(cols), aspect, round(score, 4), tuple(names))
+        for cols, aspect, score, names in groups
+    ]

@@ -4,6 +4,11 @@ Nothing here writes. The SQL box runs one query over the temp view ``ref_view`` 
 rows) in a fresh Spark session; :mod:`wap_core.security.sql_guard` decides, by allowlist on Spark's parsed
 and analyzed plans, whether the query may run (only relational operators over ``ref_view`` and
 built-in functions it lists).
+
+:func:`failing_rows` reads ALL the rows of a branch's batch that fail one check of the table's suite
+(Explore's "failing rows of a check", beyond the audit's 20-row samples): the check is looked up by
+its exact name in the checks file and builds its own filter (:meth:`CheckSpec.failing_frame`), so no
+text of the request ever becomes SQL.
 """
 
 from __future__ import annotations
@@ -18,10 +23,12 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from wap_core.analysis import sandbox
+from wap_core.checks import CheckSpec, MainContext, suite_for
 from wap_core.exceptions import NotFoundError, ValidationError, WapError
-from wap_core.identifiers import MAIN, TableId, quote_column
+from wap_core.identifiers import MAIN, TableId, quote_column, validate_branch
 from wap_core.lake import catalog as cat
 from wap_core.lake import jobs
+from wap_core.lake.batch import batch_frame
 from wap_core.lake.errors import spark_job_error
 from wap_core.lake.spark import catalog_conf
 from wap_core.security import sql_guard
@@ -444,3 +451,143 @@ def bounded_query_rows(
         run = partial(q.result, lh)
         return jobs.start(lh.spark, q.user, q.what, run, timeout=lh.settings.query_timeout).result()
     return cast("SqlResult", sandbox.submit(lh, result_in_worker, q.user, q.what, q).result())
+
+
+# --------------------------------------------------------------------------- failing rows of a check
+
+
+@dataclass(frozen=True)
+class CheckGuide:
+    """What the console offers for one check of a table's suite (from the checks file, no Spark):
+    whether its failing rows can be read (``opens_rows``), and the table whose rows fix a failure
+    (``fixed_by``, e.g. a ``references`` check's referenced table)."""
+
+    name: str
+    type: str
+    opens_rows: bool
+    fixed_by: TableId | None
+
+
+def check_guides(lh: Lakehouse, table: TableId) -> dict[str, CheckGuide]:
+    """The checks of ``table``'s suite in the checks file, by name (ChecksFileError when the file is broken)."""
+    suite = suite_for(lh.settings.checks_file, table)
+    return {
+        s.name: CheckGuide(
+            s.name, s.type, s.selects_rows, TableId.parse(s.fixed_by) if s.fixed_by is not None else None
+        )
+        for s in suite.checks
+    }
+
+
+@dataclass(frozen=True)
+class FailingRows:
+    """Every row of a branch's batch that fails one check (at most ``cap``; ``truncated`` when more fail)."""
+
+    table: TableId
+    branch: str
+    check: str
+    head: int
+    rows: pd.DataFrame
+    truncated: bool
+
+    def csv(self) -> bytes:
+        """The rows as CSV (UTF-8, a header row, NULL as an empty field): what the console's download holds."""
+        return str(self.rows.to_csv(index=False)).encode("utf-8")
+
+
+@dataclass(frozen=True)
+class FailingRowsRequest:
+    """One authorized read of a check's failing rows: the check's spec from the checks file, the branch's lineage."""
+
+    table: TableId
+    branch: str
+    spec: CheckSpec
+    lineage: cat.Lineage
+    cap: int
+    user: str
+
+    @property
+    def what(self) -> str:
+        """The read as its job group, time-out and cancel messages name it."""
+        return f"the failing rows of {self.spec.name} on {self.table} {self.branch}"
+
+    def read(self, lh: Lakehouse) -> FailingRows:
+        """Run it on ``lh``'s Spark (the caller sets up its job group)."""
+        lin, table = self.lineage, self.table
+
+        def read_main(t: TableId) -> DataFrame | None:
+            # as the audit reads: this table's main at the batch's fork, another table's current main
+            if t == table:
+                return lh.read_snapshot(table, lin.fork) if lin.fork is not None else None
+            return lh.read_main(t)
+
+        ctx = MainContext(lh.spark, read_main, table, fork_snapshot_id=lin.fork, head_snapshot_id=lin.head)
+        try:
+            frame = self.spec.failing_frame(batch_frame(lh, table, lin), ctx)
+            if frame is None:  # pragma: no cover - refused by failing_rows_request (selects_rows)
+                raise ValidationError(f"check {self.spec.name!r} judges no rows")
+            got: pd.DataFrame = frame.limit(self.cap + 1).toPandas()
+        except WapError:
+            raise
+        except Exception as exc:  # a Spark error of the read (a cancelled job too): one line
+            raise spark_job_error(exc) from exc
+        truncated = len(got) > self.cap
+        rows = got.iloc[: self.cap].reset_index(drop=True) if truncated else got
+        return FailingRows(table, self.branch, self.spec.name, lin.head, rows, truncated)
+
+
+def failing_rows_request(
+    lh: Lakehouse, table: TableId, branch: str, check: str, limit: int = MAX_ROWS, *, user: str | None = None
+) -> FailingRowsRequest:
+    """The read of ``check``'s failing rows on ``branch``, once ``user`` may READ ``table``: the branch
+    must be open and ``check`` the exact name of a check of the table's suite that selects rows."""
+    who = user or lh.user
+    authorize(lh, who, Permission.READ, table=table)
+    validate_branch(branch)
+    tbl = lh.table(table)
+    cat.require_branch(tbl, table, branch)
+    specs = {s.name: s for s in suite_for(lh.settings.checks_file, table).checks}
+    spec = specs.get(check)
+    if spec is None:
+        raise NotFoundError(f"{table} has no check named {check!r} in {lh.settings.checks_file}")
+    if not spec.selects_rows:
+        raise ValidationError(
+            f"check {check!r} ({spec.type}) judges the batch as a whole: it has no failing rows"
+        )
+    return FailingRowsRequest(
+        table, branch, spec, cat.lineage(tbl, branch), max(1, min(int(limit), MAX_ROWS)), who
+    )
+
+
+def failing_rows(
+    lh: Lakehouse, table: TableId, branch: str, check: str, limit: int = MAX_ROWS, *, user: str | None = None
+) -> FailingRows:
+    """Every row (at most ``limit``, capped at MAX_ROWS) of ``branch``'s batch (its rows since the fork) that
+    fails ``check``, as ``user`` (READ on ``table``).
+
+    The filter is the check's own (:meth:`CheckSpec.failing_frame`, built from the checks file's spec).
+    Its Spark jobs run in their own job group in the user's FAIR pool, cancelled after ``WAP_QUERY_TIMEOUT``
+    (:class:`~wap_core.exceptions.QueryTimeoutError`), as the SQL box's.
+    """
+    req = failing_rows_request(lh, table, branch, check, limit, user=user)
+    with jobs.user_jobs(lh.spark, req.user, req.what, timeout=lh.settings.query_timeout):
+        return req.read(lh)
+
+
+def submit_failing_rows(
+    lh: Lakehouse,
+    table: TableId,
+    branch: str,
+    check: str,
+    limit: int = MAX_ROWS,
+    *,
+    user: str | None = None,
+    alive: Callable[[], bool] | None = None,
+) -> QueryHandle[FailingRows]:
+    """The console's read of :func:`failing_rows` started in the background: ``.cancel()`` it (Cancel, the
+    end of the browser session through ``alive()``), ``.result(timeout)`` waits; ``WAP_QUERY_TIMEOUT`` holds.
+    Authorization and the look-up of the check are decided here, before anything starts."""
+    req = failing_rows_request(lh, table, branch, check, limit, user=user)
+    return jobs.start(
+        lh.spark, req.user, req.what, partial(req.read, lh), timeout=lh.settings.query_timeout, alive=alive
+    )

@@ -8,7 +8,10 @@ fields) that says
 - whether it needs the duplicate statistics of a key in that pass (:meth:`CheckSpec.key_columns`),
 - what else it must measure outside the pass, e.g. a look-up in main (:meth:`CheckSpec.measure_more`),
 - how to judge the measurement (:meth:`CheckSpec.judge`, pure Python, no Spark),
-- how to describe its threshold (:attr:`CheckSpec.threshold`).
+- how to describe its threshold (:attr:`CheckSpec.threshold`),
+- which rows of the batch fail it, all of them (:meth:`CheckSpec.failing_frame`: Explore's
+  "failing rows of a check"; a row-level check's :meth:`CheckSpec.fail_sql`, a look-up's join),
+- which other table's rows fix a failure (:attr:`CheckSpec.fixed_by`, e.g. ``references``).
 
 Measurements are JSON-able dicts; they are cached by (table, batch head, the check's measure
 fingerprint), so a change of a threshold is judged again without any Spark job.
@@ -159,6 +162,8 @@ class CheckSpec:
     row_level: ClassVar[bool] = False  # a per-row predicate counted in the one pass (and sampled)
     builtin: ClassVar[bool] = False  # added by wap_core itself, not allowed in the checks file
     defines_key: ClassVar[bool] = False  # its columns are the table's key (review samples, keyed diff)
+    # its failing rows can be read, all of them (failing_frame): Explore's "failing rows of a check"
+    selects_rows: ClassVar[bool] = False
     # fields that only change how a measurement is judged: a change of them needs no new measurement
     judge_fields: ClassVar[tuple[str, ...]] = ()
 
@@ -195,6 +200,21 @@ class CheckSpec:
 
     def fail_sql(self) -> str | None:
         """For row-level checks: the SQL predicate TRUE for a failing row (counted and sampled)."""
+        return None
+
+    def failing_frame(self, batch: DataFrame, ctx: MainContext) -> DataFrame | None:
+        """Every row of ``batch`` that fails this check (None: the check judges no rows).
+
+        By default the rows :meth:`fail_sql` is TRUE for (the rows the pass counts and samples); a
+        check measured by a look-up (:attr:`selects_rows` and :meth:`measure_more`) overrides it with
+        the same look-up as a filter. Built from the spec alone, never from user text.
+        """
+        sql = self.fail_sql()
+        return None if sql is None else batch.where(f"coalesce(({sql}), false)")
+
+    @property
+    def fixed_by(self) -> str | None:
+        """The table (``namespace.table``) whose rows fix a failure of this check, if another table's (None)."""
         return None
 
     def history_metric(self, m: Measurement) -> tuple[str, float] | None:
@@ -276,6 +296,7 @@ class RowCheck(CheckSpec):
     """A check of each row by a SQL predicate: one ``count_if`` in the pass, failing rows sampled."""
 
     row_level: ClassVar[bool] = True
+    selects_rows: ClassVar[bool] = True
     judge_fields: ClassVar[tuple[str, ...]] = ()
 
     def aggregates(self, ctx: MainContext | None) -> dict[str, str]:
@@ -288,8 +309,8 @@ class RowCheck(CheckSpec):
     def judge(self, m: Measurement, ctx: MainContext) -> CheckResult:
         failing = int(m.get("fail") or 0)
         rows = int(m.get("_rows") or 0)
-        pct = f" ({100.0 * failing / rows:.2f}% of {rows})" if rows else ""
-        msg = f"{failing} of {rows} rows fail{pct}" if failing else f"all {rows} rows pass"
+        pct = f" ({100.0 * failing / rows:.2f}% of {rows:,})" if rows else ""
+        msg = f"{failing:,} of {rows:,} rows fail{pct}" if failing else f"all {rows:,} rows pass"
         return self.result(
             failing <= self.max_failing_rows, self.observed(m, failing), failing, msg, m.get("sample")
         )

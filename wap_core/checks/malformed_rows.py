@@ -52,7 +52,7 @@ class MalformedRows(CheckSpec):
     def judge(self, m: Measurement, ctx: MainContext) -> CheckResult:
         malformed = int(m.get("malformed") or 0)
         msg = (
-            f"{malformed} source rows could not be parsed and were kept out of the branch"
+            f"{malformed:,} source rows could not be parsed and were kept out of the branch"
             if malformed
             else "every source row parsed"
         )

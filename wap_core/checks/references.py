@@ -25,6 +25,7 @@ class References(CheckSpec):
     """Every non-NULL value of the column exists in a column of another table's main (a foreign key)."""
 
     type: ClassVar[str] = "references"
+    selects_rows: ClassVar[bool] = True
     table: str
     ref_column: str
 
@@ -77,13 +78,30 @@ class References(CheckSpec):
             sample = [{"value": jsonable(r["value"]), "rows": int(r["rows"])} for r in top]
         return {**m, "missing_rows": failing, "missing_values": int(stats["values"]), "sample": sample}
 
+    @property
+    def fixed_by(self) -> str:
+        """The referenced table: a missing value is fixed by ingesting its row there."""
+        return self.table
+
+    def failing_frame(self, batch: DataFrame, ctx: MainContext) -> DataFrame | None:
+        """The batch's rows whose non-NULL value is missing from the referenced table's main (a left anti join)."""
+        from pyspark.sql import functions as F
+
+        ref = ctx.read_main(TableId.parse(self.table))
+        c = F.col(quote_column(self.columns[0]))
+        present = batch.where(c.isNotNull())
+        if ref is None:  # nothing to reference: every non-NULL value is missing
+            return present
+        known = ref.select(F.col(quote_column(self.ref_column)).alias("__wap_ref")).distinct()
+        return present.join(F.broadcast(known), c == F.col("__wap_ref"), "left_anti")
+
     def judge(self, m: Measurement, ctx: MainContext) -> CheckResult:
         col, target = self.columns[0], f"{self.table}.{self.ref_column}"
         if m.get("no_main"):
             return self.result(False, None, None, f"referenced table {self.table} has no data on main")
         failing, values = int(m.get("missing_rows") or 0), int(m.get("missing_values") or 0)
         msg = (
-            f"{failing} rows ({values} distinct values) of {col} are missing from {target}"
+            f"{failing:,} rows ({values:,} distinct values) of {col} are missing from {target}"
             if failing
             else f"every {col} exists in {target}"
         )

@@ -41,4 +41,4 @@ class RowCount(CheckSpec):
     def judge(self, m: Measurement, ctx: MainContext) -> CheckResult:
         rows = int(m.get("_rows") or 0)
         ok = (self.min is None or rows >= self.min) and (self.max is None or rows <= self.max)
-        return self.result(ok, rows, None, f"batch has {rows} rows")
+        return self.result(ok, rows, None, f"batch has {rows:,} rows")

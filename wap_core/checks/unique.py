@@ -27,6 +27,7 @@ class Unique(CheckSpec):
 
     type: ClassVar[str] = "unique"
     defines_key: ClassVar[bool] = True
+    selects_rows: ClassVar[bool] = True
     against_main: bool = True
 
     @classmethod
@@ -76,6 +77,23 @@ class Unique(CheckSpec):
                     ]
         return {**m, "in_main": in_main, "sample": sample}
 
+    def failing_frame(self, batch: DataFrame, ctx: MainContext) -> DataFrame | None:
+        """The batch's rows whose key another row of the batch shares (NULLs together, as the pass groups them)
+        or, with ``against_main``, that main at the fork already holds (each row once, even when both)."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        cols = list(self.columns)
+        keys = [F.col(quote_column(c)) for c in cols]
+        flagged = batch.withColumn("__wap_n", F.count(F.lit(1)).over(Window.partitionBy(*keys)))
+        failing = F.col("__wap_n") > 1
+        main = ctx.read_main(ctx.table) if self.against_main else None
+        if main is not None:
+            found = main.select(*keys).distinct().withColumn("__wap_main", F.lit(True))
+            flagged = flagged.join(found, on=cols, how="left")
+            failing = failing | F.col("__wap_main").isNotNull()
+        return flagged.where(failing).select(*[F.col(quote_column(c)) for c in batch.columns])
+
     def judge(self, m: Measurement, ctx: MainContext) -> CheckResult:
         dup_rows, in_main = int(m.get("dup_rows") or 0), int(m.get("in_main") or 0)
         failing = dup_rows + in_main
@@ -86,7 +104,7 @@ class Unique(CheckSpec):
         }
         scope = "within the batch and against main" if self.against_main else "within the batch"
         msg = (
-            f"{dup_rows} rows share a key within the batch; {in_main} rows have a key already in main"
+            f"{dup_rows:,} rows share a key within the batch; {in_main:,} rows have a key already in main"
             if failing
             else f"keys unique {scope}"
         )

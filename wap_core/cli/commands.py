@@ -27,7 +27,6 @@ from wap_core.identifiers import TableId
 from wap_core.notify import notify_test
 from wap_core.security.access import Permission, access_policy, authorize
 from wap_core.security.paths import SourcePolicy
-from wap_core.states import RebaseOutcome
 from wap_core.values import to_jsonable
 from wap_core.workflow import review
 from wap_core.workflow import tokens as token_actions
@@ -220,7 +219,12 @@ def _rebase(args: argparse.Namespace, lh: Lakehouse) -> int:
         args,
         rb,
         f"{rb.outcome}: {rb.table} {rb.branch} {rb.old_head} -> {rb.new_head}"
-        + ("; audit it again before publishing" if rb.outcome is RebaseOutcome.REBASED else ""),
+        + (
+            f"; audit {rb.audit.status}"
+            + (f": {', '.join(rb.audit.failed_checks)}" if rb.audit.failed_checks else "")
+            if rb.audit is not None
+            else ""
+        ),
     )
 
 
@@ -267,7 +271,14 @@ def _rollback(args: argparse.Namespace, lh: Lakehouse) -> int:
 
 def _reopen(args: argparse.Namespace, lh: Lakehouse) -> int:
 
-    ro = reopen(lh, TableId.parse(args.table), args.snapshot, branch=args.branch)
+    ro = reopen(
+        lh,
+        TableId.parse(args.table),
+        args.snapshot,
+        branch=args.branch,
+        again=args.again,
+        reason=args.reason,
+    )
     return print_result(args, ro, ro.branch)
 
 
@@ -336,7 +347,8 @@ def _query(args: argparse.Namespace, lh: Lakehouse) -> int:
         print(json.dumps(res.json_rows(), indent=2, default=json_default))
     else:
         cells = [[str(c) for c in res.columns]] + [
-            ["NULL" if v is None else str(explore.json_value(v)) for v in r] for r in res.rows
+            ["" if v is None else str(explore.json_value(v)) for v in r]  # a NULL prints blank (README)
+            for r in res.rows
         ]
         widths = [max(len(row[i]) for row in cells) for i in range(len(res.columns))]
         for n, row in enumerate(cells):

@@ -149,7 +149,18 @@ COMMAND_ARGS: tuple[tuple[str, str, tuple[Arg, ...]], ...] = (
     (
         "reopen",
         "make a rolled-back batch a branch again (steward role)",
-        (TABLE, _arg("--snapshot", required=True, type=int, metavar="SNAPSHOT_ID"), _arg("--branch"), JSON),
+        (
+            TABLE,
+            _arg("--snapshot", required=True, type=int, metavar="SNAPSHOT_ID"),
+            _arg("--branch"),
+            _arg(
+                "--again",
+                action="store_true",
+                help="reopen a batch that is already open again as a branch (needs --reason)",
+            ),
+            _arg("--reason", help="why (journaled); required with --again"),
+            JSON,
+        ),
     ),
     (
         "history",

@@ -69,7 +69,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from wap_core.config import MASK, is_secret_key, mask_secrets
 from wap_core.exceptions import BranchBusyError
-from wap_core.states import Action, CheckStatus, Outcome
+from wap_core.states import MAIN_MOVES, Action, CheckStatus, Outcome
 from wap_core.store.migrate import upgrade
 from wap_core.store.schema import at_column, aware, event_columns, from_row, metadata, snapshot_column
 
@@ -341,6 +341,19 @@ class Journal:
         with self.engine.connect() as conn:
             rows = conn.execute(q).all()
         return {(r[0], r[1]): aware(r[2]) for r in rows if r[2] is not None}
+
+    def last_main_moves(self, table: str | None = None) -> dict[str, datetime]:
+        """When main last moved per table: the newest publish, forced publish or rollback that landed."""
+        q = (
+            select(journal_table.c.table_name, func.max(journal_table.c.at).label("at"))
+            .where(journal_table.c.outcome.in_(sorted(o.value for o in MAIN_MOVES)))
+            .group_by(journal_table.c.table_name)
+        )
+        if table is not None:
+            q = q.where(journal_table.c.table_name == table)
+        with self.engine.connect() as conn:
+            rows = conn.execute(q).all()
+        return {r[0]: aware(r[1]) for r in rows if r[0] is not None and r[1] is not None}
 
     def audit_record(self, table: str | None = None, limit: int = 200) -> list[StoredAudit]:
         """Recent audits (newest first), for pass/fail records and charts."""

@@ -1106,6 +1106,32 @@ def find_duplicate(lh: Lakehouse, table: TableId, digest: str) -> Duplicate | No
     return None
 
 
+@dataclass(frozen=True)
+class TargetColumn:
+    """One column a batch of an existing table must carry: its name, Iceberg type and whether it may be NULL."""
+
+    name: str
+    type: str
+    required: bool
+    doc: str = ""
+
+
+def target_columns(lh: Lakehouse, table: TableId) -> tuple[TargetColumn, ...]:
+    """The columns of ``table``'s current schema, in order (PyIceberg metadata, no Spark): what a source
+    must have (matched case-insensitively, castable types; a schema is never evolved by ingest)."""
+    return tuple(
+        TargetColumn(f.name, str(f.field_type), f.required, f.doc or "")
+        for f in lh.table(table).schema().fields
+    )
+
+
+def template_csv(columns: Sequence[TargetColumn]) -> bytes:
+    """A CSV template of those columns: the header row alone (UTF-8), to fill with the batch's rows."""
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerow([c.name for c in columns])
+    return out.getvalue().encode("utf-8")
+
+
 def ingest(
     lh: Lakehouse,
     table: TableId,

@@ -40,7 +40,7 @@ from wap_core.samples import load_sample, sample_json
 from wap_core.security.access import Permission, authorize
 from wap_core.states import Action, BranchStatus, Outcome, PublishOutcome, RebaseOutcome, branch_status
 from wap_core.store.journal import Intent
-from wap_core.workflow.audit import latest_audit
+from wap_core.workflow.audit import AuditResult, audit_branch, latest_audit
 from wap_core.workflow.reconcile import INTENT_PROPERTY, reconciled_table, temp_branch_name, temp_branches_of
 from wap_core.workflow.refmove import Moved, Notice, RefMove
 from wap_core.workflow.review import ReviewStatus, review_state, second_admin_approval
@@ -81,6 +81,9 @@ class RebaseResult:
     old_fork: int | None
     new_fork: int | None
     rows: int
+    audit: AuditResult | None = (
+        None  # the audit of the new head, part of the rebase (None: up to date, nothing moved)
+    )
 
 
 @dataclass(frozen=True)
@@ -326,7 +329,11 @@ def _replayed_properties(lin: cat.Lineage) -> dict[str, str]:
 
 
 def rebase(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = None) -> RebaseResult:
-    """Replay the branch's appended rows onto current main. The old branch stays intact until an atomic swap."""
+    """Replay the branch's appended rows onto current main, then audit the new head (as ingest does).
+
+    The old branch stays intact until an atomic swap. The audit runs after the swap: a failing audit
+    leaves the branch rebased (its result in ``audit``), never unswapped.
+    """
     user = user or lh.user
     validate_branch(branch)
     authorize(lh, user, Permission.REBASE, table=table, branch=branch)
@@ -380,8 +387,11 @@ def rebase(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = Non
 
     new_head = move.run(commit).snapshot_after
     assert new_head is not None
+    # like ingest's, the audit of the replayed batch is part of the rebase (authorized above as REBASE):
+    # the branch's earlier audit is stale now, and publish needs one on the new head
+    audit = audit_branch(lh, table, branch, user=user)
     return RebaseResult(
-        str(table), branch, RebaseOutcome.REBASED, lin.head, new_head, lin.fork, main_head, rows
+        str(table), branch, RebaseOutcome.REBASED, lin.head, new_head, lin.fork, main_head, rows, audit
     )
 
 

@@ -9,6 +9,9 @@ intent/outcome and reconciled after a crash (:mod:`wap_core.workflow.reconcile`)
 * :func:`reopen` (steward) creates a branch whose head is a snapshot main no longer holds (a
   rolled-back batch). The branch forks from main's old line: when main has moved since the
   rollback, rebase replays the branch's appended batches onto the new main, like any branch.
+  A batch is reopened once: while a branch holding it is open (:func:`reopened_as`), another
+  reopen is refused (:class:`~wap_core.exceptions.AlreadyReopenedError`, journaled) unless it is
+  asked for ``again`` with a reason.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from wap_core.exceptions import (
+    AlreadyReopenedError,
     CommitConflictError,
     ConflictError,
     NotFoundError,
@@ -197,6 +201,7 @@ class RolledBackSnapshot(RolledBackBatch):
     rolled_back_at: datetime
     rolled_back_by: str
     reason: str | None
+    reopened_as: str | None = None  # the open branch that holds the batch again (see reopened_as), if any
 
 
 def rolled_back_snapshots(lh: Lakehouse, table: TableId) -> list[RolledBackSnapshot]:
@@ -205,7 +210,15 @@ def rolled_back_snapshots(lh: Lakehouse, table: TableId) -> list[RolledBackSnaps
     main_ids = {s.snapshot_id for s in cat.ancestors(tbl, cat.ref_snapshot_id(tbl, MAIN))}
     out: list[RolledBackSnapshot] = []
     seen: set[int] = set()
-    for e in lh.journal.history(str(table), action=Action.ROLLBACK, limit=100):
+    entries = lh.journal.history(str(table), action=Action.ROLLBACK, limit=100)
+    candidates = {
+        int(sid)
+        for e in entries
+        if e.outcome is Outcome.ROLLED_BACK
+        for sid in e.details.get("rolled_back", [])
+    }
+    reopened = reopened_as(lh, table, candidates - main_ids, tbl=tbl, main_ids=main_ids)
+    for e in entries:
         if e.outcome is not Outcome.ROLLED_BACK:
             continue
         for sid in e.details.get("rolled_back", []):
@@ -222,9 +235,59 @@ def rolled_back_snapshots(lh: Lakehouse, table: TableId) -> list[RolledBackSnaps
                     rolled_back_at=e.at,
                     rolled_back_by=e.user,
                     reason=e.reason,
+                    reopened_as=reopened.get(sid),
                 )
             )
     return out
+
+
+def reopened_as(
+    lh: Lakehouse,
+    table: TableId,
+    snapshot_ids: set[int],
+    *,
+    tbl: Table | None = None,
+    main_ids: set[int] | None = None,
+) -> dict[int, str]:
+    """{snapshot id: the open branch that holds it again} for those of ``snapshot_ids`` reopened and still open.
+
+    An open branch holds a batch when the snapshot is in the branch's own line (the reopened head, or
+    fixes appended on it), or when the journal records the batch reopened as that branch and the
+    branch has been neither published nor discarded since (a rebase replayed its rows onto main).
+    """
+    if not snapshot_ids:
+        return {}
+    tbl = tbl if tbl is not None else lh.table(table)
+    if main_ids is None:
+        main_ids = {s.snapshot_id for s in cat.ancestors(tbl, cat.ref_snapshot_id(tbl, MAIN))}
+    open_names = cat.branch_names(tbl)
+    found: dict[int, str] = {}
+    for name in sorted(open_names):
+        for n, snap in enumerate(cat.ancestors(tbl, cat.ref_snapshot_id(tbl, name))):
+            if n >= _SCAN or snap.snapshot_id in main_ids:  # the fork: the rest is main's line
+                break
+            if snap.snapshot_id in snapshot_ids:
+                found.setdefault(snap.snapshot_id, name)
+    for e in lh.journal.history(str(table), action=Action.REOPEN, limit=200):
+        sid = e.details.get("snapshot_id")
+        if (
+            e.outcome is Outcome.REOPENED
+            and e.branch in open_names
+            and sid is not None
+            and int(sid) in snapshot_ids
+            and int(sid) not in found
+            and not _closed_since(lh, table, e.branch, e.id)
+        ):
+            found[int(sid)] = e.branch
+    return found
+
+
+def _closed_since(lh: Lakehouse, table: TableId, branch: str, entry_id: int) -> bool:
+    """The branch name was published or discarded after journal entry ``entry_id`` (a later branch of that name)."""
+    return any(
+        e.id > entry_id and e.outcome in (Outcome.PUBLISHED, Outcome.FORCED, Outcome.DISCARDED)
+        for e in lh.journal.history(str(table), branch=branch, limit=200)
+    )
 
 
 def default_reopen_name(tbl: Any, snapshot_id: int) -> str:
@@ -239,10 +302,26 @@ def default_reopen_name(tbl: Any, snapshot_id: int) -> str:
 
 
 def reopen(
-    lh: Lakehouse, table: TableId, snapshot_id: int, *, branch: str | None = None, user: str | None = None
+    lh: Lakehouse,
+    table: TableId,
+    snapshot_id: int,
+    *,
+    branch: str | None = None,
+    user: str | None = None,
+    again: bool = False,
+    reason: str | None = None,
 ) -> ReopenResult:
-    """Create a branch whose head is ``snapshot_id``, a snapshot main no longer holds (a rolled-back batch). Steward role."""
+    """Create a branch whose head is ``snapshot_id``, a snapshot main no longer holds (a rolled-back batch). Steward role.
+
+    A batch already open again as a branch is refused (:class:`AlreadyReopenedError`, exit 1, journaled;
+    its message names the open branch) unless ``again`` with a ``reason`` (journaled with the reopen).
+    """
     user = user or lh.user
+    if again and not (reason and reason.strip()):
+        raise ValidationError(
+            "reopening a batch that is already open again needs a --reason: it is journaled with its reason"
+        )
+    reason = reason.strip() if reason and reason.strip() else None
     if branch is not None:
         validate_branch(branch)
     authorize(lh, user, Permission.INGEST, table=table, branch=branch, action=Action.REOPEN)
@@ -252,7 +331,7 @@ def reopen(
     name = branch or default_reopen_name(tbl, snapshot_id)
     validate_branch(name)
     # the batch's authors stay its authors on the new branch (author_cannot_approve applies to them)
-    move = _move(lh, user, Action.REOPEN, table, name, None, snapshot_id)
+    move = _move(lh, user, Action.REOPEN, table, name, None, snapshot_id, reason)
     if name in tbl.metadata.refs:
         raise move.refuse(RefusedError(f"reopen refused: {table} already has a ref named {name!r}", "exists"))
     main_ids = {s.snapshot_id for s in cat.ancestors(tbl, cat.ref_snapshot_id(tbl, MAIN))}
@@ -263,8 +342,22 @@ def reopen(
                 "in_main",
             )
         )
+    open_as = reopened_as(lh, table, {snapshot_id}, tbl=tbl, main_ids=main_ids).get(snapshot_id)
+    if open_as is not None and not again:
+        raise move.refuse(
+            AlreadyReopenedError(
+                f"reopen refused: snapshot {snapshot_id} of {table} is already open again as branch {open_as!r}; "
+                "review it there (reopen it once more only with --again and a --reason)",
+                table=str(table),
+                snapshot_id=snapshot_id,
+                branch=open_as,
+            )
+        )
     authors = list(batch_authors(lh, table, tbl, snapshot_id))
-    move = replace(move, details={"snapshot_id": snapshot_id, "authors": authors})
+    details: dict[str, Any] = {"snapshot_id": snapshot_id, "authors": authors}
+    if open_as is not None:
+        details["also_open_as"] = open_as  # reopened once more on purpose (again, with the reason)
+    move = replace(move, details=details)
 
     def create(t: Table) -> None:
         t.manage_snapshots().create_branch(snapshot_id, name).commit()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from wap_core.identifiers import MAIN, TableId
 from wap_core.lake import catalog as cat
@@ -62,9 +62,27 @@ def _ms_iso(ms: int | None) -> str | None:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat() if ms else None
 
 
+def _main_log(tbl: Any) -> dict[int, int]:
+    """{snapshot id: when main last moved to it (ms)} from the table's snapshot log (Iceberg's ``snapshot-log``:
+    every change of main's snapshot, a publish's fast-forward and a rollback included, with its time)."""
+    return {e.snapshot_id: e.timestamp_ms for e in tbl.metadata.snapshot_log}
+
+
+def _main_moved_at(tbl: Any, main: Snapshot | None, journaled: datetime | None) -> str | None:
+    """When main last moved: the newest of the journal's last publish/rollback, the snapshot log's entry of
+    main's snapshot, and (the fallback) the snapshot's own commit time."""
+    if main is None:
+        return None
+    ms = max(main.timestamp_ms, _main_log(tbl).get(main.snapshot_id, 0))
+    if journaled is not None:
+        ms = max(ms, int(journaled.timestamp() * 1000))
+    return _ms_iso(ms)
+
+
 def table_infos(lh: Lakehouse) -> list[TableInfo]:
-    """Every table's overview, from metadata only (no Spark)."""
+    """Every table's overview, from metadata and the journal only (no Spark)."""
     out: list[TableInfo] = []
+    moved = lh.journal.last_main_moves()
     for tid, tbl in cat.load_tables(lh.catalog):
         main_id = cat.ref_snapshot_id(tbl, MAIN)
         main = tbl.metadata.snapshot_by_id(main_id) if main_id is not None else None
@@ -80,7 +98,7 @@ def table_infos(lh: Lakehouse) -> list[TableInfo]:
                 size_bytes=total("total-files-size"),
                 snapshots=len(tbl.metadata.snapshots),
                 main_snapshot_id=main.snapshot_id if main else None,
-                last_updated=_ms_iso(main.timestamp_ms) if main else None,
+                last_updated=_main_moved_at(tbl, main, moved.get(str(tid))),
                 open_branches=len(cat.branch_names(tbl)),
                 tags=tuple(cat.tag_names(tbl)),
                 format_version=tbl.metadata.format_version,
@@ -148,21 +166,37 @@ class TimelineSnapshot:
     total_records: int
     source: str | None  # wap.source of the snapshot
     user: str | None  # wap.user of the snapshot
+    main_at: str | None = None  # ISO time main last moved to it (a publish, a rollback; main's timeline only)
 
 
 def snapshot_timeline(lh: Lakehouse, table: TableId, ref: str = MAIN) -> list[TimelineSnapshot]:
-    """The ancestry of ``ref`` (newest first) with operation and summary counts."""
+    """The ancestry of ``ref`` (newest first) with operation and summary counts.
+
+    On main, ``main_at`` is when main moved to the snapshot (the snapshot log: the time of the publish
+    or rollback, not of the write); a snapshot main passed over in one move (a branch's earlier
+    commits, published with its head) takes the time of the move that brought it onto main.
+    """
     tbl = lh.table(table)
-    return [
-        TimelineSnapshot(
-            snapshot_id=s.snapshot_id,
-            parent_id=s.parent_snapshot_id,
-            at=_ms_iso(s.timestamp_ms),
-            operation=cat.snapshot_operation(s),
-            added_records=int(cat.summary_get(s, "added-records") or 0),
-            total_records=int(cat.summary_get(s, "total-records") or 0),
-            source=cat.summary_get(s, "wap.source"),
-            user=cat.summary_get(s, "wap.user"),
+    log = _main_log(tbl) if ref == MAIN else {}
+    first: dict[int, int] = {}  # when main first moved to each snapshot
+    for e in tbl.metadata.snapshot_log if ref == MAIN else ():
+        first.setdefault(e.snapshot_id, e.timestamp_ms)
+    out: list[TimelineSnapshot] = []
+    joined: int | None = None  # when the nearest newer snapshot of the log first came onto main
+    for s in cat.ancestors(tbl, cat.ref_snapshot_id(tbl, ref)):
+        moved = log.get(s.snapshot_id, joined)
+        joined = first.get(s.snapshot_id, joined)
+        out.append(
+            TimelineSnapshot(
+                snapshot_id=s.snapshot_id,
+                parent_id=s.parent_snapshot_id,
+                at=_ms_iso(s.timestamp_ms),
+                operation=cat.snapshot_operation(s),
+                added_records=int(cat.summary_get(s, "added-records") or 0),
+                total_records=int(cat.summary_get(s, "total-records") or 0),
+                source=cat.summary_get(s, "wap.source"),
+                user=cat.summary_get(s, "wap.user"),
+                main_at=_ms_iso(moved),
+            )
         )
-        for s in cat.ancestors(tbl, cat.ref_snapshot_id(tbl, ref))
-    ]
+    return out

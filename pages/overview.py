@@ -83,12 +83,13 @@ with ui.wap_errors():
         st.info("No open audit branches.")
     else:
         bdf = ui.frame(
-            open_branches, ["table", "branch", "status", "failed_checks", "rows_added", "main_moved"]
+            open_branches, ["table", "branch", "status", "rows_added", "main_moved", "failed_checks"]
         )
         bdf.insert(
             0, "review", [ui.review_url(t, b) for t, b in zip(bdf["table"], bdf["branch"], strict=False)]
         )
         bdf["status"] = bdf["status"].map(ui.status_badge)
+        # the free text last: the short columns stay in sight at any width
         bdf["failed_checks"] = bdf["failed_checks"].map(lambda xs: ", ".join(xs) if xs else "")
         ui.grid(
             ui.style_status(bdf),

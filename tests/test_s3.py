@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from helpers import pytest_on_backend
 
+from wap_core.config import Settings
 from wap_core.lake import s3
 
 LIFECYCLE = "tests/test_core_lifecycle.py::test_"
@@ -63,7 +64,7 @@ def test_lifecycle_on_seaweedfs_s3_and_its_iceberg_rest_catalog(
 ) -> None:
     if request.config.getoption("backend") != "local-sqlite":
         pytest.skip("this test starts the object-store run itself")
-    s3.s3a_jars()  # make setup-s3 installed them (a clear error naming the fix otherwise)
+    s3.s3a_jars(Settings())  # make setup-s3 installed them (a clear error naming the fix otherwise)
     env = {k: v for k, v in os.environ.items() if not k.startswith("WAP_")}
     env["PYSPARK_PYTHON"] = sys.executable
     pytest_on_backend(

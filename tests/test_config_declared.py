@@ -81,3 +81,41 @@ def test_rules_come_from_the_declaration(tmp_path: Path, var: str, value: str, m
     (tmp_path / "wap.toml").write_text(f'{name} = "{value}"\n')
     with pytest.raises(ValidationError, match=re.escape(message)):
         Settings.from_env({"WAP_HOME": str(tmp_path)})
+
+
+def test_one_s3_endpoint_wherever_it_is_given(tmp_path: Path) -> None:
+    """s3.endpoint in WAP_CATALOG_PROPERTIES / the S3A keys in WAP_SPARK_CONF are the store's endpoint too (the
+    store on the real SeaweedFS: tests/test_s3_store.py); different endpoints are refused naming the setting."""
+    end = "http://127.0.0.1:9"
+    s = Settings.from_env(
+        {
+            "WAP_HOME": str(tmp_path),
+            "WAP_CATALOG_PROPERTIES": f"s3.endpoint={end} s3.access-key-id=idid s3.secret-access-key=secret-77",
+            "WAP_SPARK_CONF": f"spark.hadoop.fs.s3a.endpoint={end}/ spark.hadoop.fs.s3a.path.style.access=false",
+        }
+    )
+    assert (s.s3_endpoint, s.s3_access_key, s.s3_secret_key, s.s3_path_style) == (
+        end,
+        "idid",
+        "secret-77",
+        False,
+    )
+    assert s3.endpoint_label(s) == end and s3.uses_s3(s)
+    assert (
+        s3.spark_conf(Settings(home=tmp_path, warehouse="s3a://lake/w", spark_conf=s.spark_conf))[
+            "spark.hadoop.fs.s3a.bucket.lake.endpoint"
+        ]
+        == end
+    )
+    with pytest.raises(ValidationError) as info:
+        Settings.from_env(
+            {
+                "WAP_HOME": str(tmp_path),
+                "WAP_S3_ENDPOINT": "http://other:8333",
+                "WAP_CATALOG_PROPERTIES": f"s3.endpoint={end}",
+            }
+        )
+    assert str(info.value) == (
+        "the S3 endpoint is given differently in WAP_S3_ENDPOINT and WAP_CATALOG_PROPERTIES (s3.endpoint): "
+        "give it once, in WAP_S3_ENDPOINT"
+    )

@@ -177,6 +177,7 @@ def _identifier(_label: str, value: Any) -> None:
     validate_identifier(value, "catalog name")
 
 
+_S3A = "spark.hadoop.fs.s3a."  # Hadoop's S3A keys as Spark conf (WAP_SPARK_CONF)
 _WORKERS = "query_workers (WAP_QUERY_WORKERS) and query_slots (WAP_QUERY_SLOTS) must be >= 1"
 
 
@@ -273,6 +274,44 @@ class Settings:
                 register_secret(value)
                 register_secret(value.partition(":")[2])
         object.__setattr__(self, "ingest_roots", _ingest_roots(self.ingest_roots))
+        self._adopt_generic_s3_keys()
+
+    def _adopt_generic_s3_keys(self) -> None:
+        """One S3 endpoint, wherever it is given: ``WAP_S3_ENDPOINT``, or the generic way (``s3.endpoint`` in
+        WAP_CATALOG_PROPERTIES, ``spark.hadoop.fs.s3a.endpoint`` in WAP_SPARK_CONF, as before WAP_S3_* existed).
+        A generic endpoint becomes ``s3_endpoint``, so Spark's per-bucket conf, PyArrow's client and every
+        message name that store; places that disagree are refused in one line naming the setting to use. A
+        full key pair given the generic way (one place) is adopted the same way when WAP_S3_* keys are unset,
+        and Hadoop's ``fs.s3a.path.style.access`` when WAP_S3_PATH_STYLE is unset."""
+        props, conf = dict(self.catalog_properties), dict(self.spark_conf)
+        given = {
+            f"{env_name('s3_endpoint')}": self.s3_endpoint,
+            f"{env_name('catalog_properties')} (s3.endpoint)": props.get("s3.endpoint"),
+            f"{env_name('spark_conf')} ({_S3A}endpoint)": conf.get(f"{_S3A}endpoint"),
+        }
+        found = {where: value.rstrip("/") for where, value in given.items() if value}
+        if len(set(found.values())) > 1:
+            raise ValidationError(
+                f"the S3 endpoint is given differently in {' and '.join(found)}: "
+                f"give it once, in {env_name('s3_endpoint')}"
+            )
+        if self.s3_endpoint is None and found:
+            object.__setattr__(self, "s3_endpoint", next(iter(found.values())))
+        if self.s3_access_key is None and self.s3_secret_key is None:
+            for access, secret in (
+                (props.get("s3.access-key-id"), props.get("s3.secret-access-key")),
+                (conf.get(f"{_S3A}access.key"), conf.get(f"{_S3A}secret.key")),
+            ):
+                if access and secret:
+                    object.__setattr__(self, "s3_access_key", access)
+                    object.__setattr__(self, "s3_secret_key", secret)
+                    register_secret(access)
+                    register_secret(secret)
+                    break
+        if self.s3_path_style is None and conf.get(f"{_S3A}path.style.access"):
+            object.__setattr__(
+                self, "s3_path_style", _flag("s3_path_style", conf[f"{_S3A}path.style.access"])
+            )
 
     # ----- derived values -------------------------------------------------
     @property

@@ -24,7 +24,7 @@ import pandas as pd
 import streamlit as st
 
 from wap_core import Lakehouse, TableId
-from wap_core.config import Settings, mask_secrets
+from wap_core.config import ENV_VARS, Settings, mask_secrets
 from wap_core.exceptions import WapError, printable
 from wap_core.lake.errors import store_failure_or_probe
 from wap_core.lake.spark import spark_running
@@ -70,22 +70,6 @@ STATUS_COLOR: dict[str, str] = {
     "stale": "#e16f24",
     "incomplete": "#57606a",
 }
-_ENV_KEYS = (
-    "WAP_HOME",
-    "WAP_CHECKS",
-    "WAP_ACCESS",
-    "WAP_USER",
-    "WAP_CATALOG_NAME",
-    "WAP_CATALOG_URI",
-    "WAP_CATALOG_JDBC_URI",
-    "WAP_WAREHOUSE",
-    "WAP_CONFIG",
-    "WAP_SPARK_MASTER",
-    "WAP_SHUFFLE_PARTITIONS",
-    "WAP_JDBC_JARS",
-    "WAP_INGEST_ROOTS",
-    "WAP_NOTIFY",
-)
 CACHE_TTL = 30  # seconds: metadata caches; every write clears them anyway
 
 
@@ -107,7 +91,7 @@ def _lakehouse_for(env_key: tuple[tuple[str, str], ...]) -> Lakehouse:
 
 def lakehouse() -> Lakehouse:
     """The process-wide Lakehouse (one per distinct WAP_* environment; one SparkSession per process)."""
-    key = tuple((k, os.environ.get(k, "")) for k in _ENV_KEYS)
+    key = tuple((k, os.environ.get(k, "")) for k in ENV_VARS)
     return _lakehouse_for(key)
 
 
@@ -197,14 +181,11 @@ def spark_starter() -> SparkStarter:
     return SparkStarter()
 
 
-def spark_eager() -> bool:
-    """WAP_SPARK_EAGER (default on): start Spark in the background when the console starts."""
-    return os.environ.get("WAP_SPARK_EAGER", "1").strip().lower() not in ("0", "false", "no", "off")
-
-
 def start_spark_in_background() -> None:
-    if spark_eager() and not spark_running():
-        spark_starter().start(lakehouse())
+    """Start Spark in the background when the console starts, unless ``spark_eager`` (WAP_SPARK_EAGER) is off."""
+    lh = lakehouse()
+    if lh.settings.spark_eager and not spark_running():
+        spark_starter().start(lh)
 
 
 def spark_status() -> str:

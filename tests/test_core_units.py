@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from wap_core.checks import Level, parse_checks, parse_duration
+from wap_core.checks import Level, parse_checks
 from wap_core.config import Settings, sqlalchemy_to_jdbc
+from wap_core.durations import parse_duration
 from wap_core.exceptions import ChecksFileError, ValidationError
 from wap_core.identifiers import TableId, validate_branch
 from wap_core.workflow.demo import CHECKS_YML
@@ -108,8 +109,8 @@ def test_invalid_checks_files_name_file_and_line(text: str, line: int, fragment:
 
 
 def test_durations() -> None:
-    assert parse_duration("90s") == 90
-    assert parse_duration("1.5h") == 5400
-    assert parse_duration("2w") == 14 * 86400
+    assert parse_duration("90s").total_seconds() == 90
+    assert parse_duration("1.5h").total_seconds() == 5400
+    assert parse_duration("2w").total_seconds() == 14 * 86400
     with pytest.raises(ValueError):
         parse_duration("36 hours")

@@ -27,7 +27,8 @@ from wap_core.identifiers import validate_branch, validate_identifier
 from wap_core.security.paths import SourcePolicy, allowed_roots, save_upload, uploads_root
 from wap_core.store.journal import journal_table
 from wap_core.values import to_jsonable
-from wap_core.workflow.ingest import CSV_MAX_FIELD_CHARS, ingest, resolve_sources
+from wap_core.workflow.ingest import ingest
+from wap_core.workflow.readers import CSV_MAX_FIELD_CHARS, resolve_sources
 
 T = TableId("demo", "people")
 HEADER = ["id", "name", "age"]

@@ -114,12 +114,11 @@ def test_rest_catalog_spark_conf_and_the_journal_database(tmp_path: Path) -> Non
         _env(tmp_path, WAP_CATALOG_TYPE="hive")
 
 
-def test_missing_jars_name_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(s3.JARS_ENV, str(tmp_path))
+def test_missing_jars_name_the_fix(tmp_path: Path) -> None:
     with pytest.raises(EnvironmentSetupError, match="make setup-s3"):
-        s3.s3a_jars()
-    monkeypatch.delenv(s3.JARS_ENV)
-    assert all(Path(j).is_file() for j in s3.s3a_jars())  # make setup-s3 (part of make test) put them there
+        s3.s3a_jars(_env(tmp_path, **{s3.JARS_ENV: str(tmp_path)}))
+    # make setup-s3 (part of make test) put them in the default folder
+    assert all(Path(j).is_file() for j in s3.s3a_jars(_env(tmp_path)))
 
 
 @pytest.mark.parametrize(

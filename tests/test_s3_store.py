@@ -350,6 +350,41 @@ def test_a_url_root_must_be_readable_at_start(make_lakehouse, backend, tmp_path:
     assert "wrong-secret-1234" not in wrong.stderr
 
 
+def test_the_endpoint_given_the_generic_way_is_the_one_store(  # type: ignore[no-untyped-def]
+    make_lakehouse, backend, tmp_path: Path
+) -> None:
+    """Issue 26 item 4: ``s3.endpoint`` in WAP_CATALOG_PROPERTIES with the S3A keys in WAP_SPARK_CONF (the way
+    before WAP_S3_*) names the store everywhere: the start-up probe of an ingest root, PyArrow's read of a URL
+    source and Spark's write (main's start-up check asked AWS S3 instead); a different WAP_S3_ENDPOINT next to
+    it is refused in one line naming the setting to use."""
+    if backend.name != "s3-seaweedfs":
+        pytest.skip("the generic keys of a JDBC catalog with an s3a:// warehouse")
+    server, land = backend.s3, f"generic-{uuid.uuid4().hex[:8]}"
+    lh = make_lakehouse(SUITE)
+    _put(server, f"{S3_BUCKET}/{land}/people.csv", [(1, "ann"), (2, "bob")])
+    generic = {
+        "WAP_S3_ENDPOINT": "",  # empty: unset
+        "WAP_S3_ACCESS_KEY": "",
+        "WAP_S3_SECRET_KEY": "",
+        "WAP_CATALOG_PROPERTIES": f"s3.endpoint={server.endpoint} s3.access-key-id={server.access_key} "
+        f"s3.secret-access-key={server.secret_key}",
+        "WAP_SPARK_CONF": f"spark.hadoop.fs.s3a.endpoint={server.endpoint} "
+        f"spark.hadoop.fs.s3a.access.key={server.access_key} spark.hadoop.fs.s3a.secret.key={server.secret_key} "
+        "spark.hadoop.fs.s3a.path.style.access=true",
+        "WAP_INGEST_ROOTS": f"s3a://{S3_BUCKET}/{land}",
+    }
+    source = f"s3a://{S3_BUCKET}/{land}/people.csv"
+    proc = _cli(lh, "ingest", str(T), source, "--create", "--branch", "generic", "--json", **generic)
+    assert proc.returncode == 0, proc.stderr
+    assert refs(lh, T).get("generic") is not None
+    mixed = _cli(lh, "tables", **{**generic, "WAP_S3_ENDPOINT": "http://127.0.0.1:9"})
+    lines = [ln for ln in mixed.stderr.splitlines() if ln.strip()]
+    assert mixed.returncode == 2 and len(lines) == 1, mixed.stderr
+    assert (
+        "the S3 endpoint is given differently" in lines[0] and "give it once, in WAP_S3_ENDPOINT" in lines[0]
+    )
+
+
 # ----- failures of the store ----------------------------------------------------------------------------
 @pytest.fixture
 def own_store(tmp_path: Path) -> Iterator[SeaweedS3]:

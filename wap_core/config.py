@@ -3,6 +3,12 @@
 Precedence: explicit keyword arguments > environment variables > TOML file > defaults.
 The TOML file is ``$WAP_CONFIG`` or ``$WAP_HOME/wap.toml`` when present; keys are the
 field names below (``catalog_uri = "..."``).
+
+Each setting is declared once, as its field of :class:`Settings`: :func:`setting` attaches its environment
+variable, how its text (environment, TOML) becomes its type and the rule its value must follow. Reading the
+environment and wap.toml, validation, :data:`ENV_VARS` (the console's cache key) and the README's table
+(tests/test_docs_links.py) all derive from those declarations: adding a setting is one field (and its README
+row).
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import shlex
 import threading
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,45 +29,52 @@ from wap_core.durations import parse_duration
 from wap_core.exceptions import AccessFileError, NotifyFileError, ValidationError
 from wap_core.identifiers import validate_identifier
 
-_ENV = {
-    "home": "WAP_HOME",
-    "checks_path": "WAP_CHECKS",
-    "access_path": "WAP_ACCESS",
-    "user": "WAP_USER",
-    "catalog_name": "WAP_CATALOG_NAME",
-    "catalog_uri": "WAP_CATALOG_URI",
-    "catalog_jdbc_uri": "WAP_CATALOG_JDBC_URI",
-    "warehouse": "WAP_WAREHOUSE",
-    "spark_master": "WAP_SPARK_MASTER",
-    "spark_driver_memory": "WAP_SPARK_DRIVER_MEMORY",
-    "shuffle_partitions": "WAP_SHUFFLE_PARTITIONS",
-    "jdbc_jars": "WAP_JDBC_JARS",
-    "sample_rows": "WAP_SAMPLE_ROWS",
-    "ingest_roots": "WAP_INGEST_ROOTS",
-    "spark_conf": "WAP_SPARK_CONF",
-    "catalog_properties": "WAP_CATALOG_PROPERTIES",
-    "branch_ttl": "WAP_BRANCH_TTL",
-    "snapshot_retention": "WAP_SNAPSHOT_RETENTION",
-    "notify_path": "WAP_NOTIFY",
-    "query_timeout": "WAP_QUERY_TIMEOUT",
-    "query_isolation": "WAP_QUERY_ISOLATION",
-    "query_workers": "WAP_QUERY_WORKERS",
-    "query_slots": "WAP_QUERY_SLOTS",
-    "query_nice": "WAP_QUERY_NICE",
-    "query_memory": "WAP_QUERY_MEMORY",
-    "catalog_type": "WAP_CATALOG_TYPE",
-    "journal_uri": "WAP_JOURNAL_URI",
-    "s3_endpoint": "WAP_S3_ENDPOINT",
-    "s3_access_key": "WAP_S3_ACCESS_KEY",
-    "s3_secret_key": "WAP_S3_SECRET_KEY",
-    "s3_region": "WAP_S3_REGION",
-    "s3_path_style": "WAP_S3_PATH_STYLE",
-    "reconcile_seconds": "WAP_RECONCILE_SECONDS",
-}
+CONFIG_ENV = "WAP_CONFIG"  # the TOML file (default $WAP_HOME/wap.toml): where settings come from, not one
+
+#: How a setting's text (an environment variable, a TOML value) becomes its type: ``parse(name, value)``.
+Parse = Callable[[str, Any], Any]
+#: The rule a setting's value must follow: ``check(label, value)`` raises ValidationError; ``label`` is
+#: ``name (WAP_NAME)``.
+Check = Callable[[str, Any], None]
 
 
-# Fields no wap.toml may set (an identity proven by a service token, not configured).
-_NOT_FROM_FILE = frozenset({"token_role"})
+@dataclass(frozen=True)
+class SettingSpec:
+    """What a field of :class:`Settings` declares besides its type and default."""
+
+    env: str | None  # its environment variable; None: never read from the environment
+    parse: Parse | None = None  # text -> the field's type; None: text as it is
+    check: Check | None = None  # the rule its value must follow
+    from_file: bool = True  # whether wap.toml may set it
+
+
+_SPEC = "wap_setting"
+
+
+def setting(
+    env: str | None,
+    default: Any = MISSING,
+    *,
+    factory: Callable[[], Any] | None = None,
+    parse: Parse | None = None,
+    check: Check | None = None,
+    from_file: bool = True,
+    secret: bool = False,
+) -> Any:
+    """A field of :class:`Settings` declared once: its environment variable, default, parser and rule
+    (``secret``: left out of the repr)."""
+    meta = {_SPEC: SettingSpec(env, parse, check, from_file)}
+    if factory is not None:
+        return field(default_factory=factory, repr=not secret, metadata=meta)
+    return field(default=default, repr=not secret, metadata=meta)
+
+
+def spec_of(f: Field[Any]) -> SettingSpec:
+    """The declaration of a field of :class:`Settings`."""
+    spec = f.metadata.get(_SPEC)
+    if not isinstance(spec, SettingSpec):  # pragma: no cover - every field is declared with setting()
+        raise TypeError(f"Settings.{f.name} is not declared with setting()")
+    return spec
 
 
 def _os_user() -> str:
@@ -71,79 +84,186 @@ def _os_user() -> str:
         return "unknown"
 
 
+# ----- parsers: a setting's text (environment, TOML) -> its type ------------------------------------------
+def _path(_key: str, value: Any) -> Path:
+    return Path(value)
+
+
+def _integer(key: str, value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"setting {key} must be an integer, got {value!r}") from exc
+
+
+def _seconds(key: str, value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"setting {key} must be a number of seconds, got {value!r}") from exc
+
+
+def _flag(key: str, value: Any) -> bool:
+    if not isinstance(value, str):
+        return bool(value)
+    flag = value.strip().lower()
+    if flag not in ("true", "false", "1", "0", "yes", "no"):
+        raise ValidationError(f"setting {key} must be true or false, got {value!r}")
+    return flag in ("true", "1", "yes")
+
+
+def _on_unless_off(_key: str, value: Any) -> bool:
+    """On unless the text says off (``0``, ``false``, ``no``, ``off``): WAP_SPARK_EAGER's rule."""
+    if not isinstance(value, str):
+        return bool(value)
+    return value.strip().lower() not in ("0", "false", "no", "off")
+
+
+def _str_list(key: str, value: Any) -> tuple[str, ...]:
+    items = value.split(os.pathsep) if isinstance(value, str) else value
+    return tuple(str(p) for p in items if p)
+
+
+def _root_list(key: str, value: Any) -> tuple[Path | str, ...]:
+    items = split_ingest_roots(value) if isinstance(value, str) else value
+    return _ingest_roots(items)
+
+
+def _spark_conf(_key: str, value: Any) -> tuple[tuple[str, str], ...]:
+    return parse_spark_conf(value)
+
+
+def _catalog_properties(_key: str, value: Any) -> tuple[tuple[str, str], ...]:
+    return parse_catalog_properties(value)
+
+
+# ----- rules: what a value must be ----------------------------------------------------------------------
+def _at_least(low: float, message: str) -> Check:
+    """``value >= low`` (``message`` may name ``{label}``)."""
+
+    def check(label: str, value: Any) -> None:
+        if not value >= low:
+            raise ValidationError(message.format(label=label))
+
+    return check
+
+
+def _positive(label: str, value: Any) -> None:
+    if not value > 0:
+        raise ValidationError(f"{label} must be > 0 seconds")
+
+
+def _between(low: int, high: int) -> Check:
+    def check(label: str, value: Any) -> None:
+        if not low <= value <= high:
+            raise ValidationError(f"{label} must be between {low} and {high}")
+
+    return check
+
+
+def _one_of(*choices: str) -> Check:
+    def check(label: str, value: Any) -> None:
+        if value not in choices:
+            raise ValidationError(f"{label} must be {' or '.join(repr(c) for c in choices)}, got {value!r}")
+
+    return check
+
+
+def _duration(label: str, value: Any) -> None:
+    parse_duration(value, label.partition(" ")[0])
+
+
+def _identifier(_label: str, value: Any) -> None:
+    validate_identifier(value, "catalog name")
+
+
+_S3A = "spark.hadoop.fs.s3a."  # Hadoop's S3A keys as Spark conf (WAP_SPARK_CONF)
+_WORKERS = "query_workers (WAP_QUERY_WORKERS) and query_slots (WAP_QUERY_SLOTS) must be >= 1"
+
+
 @dataclass(frozen=True)
 class Settings:
-    """Where the lakehouse lives and how to reach it. Build with :meth:`from_env`."""
+    """Where the lakehouse lives and how to reach it. Build with :meth:`from_env`.
 
-    home: Path = Path("lakehouse")
-    checks_path: Path | None = None
-    access_path: Path | None = None  # the roles file; default $WAP_HOME/access.yml
-    user: str = field(default_factory=_os_user)
-    catalog_name: str = "wap"
-    catalog_uri: str | None = None  # SQLAlchemy URL; default sqlite:///$WAP_HOME/catalog.db
-    catalog_jdbc_uri: str | None = None  # JDBC URL for Spark; derived from catalog_uri when unset
-    warehouse: str | None = None  # default file://$WAP_HOME/warehouse
-    spark_master: str = "local[2]"
-    spark_driver_memory: str = "2g"
-    shuffle_partitions: int = 4
-    jdbc_jars: tuple[str, ...] = ()
-    sample_rows: int = 20  # failing-row sample per check (WAP_SAMPLE_ROWS)
+    Every field is declared with :func:`setting` (its environment variable, parser and rule).
+    """
+
+    home: Path = setting("WAP_HOME", Path("lakehouse"), parse=_path)
+    checks_path: Path | None = setting("WAP_CHECKS", None, parse=_path)
+    # the roles file; default $WAP_HOME/access.yml
+    access_path: Path | None = setting("WAP_ACCESS", None, parse=_path)
+    user: str = setting("WAP_USER", factory=_os_user)
+    catalog_name: str = setting("WAP_CATALOG_NAME", "wap", check=_identifier)
+    # SQLAlchemy URL (a SQL catalog; default sqlite:///$WAP_HOME/catalog.db), or the REST catalog's URI
+    catalog_uri: str | None = setting("WAP_CATALOG_URI", None)
+    # JDBC URL for Spark; derived from catalog_uri when unset
+    catalog_jdbc_uri: str | None = setting("WAP_CATALOG_JDBC_URI", None)
+    warehouse: str | None = setting("WAP_WAREHOUSE", None)  # default file://$WAP_HOME/warehouse
+    spark_master: str = setting("WAP_SPARK_MASTER", "local[2]")
+    spark_driver_memory: str = setting("WAP_SPARK_DRIVER_MEMORY", "2g")
+    shuffle_partitions: int = setting(
+        "WAP_SHUFFLE_PARTITIONS", 4, parse=_integer, check=_at_least(1, "shuffle_partitions must be >= 1")
+    )
+    jdbc_jars: tuple[str, ...] = setting("WAP_JDBC_JARS", (), parse=_str_list)
+    # failing-row sample per check
+    sample_rows: int = setting("WAP_SAMPLE_ROWS", 20, parse=_integer)
     # where confined (console) ingest may read: local folders (Path) and object-store URL prefixes
     # (canonical ``s3a://bucket/prefix`` text, see StoreUrl); default ($WAP_HOME/landing,)
-    ingest_roots: tuple[Path | str, ...] = ()
+    ingest_roots: tuple[Path | str, ...] = setting("WAP_INGEST_ROOTS", (), parse=_root_list)
     # extra Spark conf for a cluster ("spark.executor.memory=1g spark.driver.host=10.0.0.5"); applied last
-    spark_conf: tuple[tuple[str, str], ...] = field(default=(), repr=False)
-    # extra Iceberg catalog properties for BOTH PyIceberg and Spark's catalog (object store: s3.endpoint=...)
-    catalog_properties: tuple[tuple[str, str], ...] = field(default=(), repr=False)
-    branch_ttl: str = "14d"  # gc discards open branches older than this (per table: property wap.branch-ttl)
-    snapshot_retention: str = (
-        "30d"  # gc expires older snapshots (per table: history.expire.max-snapshot-age-ms)
+    spark_conf: tuple[tuple[str, str], ...] = setting("WAP_SPARK_CONF", (), parse=_spark_conf, secret=True)
+    # extra Iceberg catalog properties for BOTH PyIceberg and Spark's catalog (a REST catalog's credential=...)
+    catalog_properties: tuple[tuple[str, str], ...] = setting(
+        "WAP_CATALOG_PROPERTIES", (), parse=_catalog_properties, secret=True
     )
-    notify_path: Path | None = None  # the notification targets file; default $WAP_HOME/notify.yml
+    # gc discards open branches older than this (per table: property wap.branch-ttl)
+    branch_ttl: str = setting("WAP_BRANCH_TTL", "14d", check=_duration)
+    # gc expires older snapshots (per table: history.expire.max-snapshot-age-ms)
+    snapshot_retention: str = setting("WAP_SNAPSHOT_RETENTION", "30d", check=_duration)
+    # the notification targets file; default $WAP_HOME/notify.yml
+    notify_path: Path | None = setting("WAP_NOTIFY", None, parse=_path)
     # The catalog: "sql" (JDBC tables in catalog_uri's database) or "rest" (an Iceberg REST catalog at
-    # catalog_uri, "rest+http://host:port/prefix" also selects it); wap_core.lake.catalog.
-    catalog_type: str = "sql"
-    journal_uri: str | None = (
-        None  # the journal's database with a REST catalog; default sqlite:///$WAP_HOME/journal.db
-    )
+    # catalog_uri, "rest+http://host:port/prefix" also selects it); wap_core.lake.catalogs.
+    catalog_type: str = setting("WAP_CATALOG_TYPE", "sql", check=_one_of("sql", "rest"))
+    # the journal's database with a REST catalog; default sqlite:///$WAP_HOME/journal.db
+    journal_uri: str | None = setting("WAP_JOURNAL_URI", None)
     # S3 / S3-compatible storage, for Spark (S3A) and PyIceberg (PyArrow) at once: wap_core.lake.s3
-    s3_endpoint: str | None = None  # http(s)://host:port; unset: AWS S3
-    s3_access_key: str | None = field(default=None, repr=False)
-    s3_secret_key: str | None = field(default=None, repr=False)
-    s3_region: str = "us-east-1"
-    s3_path_style: bool | None = None  # bucket in the path, not the host name; default: True with an endpoint
-    # a user's query (SQL box, `query`) is cancelled after this many seconds (WAP_QUERY_TIMEOUT)
-    query_timeout: float = 60.0
+    s3_endpoint: str | None = setting("WAP_S3_ENDPOINT", None)  # http(s)://host:port; unset: AWS S3
+    s3_access_key: str | None = setting("WAP_S3_ACCESS_KEY", None, secret=True)
+    s3_secret_key: str | None = setting("WAP_S3_SECRET_KEY", None, secret=True)
+    s3_region: str = setting("WAP_S3_REGION", "us-east-1")
+    # bucket in the path, not the host name; default: True with an endpoint
+    s3_path_style: bool | None = setting("WAP_S3_PATH_STYLE", None, parse=_flag)
+    # where the S3A client jars are; default <venv>/share/wap-jars (make setup-s3)
+    s3a_jars_dir: Path | None = setting("WAP_S3A_JARS_DIR", None, parse=_path)
+    # a user's query (SQL box, `query`) is cancelled after this many seconds
+    query_timeout: float = setting("WAP_QUERY_TIMEOUT", 60.0, parse=_seconds, check=_positive)
     # Where the console's SQL box runs a query (wap_core.analysis.sandbox): "process" (a worker process with
     # its own small Spark driver, killed on time-out or Cancel) or "driver" (the console's shared driver)
-    query_isolation: str = "process"
-    query_workers: int = 2  # worker processes at most (one query each; a user has one at a time)
-    query_slots: int = 1  # task slots of a worker's Spark driver (local[N])
-    query_nice: int = 10  # a worker's niceness above the console's (0-19): the console's own work comes first
-    query_memory: str = "1g"  # a worker's Spark driver heap
-    reconcile_seconds: int = 30  # the console's background reconciliation tick (WAP_RECONCILE_SECONDS)
+    query_isolation: str = setting("WAP_QUERY_ISOLATION", "process", check=_one_of("process", "driver"))
+    # worker processes at most (one query each; a user has one at a time)
+    query_workers: int = setting("WAP_QUERY_WORKERS", 2, parse=_integer, check=_at_least(1, _WORKERS))
+    # task slots of a worker's Spark driver (local[N])
+    query_slots: int = setting("WAP_QUERY_SLOTS", 1, parse=_integer, check=_at_least(1, _WORKERS))
+    # a worker's niceness above the console's (0-19): the console's own work comes first
+    query_nice: int = setting("WAP_QUERY_NICE", 10, parse=_integer, check=_between(0, 19))
+    query_memory: str = setting("WAP_QUERY_MEMORY", "1g")  # a worker's Spark driver heap
+    # the console's background reconciliation tick
+    reconcile_seconds: int = setting(
+        "WAP_RECONCILE_SECONDS", 30, parse=_integer, check=_at_least(1, "{label} must be >= 1")
+    )
+    # the console starts Spark in the background at start-up (off: on first use)
+    spark_eager: bool = setting("WAP_SPARK_EAGER", True, parse=_on_unless_off)
+    spark_ui: bool = setting("WAP_SPARK_UI", False, parse=_flag)  # Spark's web UI
     # The role a verified service token (WAP_TOKEN) grants ``user``: set by the CLI after it checked the
     # token (wap_core.security.tokens), never read from the environment or wap.toml.
-    token_role: str | None = field(default=None, repr=False)
+    token_role: str | None = setting(None, None, from_file=False, secret=True)
 
     def __post_init__(self) -> None:
-        validate_identifier(self.catalog_name, "catalog name")
-        if self.shuffle_partitions < 1:
-            raise ValidationError("shuffle_partitions must be >= 1")
-        if not self.query_timeout > 0:
-            raise ValidationError("query_timeout (WAP_QUERY_TIMEOUT) must be > 0 seconds")
-        if self.query_isolation not in ("process", "driver"):
-            raise ValidationError(
-                f"query_isolation (WAP_QUERY_ISOLATION) must be 'process' or 'driver', got {self.query_isolation!r}"
-            )
-        if self.query_workers < 1 or self.query_slots < 1:
-            raise ValidationError(
-                "query_workers (WAP_QUERY_WORKERS) and query_slots (WAP_QUERY_SLOTS) must be >= 1"
-            )
-        if not 0 <= self.query_nice <= 19:
-            raise ValidationError("query_nice (WAP_QUERY_NICE) must be between 0 and 19")
-        if self.reconcile_seconds < 1:
-            raise ValidationError("reconcile_seconds (WAP_RECONCILE_SECONDS) must be >= 1")
+        for f in fields(self):
+            spec = spec_of(f)
+            if spec.check is not None:
+                spec.check(f"{f.name} ({spec.env})" if spec.env else f.name, getattr(self, f.name))
         for uri in (self.catalog_uri, self.catalog_jdbc_uri, self.journal_uri):
             if uri:
                 register_secrets_of(uri)
@@ -153,13 +273,45 @@ class Settings:
             if SECRET_KEY.search(key) or key in ("credential", "s3.access-key-id"):
                 register_secret(value)
                 register_secret(value.partition(":")[2])
-        if self.catalog_type not in ("sql", "rest"):
-            raise ValidationError(
-                f"catalog_type (WAP_CATALOG_TYPE) must be 'sql' or 'rest', got {self.catalog_type!r}"
-            )
-        parse_duration(self.branch_ttl, "branch_ttl")
-        parse_duration(self.snapshot_retention, "snapshot_retention")
         object.__setattr__(self, "ingest_roots", _ingest_roots(self.ingest_roots))
+        self._adopt_generic_s3_keys()
+
+    def _adopt_generic_s3_keys(self) -> None:
+        """One S3 endpoint, wherever it is given: ``WAP_S3_ENDPOINT``, or the generic way (``s3.endpoint`` in
+        WAP_CATALOG_PROPERTIES, ``spark.hadoop.fs.s3a.endpoint`` in WAP_SPARK_CONF, as before WAP_S3_* existed).
+        A generic endpoint becomes ``s3_endpoint``, so Spark's per-bucket conf, PyArrow's client and every
+        message name that store; places that disagree are refused in one line naming the setting to use. A
+        full key pair given the generic way (one place) is adopted the same way when WAP_S3_* keys are unset,
+        and Hadoop's ``fs.s3a.path.style.access`` when WAP_S3_PATH_STYLE is unset."""
+        props, conf = dict(self.catalog_properties), dict(self.spark_conf)
+        given = {
+            f"{env_name('s3_endpoint')}": self.s3_endpoint,
+            f"{env_name('catalog_properties')} (s3.endpoint)": props.get("s3.endpoint"),
+            f"{env_name('spark_conf')} ({_S3A}endpoint)": conf.get(f"{_S3A}endpoint"),
+        }
+        found = {where: value.rstrip("/") for where, value in given.items() if value}
+        if len(set(found.values())) > 1:
+            raise ValidationError(
+                f"the S3 endpoint is given differently in {' and '.join(found)}: "
+                f"give it once, in {env_name('s3_endpoint')}"
+            )
+        if self.s3_endpoint is None and found:
+            object.__setattr__(self, "s3_endpoint", next(iter(found.values())))
+        if self.s3_access_key is None and self.s3_secret_key is None:
+            for access, secret in (
+                (props.get("s3.access-key-id"), props.get("s3.secret-access-key")),
+                (conf.get(f"{_S3A}access.key"), conf.get(f"{_S3A}secret.key")),
+            ):
+                if access and secret:
+                    object.__setattr__(self, "s3_access_key", access)
+                    object.__setattr__(self, "s3_secret_key", secret)
+                    register_secret(access)
+                    register_secret(secret)
+                    break
+        if self.s3_path_style is None and conf.get(f"{_S3A}path.style.access"):
+            object.__setattr__(
+                self, "s3_path_style", _flag("s3_path_style", conf[f"{_S3A}path.style.access"])
+            )
 
     # ----- derived values -------------------------------------------------
     @property
@@ -264,15 +416,15 @@ class Settings:
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
         """Settings from ``wap.toml`` in the home (or ``$WAP_CONFIG``), then ``WAP_*`` variables, then ``overrides``."""
         env = os.environ if env is None else env
-        home = Path(overrides.get("home") or env.get("WAP_HOME") or "lakehouse")
+        home = Path(overrides.get("home") or env.get(_ENV["home"]) or "lakehouse")
         values: dict[str, Any] = {}
-        toml_path = Path(env["WAP_CONFIG"]) if env.get("WAP_CONFIG") else home / "wap.toml"
+        toml_path = Path(env[CONFIG_ENV]) if env.get(CONFIG_ENV) else home / "wap.toml"
         if toml_path.is_file():
             try:
                 values.update(tomllib.loads(toml_path.read_text()))
             except tomllib.TOMLDecodeError as exc:
                 raise ValidationError(f"{toml_path}: invalid TOML: {exc}") from exc
-            unknown = set(values) - ({f.name for f in fields(cls)} - _NOT_FROM_FILE)
+            unknown = set(values) - {f.name for f in fields(cls) if spec_of(f).from_file}
             if unknown:
                 raise ValidationError(f"{toml_path}: unknown setting(s): {', '.join(sorted(unknown))}")
         for name, var in _ENV.items():
@@ -285,6 +437,20 @@ class Settings:
     def with_(self, **changes: Any) -> Settings:
         """A copy with some settings changed."""
         return replace(self, **_coerce(changes))
+
+
+# Derived from the declarations: setting name -> its environment variable, and how text becomes its type.
+_ENV: dict[str, str] = {f.name: env for f in fields(Settings) if (env := spec_of(f).env) is not None}
+_PARSE: dict[str, Parse] = {
+    f.name: parse for f in fields(Settings) if (parse := spec_of(f).parse) is not None
+}
+#: Every environment variable the settings are read from (``WAP_CONFIG`` first): the console's cache key.
+ENV_VARS: tuple[str, ...] = (CONFIG_ENV, *_ENV.values())
+
+
+def env_name(name: str) -> str:
+    """The environment variable of setting ``name`` (``s3a_jars_dir`` -> ``WAP_S3A_JARS_DIR``)."""
+    return _ENV[name]
 
 
 def _folder_problem(root: Path) -> str | None:
@@ -309,29 +475,6 @@ def _file_problem(path: Path) -> str | None:
     return None
 
 
-def _integer(key: str, value: Any) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError) as exc:
-        raise ValidationError(f"setting {key} must be an integer, got {value!r}") from exc
-
-
-def _seconds(key: str, value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError) as exc:
-        raise ValidationError(f"setting {key} must be a number of seconds, got {value!r}") from exc
-
-
-def _flag(key: str, value: Any) -> bool:
-    if not isinstance(value, str):
-        return bool(value)
-    flag = value.strip().lower()
-    if flag not in ("true", "false", "1", "0", "yes", "no"):
-        raise ValidationError(f"setting {key} must be true or false, got {value!r}")
-    return flag in ("true", "1", "yes")
-
-
 # WAP_INGEST_ROOTS: roots separated by ':' (os.pathsep, as before) where it does not start a URL's '://',
 # or by line breaks; a local root starting with '//' is written on a line of its own.
 _ROOT_SEPARATOR = re.compile(r"[\r\n]+|:(?!//)")
@@ -340,11 +483,6 @@ _ROOT_SEPARATOR = re.compile(r"[\r\n]+|:(?!//)")
 def split_ingest_roots(value: str) -> list[str]:
     """``/data/in:s3a://lake/landing`` -> ``['/data/in', 's3a://lake/landing']`` (blank items dropped)."""
     return [item.strip() for item in _ROOT_SEPARATOR.split(value) if item.strip()]
-
-
-def _root_list(key: str, value: Any) -> tuple[Path | str, ...]:
-    items = split_ingest_roots(value) if isinstance(value, str) else value
-    return _ingest_roots(items)
 
 
 def _ingest_roots(items: Any) -> tuple[Path | str, ...]:
@@ -361,34 +499,9 @@ def _ingest_roots(items: Any) -> tuple[Path | str, ...]:
     return tuple(out)
 
 
-def _str_list(key: str, value: Any) -> tuple[str, ...]:
-    items = value.split(os.pathsep) if isinstance(value, str) else value
-    return tuple(str(p) for p in items if p)
-
-
-# How a setting given as text (environment, TOML) becomes its type; settings not named here are text.
-_COERCE: dict[str, Callable[[str, Any], Any]] = {
-    "home": lambda _k, v: Path(v),
-    "checks_path": lambda _k, v: Path(v),
-    "access_path": lambda _k, v: Path(v),
-    "notify_path": lambda _k, v: Path(v),
-    "shuffle_partitions": _integer,
-    "sample_rows": _integer,
-    "reconcile_seconds": _integer,
-    "query_timeout": _seconds,
-    "query_workers": _integer,
-    "query_slots": _integer,
-    "query_nice": _integer,
-    "ingest_roots": _root_list,
-    "jdbc_jars": _str_list,
-    "s3_path_style": _flag,
-    "spark_conf": lambda _k, v: parse_spark_conf(v),
-    "catalog_properties": lambda _k, v: parse_catalog_properties(v),
-}
-
-
 def _coerce(values: dict[str, Any]) -> dict[str, Any]:
-    return {k: (_COERCE[k](k, v) if k in _COERCE and v is not None else v) for k, v in values.items()}
+    """Each given setting through its declared parser (text from the environment or wap.toml -> its type)."""
+    return {k: (_PARSE[k](k, v) if k in _PARSE and v is not None else v) for k, v in values.items()}
 
 
 def _pairs(value: Any, what: str, env: str) -> list[tuple[str, str]]:

@@ -21,7 +21,7 @@ from wap_core.checks.base import (
     summarize,
 )
 from wap_core.checks.engine import Evaluation, evaluate, metric_name, observed_metrics
-from wap_core.checks.parsing import Args, Suite, load_checks, parse_checks, parse_duration, suite_for
+from wap_core.checks.parsing import Args, Suite, load_checks, parse_checks, suite_for
 from wap_core.checks.registry import (
     AVAILABLE_CHECKS,
     CHECK_TYPES,
@@ -54,7 +54,6 @@ __all__ = [
     "metric_name",
     "observed_metrics",
     "parse_checks",
-    "parse_duration",
     "sql_literal",
     "suite_for",
     "summarize",

@@ -9,15 +9,9 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from wap_core.checks.base import CheckSpec, Level
-from wap_core.durations import parse_duration as _parse_duration
 from wap_core.exceptions import ChecksFileError
 
 S = TypeVar("S", bound=CheckSpec)
-
-
-def parse_duration(text: str) -> float:
-    """'36h' -> seconds (:func:`wap_core.durations.parse_duration`). Units: s, m, h, d, w."""
-    return _parse_duration(text).total_seconds()
 
 
 class Args:

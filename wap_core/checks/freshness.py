@@ -6,8 +6,9 @@ import time
 from dataclasses import dataclass
 from typing import ClassVar
 
-from wap_core.checks.args import Args, parse_duration
+from wap_core.checks.args import Args
 from wap_core.checks.base import CheckResult, CheckSpec, MainContext, Measurement
+from wap_core.durations import parse_duration
 from wap_core.identifiers import quote_column
 
 
@@ -25,7 +26,7 @@ class Freshness(CheckSpec):
         col = args.one_column("timestamp column")
         max_age = args.pop("max_age")
         try:
-            seconds = parse_duration(str(max_age))
+            seconds = parse_duration(str(max_age)).total_seconds()
         except ValueError as exc:
             raise args.fail(f"freshness: {exc}") from exc
         return [args.spec(cls, f"freshness({col})", (col,), max_age=str(max_age), max_age_seconds=seconds)]

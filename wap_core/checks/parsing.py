@@ -1,11 +1,12 @@
 """The checks file: YAML parsed up front (with line numbers) into typed specs through the registry.
 
-``Args`` and ``parse_duration`` live in :mod:`wap_core.checks.args` (re-exported here).
+``Args`` lives in :mod:`wap_core.checks.args` (re-exported here); durations are parsed by
+:func:`wap_core.durations.parse_duration`, the one parser of the project.
 """
 
 from __future__ import annotations
 
-__all__ = ["Args", "Suite", "load_checks", "parse_check", "parse_checks", "parse_duration", "suite_for"]
+__all__ = ["Args", "Suite", "load_checks", "parse_check", "parse_checks", "suite_for"]
 
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from typing import Any
 import yaml
 
 from wap_core import yamlnodes
-from wap_core.checks.args import Args, parse_duration
+from wap_core.checks.args import Args
 from wap_core.checks.base import CheckSpec, Level
 from wap_core.checks.registry import AVAILABLE_CHECKS, yaml_types
 from wap_core.exceptions import ChecksFileError, ValidationError

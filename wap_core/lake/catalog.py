@@ -33,6 +33,12 @@ def is_rest(settings: Settings) -> bool:
     return settings.catalog_type == "rest" or (settings.catalog_uri or "").startswith(REST_PREFIX)
 
 
+def rest_endpoint(settings: Settings) -> str | None:
+    """The REST catalog's URI as given (``catalog_uri`` without its ``rest+`` prefix, unchecked), or None for a
+    SQL catalog: what an error message names (:func:`wap_core.lake.errors.store_error`)."""
+    return (settings.catalog_uri or "").removeprefix(REST_PREFIX) if is_rest(settings) else None
+
+
 def rest_uri(settings: Settings) -> str:
     """The REST catalog's HTTP(S) URI (``catalog_uri`` without its ``rest+`` prefix)."""
     uri = (settings.catalog_uri or "").removeprefix(REST_PREFIX)

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 from wap_core.config import Settings, mask_secrets
 from wap_core.exceptions import SparkJobError, one_line
+from wap_core.lake.catalog import rest_endpoint
 from wap_core.lake.s3 import bucket_exists, bucket_of, endpoint_label, filesystem, uses_s3
 
 MAX_CHARS = 500
@@ -158,17 +159,10 @@ _DOWN = re.compile(
 _BUCKET = re.compile(r"s3[an]?://([^/\s'\"]+)|in bucket '([^']+)'")
 
 
-def _rest_uri(settings: Settings) -> str | None:
-    uri = settings.catalog_uri or ""
-    if settings.catalog_type == "rest" or uri.startswith("rest+"):
-        return uri.removeprefix("rest+")
-    return None
-
-
 def store_error(settings: Settings, text: str) -> str | None:
     """One line for a failure of the object store (or the REST catalog) found in ``text`` (an exception's
     text, Java stack included), naming the endpoint; None when ``text`` is not such a failure."""
-    rest = _rest_uri(settings)
+    rest = rest_endpoint(settings)
     where = f"object store {endpoint_label(settings)}"
     if rest and (
         urlsplit(rest).netloc in text or re.search(r"(?i)NotAuthorized|OAuth|Bearer|table bucket", text)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from wap_core.config import Settings, StoreUrl
+from wap_core.config import Settings, StoreUrl, env_name
 from wap_core.exceptions import EnvironmentSetupError
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 S3_SCHEMES = ("s3a://", "s3://", "s3n://")
 HADOOP_AWS_JAR = "hadoop-aws-3.3.1.jar"
 AWS_SDK_JAR = "aws-java-sdk-bundle-1.11.901.jar"
-JARS_ENV = "WAP_S3A_JARS_DIR"  # another folder holding the two jars (default <venv>/share/wap-jars)
+JARS_ENV = env_name("s3a_jars_dir")  # another folder holding the two jars (default <venv>/share/wap-jars)
 
 
 def is_s3_url(value: str | os.PathLike[str]) -> bool:
@@ -46,14 +46,15 @@ def uses_s3(settings: Settings) -> bool:
     )
 
 
-def jars_dir() -> Path:
-    """Where ``make setup-s3`` puts the S3A jars: ``$WAP_S3A_JARS_DIR`` or ``<venv>/share/wap-jars``."""
-    return Path(os.environ.get(JARS_ENV) or Path(sys.prefix) / "share" / "wap-jars")
+def jars_dir(settings: Settings) -> Path:
+    """Where the S3A jars are: the ``s3a_jars_dir`` setting (``WAP_S3A_JARS_DIR``) or ``<venv>/share/wap-jars``
+    (where ``make setup-s3`` puts them)."""
+    return settings.s3a_jars_dir or Path(sys.prefix) / "share" / "wap-jars"
 
 
-def s3a_jars() -> list[str]:
+def s3a_jars(settings: Settings) -> list[str]:
     """The S3A client jars for Spark; EnvironmentSetupError naming the fix when they are missing."""
-    folder = jars_dir()
+    folder = jars_dir(settings)
     jars = [folder / HADOOP_AWS_JAR, folder / AWS_SDK_JAR]
     missing = [j.name for j in jars if not j.is_file()]
     if missing:

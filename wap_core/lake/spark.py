@@ -201,7 +201,7 @@ def session_conf(settings: Settings) -> dict[str, str]:
     extra = dict(settings.spark_conf)
     on_s3 = s3.uses_s3(settings)
     # S3: the S3A jars and the fs.s3a.* conf from the WAP_S3_* settings (WAP_SPARK_CONF still wins)
-    s3_jars, s3_conf = (s3.s3a_jars(), s3.spark_conf(settings)) if on_s3 else ([], {})
+    s3_jars, s3_conf = (s3.s3a_jars(settings), s3.spark_conf(settings)) if on_s3 else ([], {})
     db_jars = [] if is_rest(settings) else jdbc_jars(settings)
     # jars named in WAP_SPARK_CONF come on top of the Iceberg runtime, the JDBC drivers and the S3A jars
     jars = ",".join(
@@ -216,7 +216,7 @@ def session_conf(settings: Settings) -> dict[str, str]:
         "spark.default.parallelism": str(settings.shuffle_partitions),
         "spark.sql.session.timeZone": "UTC",
         "spark.driver.memory": settings.spark_driver_memory,
-        "spark.ui.enabled": os.environ.get("WAP_SPARK_UI", "false"),
+        "spark.ui.enabled": str(settings.spark_ui).lower(),
         "spark.sql.adaptive.enabled": "true",
         # Spark's docs: on HotSpot prefer 8000 (the JVM's HugeMethodLimit): larger generated methods are never
         # JIT-compiled and run interpreted; the profiles' wide aggregates ran 1.6x faster with it

@@ -70,11 +70,9 @@ def _flags(spec: ActionSpec) -> list[str]:
     return [p.removeprefix("--").replace("-", "_") for p in spec.cli.path if p.startswith("-")]
 
 
-def _runs(spec: ActionSpec, fn: ast.FunctionDef) -> bool:
-    """The test runs the action: its CLI command path, or a call of its workflow function (with its flag)."""
-    if set(spec.cli.path) <= _strings(fn):
-        return True
-    for call in (n for n in ast.walk(fn) if isinstance(n, ast.Call)):
+def _calls(spec: ActionSpec, node: ast.AST) -> bool:
+    """``node`` calls the action's workflow function (with its flag set, e.g. ``publish(..., force=True)``)."""
+    for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
         f = call.func
         name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
         if name != spec.function:
@@ -87,9 +85,44 @@ def _runs(spec: ActionSpec, fn: ast.FunctionDef) -> bool:
     return False
 
 
-def _refused(fn: ast.FunctionDef) -> bool:
-    """The test expects a refusal: a refused action's exception, or its one-line message."""
-    return bool(_names(fn) & REFUSALS) or any("may not " in s or "refused" in s for s in _strings(fn))
+def _cli_refusal_tables(spec: ActionSpec) -> list[str]:
+    """Test modules refusing the action's command from a table (``test_access.py``'s role matrix): a literal
+    argument list of the command (with its flag) in a module that expects access's "... may not ..." line."""
+    found = []
+    for path, tree in SOURCES.items():
+        if not any("may not " in s for s in _strings(tree)):
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.List | ast.Tuple):
+                continue
+            words = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+            command = [p for p in spec.cli.path if not p.startswith("-")]
+            if words[: len(command)] == command and {p for p in spec.cli.path if p.startswith("-")} <= set(
+                words
+            ):
+                found.append(path.name)
+                break
+    return found
+
+
+def _refuses(spec: ActionSpec, fn: ast.FunctionDef) -> bool:
+    """The test expects the action refused: access's one-line refusal naming it ("... may not <verb>: ..."),
+    or a refused action's exception (a ``RefusedError`` subclass) raised by a call of its workflow function."""
+    verbs = {spec.permission.verb, spec.word.replace("_", " ")}
+    if any(f"may not {verb}:" in s or s.endswith(f"may not {verb}") for s in _strings(fn) for verb in verbs):
+        return True
+    for with_ in (n for n in ast.walk(fn) if isinstance(n, ast.With)):
+        for item in with_.items:
+            expr = item.context_expr
+            if (
+                isinstance(expr, ast.Call)
+                and "raises" in _names(expr.func)
+                and expr.args
+                and _names(expr.args[0]) & REFUSALS
+                and any(_calls(spec, stmt) for stmt in with_.body)
+            ):
+                return True
+    return False
 
 
 def _kill_tested_points() -> set[str]:
@@ -118,7 +151,7 @@ def test_every_action_has_a_kill_case(spec: ActionSpec) -> None:
 
 @pytest.mark.parametrize("spec", SPECS, ids=IDS)
 def test_every_action_has_a_refusal_case(spec: ActionSpec) -> None:
-    cases = [name for name, fn in _test_functions() if _runs(spec, fn) and _refused(fn)]
+    cases = [name for name, fn in _test_functions() if _refuses(spec, fn)] + _cli_refusal_tables(spec)
     assert cases, f"no test refuses {spec.name} ({' '.join(spec.cli.path)} / {spec.function})"
 
 

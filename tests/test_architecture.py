@@ -39,6 +39,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "wap_core.samples",
         "wap_core.yamlnodes",
         "wap_core.registry",
+        "wap_core.actions",  # every action's declaration, plain data (the layers above read it)
     ),
 )
 FACADE = "wap_core"  # the package root re-exports Lakehouse, Settings, TableId for users; not a layer

@@ -112,6 +112,14 @@ def test_tokens_are_admin_only_stored_hashed_and_act_as_their_user_with_their_ro
     assert not any(token in json.dumps(r, default=str) for r in rows)
 
 
+def test_only_an_admin_revokes_a_token(home: Path) -> None:
+    _, made = create("root", "--user", "ci-bot", "--role", "steward")
+    code, out, err = cli("sam", "token", "revoke", str(made["id"]))
+    assert (code, out, err) == (1, "", "error: sam (steward) may not revoke token: admin role needed\n")
+    code, out, err = cli("root", "token", "list", "--json")
+    assert code == 0 and [t["status"] for t in json.loads(out)] == ["active"], err
+
+
 def test_expired_and_revoked_tokens_are_refused_and_journaled(home: Path) -> None:
     short, _ = create("root", "--user", "ci-bot", "--role", "approver", "--expires", "1s")
     long, made = create("root", "--user", "etl", "--role", "steward")

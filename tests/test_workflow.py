@@ -444,3 +444,39 @@ def test_console_branches_show_review_and_approvals(lake: Lakehouse, monkeypatch
     df = at.dataframe[0].value
     row = df[df["branch"] == "ui"].iloc[0]
     assert (row["review state"], row["approvals"]) == ("awaiting", 0)
+
+
+def test_reopen_killed_at_its_fault_points_is_reconciled(lake: Lakehouse) -> None:
+    lh = lake
+    assert cli(lh, SAM, "ingest", "demo.free", src(lh, "kr", [(80, "kim")]), "--branch", "kr")[0] == 0
+    assert cli(lh, ANN, "publish", "demo.free", "kr")[0] == 0
+    batch = refs(lh, F)["main"]
+    parent = lh.table(F).metadata.snapshot_by_id(batch).parent_snapshot_id  # type: ignore[union-attr]
+    assert parent is not None
+    rollback(lh, F, parent, reason="bad batch", user=ROOT_)
+
+    def killed_and_reconciled(point: str, branch: str) -> tuple[Any, Any]:
+        """The reopen of ``batch`` as ``branch`` killed at ``point``, then reconciled."""
+        p = _run_killed(lh, point, "reopen", "demo.free", "--snapshot", str(batch), "--branch", branch)
+        assert p.returncode == FAULT_EXIT_CODE, p.stderr
+        reconcile(lh)  # the next entry point reconciles
+        return _intent_and_outcome(lh, "reopen")
+
+    i, e = killed_and_reconciled("after_reopen_intent", "kr_early")  # nothing created
+    assert "kr_early" not in refs(lh, F)
+    assert (i.status, e.intent_id, e.outcome, e.reconciled, e.user) == (
+        "abandoned",
+        i.id,
+        "abandoned",
+        True,
+        ROOT_,
+    )
+    i, e = killed_and_reconciled("after_reopen_commit", "kr_late")  # the branch was created
+    assert refs(lh, F)["kr_late"] == batch
+    assert (i.status, e.intent_id, e.outcome, e.reconciled, e.snapshot_after) == (
+        "done",
+        i.id,
+        "reopened",
+        True,
+        batch,
+    )

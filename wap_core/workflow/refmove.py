@@ -190,5 +190,5 @@ class RefMove:
 
     @staticmethod
     def _point(known: tuple[str, ...], name: str, hit: Callable[[str], None]) -> None:
-        if name in known:  # not every action has every point (reopen has none)
+        if name in known:  # not every action has every point (wap_core.actions declares them)
             hit(name)

@@ -76,7 +76,7 @@ def create_token(
     register_secret(token)  # from now on masked in logs, the journal and errors of this process
     lh.journal.record(
         user=actor,
-        action=Action(CREATE),
+        action=Action.CREATE_TOKEN,
         outcome=Outcome.CREATED,
         reason=f"service token {info.id} for {token_user} ({granted.label}), expires {info.expires_at.isoformat(timespec='seconds')}",
         details={"token_id": info.id, "token_user": token_user, "role": granted.label},
@@ -99,8 +99,8 @@ def revoke_token(lh: Lakehouse, token_id: int, *, user: str | None = None) -> To
     if store.revoke(lh.journal.engine, token_id, actor):
         lh.journal.record(
             user=actor,
-            action=Action(REVOKE),
-            outcome=Outcome("revoked"),
+            action=Action.REVOKE_TOKEN,
+            outcome=Outcome.REVOKED,
             reason=f"service token {token_id} revoked",
             details={"token_id": token_id},
         )

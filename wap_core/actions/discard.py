@@ -1,0 +1,23 @@
+"""discard: drop an audit branch (main untouched)."""
+
+from __future__ import annotations
+
+from wap_core.actions.spec import BRANCH, JSON, TABLE, ActionSpec, CliCommand, EventSpec, PermissionSpec, arg
+
+DISCARD = PermissionSpec("discard", "steward", "discard", "discard")
+DISCARDED = EventSpec("discarded", "Discarded", ":wastebasket:")
+
+ACTION = ActionSpec(
+    name="discard",
+    word="discard",
+    outcomes=("discarded",),
+    permission=DISCARD,
+    moves_ref=True,
+    faults=("after_discard_intent", "after_discard_commit"),  # intent -> branch removed -> outcome
+    pauses=("before_discard_intent",),  # the race tests hold the loser here
+    events=(DISCARDED,),
+    function="discard",
+    cli=CliCommand(
+        ("discard",), "drop an audit branch (main untouched)", (TABLE, BRANCH, arg("--reason"), JSON)
+    ),
+)

@@ -1,0 +1,32 @@
+"""ingest: write sources into a new audit branch (the branch is created, the batch appended, then audited)."""
+
+from __future__ import annotations
+
+from wap_core.actions.spec import JSON, TABLE, ActionSpec, CliCommand, PermissionSpec, arg
+
+INGEST = PermissionSpec("ingest", "steward", "ingest", "ingest")
+
+ACTION = ActionSpec(
+    name="ingest",
+    word="ingest",
+    outcomes=("written",),
+    permission=INGEST,
+    moves_ref=True,
+    # intent -> CREATE BRANCH -> append the batch -> outcome
+    faults=("after_ingest_intent", "after_create_branch", "after_ingest_commit"),
+    # the object-store tests stop the store between the branch and its rows (tests/test_s3_store.py)
+    pauses=("after_create_branch",),
+    function="ingest",
+    cli=CliCommand(
+        ("ingest",),
+        "write sources into a new audit branch and audit it",
+        (
+            TABLE,
+            arg("sources", nargs="+", metavar="SOURCE"),
+            arg("--branch"),
+            arg("--format", choices=["csv", "parquet", "json"]),
+            arg("--create", action="store_true", help="create the table from the source's schema if missing"),
+            JSON,
+        ),
+    ),
+)

@@ -19,6 +19,7 @@ from sqlalchemy import Table as SqlTable
 from sqlalchemy.exc import IntegrityError
 
 from wap_core.checks.base import Measurement
+from wap_core.lake.profile import TableProfile
 from wap_core.store.journal import utcnow
 from wap_core.store.profiles import batch_profiles_table
 from wap_core.store.schema import cache_table, snapshot_column
@@ -152,11 +153,12 @@ def _profile_metrics(engine: Engine, table: str, heads: Sequence[int]) -> dict[i
     """Metrics of batches whose profile a review computed (``wap_batch_profiles``), as metric keys."""
     out: dict[int, dict[str, Any]] = {}
     for head, prof in _json_by_head(engine, batch_profiles_table, "profile", table, heads).items():
-        m: dict[str, Any] = {"row_count": prof.get("rows")}
-        for col, c in (prof.get("columns") or {}).items():
-            m[f"null_pct({col})"] = c.get("null_pct")
-            m[f"distinct({col})"] = c.get("distinct")
-            m[f"mean({col})"] = c.get("mean")
+        stored = TableProfile.from_json(prof)
+        m: dict[str, Any] = {"row_count": stored.rows}
+        for col, c in stored.columns.items():
+            m[f"null_pct({col})"] = c.null_pct
+            m[f"distinct({col})"] = c.distinct
+            m[f"mean({col})"] = c.mean
         out[head] = m
     return out
 
@@ -182,7 +184,7 @@ class StoredHistory:
         table: str,
         tbl: Table,
         fork: int | None,
-        main_profile: Callable[[], dict[str, Any] | None],
+        main_profile: Callable[[], TableProfile | None],
     ) -> None:
         self.engine = engine
         self.table = table
@@ -213,6 +215,6 @@ class StoredHistory:
                     break
         return out
 
-    def main_profile(self) -> dict[str, Any] | None:
+    def main_profile(self) -> TableProfile | None:
         """Main's stored profile at the fork (cached or merged from stored profiles; never a scan)."""
         return self._main_profile() if self.fork is not None else None

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
     from pyspark.sql import DataFrame
 
+    from wap_core.lake.profile import TableProfile
     from wap_core.lakehouse import Lakehouse
 
 log = logging.getLogger(__name__)
@@ -210,7 +211,7 @@ def _main_context(lh: Lakehouse, table: TableId, tbl: Table, lin: cat.Lineage) -
     def snapshot_of(t: TableId) -> int | None:
         return cat.ref_snapshot_id(lh.table(t), MAIN) if cat.table_exists(lh.catalog, t) else None
 
-    def stored_main_profile() -> dict[str, Any] | None:
+    def stored_main_profile() -> TableProfile | None:
         return cached_main_profile(lh, table, fork)
 
     return MainContext(

@@ -10,7 +10,7 @@ import pytest
 
 from wap_core.analysis.diff import ColumnDiff, DiffResult, ProfileBasis, SchemaChange, rank_changes
 from wap_core.lake.catalog import MetadataDiff
-from wap_core.lake.profile import ColumnProfile, ProfileSample
+from wap_core.lake.profile import ColumnProfile, ProfileSample, TableProfile, TopValue
 from wap_core.states import Action, BranchStatus, CheckStatus, Outcome, branch_status, overall_status
 from wap_core.values import to_jsonable
 
@@ -157,3 +157,23 @@ def test_rank_changes_reads_typed_columns_and_their_json() -> None:
     typed = rank_changes(d.columns)
     assert typed == rank_changes([to_jsonable(c) for c in d.columns])
     assert typed[0].column == "id" and typed[0].aspect == "null_rate"
+
+
+def test_stored_profile_json_reads_back_and_writes_byte_for_byte() -> None:
+    top = {"value": "a", "count": 3, "pct": 30.0}
+    stored = {  # a wap_profiles row of a metadata-first profile, as written before the typed profile
+        "rows": 10,
+        "columns": {
+            "id": STORED_COLUMN,
+            "grp": {**STORED_COLUMN, "kind": "categorical", "top_values": [top]},
+        },
+        "source": "metadata",
+        "basis": "manifests and a sample",
+        "sample": {"rows": 5, "files": 1, "files_total": 2},
+    }
+    prof = TableProfile.from_json(json.loads(json.dumps(stored)))
+    assert json.dumps(prof.to_json()) == json.dumps(stored)
+    assert prof.columns["id"].hll == "AgEH" and prof.sample == ProfileSample(5, 1, 2)
+    assert prof.column("grp") is not None and prof.columns["grp"].top_values == (TopValue("a", 3, 30.0),)
+    batch = {"rows": 2, "columns": {"id": STORED_COLUMN}}  # a wap_batch_profiles row: no source
+    assert json.dumps(TableProfile.from_json(batch).to_json()) == json.dumps(batch)

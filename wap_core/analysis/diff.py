@@ -47,7 +47,7 @@ from wap_core.lake.profile import (
     TopValue,
     accuracy_of,
 )
-from wap_core.values import JSON, JsonObject, JsonOrder, jsonable, omit_none, to_jsonable
+from wap_core.values import JSON, JsonObject, JsonOrder, Record, jsonable, omit_none, to_jsonable
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -105,7 +105,7 @@ def _profile_aggs(fields: list[tuple[str, str]]) -> list[Column]:
     return aggs
 
 
-def _column_profile(row: dict[str, Any], i: int, typ: str, rows: int) -> ColumnProfile:
+def _column_profile(row: Record, i: int, typ: str, rows: int) -> ColumnProfile:
     """Column ``i``'s profile from the aggregate row (its top values come from the second pass)."""
     nn = int(row[f"nn{i}"])
     # every row read: counts, min, max, mean and top values are exact; the distinct count is an HLL
@@ -361,7 +361,7 @@ class ColumnDiff(ByKey):
         return tuple(to_jsonable(self))
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ColumnDiff:
+    def from_dict(cls, d: JsonObject) -> ColumnDiff:
         """A column diff back from its JSON form."""
         main = d.get("main")
         return cls(
@@ -419,7 +419,7 @@ class NullOverlap(ByKey):
     rows: int
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> NullOverlap:
+    def from_dict(cls, d: JsonObject) -> NullOverlap:
         """An overlap back from its JSON form."""
         a, b = d["columns"]
         return cls((str(a), str(b)), int(d["rows"]))
@@ -503,7 +503,7 @@ class DiffResult:
         return next((c for c in self.columns if c.name == name), None)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> DiffResult:
+    def from_dict(cls, d: JsonObject) -> DiffResult:
         """A diff back from its JSON form (``diff --json``)."""
         meta = dict(d["metadata"])
         meta["operations"] = tuple(meta.get("operations") or ())
@@ -668,7 +668,7 @@ def _num(v: Any) -> float | None:
     )
 
 
-def column_change(col: ColumnDiff | Mapping[str, Any]) -> ColumnChange:
+def column_change(col: ColumnDiff | JsonObject) -> ColumnChange:
     """The standardized change of one profiled column (a :class:`ColumnDiff`, or its JSON form)."""
     if not isinstance(col, ColumnDiff):
         col = ColumnDiff.from_dict(col)
@@ -709,7 +709,7 @@ def column_change(col: ColumnDiff | Mapping[str, Any]) -> ColumnChange:
     )
 
 
-def rank_changes(columns: Sequence[ColumnDiff | Mapping[str, Any]]) -> list[ColumnChange]:
+def rank_changes(columns: Sequence[ColumnDiff | JsonObject]) -> list[ColumnChange]:
     """Every column's change, largest first (ties by column name)."""
     return sorted((column_change(c) for c in columns), key=lambda c: (-c.score, c.column))
 

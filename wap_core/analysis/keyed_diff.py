@@ -45,7 +45,7 @@ from wap_core.identifiers import TableId, quote_column
 from wap_core.lake import catalog as cat
 from wap_core.lake import jobs
 from wap_core.lake.batch import batch_frame
-from wap_core.values import JSON, JsonObject, JsonOrder
+from wap_core.values import JSON, JsonObject, JsonOrder, Record
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -64,7 +64,7 @@ def _plain(v: Any) -> Any:
     return v
 
 
-def _count_pairs(pairs: tuple[tuple[str, int], ...]) -> list[dict[str, Any]]:
+def _count_pairs(pairs: tuple[tuple[str, int], ...]) -> list[JsonObject]:
     return [{"column": c, "count": n} for c, n in pairs]
 
 
@@ -381,10 +381,10 @@ class _Diffing:
     lin: cat.Lineage
     key: tuple[str, ...]
     compared: tuple[str, ...]
-    common: dict[str, Any]
+    common: Record  # the KeyedDiff fields every path shares, by name
 
 
-def _cell_changes(compared: tuple[str, ...], rows_changed: int, per_col: list[int]) -> dict[str, Any]:
+def _cell_changes(compared: tuple[str, ...], rows_changed: int, per_col: list[int]) -> Record:
     """A result's changed rows, changed cells and the changed cells per column (most first, none left out)."""
     by_column = sorted(((c, n) for c, n in zip(compared, per_col, strict=False) if n), key=lambda t: -t[1])
     return {
@@ -649,5 +649,5 @@ def _keyed_samples(
     )
 
 
-def _plain_row(row: dict[str, Any]) -> JsonObject:
+def _plain_row(row: Record) -> JsonObject:
     return {k: _plain(v) for k, v in row.items()}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Column, Engine, String, and_, insert, select, update
 from sqlalchemy import Table as SqlTable
@@ -23,6 +23,7 @@ from wap_core.lake.profile import TableProfile
 from wap_core.store.journal import utcnow
 from wap_core.store.profiles import batch_profiles_table
 from wap_core.store.schema import cache_table, snapshot_column
+from wap_core.values import JsonObject
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -128,10 +129,10 @@ def save_batch_metrics(
 
 def _json_by_head(
     engine: Engine, cache: SqlTable, payload: str, table: str, heads: Sequence[int]
-) -> dict[int, dict[str, Any]]:
+) -> dict[int, JsonObject]:
     """The JSON ``payload`` column of ``cache``'s rows of ``table`` by head snapshot id, for the given heads."""
     t = cache.c
-    out: dict[int, dict[str, Any]] = {}
+    out: dict[int, JsonObject] = {}
     with engine.connect() as conn:
         for i in range(0, len(heads), _CHUNK):
             chunk = list(heads[i : i + _CHUNK])
@@ -144,17 +145,17 @@ def _json_by_head(
     return out
 
 
-def load_batch_metrics(engine: Engine, table: str, heads: Sequence[int]) -> dict[int, dict[str, Any]]:
+def load_batch_metrics(engine: Engine, table: str, heads: Sequence[int]) -> dict[int, JsonObject]:
     """The stored batch metrics of ``table`` by head snapshot id, for the given heads."""
     return _json_by_head(engine, batch_metrics_table, "metrics", table, heads)
 
 
-def _profile_metrics(engine: Engine, table: str, heads: Sequence[int]) -> dict[int, dict[str, Any]]:
+def _profile_metrics(engine: Engine, table: str, heads: Sequence[int]) -> dict[int, JsonObject]:
     """Metrics of batches whose profile a review computed (``wap_batch_profiles``), as metric keys."""
-    out: dict[int, dict[str, Any]] = {}
+    out: dict[int, JsonObject] = {}
     for head, prof in _json_by_head(engine, batch_profiles_table, "profile", table, heads).items():
         stored = TableProfile.from_json(prof)
-        m: dict[str, Any] = {"row_count": stored.rows}
+        m: JsonObject = {"row_count": stored.rows}
         for col, c in stored.columns.items():
             m[f"null_pct({col})"] = c.null_pct
             m[f"distinct({col})"] = c.distinct
@@ -191,9 +192,9 @@ class StoredHistory:
         self.fork = fork
         self._tbl = tbl
         self._main_profile = main_profile
-        self._published: list[tuple[int, dict[str, Any]]] | None = None
+        self._published: list[tuple[int, JsonObject]] | None = None
 
-    def published(self) -> list[tuple[int, dict[str, Any]]]:
+    def published(self) -> list[tuple[int, JsonObject]]:
         """(head snapshot, metrics) of the published batches, newest first."""
         if self._published is None:
             ids = list(_ancestor_ids(self._tbl, self.fork, ANCESTORS_SEARCHED))

@@ -45,7 +45,6 @@ from wap_core.lake.profile import (
     Quantiles,
     TableProfile,
     TopValue,
-    accuracy_of,
 )
 from wap_core.values import JSON, JsonObject, JsonOrder, Record, jsonable, omit_none, to_jsonable
 
@@ -272,13 +271,6 @@ def merge_profiles(spark: SparkSession, a: TableProfile, b: TableProfile) -> Tab
             approximate=tuple(f for f in FIELDS if acc[f] == APPROXIMATE),
         )
     return TableProfile(rows, cols)
-
-
-def accuracy(col: ColumnProfile | JsonObject) -> dict[str, str]:
-    """``{field: "exact"|"approximate"}`` of a profiled column (profiles cached before the markers: derived)."""
-    if isinstance(col, ColumnProfile):
-        return dict(col.accuracy)
-    return accuracy_of(col)
 
 
 def _disjoint(

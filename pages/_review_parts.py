@@ -17,17 +17,18 @@ from wap_core.analysis.diff import (
     ChangeGroup,
     ColumnChange,
     ColumnDiff,
-    ColumnProfile,
     DiffResult,
     change_groups,
     rank_changes,
 )
 from wap_core.analysis.explore import CheckGuide
-from wap_core.analysis.keyed_diff import KeyedDiff, KeyedSamples
+from wap_core.analysis.keyed_diff import ChangedRow, KeyedDiff, KeyedSamples
 from wap_core.checks import CheckResult
 from wap_core.checks.registry import key_columns as checks_key_columns
 from wap_core.lake.catalog import MetadataDiff
+from wap_core.lake.profile import ColumnProfile
 from wap_core.states import BranchStatus, CheckStatus, branch_status
+from wap_core.values import JsonObject
 from wap_core.workflow.audit import AuditResult
 from wap_core.workflow.publish import PublishCheck
 
@@ -495,7 +496,7 @@ def diff_details(diff: DiffResult, max_charts: int = 6, checks: Sequence[CheckRe
     c[3].metric("Columns profiled", len(diff.columns))
     if diff.schema_changes:
         st.warning("Schema changes against main:")
-        ui.grid(pd.DataFrame(diff.schema_changes), hide_index=True, width="stretch")
+        ui.grid(pd.DataFrame(list(diff.schema_changes)), hide_index=True, width="stretch")
     # One chart per reason something moved, largest score first (the score its label states): null-rate
     # bars (one chart for columns NULL on the same rows), quantile lines, top-value shares; a column a
     # failed check judges is charted by that check's measure.
@@ -545,19 +546,17 @@ def cached_keyed(
     return counts, samples
 
 
-def _changed_frame(rows: list[dict[str, Any]], key: list[str]) -> tuple[pd.DataFrame, list[str]]:
+def _changed_frame(rows: Sequence[ChangedRow], key: list[str]) -> tuple[pd.DataFrame, list[str]]:
     """Changed rows: the key, then each changed column as ``old → new`` (blank where it did not change)."""
     changed_cols: list[str] = []
     for r in rows:
-        changed_cols += [
-            c for c, v in r.items() if c not in key and isinstance(v, dict) and c not in changed_cols
-        ]
+        changed_cols += [c.column for c in r.cells if c.column not in key and c.column not in changed_cols]
     out = []
     for r in rows:
-        d = {k: ui.blank(r.get(k)) for k in key}
+        d = {k: ui.blank(r.key.get(k)) for k in key}
         for c in changed_cols:
-            v = r.get(c)
-            d[c] = f"{ui.blank(v['old'])} → {ui.blank(v['new'])}" if isinstance(v, dict) else ""
+            v = r.cell(c)
+            d[c] = f"{ui.blank(v.old)} → {ui.blank(v.new)}" if v is not None else ""
         out.append(d)
     return pd.DataFrame(out, columns=[*key, *changed_cols]), changed_cols
 
@@ -620,7 +619,7 @@ def keyed_section(
             st.caption("No changed rows.")
 
 
-def _sample_rows(rows: Sequence[dict[str, Any]], key_config: dict[str, Any], none: str) -> None:
+def _sample_rows(rows: Sequence[JsonObject], key_config: dict[str, Any], none: str) -> None:
     """Sample rows as they are, the key pinned; ``none`` when there are none."""
     if rows:
         ui.grid(

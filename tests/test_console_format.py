@@ -7,8 +7,9 @@ import json
 import pandas as pd
 
 from pages import _common as ui
-from pages._review_parts import sample_order
-from wap_core.analysis.diff import rank_changes
+from pages._review_parts import _changed_frame, sample_order
+from wap_core.analysis.diff import SchemaChange, rank_changes
+from wap_core.analysis.keyed_diff import CellChange, ChangedRow
 from wap_core.cli.output import format_cell as _cell
 from wap_core.cli.output import json_default as _json_default
 from wap_core.values import to_jsonable
@@ -372,3 +373,34 @@ def test_docs_name_each_text_dialogs_submit_button() -> None:
     assert labels >= {"Confirm", "Roll back"}, labels
     docs = (root / "docs" / "console.md").read_text()
     assert not [label for label in labels if f"**{label}**" not in docs], labels
+
+
+def test_changed_rows_and_schema_changes_render_from_their_types() -> None:
+    rows = [
+        ChangedRow({"id": 1}, (CellChange("name", "ann", "anne"),)),
+        ChangedRow({"id": 2}, (CellChange("age", None, 30), CellChange("name", "bo", "bob"))),
+    ]
+    df, cols = _changed_frame(rows, ["id"])
+    assert cols == ["name", "age"] and list(df.columns) == ["id", "name", "age"]
+    assert df.to_dict("records") == [
+        {"id": "1", "name": "ann → anne", "age": ""},
+        {"id": "2", "name": "bo → bob", "age": " → 30"},
+    ]
+    changes = (
+        SchemaChange("note", "added", None, "string"),
+        SchemaChange("v", "type_changed", "int", "long"),
+    )
+    grid = pd.DataFrame(list(changes))
+    assert list(grid.columns) == ["column", "kind", "old_type", "new_type"]
+    assert grid.to_dict("records")[1] == {
+        "column": "v",
+        "kind": "type_changed",
+        "old_type": "int",
+        "new_type": "long",
+    }
+    assert to_jsonable(changes[0]) == {
+        "column": "note",
+        "kind": "added",
+        "old_type": None,
+        "new_type": "string",
+    }

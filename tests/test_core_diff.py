@@ -8,7 +8,7 @@ import pytest
 from helpers import write_csv
 
 from wap_core import TableId
-from wap_core.analysis.diff import compute_diff, main_profile, profile_frame
+from wap_core.analysis.diff import SchemaChange, compute_diff, main_profile, profile_frame
 from wap_core.workflow.ingest import ingest
 from wap_core.workflow.publish import publish
 
@@ -81,8 +81,8 @@ def test_schema_changes_of_a_branch_written_after_a_schema_change(make_lakehouse
     lh.spark.sql(f"ALTER TABLE {lh.sql_name(T)} CREATE BRANCH evolved")
     lh.spark.sql(f"ALTER TABLE {lh.sql_name(T)} ADD COLUMN note string")
     lh.spark.sql(f"INSERT INTO {lh.sql_name(T, 'evolved')} VALUES (99, 'g1', 1.0, 'new')")
-    expected = [{"column": "note", "kind": "added", "old_type": None, "new_type": "string"}]
-    assert compute_diff(lh, T, "evolved").schema_changes == expected
+    expected = [SchemaChange("note", "added", None, "string")]
+    assert list(compute_diff(lh, T, "evolved").schema_changes) == expected
     assert (
         list(keyed_diff(lh, T, "evolved", ["id"]).schema_changes) == expected
     )  # one comparison for both diffs

@@ -25,6 +25,7 @@ import wap_core.notify.deliverer
 import wap_core.security.tokens
 import wap_core.workflow.review  # noqa: F401  (with the imports above: every owner of a table, on the metadata)
 from wap_core import Lakehouse, Settings
+from wap_core.lake.profile import TableProfile
 from wap_core.store.journal import Journal
 from wap_core.store.migrate import (
     BASELINE,
@@ -127,8 +128,8 @@ def assert_v1_rows_intact(journal: Journal) -> None:
     audit = journal.latest_audit("demo.people", "b1")
     assert audit is not None and (audit.status, audit.snapshot_id, audit.user) == ("failed", BIG, "ann")
     profiles = ProfileStore(journal.engine)
-    assert profiles.load_profile("demo.people", BIG) == {"rows": 5}
-    assert profiles.load_batch_profile("demo.people", BIG) == (1, {"rows": 2})
+    assert profiles.load_profile("demo.people", BIG) == TableProfile(5, {})
+    assert profiles.load_batch_profile("demo.people", BIG) == (1, TableProfile(2, {}))
     assert journal.created_times("demo.people") == {("demo.people", "b1"): AT}
 
 

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from wap_core.analysis.diff import ColumnDiff, ColumnProfile, DiffResult, ProfileBasis, rank_changes
+from wap_core.analysis.diff import ColumnDiff, DiffResult, ProfileBasis, SchemaChange, rank_changes
 from wap_core.lake.catalog import MetadataDiff
+from wap_core.lake.profile import ColumnProfile, ProfileSample, TableProfile, TopValue
 from wap_core.states import Action, BranchStatus, CheckStatus, Outcome, branch_status, overall_status
 from wap_core.values import to_jsonable
 
@@ -97,25 +98,23 @@ STORED_COLUMN = {  # a column of a profile as wap_profiles stores it (with its s
 
 
 def test_column_profile_reads_stored_json_and_writes_it_without_the_sketch() -> None:
-    col = ColumnProfile.from_dict(STORED_COLUMN)
+    col = ColumnProfile.from_json(STORED_COLUMN)
     assert to_jsonable(col) == {k: v for k, v in STORED_COLUMN.items() if k != "hll"}
     assert col.nulls == 1 and col["nulls"] == 1 and "hll" not in col and col.get("hll") is None
     old = {k: v for k, v in STORED_COLUMN.items() if k not in ("accuracy", "approximate")}
-    assert ColumnProfile.from_dict(old).approximate == ("distinct", "quantiles")  # cached before the markers
-    top = ColumnProfile.from_dict({**STORED_COLUMN, "top_values": [{"value": "a", "count": 3, "pct": 30.0}]})
+    assert ColumnProfile.from_json(old).approximate == ("distinct", "quantiles")  # cached before the markers
+    top = ColumnProfile.from_json({**STORED_COLUMN, "top_values": [{"value": "a", "count": 3, "pct": 30.0}]})
     assert top.top_values is not None and top.top_values[0].count == 3
     assert to_jsonable(top)["top_values"] == [{"value": "a", "count": 3, "pct": 30.0}]
 
 
 def _diff() -> DiffResult:
     meta = MetadataDiff("demo.t", "b", 1, 3, 1, False, 2, 10, 0, 2, 0, 100, 0, True, ("append", "append"))
-    batch = ColumnProfile.from_dict({**STORED_COLUMN, "null_pct": 20.0, "mean": 6.0})
-    main = ColumnProfile.from_dict(STORED_COLUMN)
+    batch = ColumnProfile.from_json({**STORED_COLUMN, "null_pct": 20.0, "mean": 6.0})
+    main = ColumnProfile.from_json(STORED_COLUMN)
     cols = (ColumnDiff.of("id", main, batch), ColumnDiff.of("new", None, batch))
-    basis = ProfileBasis("metadata", "manifests and a sample", {"rows": 5, "files": 1, "files_total": 2})
-    return DiffResult(
-        meta, 10, 0, [{"column": "new", "kind": "added", "old_type": None, "new_type": "bigint"}], cols, basis
-    )
+    basis = ProfileBasis("metadata", "manifests and a sample", ProfileSample(5, 1, 2))
+    return DiffResult(meta, 10, 0, (SchemaChange("new", "added", None, "bigint"),), cols, basis)
 
 
 def test_diff_result_holds_its_metadata_diff_and_writes_the_cli_json() -> None:
@@ -150,7 +149,7 @@ def test_diff_result_holds_its_metadata_diff_and_writes_the_cli_json() -> None:
     assert json.dumps(to_jsonable(again)) == json.dumps(out) and again.metadata == d.metadata
     assert pickle.loads(pickle.dumps(d)) == d  # what st.cache_data stores
     assert d.column("id") is d.columns[0] and d.columns[0]["batch"]["nulls"] == 1
-    assert to_jsonable(DiffResult(d.metadata, 0, 0, [], ()))["main_profile"] == {}
+    assert to_jsonable(DiffResult(d.metadata, 0, 0, (), ()))["main_profile"] == {}
 
 
 def test_rank_changes_reads_typed_columns_and_their_json() -> None:
@@ -158,3 +157,23 @@ def test_rank_changes_reads_typed_columns_and_their_json() -> None:
     typed = rank_changes(d.columns)
     assert typed == rank_changes([to_jsonable(c) for c in d.columns])
     assert typed[0].column == "id" and typed[0].aspect == "null_rate"
+
+
+def test_stored_profile_json_reads_back_and_writes_byte_for_byte() -> None:
+    top = {"value": "a", "count": 3, "pct": 30.0}
+    stored = {  # a wap_profiles row of a metadata-first profile, as written before the typed profile
+        "rows": 10,
+        "columns": {
+            "id": STORED_COLUMN,
+            "grp": {**STORED_COLUMN, "kind": "categorical", "top_values": [top]},
+        },
+        "source": "metadata",
+        "basis": "manifests and a sample",
+        "sample": {"rows": 5, "files": 1, "files_total": 2},
+    }
+    prof = TableProfile.from_json(json.loads(json.dumps(stored)))
+    assert json.dumps(prof.to_json()) == json.dumps(stored)
+    assert prof.columns["id"].hll == "AgEH" and prof.sample == ProfileSample(5, 1, 2)
+    assert prof.column("grp") is not None and prof.columns["grp"].top_values == (TopValue("a", 3, 30.0),)
+    batch = {"rows": 2, "columns": {"id": STORED_COLUMN}}  # a wap_batch_profiles row: no source
+    assert json.dumps(TableProfile.from_json(batch).to_json()) == json.dumps(batch)

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
+
+from wap_core.values import JsonObject
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +32,8 @@ def trim_value(value: Any, max_chars: int = MAX_VALUE_CHARS) -> Any:
 
 
 def trim_rows(
-    rows: Sequence[Mapping[str, Any]], max_rows: int = MAX_ROWS, max_chars: int = MAX_VALUE_CHARS
-) -> list[dict[str, Any]]:
+    rows: Sequence[JsonObject], max_rows: int = MAX_ROWS, max_chars: int = MAX_VALUE_CHARS
+) -> list[JsonObject]:
     """At most ``max_rows`` rows, each value at most ``max_chars`` characters (column names too)."""
     return [
         {str(trim_value(k, max_chars)): trim_value(v, max_chars) for k, v in r.items()}
@@ -40,7 +42,7 @@ def trim_rows(
 
 
 def sample_json(
-    rows: Sequence[Mapping[str, Any]],
+    rows: Sequence[JsonObject],
     budget: int = BUDGET_CHARS,
     max_rows: int = MAX_ROWS,
     max_chars: int = MAX_VALUE_CHARS,
@@ -54,7 +56,7 @@ def sample_json(
     return text
 
 
-def load_sample(text: str | None) -> list[dict[str, Any]]:
+def load_sample(text: str | None) -> list[JsonObject]:
     """A sample read back from a snapshot property; an unreadable one (written before samples were
     trimmed) is logged and read as empty instead of failing the audit or a rebase."""
     if not text:

@@ -35,6 +35,12 @@ class _Omit(Enum):
 
 OMIT: Final = _Omit.OMIT  # a view's answer: leave the key out
 JsonOrder: TypeAlias = tuple[str | EllipsisType, ...]  # a class's ``__json__``
+# A JSON object (``json.loads``/``json.dumps``): the one shape of untyped payloads that cross a signature
+# (stored JSON, journal details, webhook bodies, orchestrator XComs).
+JsonObject: TypeAlias = dict[str, Any]
+# A row's values by column name as Spark gives them (``Row.asDict()``) or a result's fields by name before
+# they are typed: values of any Python type, not yet JSON.
+Record: TypeAlias = dict[str, Any]
 
 
 def seconds_view(seconds: float) -> float:
@@ -65,7 +71,7 @@ def jsonable(value: Any) -> Any:
 
 
 @overload
-def to_jsonable(obj: DataclassInstance) -> dict[str, Any]: ...
+def to_jsonable(obj: DataclassInstance) -> JsonObject: ...
 
 
 @overload

@@ -15,7 +15,7 @@ import itertools
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from wap_core.checks.accepted_values import AcceptedValues
@@ -29,16 +29,24 @@ from wap_core.lake import jobs
 from wap_core.lake.batch import batch_frame
 from wap_core.lake.catalog import MetadataDiff
 from wap_core.lake.metaprofile import (
-    APPROXIMATE,
-    EXACT,
-    FIELDS,
     QUANTILES,
     TOP_N,
     TOP_VALUES_MAX_DISTINCT,
     column_kind,
     metadata_profile,
 )
-from wap_core.values import JSON, JsonOrder, jsonable, omit_none, to_jsonable
+from wap_core.lake.profile import (
+    APPROXIMATE,
+    EXACT,
+    FIELDS,
+    ByKey,
+    ColumnProfile,
+    ProfileSample,
+    Quantiles,
+    TableProfile,
+    TopValue,
+)
+from wap_core.values import JSON, JsonObject, JsonOrder, Record, jsonable, omit_none, to_jsonable
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -52,7 +60,7 @@ _BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
 MAX_MERGE_DEPTH = 20  # publishes in a row whose profiles merge without a rescan of main
 
 
-def profile_frame(df: DataFrame, max_top_columns: int = 12) -> dict[str, Any]:
+def profile_frame(df: DataFrame, max_top_columns: int = 12) -> TableProfile:
     """Per-column profile in two Spark jobs: one aggregate pass, one top-values pass."""
     fields = [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
     row = df.agg(*_profile_aggs(fields)).collect()[0].asDict()
@@ -61,11 +69,12 @@ def profile_frame(df: DataFrame, max_top_columns: int = 12) -> dict[str, Any]:
     cats = [
         n
         for n, t in fields
-        if column_kind(t) == "categorical" and cols[n]["distinct"] <= TOP_VALUES_MAX_DISTINCT
+        if column_kind(t) == "categorical" and (cols[n].distinct or 0) <= TOP_VALUES_MAX_DISTINCT
     ][:max_top_columns]
     if cats and rows:
-        _add_top_values(df, cols, cats, rows)
-    return {"rows": rows, "columns": cols}
+        for name, top in _top_values(df, cats, rows).items():
+            cols[name] = replace(cols[name], top_values=top)
+    return TableProfile(rows, cols)
 
 
 def _profile_aggs(fields: list[tuple[str, str]]) -> list[Column]:
@@ -95,7 +104,7 @@ def _profile_aggs(fields: list[tuple[str, str]]) -> list[Column]:
     return aggs
 
 
-def _column_profile(row: dict[str, Any], i: int, typ: str, rows: int) -> dict[str, Any]:
+def _column_profile(row: Record, i: int, typ: str, rows: int) -> ColumnProfile:
     """Column ``i``'s profile from the aggregate row (its top values come from the second pass)."""
     nn = int(row[f"nn{i}"])
     # every row read: counts, min, max, mean and top values are exact; the distinct count is an HLL
@@ -104,29 +113,27 @@ def _column_profile(row: dict[str, Any], i: int, typ: str, rows: int) -> dict[st
         f: APPROXIMATE if f == "distinct" or (f == "quantiles" and row.get(f"q{i}")) else EXACT
         for f in FIELDS
     }
-    return {
-        "type": typ,
-        "kind": column_kind(typ),
-        "rows": rows,
-        "nulls": rows - nn,
-        "null_pct": round(100.0 * (rows - nn) / rows, 4) if rows else 0.0,
-        "distinct": int(row[f"d{i}"] or 0),
-        "hll": base64.b64encode(bytes(row[f"h{i}"])).decode("ascii")
-        if row.get(f"h{i}") is not None
-        else None,
-        "min": jsonable(row.get(f"mn{i}")),
-        "max": jsonable(row.get(f"mx{i}")),
-        "mean": jsonable(row.get(f"avg{i}")),
-        "quantiles": dict(zip([str(q) for q in QUANTILES], jsonable(row.get(f"q{i}")) or [], strict=False))
+    return ColumnProfile(
+        type=typ,
+        kind=column_kind(typ),
+        rows=rows,
+        nulls=rows - nn,
+        null_pct=round(100.0 * (rows - nn) / rows, 4) if rows else 0.0,
+        distinct=int(row[f"d{i}"] or 0),
+        hll=base64.b64encode(bytes(row[f"h{i}"])).decode("ascii") if row.get(f"h{i}") is not None else None,
+        min=jsonable(row.get(f"mn{i}")),
+        max=jsonable(row.get(f"mx{i}")),
+        mean=jsonable(row.get(f"avg{i}")),
+        quantiles=dict(zip([str(q) for q in QUANTILES], jsonable(row.get(f"q{i}")) or [], strict=False))
         if row.get(f"q{i}")
         else None,
-        "top_values": None,
-        "accuracy": acc,
-        "approximate": [f for f in FIELDS if acc[f] == APPROXIMATE],
-    }
+        top_values=None,
+        accuracy=acc,
+        approximate=tuple(f for f in FIELDS if acc[f] == APPROXIMATE),
+    )
 
 
-def _add_top_values(df: DataFrame, cols: dict[str, dict[str, Any]], cats: list[str], rows: int) -> None:
+def _top_values(df: DataFrame, cats: list[str], rows: int) -> dict[str, tuple[TopValue, ...]]:
     """The second pass: the ``TOP_N`` most frequent values of each categorical column in ``cats``."""
     from pyspark.sql import functions as F
     from pyspark.sql.window import Window
@@ -143,18 +150,15 @@ def _add_top_values(df: DataFrame, cols: dict[str, dict[str, Any]], cats: list[s
         df.select(pairs.alias("p")).groupBy(F.col("p.col").alias("col"), F.col("p.val").alias("val")).count()
     )
     w = Window.partitionBy("col").orderBy(F.desc("count"), F.asc_nulls_last("val"))
+    found: dict[str, list[TopValue]] = {}
     for r in counted.withColumn("rk", F.row_number().over(w)).where(F.col("rk") <= TOP_N).collect():
-        tv = cols[r["col"]].setdefault("top_values", None) or []
-        tv.append(
-            {"value": r["val"], "count": int(r["count"]), "pct": round(100.0 * int(r["count"]) / rows, 4)}
+        found.setdefault(r["col"], []).append(
+            TopValue(r["val"], int(r["count"]), round(100.0 * int(r["count"]) / rows, 4))
         )
-        cols[r["col"]]["top_values"] = tv
-    for n in cats:
-        if cols[n]["top_values"]:
-            cols[n]["top_values"].sort(key=lambda d: -d["count"])
+    return {n: tuple(sorted(tv, key=lambda t: -t.count)) for n, tv in found.items()}
 
 
-def main_profile(lh: Lakehouse, table: TableId, snapshot_id: int | None) -> dict[str, Any] | None:
+def main_profile(lh: Lakehouse, table: TableId, snapshot_id: int | None) -> TableProfile | None:
     """Main's profile at ``snapshot_id``: cached per snapshot (snapshots are immutable).
 
     After a publish, main's new head is the head of a batch whose profile the review computed;
@@ -171,20 +175,19 @@ def main_profile(lh: Lakehouse, table: TableId, snapshot_id: int | None) -> dict
     if prof is None:
         prof, basis = metadata_profile(lh, table, snapshot_id)
         if prof is None:
-            prof = profile_frame(lh.read_snapshot(table, snapshot_id))
-            prof["source"], prof["basis"] = "scan", basis
+            prof = replace(profile_frame(lh.read_snapshot(table, snapshot_id)), source="scan", basis=basis)
         lh.profiles.save_profile(str(table), snapshot_id, prof)
     return prof
 
 
-def cached_main_profile(lh: Lakehouse, table: TableId, snapshot_id: int | None) -> dict[str, Any] | None:
+def cached_main_profile(lh: Lakehouse, table: TableId, snapshot_id: int | None) -> TableProfile | None:
     """Main's profile at ``snapshot_id`` if stored, or merged from stored profiles; None rather than a scan."""
     if snapshot_id is None:
         return None
     return _cached_or_merged(lh, table, snapshot_id, MAX_MERGE_DEPTH)
 
 
-def _cached_or_merged(lh: Lakehouse, table: TableId, snapshot_id: int, depth: int) -> dict[str, Any] | None:
+def _cached_or_merged(lh: Lakehouse, table: TableId, snapshot_id: int, depth: int) -> TableProfile | None:
     cached = lh.profiles.load_profile(str(table), snapshot_id)
     if cached is not None or depth <= 0:
         return cached
@@ -193,98 +196,93 @@ def _cached_or_merged(lh: Lakehouse, table: TableId, snapshot_id: int, depth: in
         return None
     fork, batch_prof = batch
     base = _cached_or_merged(lh, table, fork, depth - 1)
-    if base is None or set(base["columns"]) != set(batch_prof["columns"]):
+    if base is None or set(base.columns) != set(batch_prof.columns):
         return None
-    merged = merge_profiles(lh.spark, base, batch_prof)
-    merged["source"] = f"merged: main at {fork} + batch ({fork}, {snapshot_id}]"
-    merged["basis"] = (
-        f"merged from main's profile at {fork} ({str(base.get('source', 'scan')).split(':')[0]}) and the published batch's"
+    merged = replace(
+        merge_profiles(lh.spark, base, batch_prof),
+        source=f"merged: main at {fork} + batch ({fork}, {snapshot_id}]",
+        basis=f"merged from main's profile at {fork} ({(base.source or 'scan').split(':')[0]}) and the published batch's",
     )
     lh.profiles.save_profile(str(table), snapshot_id, merged)
     return merged
 
 
-def merge_profiles(spark: SparkSession, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+def merge_profiles(spark: SparkSession, a: TableProfile, b: TableProfile) -> TableProfile:
     """The profile of the union of two disjoint row sets, from their profiles (one tiny Spark query)."""
-    rows = a["rows"] + b["rows"]
-    names = list(a["columns"])
+    rows = a.rows + b.rows
+    names = list(a.columns)
     unions = []
     for i, n in enumerate(names):
-        ha, hb = a["columns"][n].get("hll"), b["columns"][n].get("hll")
+        ha, hb = a.columns[n].hll, b.columns[n].hll
         if ha and hb and _BASE64.fullmatch(ha) and _BASE64.fullmatch(hb):  # nothing but base64 reaches SQL
             u = f"hll_union(unbase64('{ha}'), unbase64('{hb}'))"
             unions += [f"hll_sketch_estimate({u}) AS d{i}", f"{u} AS h{i}"]
     merged_hll = spark.sql("SELECT " + ", ".join(unions)).collect()[0].asDict() if unions else {}
-    cols: dict[str, dict[str, Any]] = {}
+    cols: dict[str, ColumnProfile] = {}
     for i, n in enumerate(names):
-        ca, cb = a["columns"][n], b["columns"][n]
-        acc_a, acc_b = accuracy(ca), accuracy(cb)
+        ca, cb = a.columns[n], b.columns[n]
+        acc_a, acc_b = ca.accuracy, cb.accuracy
         acc = {f: EXACT if acc_a[f] == acc_b[f] == EXACT else APPROXIMATE for f in FIELDS}
-        nn_a, nn_b = ca["rows"] - ca["nulls"], cb["rows"] - cb["nulls"]
-        nulls = ca["nulls"] + cb["nulls"]
-        col = dict(ca)
-        col.update(
-            {
-                "rows": rows,
-                "nulls": nulls,
-                "null_pct": round(100.0 * nulls / rows, 4) if rows else 0.0,
-                "min": _pick(ca["min"], cb["min"], min),
-                "max": _pick(ca["max"], cb["max"], max),
-                "mean": ((ca["mean"] or 0) * nn_a + (cb["mean"] or 0) * nn_b) / (nn_a + nn_b)
-                if ca.get("mean") is not None and cb.get("mean") is not None and nn_a + nn_b
-                else _pick(ca.get("mean"), cb.get("mean"), max),
-            }
-        )
+        nn_a, nn_b = ca.rows - ca.nulls, cb.rows - cb.nulls
+        nulls = ca.nulls + cb.nulls
         acc["distinct"] = APPROXIMATE  # a union of HLL sketches, or without a sketch of one side an estimate
         if f"d{i}" in merged_hll:
-            col["distinct"] = int(merged_hll[f"d{i}"] or 0)
-            col["hll"] = base64.b64encode(bytes(merged_hll[f"h{i}"])).decode("ascii")
+            distinct = int(merged_hll[f"d{i}"] or 0)
+            hll: str | None = base64.b64encode(bytes(merged_hll[f"h{i}"])).decode("ascii")
         else:
             # no sketch of one side (a metadata-first profile of main): value ranges that do not overlap
             # cannot share a value, so the counts add up; otherwise the larger is a lower bound
             disjoint = _disjoint(ca, acc_a, cb, acc_b)
-            col["distinct"] = (
-                (ca["distinct"] or 0) + (cb["distinct"] or 0)
+            distinct = (
+                (ca.distinct or 0) + (cb.distinct or 0)
                 if disjoint
-                else max(ca["distinct"] or 0, cb["distinct"] or 0)
+                else max(ca.distinct or 0, cb.distinct or 0)
             )
-            col["hll"] = None
-        if ca.get("quantiles") and cb.get("quantiles"):
-            col["quantiles"] = _merge_quantiles(ca["quantiles"], nn_a, cb["quantiles"], nn_b)
+            hll = None
+        quantiles: Quantiles | None
+        if ca.quantiles and cb.quantiles:
+            quantiles = _merge_quantiles(ca.quantiles, nn_a, cb.quantiles, nn_b)
             acc["quantiles"] = APPROXIMATE
         else:
-            col["quantiles"] = ca.get("quantiles") or cb.get("quantiles")
-        if ca.get("top_values") or cb.get("top_values"):
+            quantiles = ca.quantiles or cb.quantiles
+        top_values = ca.top_values
+        if ca.top_values or cb.top_values:
             counts: dict[Any, int] = {}
-            for tv in (ca.get("top_values") or []) + (cb.get("top_values") or []):
-                counts[tv["value"]] = counts.get(tv["value"], 0) + tv["count"]
+            for tv in (*(ca.top_values or ()), *(cb.top_values or ())):
+                counts[tv.value] = counts.get(tv.value, 0) + tv.count
             top = sorted(counts.items(), key=lambda kv: (-kv[1], str(kv[0])))[:TOP_N]
-            col["top_values"] = [
-                {"value": v, "count": c, "pct": round(100.0 * c / rows, 4) if rows else 0.0} for v, c in top
-            ]
+            top_values = tuple(TopValue(v, c, round(100.0 * c / rows, 4) if rows else 0.0) for v, c in top)
             acc["top_values"] = APPROXIMATE
-        col["accuracy"], col["approximate"] = acc, [f for f in FIELDS if acc[f] == APPROXIMATE]
-        cols[n] = col
-    return {"rows": rows, "columns": cols}
+        cols[n] = replace(
+            ca,
+            rows=rows,
+            nulls=nulls,
+            null_pct=round(100.0 * nulls / rows, 4) if rows else 0.0,
+            distinct=distinct,
+            hll=hll,
+            min=_pick(ca.min, cb.min, min),
+            max=_pick(ca.max, cb.max, max),
+            mean=((ca.mean or 0) * nn_a + (cb.mean or 0) * nn_b) / (nn_a + nn_b)
+            if ca.mean is not None and cb.mean is not None and nn_a + nn_b
+            else _pick(ca.mean, cb.mean, max),
+            quantiles=quantiles,
+            top_values=top_values,
+            accuracy=acc,
+            approximate=tuple(f for f in FIELDS if acc[f] == APPROXIMATE),
+        )
+    return TableProfile(rows, cols)
 
 
-def accuracy(col: dict[str, Any]) -> dict[str, str]:
-    """``{field: "exact"|"approximate"}`` of a profiled column (profiles cached before the markers: derived)."""
-    acc = col.get("accuracy")
-    if isinstance(acc, dict) and set(acc) >= set(FIELDS):
-        return {f: acc[f] for f in FIELDS}
-    approx = {*(col.get("approximate") or []), "distinct", "quantiles"}  # HLL and percentile_approx estimates
-    return {f: APPROXIMATE if f in approx else EXACT for f in FIELDS}
-
-
-def _disjoint(ca: dict[str, Any], acc_a: dict[str, str], cb: dict[str, Any], acc_b: dict[str, str]) -> bool:
+def _disjoint(
+    ca: ColumnProfile, acc_a: Mapping[str, str], cb: ColumnProfile, acc_b: Mapping[str, str]
+) -> bool:
     """Whether two columns' exact value ranges do not overlap (then no value is in both)."""
     if not all(acc[f] == EXACT for acc in (acc_a, acc_b) for f in ("min", "max")):
         return False
-    if ca.get("min") is None or cb.get("min") is None:
+    if ca.min is None or cb.min is None:
         return True  # one side has no values at all
     try:
-        return bool(cb["min"] > ca["max"] or cb["max"] < ca["min"])
+        return bool(cb.min > ca.max or cb.max < ca.min)
     except TypeError:
         return False
 
@@ -300,10 +298,10 @@ def _pick(x: Any, y: Any, fn: Any) -> Any:
         return x
 
 
-def _merge_quantiles(qa: dict[str, float], na: int, qb: dict[str, float], nb: int) -> dict[str, float]:
+def _merge_quantiles(qa: Quantiles, na: int, qb: Quantiles, nb: int) -> Quantiles:
     """Quantiles of a mixture of two distributions known by their quantiles (piecewise-linear CDFs)."""
 
-    def cdf(q: dict[str, float], x: float) -> float:
+    def cdf(q: Quantiles, x: float) -> float:
         pts = sorted((float(v), float(p)) for p, v in q.items())
         if x <= pts[0][0]:
             return 0.0 if x < pts[0][0] else pts[0][1]
@@ -337,92 +335,8 @@ def _merge_quantiles(qa: dict[str, float], na: int, qb: dict[str, float], nb: in
     return out
 
 
-class _ByKey:
-    """Read access by JSON key (``col["batch"]["nulls"]``) for code written against the JSON form.
-
-    The attributes are the interface; this view answers exactly the keys :func:`to_jsonable` writes.
-    """
-
-    def _keys(self) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(self))  # type: ignore[arg-type]
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._keys()
-
-    def __getitem__(self, key: str) -> Any:
-        if key not in self:
-            raise KeyError(key)
-        return getattr(self, key)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return getattr(self, key) if key in self else default
-
-
 @dataclass(frozen=True)
-class TopValue(_ByKey):
-    """One of a column's most frequent values: its count and its share of all rows (percent)."""
-
-    value: Any
-    count: int
-    pct: float
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> TopValue:
-        """A top value back from its JSON form."""
-        return cls(d.get("value"), d.get("count", 0), d.get("pct", 0.0))
-
-
-@dataclass(frozen=True)
-class ColumnProfile(_ByKey):
-    """One column's profile (of main or of a batch), as shown and as ``diff --json`` writes it.
-
-    The stored profiles (``wap_profiles``, ``wap_batch_profiles``) keep the JSON form, which also
-    holds the column's HLL sketch (merge state, never shown); :meth:`from_dict` reads them.
-    ``accuracy`` marks each field of :data:`~wap_core.lake.metaprofile.FIELDS` ``exact`` or ``approximate``.
-    """
-
-    type: str
-    kind: str
-    rows: int
-    nulls: int
-    null_pct: float
-    distinct: int | None
-    min: Any
-    max: Any
-    mean: float | None
-    quantiles: Mapping[str, float] | None
-    top_values: tuple[TopValue, ...] | None
-    accuracy: Mapping[str, str]
-    approximate: tuple[str, ...]
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ColumnProfile:
-        """A column of a profile's JSON form (stored, or ``diff --json``); its sketch is left behind."""
-        acc = accuracy(dict(d))
-        top = d.get("top_values")
-        return cls(
-            type=d.get("type", ""),
-            kind=d.get("kind", ""),
-            rows=d.get("rows", 0),
-            nulls=d.get("nulls", 0),
-            null_pct=d.get("null_pct", 0.0),
-            distinct=d.get("distinct"),
-            min=d.get("min"),
-            max=d.get("max"),
-            mean=d.get("mean"),
-            quantiles=d.get("quantiles"),
-            top_values=tuple(TopValue.from_dict(t) for t in top) if top is not None else None,
-            accuracy=acc,
-            approximate=tuple(
-                d["approximate"]
-                if d.get("approximate") is not None
-                else (f for f in FIELDS if acc[f] == APPROXIMATE)
-            ),
-        )
-
-
-@dataclass(frozen=True)
-class ColumnDiff(_ByKey):
+class ColumnDiff(ByKey):
     """One column of the batch next to the same column of main (``main`` None: main has no such column)."""
 
     name: str
@@ -439,15 +353,15 @@ class ColumnDiff(_ByKey):
         return tuple(to_jsonable(self))
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ColumnDiff:
+    def from_dict(cls, d: JsonObject) -> ColumnDiff:
         """A column diff back from its JSON form."""
         main = d.get("main")
         return cls(
             name=str(d.get("name")),
             type=d.get("type", ""),
             kind=d.get("kind", ""),
-            main=ColumnProfile.from_dict(main) if main else None,
-            batch=ColumnProfile.from_dict(d.get("batch") or {}),
+            main=ColumnProfile.from_json(main) if main else None,
+            batch=ColumnProfile.from_json(d.get("batch") or {}),
             null_pct_change=d.get("null_pct_change"),
             mean_change=d.get("mean_change"),
         )
@@ -464,22 +378,28 @@ class ColumnDiff(_ByKey):
 
 
 @dataclass(frozen=True)
-class ProfileBasis(_ByKey):
+class ProfileBasis(ByKey):
     """How main's profile was made: ``source`` (scan | metadata | merged: ...), ``basis`` in words,
     and for a metadata-first profile the ``sample`` it read (rows, files, files_total)."""
 
     source: str | None
     basis: str | None
-    sample: Mapping[str, int] | None
+    sample: ProfileSample | None
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ProfileBasis:
+    def of(cls, profile: TableProfile) -> ProfileBasis:
+        """How ``profile`` (main's) was made."""
+        return cls(profile.source, profile.basis, profile.sample)
+
+    @classmethod
+    def from_dict(cls, d: JsonObject) -> ProfileBasis:
         """The basis back from its JSON form."""
-        return cls(d.get("source"), d.get("basis"), d.get("sample"))
+        sample = d.get("sample")
+        return cls(d.get("source"), d.get("basis"), ProfileSample.from_json(sample) if sample else None)
 
 
 @dataclass(frozen=True)
-class NullOverlap(_ByKey):
+class NullOverlap(ByKey):
     """How many of the batch's rows are NULL in both of two columns whose null rate moved (``rows``).
 
     The diff counts them for every pair of such columns (:func:`null_overlaps`): columns NULL on the
@@ -491,7 +411,7 @@ class NullOverlap(_ByKey):
     rows: int
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> NullOverlap:
+    def from_dict(cls, d: JsonObject) -> NullOverlap:
         """An overlap back from its JSON form."""
         a, b = d["columns"]
         return cls((str(a), str(b)), int(d["rows"]))
@@ -526,7 +446,7 @@ class DiffResult:
     metadata: MetadataDiff
     rows_added: int
     rows_deleted: int
-    schema_changes: list[dict[str, Any]]
+    schema_changes: tuple[SchemaChange, ...]
     columns: tuple[ColumnDiff, ...]
     main_profile: ProfileBasis | None = field(
         default=None, metadata={JSON: lambda p: {} if p is None else p}
@@ -575,7 +495,7 @@ class DiffResult:
         return next((c for c in self.columns if c.name == name), None)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> DiffResult:
+    def from_dict(cls, d: JsonObject) -> DiffResult:
         """A diff back from its JSON form (``diff --json``)."""
         meta = dict(d["metadata"])
         meta["operations"] = tuple(meta.get("operations") or ())
@@ -583,38 +503,48 @@ class DiffResult:
             metadata=MetadataDiff(**meta),
             rows_added=d["rows_added"],
             rows_deleted=d["rows_deleted"],
-            schema_changes=list(d.get("schema_changes") or ()),
+            schema_changes=tuple(SchemaChange.from_dict(c) for c in d.get("schema_changes") or ()),
             columns=tuple(ColumnDiff.from_dict(c) for c in d.get("columns") or ()),
             main_profile=ProfileBasis.from_dict(d["main_profile"]) if d.get("main_profile") else None,
             null_overlaps=tuple(NullOverlap.from_dict(o) for o in d.get("null_overlaps") or ()),
         )
 
 
-def schema_changes(tbl: Table, branch: str) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class SchemaChange(ByKey):
+    """One column's change from main to the branch: ``kind`` removed, type_changed or added, with the
+    column's type on each side (None on the side without it)."""
+
+    column: str
+    kind: str
+    old_type: str | None
+    new_type: str | None
+
+    @classmethod
+    def from_dict(cls, d: JsonObject) -> SchemaChange:
+        """A schema change back from its JSON form."""
+        return cls(str(d["column"]), str(d["kind"]), d.get("old_type"), d.get("new_type"))
+
+
+def schema_changes(tbl: Table, branch: str) -> tuple[SchemaChange, ...]:
     """Schema of the branch head vs main head (by each snapshot's schema id), from metadata."""
     main_s = cat.schema_at(tbl, cat.ref_snapshot_id(tbl, MAIN))
     br_s = cat.schema_at(tbl, tbl.metadata.refs[branch].snapshot_id)
-    return list(
-        compare_columns(
-            {f.name: str(f.field_type) for f in main_s.fields},
-            {f.name: str(f.field_type) for f in br_s.fields},
-        )
+    return compare_columns(
+        {f.name: str(f.field_type) for f in main_s.fields},
+        {f.name: str(f.field_type) for f in br_s.fields},
     )
 
 
-def compare_columns(left: dict[str, str], right: dict[str, str]) -> tuple[dict[str, Any], ...]:
+def compare_columns(left: Mapping[str, str], right: Mapping[str, str]) -> tuple[SchemaChange, ...]:
     """Column changes from ``left`` (main) to ``right`` (branch): removed, type_changed, added."""
-    out: list[dict[str, Any]] = []
+    out: list[SchemaChange] = []
     for c, t in left.items():
         if c not in right:
-            out.append({"column": c, "kind": "removed", "old_type": t, "new_type": None})
+            out.append(SchemaChange(c, "removed", t, None))
         elif right[c] != t:
-            out.append({"column": c, "kind": "type_changed", "old_type": t, "new_type": right[c]})
-    out += [
-        {"column": c, "kind": "added", "old_type": None, "new_type": t}
-        for c, t in right.items()
-        if c not in left
-    ]
+            out.append(SchemaChange(c, "type_changed", t, right[c]))
+    out += [SchemaChange(c, "added", None, t) for c, t in right.items() if c not in left]
     return tuple(out)
 
 
@@ -643,22 +573,15 @@ def _compute_diff(lh: Lakehouse, table: TableId, branch: str) -> DiffResult:
     else:
         fork_df = lh.read_snapshot(table, lin.fork) if lin.fork is not None else None
         deleted = fork_df.exceptAll(lh.read_snapshot(table, lin.head)).count() if fork_df is not None else 0
-    main_cols = main_prof["columns"] if main_prof is not None else {}
-    columns = tuple(
-        ColumnDiff.of(
-            name,
-            ColumnProfile.from_dict(main_cols[name]) if name in main_cols else None,
-            ColumnProfile.from_dict(b),
-        )
-        for name, b in batch_prof["columns"].items()
-    )
+    main_cols = main_prof.columns if main_prof is not None else {}
+    columns = tuple(ColumnDiff.of(name, main_cols.get(name), b) for name, b in batch_prof.columns.items())
     return DiffResult(
         metadata=meta,
-        rows_added=batch_prof["rows"],
+        rows_added=batch_prof.rows,
         rows_deleted=deleted,
         schema_changes=schema_changes(tbl, branch),
         columns=columns,
-        main_profile=ProfileBasis.from_dict(main_prof) if main_prof is not None else None,
+        main_profile=ProfileBasis.of(main_prof) if main_prof is not None else None,
         null_overlaps=null_overlaps(batch, columns),
     )
 
@@ -737,7 +660,7 @@ def _num(v: Any) -> float | None:
     )
 
 
-def column_change(col: ColumnDiff | Mapping[str, Any]) -> ColumnChange:
+def column_change(col: ColumnDiff | JsonObject) -> ColumnChange:
     """The standardized change of one profiled column (a :class:`ColumnDiff`, or its JSON form)."""
     if not isinstance(col, ColumnDiff):
         col = ColumnDiff.from_dict(col)
@@ -778,7 +701,7 @@ def column_change(col: ColumnDiff | Mapping[str, Any]) -> ColumnChange:
     )
 
 
-def rank_changes(columns: Sequence[ColumnDiff | Mapping[str, Any]]) -> list[ColumnChange]:
+def rank_changes(columns: Sequence[ColumnDiff | JsonObject]) -> list[ColumnChange]:
     """Every column's change, largest first (ties by column name)."""
     return sorted((column_change(c) for c in columns), key=lambda c: (-c.score, c.column))
 

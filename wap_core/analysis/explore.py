@@ -33,6 +33,7 @@ from wap_core.lake.errors import spark_job_error
 from wap_core.lake.spark import catalog_conf
 from wap_core.security import sql_guard
 from wap_core.security.access import Permission, authorize
+from wap_core.values import JsonObject
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -117,7 +118,7 @@ def resolve_ref(tbl: Table, table: TableId, kind: str, value: str | int | dateti
     return ResolvedRef(kind, str(value), snap_id, _iso(snap.timestamp_ms))
 
 
-def schema_rows(tbl: Table, snapshot_id: int) -> list[dict[str, Any]]:
+def schema_rows(tbl: Table, snapshot_id: int) -> list[JsonObject]:
     """The schema in force at ``snapshot_id`` (from metadata)."""
     schema = cat.schema_at(tbl, snapshot_id)
     return [
@@ -365,7 +366,7 @@ class SqlResult:
     rows: tuple[tuple[Any, ...], ...]
     truncated: bool  # more rows than the limit existed
 
-    def json_rows(self) -> list[dict[str, Any]]:
+    def json_rows(self) -> list[JsonObject]:
         """One object per row; dates, times and decimals as ISO/plain strings, binary as base64, NaN/inf as strings."""
         if len(set(self.columns)) != len(self.columns):
             dup = sorted({c for c in self.columns if self.columns.count(c) > 1})

@@ -39,13 +39,13 @@ from decimal import Decimal
 from functools import reduce
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from wap_core.analysis.diff import compare_columns
+from wap_core.analysis.diff import SchemaChange, compare_columns
 from wap_core.exceptions import ValidationError
 from wap_core.identifiers import TableId, quote_column
 from wap_core.lake import catalog as cat
 from wap_core.lake import jobs
 from wap_core.lake.batch import batch_frame
-from wap_core.values import JSON, JsonOrder
+from wap_core.values import JSON, JsonObject, JsonOrder, Record
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -64,7 +64,7 @@ def _plain(v: Any) -> Any:
     return v
 
 
-def _count_pairs(pairs: tuple[tuple[str, int], ...]) -> list[dict[str, Any]]:
+def _count_pairs(pairs: tuple[tuple[str, int], ...]) -> list[JsonObject]:
     return [{"column": c, "count": n} for c, n in pairs]
 
 
@@ -104,7 +104,7 @@ class KeyedDiff:
     changed_by_column: tuple[tuple[str, int], ...] = field(metadata={JSON: _count_pairs})
     duplicate_keys_branch: int
     duplicate_keys_main: int
-    schema_changes: tuple[dict[str, Any], ...]
+    schema_changes: tuple[SchemaChange, ...]
     key_ranges: tuple[KeyRange, ...] = ()
     main_files_total: int = 0
     main_files_scanned: int = 0  # main data files left after pruning by the batch's key range
@@ -381,10 +381,10 @@ class _Diffing:
     lin: cat.Lineage
     key: tuple[str, ...]
     compared: tuple[str, ...]
-    common: dict[str, Any]
+    common: Record  # the KeyedDiff fields every path shares, by name
 
 
-def _cell_changes(compared: tuple[str, ...], rows_changed: int, per_col: list[int]) -> dict[str, Any]:
+def _cell_changes(compared: tuple[str, ...], rows_changed: int, per_col: list[int]) -> Record:
     """A result's changed rows, changed cells and the changed cells per column (most first, none left out)."""
     by_column = sorted(((c, n) for c, n in zip(compared, per_col, strict=False) if n), key=lambda t: -t[1])
     return {
@@ -540,14 +540,36 @@ __all__ = ["KeyRange", "KeyedDiff", "batch_key_ranges", "keyed_diff", "validate_
 
 
 @dataclass(frozen=True)
+class CellChange:
+    """One differing cell of a changed row: the column, main's value and the branch's."""
+
+    column: str
+    old: Any
+    new: Any
+
+
+@dataclass(frozen=True)
+class ChangedRow:
+    """A row whose key is on both sides with some compared column different: the key's values (by key
+    column) and the differing cells, in the compared columns' order."""
+
+    key: JsonObject
+    cells: tuple[CellChange, ...]
+
+    def cell(self, column: str) -> CellChange | None:
+        """The change of ``column`` in this row (None: it did not change)."""
+        return next((c for c in self.cells if c.column == column), None)
+
+
+@dataclass(frozen=True)
 class KeyedSamples:
-    """A few rows of each kind of keyed change: added / removed rows as they are, changed rows as
-    ``{column: {"old": v, "new": v}}`` for the differing columns plus the key's values."""
+    """A few rows of each kind of keyed change: added / removed rows as they are (values as JSON holds
+    them, by column), changed rows as :class:`ChangedRow`."""
 
     key: tuple[str, ...]
-    added: tuple[dict[str, Any], ...]
-    removed: tuple[dict[str, Any], ...]
-    changed: tuple[dict[str, Any], ...]
+    added: tuple[JsonObject, ...]
+    removed: tuple[JsonObject, ...]
+    changed: tuple[ChangedRow, ...]
 
 
 def keyed_samples(
@@ -608,14 +630,17 @@ def _keyed_samples(
         changed_rows = both.where(differs).limit(limit).collect()
     else:
         changed_rows = []
-    changed = []
-    for r in changed_rows:
-        d: dict[str, Any] = {k: _plain(r[f"__k{i}"]) for i, k in enumerate(key)}
-        for j, c in enumerate(compared):
-            old, new = r[f"__l{j}"], r[f"__n{j}"]
-            if old != new:
-                d[c] = {"old": _plain(old), "new": _plain(new)}
-        changed.append(d)
+    changed = [
+        ChangedRow(
+            {k: _plain(r[f"__k{i}"]) for i, k in enumerate(key)},
+            tuple(
+                CellChange(c, _plain(r[f"__l{j}"]), _plain(r[f"__n{j}"]))
+                for j, c in enumerate(compared)
+                if r[f"__l{j}"] != r[f"__n{j}"]
+            ),
+        )
+        for r in changed_rows
+    ]
     return KeyedSamples(
         key=tuple(key),
         added=tuple(_plain_row(r.asDict()) for r in added_df.limit(limit).collect()),
@@ -624,5 +649,5 @@ def _keyed_samples(
     )
 
 
-def _plain_row(row: dict[str, Any]) -> dict[str, Any]:
+def _plain_row(row: Record) -> JsonObject:
     return {k: _plain(v) for k, v in row.items()}

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 from wap_core.checks.args import Args
 from wap_core.checks.base import CheckSpec, RowCheck, sql_literal
 from wap_core.identifiers import quote_column
+from wap_core.values import Record
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -26,7 +27,7 @@ class AcceptedValues(RowCheck):
         return [args.spec(cls, f"accepted_values({col})", (col,), values=tuple(values))]
 
     @property
-    def args(self) -> dict[str, Any]:
+    def args(self) -> Record:
         return {"values": list(self.values)}
 
     def fail_sql(self) -> str:

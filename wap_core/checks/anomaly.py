@@ -20,11 +20,12 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from wap_core.checks.args import Args
 from wap_core.checks.base import CheckResult, CheckSpec, MainContext, Measurement
 from wap_core.identifiers import quote_column
+from wap_core.values import JsonObject
 
 METRICS = ("row_count", "null_pct", "distinct", "mean")
 MAD_TO_SIGMA = 1.4826
@@ -120,7 +121,7 @@ class Anomaly(CheckSpec):
                 True, None, None, f"{self.key}: no value in this batch (no non-null rows); not judged"
             )
         history = ctx.stored.metric_history(self.key, self.window) if ctx.stored is not None else []
-        observed: dict[str, Any] = {"value": round(value, 6), "history": len(history)}
+        observed: JsonObject = {"value": round(value, 6), "history": len(history)}
         if len(history) < self.min_history:
             return self.result(
                 True,

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 from wap_core.checks.base import CheckSpec, Level
 from wap_core.exceptions import ChecksFileError
+from wap_core.values import JsonObject
 
 S = TypeVar("S", bound=CheckSpec)
 
@@ -20,7 +21,7 @@ class Args:
     def __init__(
         self,
         ctype: str,
-        opts: dict[str, Any],
+        opts: JsonObject,
         source: str,
         line: int,
         name: str | None,

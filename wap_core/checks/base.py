@@ -33,13 +33,14 @@ from wap_core.exceptions import first_line
 from wap_core.identifiers import TableId
 from wap_core.lake.errors import spark_error_line
 from wap_core.states import CheckStatus, overall_status
+from wap_core.values import JsonObject, Record
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from wap_core.checks.args import Args
 
-Measurement = dict[str, Any]  # a check's measured values (JSON-able), from the pass and its own look-ups
+Measurement = JsonObject  # a check's measured values (JSON-able), from the pass and its own look-ups
 
 
 class Level(str, Enum):
@@ -61,11 +62,11 @@ class CheckResult:
     observed: Any
     threshold: str
     failing_rows: int | None
-    sample: list[dict[str, Any]] = field(default_factory=list)
+    sample: list[JsonObject] = field(default_factory=list)
     message: str = ""
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> CheckResult:
+    def from_dict(cls, d: JsonObject) -> CheckResult:
         """The result back from its JSON form (missing keys are None)."""
         values = {k: d.get(k) for k in cls.__dataclass_fields__}
         values["status"] = CheckStatus(d["status"])
@@ -138,7 +139,7 @@ def short_error(exc: BaseException | str) -> str:
     return first_line(exc)[:500]  # Spark analysis errors carry a long plan: the first informative line
 
 
-def row_dict(row: Any) -> dict[str, Any]:
+def row_dict(row: Any) -> JsonObject:
     """A Spark row as a JSON-able dict."""
     return {k: jsonable(v) for k, v in row.asDict().items()}
 
@@ -180,7 +181,7 @@ class CheckSpec:
 
     # ----- description --------------------------------------------------------------
     @property
-    def args(self) -> dict[str, Any]:
+    def args(self) -> Record:
         """The type-specific arguments (every field beyond the common ones)."""
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _BASE_FIELDS}
 
@@ -259,7 +260,7 @@ class CheckSpec:
         observed: Any,
         failing: int | None,
         message: str = "",
-        sample: list[dict[str, Any]] | None = None,
+        sample: list[JsonObject] | None = None,
     ) -> CheckResult:
         """A result of this check with its status from ``ok`` and its threshold."""
         return CheckResult(

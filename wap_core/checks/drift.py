@@ -63,11 +63,11 @@ class Drift(CheckSpec):
         if ctx is None or ctx.stored is None:
             return None
         prof = ctx.stored.main_profile()
-        col = (prof or {}).get("columns", {}).get(self.columns[0])
-        if not col or not col.get("rows"):
+        col = prof.column(self.columns[0]) if prof is not None else None
+        if col is None or not col.rows:
             return None
-        if col.get("kind") == "numeric" and col.get("quantiles"):
-            q = col["quantiles"]
+        if col.kind == "numeric" and col.quantiles:
+            q = col.quantiles
             cuts: list[tuple[float, float]] = []  # (cut value, share of main below it)
             for p in _CUTS:
                 if q.get(p) is None:
@@ -80,10 +80,10 @@ class Drift(CheckSpec):
             below = [0.0] + [s for _, s in cuts] + [1.0]
             shares = [max(b - a, 0.0) for a, b in pairwise(below)]
             return "numeric", edges, shares
-        if col.get("top_values"):
-            rows = float(col["rows"])
-            values = [tv["value"] for tv in col["top_values"]]
-            shares = [tv["count"] / rows for tv in col["top_values"]]
+        if col.top_values:
+            rows = float(col.rows)
+            values = [tv.value for tv in col.top_values]
+            shares = [tv.count / rows for tv in col.top_values]
             return "categorical", values, [*shares, max(1.0 - sum(shares), 0.0)]
         return None
 

@@ -115,7 +115,7 @@ def observed_metrics(suite: Suite) -> list[Column]:
 
 def _aggregate(
     batch: DataFrame, plain: Mapping[str, str], planned: Callable[[], None] | None = None
-) -> dict[str, Any]:
+) -> Measurement:
     """The ``plain`` aggregates in one global aggregation of the batch (whole-stage generated code).
 
     ``planned`` is called once the query is planned, before it runs (at once without aggregates;
@@ -160,10 +160,10 @@ def _run(
     batch: DataFrame,
     plain: Mapping[str, str],
     keys: Mapping[str, tuple[str, ...]],
-    then: Callable[[dict[str, Any]], None] | None = None,
+    then: Callable[[Measurement], None] | None = None,
     meanwhile: Callable[[], None] | None = None,
     plan: PassPlan | None = None,
-) -> dict[str, Any]:
+) -> Measurement:
     """``plain`` aggregates and, per check in ``keys``, ``dup_rows``/``dup_keys``/``dup_examples``.
 
     With both, the aggregation and the key grouping are concurrent Spark jobs (the aggregates on
@@ -225,10 +225,10 @@ class _SharedPass:
     planning competing for the cores; the grouping then plans and runs while they run.
     """
 
-    def __init__(self, batch: DataFrame, parts: int, then: Callable[[dict[str, Any]], None] | None) -> None:
+    def __init__(self, batch: DataFrame, parts: int, then: Callable[[Measurement], None] | None) -> None:
         self.batch, self.then = batch, then
         self.lock = threading.Lock()
-        self.values: dict[str, Any] = {}
+        self.values: Measurement = {}
         self.left = self.unplanned = parts
         self.error: BaseException | None = None
         self.all_planned = threading.Event()
@@ -269,7 +269,7 @@ class _SharedPass:
             self._fail(exc)
 
 
-def _group(batch: DataFrame, keys: Mapping[str, tuple[str, ...]], one_task: bool = False) -> dict[str, Any]:
+def _group(batch: DataFrame, keys: Mapping[str, tuple[str, ...]], one_task: bool = False) -> Measurement:
     """Per check in ``keys``: ``dup_rows``, ``dup_keys`` and ``dup_examples`` from one grouping of the batch."""
     from pyspark.sql import functions as F
 
@@ -307,7 +307,7 @@ def _group(batch: DataFrame, keys: Mapping[str, tuple[str, ...]], one_task: bool
     # (counts and examples on the driver, no second aggregation stage); past DUP_KEYS_COLLECTED the
     # statistics are aggregated by Spark instead.
     dups = [r.asDict() for r in counted.where(n > 1).limit(DUP_KEYS_COLLECTED + 1).collect()]
-    values: dict[str, Any] = {}
+    values: Measurement = {}
     if len(dups) > DUP_KEYS_COLLECTED:
         g_ = F.col("__g") if len(groups) > 1 else None
         stats = []
@@ -333,7 +333,7 @@ def _group(batch: DataFrame, keys: Mapping[str, tuple[str, ...]], one_task: bool
     return values
 
 
-def _duplicated_rows(batch: DataFrame, cols: tuple[str, ...]) -> dict[str, Any] | None:
+def _duplicated_rows(batch: DataFrame, cols: tuple[str, ...]) -> Measurement | None:
     """``dup_rows``, ``dup_keys`` and ``dup_examples`` of one key on a batch read in ONE task, or None
     when more than :data:`DUP_ROWS_COLLECTED` rows share a key (the grouping then counts them).
 
@@ -363,17 +363,17 @@ def _measure_pass(
     batch: DataFrame,
     aggs: dict[str, dict[str, str]],
     keys: dict[str, tuple[str, ...]],
-    precomputed: Mapping[str, Any] | None,
+    precomputed: Measurement | None,
     errors: dict[str, BaseException],
-    then: Callable[[dict[str, Any]], None] | None = None,
+    then: Callable[[Measurement], None] | None = None,
     meanwhile: Callable[[], None] | None = None,
     plan: PassPlan | None = None,
-) -> dict[str, Any]:
+) -> Measurement:
     plan = plan or PassPlan()
     plain = {ROWS: "count(1)"}
     for name, texts in aggs.items():
         plain.update({metric_name(name, k): v for k, v in texts.items()})
-    values: dict[str, Any] = {}
+    values: Measurement = {}
     if precomputed is not None and ROWS in precomputed:
         values = {k: v for k, v in precomputed.items() if k in plain}
         plain = {k: v for k, v in plain.items() if k not in values}
@@ -411,7 +411,7 @@ def evaluate(
     suite: Suite,
     ctx: MainContext,
     sample_rows: int = 5,
-    precomputed: Mapping[str, Any] | None = None,
+    precomputed: Measurement | None = None,
     cache: MeasurementCache | None = None,
     single_split: bool = False,
     rows_hint: int | None = None,
@@ -436,7 +436,7 @@ def evaluate(
     # 2. the pass (also when everything is cached but nothing tells the row count)
     rows: int | None = next((int(m[ROWS]) for m in measurements.values() if m.get(ROWS) is not None), None)
     fresh: dict[str, Measurement] = {}
-    values: dict[str, Any] = {}
+    values: Measurement = {}
     if todo or rows is None:
         values = _the_pass(batch, todo, aggs, keys, ctx, precomputed, sample_rows, plan, fresh, errors)
         rows = int(values.get(ROWS) or 0)
@@ -475,12 +475,12 @@ def _the_pass(
     aggs: dict[str, dict[str, str]],
     keys: dict[str, tuple[str, ...]],
     ctx: MainContext,
-    precomputed: Mapping[str, Any] | None,
+    precomputed: Measurement | None,
     sample_rows: int,
     plan: PassPlan,
     fresh: dict[str, Measurement],
     errors: dict[str, BaseException],
-) -> dict[str, Any]:
+) -> Measurement:
     """The one pass's values. Row-level checks are measured, and their failing rows sampled, into
     ``fresh`` as soon as the aggregates are known: on the aggregates' thread, while a key grouping
     may still run."""
@@ -489,7 +489,7 @@ def _the_pass(
     # aggregates run, so that once they are known only the read's filter is left to build
     flagged = _FailureFlags(batch, early) if early and sample_rows > 0 else None
 
-    def rows_known(v: dict[str, Any]) -> None:
+    def rows_known(v: Measurement) -> None:
         if v.get(ROWS) is not None:
             _measure(early, v, int(v[ROWS]), batch, ctx, fresh, errors)
             _sample_failing(batch, early, fresh, sample_rows, flagged)
@@ -597,7 +597,7 @@ def _one_task(batch: DataFrame) -> tuple[DataFrame, bool]:
 
 def _measure(
     specs: Sequence[CheckSpec],
-    values: Mapping[str, Any],
+    values: Measurement,
     rows: int,
     batch: DataFrame,
     ctx: MainContext,

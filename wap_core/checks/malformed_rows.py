@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from wap_core.checks.args import Args
 from wap_core.checks.base import CheckResult, CheckSpec, MainContext, Measurement
 from wap_core.samples import load_sample
+from wap_core.values import JsonObject
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -41,7 +42,7 @@ class MalformedRows(CheckSpec):
 
     def measure_more(self, m: Measurement, batch: DataFrame, ctx: MainContext) -> Measurement:
         malformed = 0
-        sample: list[dict[str, Any]] = []
+        sample: list[JsonObject] = []
         for s in ctx.new_snapshot_summaries:
             raw = s.get("wap.malformed-rows")
             if raw is not None:

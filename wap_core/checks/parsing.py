@@ -21,6 +21,7 @@ from wap_core.checks.base import CheckSpec, Level
 from wap_core.checks.registry import AVAILABLE_CHECKS, yaml_types
 from wap_core.exceptions import ChecksFileError, ValidationError
 from wap_core.identifiers import TableId
+from wap_core.values import JsonObject
 from wap_core.yamlnodes import line as _line
 
 
@@ -117,7 +118,7 @@ def parse_check(node: yaml.Node, source: str) -> list[CheckSpec]:
             source, line, f"unknown check type {ctype!r}; allowed: {', '.join(yaml_types())}"
         )
     raw = _plain(args_node)
-    opts: dict[str, Any]
+    opts: JsonObject
     if isinstance(raw, Mapping):
         opts = dict(raw)
     elif isinstance(raw, (str, list)):

@@ -15,6 +15,7 @@ from wap_core.checks.base import CheckResult, CheckSpec, MainContext, Measuremen
 from wap_core.checks.keys import values_missing
 from wap_core.exceptions import ValidationError
 from wap_core.identifiers import TableId, quote_column
+from wap_core.values import JsonObject
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -72,7 +73,7 @@ class References(CheckSpec):
         )
         stats = missing.agg(F.sum("rows").alias("rows"), F.count(F.lit(1)).alias("values")).collect()[0]
         failing = int(stats["rows"] or 0)
-        sample: list[dict[str, Any]] = []
+        sample: list[JsonObject] = []
         if failing:
             top = missing.orderBy(F.desc("rows")).limit(5).collect()
             sample = [{"value": jsonable(r["value"]), "rows": int(r["rows"])} for r in top]

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from wap_core.checks.args import Args
 from wap_core.checks.base import CheckResult, CheckSpec, MainContext, Measurement
+from wap_core.values import Record
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -54,7 +55,7 @@ class Schema(CheckSpec):
         ]
 
     @property
-    def args(self) -> dict[str, Any]:
+    def args(self) -> Record:
         return {"columns": dict(self.expected), "allow_extra": self.allow_extra}
 
     @property

@@ -12,16 +12,18 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Column, Engine, String, and_, insert, select, update
 from sqlalchemy import Table as SqlTable
 from sqlalchemy.exc import IntegrityError
 
 from wap_core.checks.base import Measurement
+from wap_core.lake.profile import TableProfile
 from wap_core.store.journal import utcnow
 from wap_core.store.profiles import batch_profiles_table
 from wap_core.store.schema import cache_table, snapshot_column
+from wap_core.values import JsonObject
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -127,10 +129,10 @@ def save_batch_metrics(
 
 def _json_by_head(
     engine: Engine, cache: SqlTable, payload: str, table: str, heads: Sequence[int]
-) -> dict[int, dict[str, Any]]:
+) -> dict[int, JsonObject]:
     """The JSON ``payload`` column of ``cache``'s rows of ``table`` by head snapshot id, for the given heads."""
     t = cache.c
-    out: dict[int, dict[str, Any]] = {}
+    out: dict[int, JsonObject] = {}
     with engine.connect() as conn:
         for i in range(0, len(heads), _CHUNK):
             chunk = list(heads[i : i + _CHUNK])
@@ -143,20 +145,21 @@ def _json_by_head(
     return out
 
 
-def load_batch_metrics(engine: Engine, table: str, heads: Sequence[int]) -> dict[int, dict[str, Any]]:
+def load_batch_metrics(engine: Engine, table: str, heads: Sequence[int]) -> dict[int, JsonObject]:
     """The stored batch metrics of ``table`` by head snapshot id, for the given heads."""
     return _json_by_head(engine, batch_metrics_table, "metrics", table, heads)
 
 
-def _profile_metrics(engine: Engine, table: str, heads: Sequence[int]) -> dict[int, dict[str, Any]]:
+def _profile_metrics(engine: Engine, table: str, heads: Sequence[int]) -> dict[int, JsonObject]:
     """Metrics of batches whose profile a review computed (``wap_batch_profiles``), as metric keys."""
-    out: dict[int, dict[str, Any]] = {}
+    out: dict[int, JsonObject] = {}
     for head, prof in _json_by_head(engine, batch_profiles_table, "profile", table, heads).items():
-        m: dict[str, Any] = {"row_count": prof.get("rows")}
-        for col, c in (prof.get("columns") or {}).items():
-            m[f"null_pct({col})"] = c.get("null_pct")
-            m[f"distinct({col})"] = c.get("distinct")
-            m[f"mean({col})"] = c.get("mean")
+        stored = TableProfile.from_json(prof)
+        m: JsonObject = {"row_count": stored.rows}
+        for col, c in stored.columns.items():
+            m[f"null_pct({col})"] = c.null_pct
+            m[f"distinct({col})"] = c.distinct
+            m[f"mean({col})"] = c.mean
         out[head] = m
     return out
 
@@ -182,16 +185,16 @@ class StoredHistory:
         table: str,
         tbl: Table,
         fork: int | None,
-        main_profile: Callable[[], dict[str, Any] | None],
+        main_profile: Callable[[], TableProfile | None],
     ) -> None:
         self.engine = engine
         self.table = table
         self.fork = fork
         self._tbl = tbl
         self._main_profile = main_profile
-        self._published: list[tuple[int, dict[str, Any]]] | None = None
+        self._published: list[tuple[int, JsonObject]] | None = None
 
-    def published(self) -> list[tuple[int, dict[str, Any]]]:
+    def published(self) -> list[tuple[int, JsonObject]]:
         """(head snapshot, metrics) of the published batches, newest first."""
         if self._published is None:
             ids = list(_ancestor_ids(self._tbl, self.fork, ANCESTORS_SEARCHED))
@@ -213,6 +216,6 @@ class StoredHistory:
                     break
         return out
 
-    def main_profile(self) -> dict[str, Any] | None:
+    def main_profile(self) -> TableProfile | None:
         """Main's stored profile at the fork (cached or merged from stored profiles; never a scan)."""
         return self._main_profile() if self.fork is not None else None

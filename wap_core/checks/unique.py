@@ -16,6 +16,7 @@ from wap_core.checks.args import Args
 from wap_core.checks.base import CheckResult, CheckSpec, MainContext, Measurement, jsonable, row_dict
 from wap_core.checks.keys import keys_in_main
 from wap_core.identifiers import quote_column
+from wap_core.values import JsonObject
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -54,7 +55,7 @@ class Unique(CheckSpec):
         from pyspark.sql import functions as F
 
         keys = [F.col(quote_column(c)) for c in self.columns]
-        sample: list[dict[str, Any]] = []
+        sample: list[JsonObject] = []
         if int(m.get("dup_rows") or 0):
             # examples of duplicated keys come from the one pass; only a measurement without them looks again
             examples = m.get("dup_examples")

@@ -173,7 +173,7 @@ def _diff(args: argparse.Namespace, lh: Lakehouse) -> int:
         f"{d.table} {d.branch}: +{d.rows_added} rows, -{d.rows_deleted} rows; main moved: {d.main_moved}; pure append: {d.pure_append}"
     )
     for s in d.schema_changes:
-        print(f"  schema: {s}")
+        print(f"  schema: {to_jsonable(s)}")  # the change as its JSON object
     rows = []
     for c in d.columns:
         m, b = c.main, c.batch

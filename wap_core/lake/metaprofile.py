@@ -36,6 +36,16 @@ from typing import TYPE_CHECKING, Any
 
 from wap_core.identifiers import TableId
 from wap_core.lake import catalog as cat
+from wap_core.lake.profile import (
+    APPROXIMATE,
+    EXACT,
+    FIELDS,
+    ColumnProfile,
+    ProfileSample,
+    Quantiles,
+    TableProfile,
+    TopValue,
+)
 from wap_core.values import jsonable
 
 if TYPE_CHECKING:
@@ -57,8 +67,6 @@ SCAN_MAX_ROWS = (
 DEFAULT_TRUNCATE = 16  # Iceberg's default metrics mode: truncate(16)
 THETA_BLOB = "apache-datasketches-theta-v1"
 _MODE = re.compile(r"(none|counts|full)|truncate\((\d+)\)")
-FIELDS = ("rows", "nulls", "null_pct", "distinct", "min", "max", "mean", "quantiles", "top_values")
-EXACT, APPROXIMATE = "exact", "approximate"
 
 # The shape of a column profile, shared by the metadata profile (here) and Spark's (analysis.diff).
 QUANTILES = (0.0, 0.05, 0.25, 0.5, 0.75, 0.95, 1.0)
@@ -259,7 +267,7 @@ def _sample_distinct(values: pa.Array, non_null_total: int) -> int:
     return int(min(max(round(estimate), d), big_n))
 
 
-def _top_values(values: pa.Array, rows: int, sample_rows: int, top_n: int) -> list[dict[str, Any]] | None:
+def _top_values(values: pa.Array, rows: int, sample_rows: int, top_n: int) -> tuple[TopValue, ...] | None:
     """The ``top_n`` most frequent values in the sample, as text, counts scaled to the table's rows."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -272,9 +280,9 @@ def _top_values(values: pa.Array, rows: int, sample_rows: int, top_n: int) -> li
     out = []
     for d in counted.take(top).to_pylist():
         pct = 100.0 * d["count"] / sample_rows
-        out.append({"value": d["value"], "count": round(pct * rows / 100.0), "pct": round(pct, 4)})
-    out.sort(key=lambda d: (-d["pct"], d["value"] is None, str(d["value"])))
-    return out
+        out.append(TopValue(d["value"], round(pct * rows / 100.0), round(pct, 4)))
+    out.sort(key=lambda t: (-t.pct, t.value is None, str(t.value)))
+    return tuple(out)
 
 
 def metadata_profile(
@@ -286,7 +294,7 @@ def metadata_profile(
     sample_files: int | None = None,
     scan_max_rows: int | None = None,
     max_top_columns: int = 12,
-) -> tuple[dict[str, Any] | None, str]:
+) -> tuple[TableProfile | None, str]:
     """Main's profile at ``snapshot_id`` from manifests + a bounded sample: ``(profile, basis)``.
 
     ``profile`` is None when the metadata cannot give it (delete files, or a main of at most
@@ -318,13 +326,7 @@ def metadata_profile(
         + (f"; distinct from Puffin NDV sketches for {puffin_cols} column(s)" if puffin_cols else "")
     )
     log.info("metadata profile of %s at %s: %s", table, snapshot_id, basis)
-    prof = {
-        "rows": rows,
-        "columns": cols,
-        "source": "metadata",
-        "basis": basis,
-        "sample": {"rows": n, "files": len(chosen), "files_total": len(files)},
-    }
+    prof = TableProfile(rows, cols, "metadata", basis, ProfileSample(n, len(chosen), len(files)))
     return prof, basis
 
 
@@ -355,7 +357,7 @@ def _profile_columns(
     files: list[DataFile],
     rows: int,
     max_top_columns: int,
-) -> tuple[dict[str, dict[str, Any]], int]:
+) -> tuple[dict[str, ColumnProfile], int]:
     """Each column's profile, top values for the first ``max_top_columns`` categorical ones; and how
     many columns took their distinct count from a Puffin sketch."""
     import pyarrow as pa
@@ -363,7 +365,7 @@ def _profile_columns(
     ndv = puffin_ndv(tbl, snapshot_id)
     props = dict(tbl.properties)
     n = sample.num_rows
-    cols: dict[str, dict[str, Any]] = {}
+    cols: dict[str, ColumnProfile] = {}
     cats: list[str] = []
     puffin_cols = 0
     for sf in spark_schema.fields:
@@ -374,9 +376,9 @@ def _profile_columns(
         cols[name], from_puffin = col.profile(ndv, top_wanted)
         puffin_cols += from_puffin
         if (
-            cols[name]["kind"] == "categorical"
+            cols[name].kind == "categorical"
             and top_wanted
-            and cols[name]["distinct"] <= TOP_VALUES_MAX_DISTINCT
+            and (cols[name].distinct or 0) <= TOP_VALUES_MAX_DISTINCT
         ):
             cats.append(name)
     return cols, puffin_cols
@@ -402,7 +404,7 @@ class _ColumnFacts:
         self.st = _column_stats(files, field.field_id, field.field_type, self.floating) if primitive else None
         self.acc = dict.fromkeys(FIELDS, EXACT)
 
-    def profile(self, ndv: dict[int, int], top_wanted: bool) -> tuple[dict[str, Any], bool]:
+    def profile(self, ndv: dict[int, int], top_wanted: bool) -> tuple[ColumnProfile, bool]:
         """``(the column's profile, whether its distinct count came from a Puffin sketch)``."""
         rows, acc = self.rows, self.acc
         nulls = self._nulls()
@@ -415,22 +417,21 @@ class _ColumnFacts:
             n = len(self.values)
             top = _top_values(self.values, rows, n, TOP_N) if rows else None
             acc["top_values"] = APPROXIMATE if top else EXACT
-        return {
-            "type": self.typ,
-            "kind": self.kind,
-            "rows": rows,
-            "nulls": nulls,
-            "null_pct": round(100.0 * nulls / rows, 4) if rows else 0.0,
-            "distinct": distinct,
-            "hll": None,
-            "min": mn,
-            "max": mx,
-            "mean": mean,
-            "quantiles": quantiles,
-            "top_values": top,
-            "accuracy": acc,
-            "approximate": [f for f in FIELDS if acc[f] == APPROXIMATE],
-        }, from_puffin
+        return ColumnProfile(
+            type=self.typ,
+            kind=self.kind,
+            rows=rows,
+            nulls=nulls,
+            null_pct=round(100.0 * nulls / rows, 4) if rows else 0.0,
+            distinct=distinct,
+            min=mn,
+            max=mx,
+            mean=mean,
+            quantiles=quantiles,
+            top_values=top,
+            accuracy=dict(acc),
+            approximate=tuple(f for f in FIELDS if acc[f] == APPROXIMATE),
+        ), from_puffin
 
     def _nulls(self) -> int:
         nulls = self.st.nulls if self.st is not None and self.mode.has_counts else None
@@ -479,7 +480,7 @@ class _ColumnFacts:
         acc["distinct"] = APPROXIMATE
         return _sample_distinct(self.values, non_null), False
 
-    def _moments(self, non_null: int, mn: Any, mx: Any) -> tuple[float | None, dict[str, float] | None]:
+    def _moments(self, non_null: int, mn: Any, mx: Any) -> tuple[float | None, Quantiles | None]:
         import pyarrow as pa
         import pyarrow.compute as pc
 

@@ -72,6 +72,7 @@ from wap_core.exceptions import BranchBusyError
 from wap_core.states import MAIN_MOVES, Action, CheckStatus, Outcome
 from wap_core.store.migrate import upgrade
 from wap_core.store.schema import at_column, aware, event_columns, from_row, metadata, snapshot_column
+from wap_core.values import JsonObject, Record
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +181,7 @@ class JournalEntry:
     snapshot_after: int | None
     outcome: Outcome
     reason: str | None
-    details: dict[str, Any]
+    details: JsonObject
     intent_id: int | None = None
     reconciled: bool = False
 
@@ -198,7 +199,7 @@ class Intent:
     expected_before: int | None
     expected_after: int | None
     reason: str | None
-    details: dict[str, Any] = field(default_factory=dict)
+    details: JsonObject = field(default_factory=dict)
     status: IntentStatus = IntentStatus.PENDING
     owner: str = ""
     heartbeat_at: datetime | None = None
@@ -215,7 +216,7 @@ class StoredAudit:
     snapshot_id: int | None
     fork_snapshot_id: int | None
     status: CheckStatus  # the audit's overall status
-    result: dict[str, Any]
+    result: JsonObject
 
     @property
     def rows_checked(self) -> int | None:
@@ -281,7 +282,7 @@ class Journal:
         snapshot_id: int | None,
         fork_snapshot_id: int | None,
         status: CheckStatus,
-        result: dict[str, Any],
+        result: JsonObject,
         at: datetime,
     ) -> None:
         """Store an audit result."""
@@ -374,7 +375,7 @@ class Journal:
         expected_before: int | None = None,
         expected_after: int | None = None,
         reason: str | None = None,
-        details: dict[str, Any] | None = None,
+        details: JsonObject | None = None,
     ) -> Intent:
         """Commit the intent row of a ref move (before its Iceberg commit) and mark it in flight here.
 
@@ -443,7 +444,7 @@ class Journal:
         done: bool,
         snapshot_after: int | None = None,
         reason: str | None = None,
-        details: dict[str, Any] | None = None,
+        details: JsonObject | None = None,
         reconciled: bool = False,
         at: datetime | None = None,
     ) -> JournalEntry | None:
@@ -461,7 +462,7 @@ class Journal:
         with self.engine.begin() as conn:
             if not _close_intent(conn, intent.id, status, now):
                 return None
-            row: dict[str, Any] = {
+            row: Record = {
                 "at": entry_at,
                 "user": intent.user,
                 "action": intent.action,
@@ -593,7 +594,7 @@ class EntryFields(TypedDict, total=False):
     snapshot_before: int | None
     snapshot_after: int | None
     reason: str | None
-    details: dict[str, Any] | None
+    details: JsonObject | None
 
 
 def write_entry(

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
 
 from sqlalchemy import Engine, Table, and_, insert, select
 from sqlalchemy.exc import IntegrityError
 
+from wap_core.lake.profile import TableProfile
 from wap_core.store.journal import utcnow
 from wap_core.store.schema import cache_table, snapshot_column
 
@@ -37,22 +37,22 @@ class ProfileStore:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    def load_profile(self, table: str, snapshot_id: int) -> dict[str, Any] | None:
+    def load_profile(self, table: str, snapshot_id: int) -> TableProfile | None:
         """The stored profile of ``table`` at a main snapshot, or None."""
         q = select(profiles_table.c.profile).where(
             and_(profiles_table.c.table_name == table, profiles_table.c.snapshot_id == snapshot_id)
         )
         with self.engine.connect() as conn:
             row = conn.execute(q).first()
-        return json.loads(row[0]) if row is not None else None
+        return TableProfile.from_json(json.loads(row[0])) if row is not None else None
 
-    def save_profile(self, table: str, snapshot_id: int, profile: dict[str, Any]) -> None:
+    def save_profile(self, table: str, snapshot_id: int, profile: TableProfile) -> None:
         """Cache a column profile of an immutable snapshot (first writer wins)."""
         self._insert_first(
             profiles_table, f"profile of {table} at {snapshot_id}", table, profile, snapshot_id=snapshot_id
         )
 
-    def save_batch_profile(self, table: str, fork: int, head: int, profile: dict[str, Any]) -> None:
+    def save_batch_profile(self, table: str, fork: int, head: int, profile: TableProfile) -> None:
         """Cache the profile of the rows a pure-append branch added in (fork, head] (first writer wins)."""
         self._insert_first(
             batch_profiles_table,
@@ -64,21 +64,21 @@ class ProfileStore:
         )
 
     def _insert_first(
-        self, target: Table, what: str, table: str, profile: dict[str, Any], **snapshots: int
+        self, target: Table, what: str, table: str, profile: TableProfile, **snapshots: int
     ) -> None:
         """Insert one profile row; a row already there (another writer was first) is kept as it is."""
-        values = {"table_name": table, "at": utcnow(), "profile": json.dumps(profile, default=str)}
+        values = {"table_name": table, "at": utcnow(), "profile": json.dumps(profile.to_json(), default=str)}
         try:
             with self.engine.begin() as conn:
                 conn.execute(insert(target).values(**values, **snapshots))
         except IntegrityError:
             log.debug("%s already cached", what)
 
-    def load_batch_profile(self, table: str, head: int) -> tuple[int, dict[str, Any]] | None:
+    def load_batch_profile(self, table: str, head: int) -> tuple[int, TableProfile] | None:
         """The stored batch profile of a branch head and its fork snapshot, or None."""
         q = select(batch_profiles_table.c.fork_snapshot_id, batch_profiles_table.c.profile).where(
             and_(batch_profiles_table.c.table_name == table, batch_profiles_table.c.head_snapshot_id == head)
         )
         with self.engine.connect() as conn:
             row = conn.execute(q).first()
-        return (int(row[0]), json.loads(row[1])) if row is not None else None
+        return (int(row[0]), TableProfile.from_json(json.loads(row[1]))) if row is not None else None

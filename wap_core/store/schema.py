@@ -34,7 +34,7 @@ _D = TypeVar("_D", bound="DataclassInstance")
 COLUMN_OF = {"user": "user_name", "table": "table_name", "check": "check_name"}
 
 
-def from_row(cls: type[_D], row: Mapping[str, Any], **converted: Any) -> _D:
+def from_row(cls: type[_D], row: Mapping[str, object], **converted: object) -> _D:
     """The frozen dataclass ``cls`` from a result ``row``: each field its column's value (``user``,
     ``table`` and ``check`` from ``user_name``, ``table_name`` and ``check_name``; times with UTC
     attached), but the ``converted`` fields (enums, parsed JSON) as given. A field with a default may

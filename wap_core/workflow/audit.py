@@ -11,7 +11,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from wap_core import notify
 from wap_core.analysis.diff import cached_main_profile
@@ -35,7 +35,7 @@ from wap_core.notify import Event, emit
 from wap_core.security.access import Permission, authorize
 from wap_core.states import Action, CheckStatus, Outcome
 from wap_core.store.journal import StoredAudit, utcnow
-from wap_core.values import JSON, seconds_view, to_jsonable
+from wap_core.values import JSON, JsonObject, seconds_view, to_jsonable
 from wap_core.workflow.reconcile import reconciled_table
 from wap_core.workflow.review import ReviewState, review_state
 
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
     from pyspark.sql import DataFrame
 
+    from wap_core.lake.profile import TableProfile
     from wap_core.lakehouse import Lakehouse
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ class AuditResult:
     at: str
     seconds: float = field(metadata={JSON: seconds_view})
     checks_file: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict, metadata={JSON: False})
+    extra: JsonObject = field(default_factory=dict, metadata={JSON: False})
 
     @property
     def passed(self) -> bool:
@@ -76,7 +77,7 @@ class AuditResult:
         return [c.name for c in self.checks if c.status.blocks_publish]
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> AuditResult:
+    def from_dict(cls, d: JsonObject) -> AuditResult:
         """The result back from its JSON form (missing optional keys take defaults)."""
         return cls(
             table=d["table"],
@@ -130,7 +131,7 @@ class AuditOptions(TypedDict, total=False):
 
     user: str | None
     suite: Suite | None
-    observed: tuple[int, dict[str, Any]] | None
+    observed: tuple[int, JsonObject] | None
     use_cache: bool
 
 
@@ -210,7 +211,7 @@ def _main_context(lh: Lakehouse, table: TableId, tbl: Table, lin: cat.Lineage) -
     def snapshot_of(t: TableId) -> int | None:
         return cat.ref_snapshot_id(lh.table(t), MAIN) if cat.table_exists(lh.catalog, t) else None
 
-    def stored_main_profile() -> dict[str, Any] | None:
+    def stored_main_profile() -> TableProfile | None:
         return cached_main_profile(lh, table, fork)
 
     return MainContext(

@@ -60,10 +60,6 @@ _ENV = {
 }
 
 
-# Fields no wap.toml may set (an identity proven by a service token, not configured).
-_NOT_FROM_FILE = frozenset({"token_role"})
-
-
 def _os_user() -> str:
     try:
         return getpass.getuser()
@@ -122,9 +118,6 @@ class Settings:
     query_nice: int = 10  # a worker's niceness above the console's (0-19): the console's own work comes first
     query_memory: str = "1g"  # a worker's Spark driver heap
     reconcile_seconds: int = 30  # the console's background reconciliation tick (WAP_RECONCILE_SECONDS)
-    # The role a verified service token (WAP_TOKEN) grants ``user``: set by the CLI after it checked the
-    # token (wap_core.security.tokens), never read from the environment or wap.toml.
-    token_role: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         validate_identifier(self.catalog_name, "catalog name")
@@ -272,7 +265,7 @@ class Settings:
                 values.update(tomllib.loads(toml_path.read_text()))
             except tomllib.TOMLDecodeError as exc:
                 raise ValidationError(f"{toml_path}: invalid TOML: {exc}") from exc
-            unknown = set(values) - ({f.name for f in fields(cls)} - _NOT_FROM_FILE)
+            unknown = set(values) - {f.name for f in fields(cls)}
             if unknown:
                 raise ValidationError(f"{toml_path}: unknown setting(s): {', '.join(sorted(unknown))}")
         for name, var in _ENV.items():

@@ -68,7 +68,7 @@ except WapError as exc:  # a configured file or folder that is not there (WAP_AC
 start_spark_in_background()  # once per process (WAP_SPARK_EAGER=0 turns it off); pages never block on it
 user = current_user(lh)
 try:
-    policy = access_policy(lh)
+    policy = access_policy(lh.settings)
     can_read = decide(policy, user, Permission.READ)
 except WapError as exc:  # a broken access file stops the console; it never means "everyone is admin"
     st.error(md(str(exc)))

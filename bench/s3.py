@@ -273,7 +273,9 @@ def _first_diff(b: Bench, st: Store) -> dict[str, Any]:
     meta_t = []
     for _ in range(min(b.repeat, 3)):
         t0 = time.perf_counter()
-        metadata_profile(st.lh, st.tid(LARGE), fork)
+        metadata_profile(
+            st.lh.table(st.tid(LARGE)), st.tid(LARGE), fork, st.lh.spark, st.lh.spark_name(st.tid(LARGE))
+        )
         meta_t.append(time.perf_counter() - t0)
     return {
         "times": times,

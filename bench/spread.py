@@ -182,7 +182,7 @@ def _one_scale(b: Bench, s: float, d: dict[str, Any]) -> None:
     uniq = {k: next(c.observed for c in r.checks if c.type == "unique") for k, r in results.items()}
 
     # what each plan of the against-main look-up costs alone (spread batch, same session)
-    batch = batch_frame(b.lh, tid, lin["spread"])
+    batch = batch_frame(b.lh.spark, b.lh.spark_name(tid), lin["spread"])
     main = b.lh.read_snapshot(tid, fork)
     lo, hi = batch.agg(F.min("l_orderkey"), F.max("l_orderkey")).collect()[0]
     rows = data.rows(d["spread"])

@@ -101,7 +101,7 @@ def scenario_xl(b: Bench) -> None:
         compute_diff(b.lh, xl, "x1")
         seconds.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        prof, _basis = metadata_profile(b.lh, xl, fork)
+        prof, _basis = metadata_profile(b.lh.table(xl), xl, fork, b.lh.spark, b.lh.spark_name(xl))
         meta_only.append(time.perf_counter() - t0)
     first, second, meta_t = (statistics.median(x) for x in (firsts, seconds, meta_only))
     src = d.main_profile

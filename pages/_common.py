@@ -85,7 +85,7 @@ def _lakehouse_for(env_key: tuple[tuple[str, str], ...]) -> Lakehouse:
     # background tick (reads never repair); the console then delivers the outbox, also what exited
     # CLI commands left (never raises).
     Ticker(lh, lh.settings.reconcile_seconds).start()
-    start_deliverer(lh)
+    start_deliverer(lh.journal, lh.settings)
     return lh
 
 
@@ -144,7 +144,7 @@ def current_user(lh: Lakehouse | None = None) -> str:
 
 def may(lh: Lakehouse, user: str, permission: Permission) -> Decision:
     """The core's decision (no journaling): pages disable a role-gated control with ``message``."""
-    return decide(lh, user, permission)
+    return decide(lh.settings, user, permission)
 
 
 class SparkStarter:

@@ -29,12 +29,12 @@ from wap_core.security.access import (
     RULES,
     Permission,
     Role,
-    authorize,
     decide,
     load_access,
     parse_access,
     roles_of,
 )
+from wap_core.session import Identity, Session
 from wap_core.workflow.ingest import ingest
 from wap_core.workflow.publish import publish
 
@@ -362,13 +362,15 @@ def test_core_refuses_reads_for_a_user_without_a_role(lake: Lakehouse) -> None:
         )
     e = _last(lake)
     assert (e.user, e.action, e.outcome, e.table) == ("eve@x", "read", "refused", "demo.people")
-    # the authorization function other parts call, with a more specific action name
+    # the authorization every action calls (the session's), with a more specific action name
     with pytest.raises(
         AccessDeniedError, match=r"^ann@corp.test \(approver\) may not gc: admin role needed$"
     ):
-        authorize(lake, "ann@corp.test", Permission.ADMIN, table=T, action="gc")
+        Session(lake, Identity("ann@corp.test")).authorize(Permission.ADMIN, table=T, action="gc")
     assert (_last(lake).action, _last(lake).details) == ("gc", {"code": "forbidden"})
-    authorize(lake, "root", Permission.ADMIN, table=T, action="gc")  # allowed: nothing raised
+    Session(lake, Identity("root")).authorize(
+        Permission.ADMIN, table=T, action="gc"
+    )  # allowed: nothing raised
 
 
 def test_whoami(lake: Lakehouse, tmp_path: Path) -> None:

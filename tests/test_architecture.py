@@ -24,9 +24,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("wap_core.pipeline",),  # the Python API for pipelines
     ("wap_core.workflow",),  # actions: validate, authorize, move refs, journal, notify
     ("wap_core.analysis",),  # read-only looks at a branch (diff, keyed diff, explore)
-    ("wap_core.security.access",),  # authorization (journals and notifies refusals)
-    ("wap_core.notify",),  # events, outbox, delivery
+    ("wap_core.session",),  # the one door for side effects: authorizes, journals, refuses, notifies
     ("wap_core.lakehouse",),  # the factory tying settings, catalog, journal and Spark
+    ("wap_core.notify",),  # events, outbox, delivery (given a journal and settings)
     ("wap_core.lake", "wap_core.store", "wap_core.checks", "wap_core.security"),
     (
         "wap_core.config",
@@ -121,6 +121,37 @@ def test_a_module_imports_only_its_layer_or_the_layers_below() -> None:
         if t != FACADE and layer_of(t) < layer_of(m)
     ]
     assert not wrong, "\n".join(wrong)
+
+
+# Below the session, code receives plain values (a table, a catalog, settings, a journal): not even an
+# annotation names the lakehouse or the session there.
+PLAIN_VALUE_PACKAGES = (
+    "wap_core.lake",
+    "wap_core.store",
+    "wap_core.checks",
+    "wap_core.security",
+    "wap_core.notify",
+)
+
+
+def _all_imports(module: str) -> set[str]:
+    """Every wap_core module ``module`` imports anywhere, ``if TYPE_CHECKING:`` blocks included."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(MODULES[module].read_text())):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.update(_targets(module, node))
+    return found
+
+
+def test_below_the_session_no_module_receives_the_lakehouse_or_the_session() -> None:
+    bad = sorted(
+        f"{m} imports {t}"
+        for m in MODULES
+        if m.startswith(PLAIN_VALUE_PACKAGES)
+        for t in _all_imports(m)
+        if t in ("wap_core.lakehouse", "wap_core.session")
+    )
+    assert not bad, "\n".join(bad)
 
 
 def test_no_module_imports_the_package_root() -> None:

@@ -103,7 +103,7 @@ def test_the_plans_agree_with_the_plain_joins(  # type: ignore[no-untyped-def]
     lh, table, _ = spread
     lin = cat.lineage(lh.table(table), "batch")
     assert lin.fork is not None
-    batch, main = batch_frame(lh, table, lin), lh.read_snapshot(table, lin.fork)
+    batch, main = batch_frame(lh.spark, lh.spark_name(table), lin), lh.read_snapshot(table, lin.fork)
     lo, hi = batch.agg(F.min("k1"), F.max("k1")).collect()[0]
     n, found = keys_in_main(batch, main, ("k1", "k2"), lo, hi, batch_rows)
     plain = batch.join(main.select("k1", "k2").distinct(), on=["k1", "k2"], how="left_semi").count()
@@ -127,7 +127,7 @@ def test_an_empty_range_reads_nothing(spread) -> None:  # type: ignore[no-untype
 
     lin = cat.lineage(lh.table(table), "batch")
     assert lin.fork is not None
-    batch, main = batch_frame(lh, table, lin), lh.read_snapshot(table, lin.fork)
+    batch, main = batch_frame(lh.spark, lh.spark_name(table), lin), lh.read_snapshot(table, lin.fork)
     assert keys_in_main(batch, main, ("k1", "k2"), None, None, 10)[0] == 0
 
 
@@ -141,7 +141,7 @@ def test_a_one_column_key_is_matched_from_the_shared_values(spread, batch_rows: 
     lh, table, _ = spread
     lin = cat.lineage(lh.table(table), "batch")
     assert lin.fork is not None
-    batch, main = batch_frame(lh, table, lin), lh.read_snapshot(table, lin.fork)
+    batch, main = batch_frame(lh.spark, lh.spark_name(table), lin), lh.read_snapshot(table, lin.fork)
     lo, hi = batch.agg(F.min("k1"), F.max("k1")).collect()[0]
     n, found = keys_in_main(batch, main, ("k1",), lo, hi, batch_rows)
     plain = batch.join(main.select("k1").distinct(), on=["k1"], how="left_semi").count()

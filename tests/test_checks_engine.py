@@ -276,7 +276,7 @@ def test_a_small_batch_is_known_as_one_split_from_its_snapshot_summaries(batch) 
     assert found is not None and (found.files, found.rows) == (1, len(ROWS)) and found.size > 0
     assert batch_files(cat.lineage(tbl, "main")) == BatchFiles(0, 0, 0)
     assert single_split(tbl.properties, found)
-    assert batch_frame(lh, t, lin).rdd.getNumPartitions() == 1
+    assert batch_frame(lh.spark, lh.spark_name(t), lin).rdd.getNumPartitions() == 1
     assert not single_split({**tbl.properties, "read.split.target-size": "1024"}, found)
     assert not single_split({**tbl.properties, "read.split.open-file-cost": str(64 * 1024 * 1024)}, found)
     head = cat.lineage(tbl, "main")  # nothing new on main itself: no batch to read
@@ -294,7 +294,7 @@ def test_the_sample_read_prepared_ahead_returns_the_rows_built_from_scratch(batc
     from wap_core.lake.batch import batch_frame
 
     lh, t = batch
-    frame = batch_frame(lh, t, cat.lineage(lh.table(t), "b"))
+    frame = batch_frame(lh.spark, lh.spark_name(t), cat.lineage(lh.table(t), "b"))
     checks = [c for c in suite(t, TEN).checks if c.row_level]
     broken = suite(t, ["expression: {name: bad, sql: 'no_such_column > 0'}"]).checks[0]
     values = engine._aggregate(frame, engine.suite_aggregates(checks, None))
@@ -332,7 +332,7 @@ def test_duplicate_keys_of_a_one_task_batch_are_counted_by_a_window_as_by_the_gr
     from wap_core.lake.batch import batch_frame
 
     lh, t = batch
-    frame = batch_frame(lh, t, cat.lineage(lh.table(t), "b")).coalesce(1)
+    frame = batch_frame(lh.spark, lh.spark_name(t), cat.lineage(lh.table(t), "b")).coalesce(1)
     expected = {("id",): (5, 2), ("name",): (4, 1), ("id", "k2"): (4, 2), ("code", "k2"): (len(ROWS), 6)}
     for cols, (dup_rows, dup_keys) in expected.items():
         keys = {"u": cols}

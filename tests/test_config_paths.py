@@ -112,16 +112,16 @@ def test_a_configured_access_file_that_disappears_is_an_error_not_access_off(tmp
     path = tmp_path / "roles.yml"
     path.write_text(ACCESS)
     lh = Lakehouse(Settings(home=home, access_path=path, user="eve"))
-    assert access_policy(lh).enabled and access_policy(lh).role_of("eve") is not None
+    assert access_policy(lh.settings).enabled and access_policy(lh.settings).role_of("eve") is not None
     path.unlink()
     with pytest.raises(AccessFileError, match="is gone"):
-        access_policy(lh)  # never "everyone is admin"
+        access_policy(lh.settings)  # never "everyone is admin"
     # the default file (WAP_ACCESS unset) may be deleted to turn access control off
     (home / "access.yml").write_text(ACCESS)
     default = Lakehouse(Settings(home=home, user="eve"))
-    assert access_policy(default).enabled
+    assert access_policy(default.settings).enabled
     (home / "access.yml").unlink()
-    assert not access_policy(default).enabled
+    assert not access_policy(default.settings).enabled
 
 
 # ----------------------------------------------------------------------------- the CLI

@@ -85,7 +85,9 @@ def test_metadata_profile_is_exact_where_the_manifests_are(wide: tuple[Any, int]
     lh, snap = wide
     assert len(lh.table(T).inspect.files()) == 4  # several data files
     with _NoSparkJobs(lh.spark, "metaprofile-exact") as probe:
-        prof, basis = metadata_profile(lh, T, snap, scan_max_rows=0, sample_rows=400, sample_files=2)
+        prof, basis = metadata_profile(
+            lh.table(T), T, snap, lh.spark, lh.spark_name(T), scan_max_rows=0, sample_rows=400, sample_files=2
+        )
     assert probe.jobs == []  # manifests + a PyArrow read of a bounded sample: no Spark job, no full scan
     assert prof is not None and prof["source"] == "metadata" and "manifests of 4 data files" in basis
     assert (
@@ -147,7 +149,9 @@ def test_puffin_ndv_gives_distinct_counts(wide: tuple[Any, int]) -> None:
     )
     stats = lh.table(T).metadata.statistics
     assert stats and stats[0].snapshot_id == snap
-    prof, basis = metadata_profile(lh, T, snap, scan_max_rows=0, sample_rows=300, sample_files=1)
+    prof, basis = metadata_profile(
+        lh.table(T), T, snap, lh.spark, lh.spark_name(T), scan_max_rows=0, sample_rows=300, sample_files=1
+    )
     assert prof is not None and "Puffin NDV sketches for 2 column(s)" in basis
     assert prof["columns"]["id"]["distinct"] == pytest.approx(3000, rel=0.05)  # the sample alone saw 300 ids
     assert prof["columns"]["grp"]["distinct"] == 7
@@ -162,7 +166,7 @@ def test_delete_files_fall_back_to_an_exact_scan(
     lh.spark.sql(f"DELETE FROM {lh.sql_name(T)} WHERE id % 10 = 1")
     after = int(lh.table(T).current_snapshot().snapshot_id)
     assert after != snap
-    prof, basis = metadata_profile(lh, T, after, scan_max_rows=0)
+    prof, basis = metadata_profile(lh.table(T), T, after, lh.spark, lh.spark_name(T), scan_max_rows=0)
     assert prof is None and "delete file" in basis
     import wap_core.lake.metaprofile as mp
 
@@ -241,7 +245,9 @@ def test_sample_follows_schema_evolution_by_field_id(wide: tuple[Any, int]) -> N
     lh.spark.sql(f"ALTER TABLE {name} ADD COLUMN extra int")
     lh.spark.sql(f"INSERT INTO {name} VALUES (5000, 'g1', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 7)")
     snap = int(lh.table(T).current_snapshot().snapshot_id)
-    prof, _ = metadata_profile(lh, T, snap, scan_max_rows=0, sample_rows=1000, sample_files=5)
+    prof, _ = metadata_profile(
+        lh.table(T), T, snap, lh.spark, lh.spark_name(T), scan_max_rows=0, sample_rows=1000, sample_files=5
+    )
     truth = profile_frame(lh.read_snapshot(T, snap))
     assert prof is not None and set(prof["columns"]) == set(truth["columns"]) and "team" in prof["columns"]
     team, extra = prof["columns"]["team"], prof["columns"]["extra"]

@@ -391,7 +391,15 @@ webhooks:
         (Event.DISCARDED, "demo.flights"),
     ]
     for event, table in emitted:
-        notify.emit(lh, event, table=table, branch="b", user="u", summary=f"{event.value} {table}")
+        notify.emit(
+            lh.journal,
+            lh.settings,
+            event,
+            table=table,
+            branch="b",
+            user="u",
+            summary=f"{event.value} {table}",
+        )
     rows = settled(lh, 10)
     cfg = notify.config_for(lh.settings)
     by_key = {w.key: w.url.rsplit("/", 1)[1] for w in cfg.webhooks}
@@ -421,7 +429,14 @@ def test_retries_on_500_then_success_delivered_exactly_once(tmp_path: Path, rece
         "delivery: {attempts: 5, backoff_seconds: 0.05}\n",
     )
     notify.emit(
-        lh, Event.PUBLISHED, table="demo.t", branch="b1", user="ann", status="published", summary="main moved"
+        lh.journal,
+        lh.settings,
+        Event.PUBLISHED,
+        table="demo.t",
+        branch="b1",
+        user="ann",
+        status="published",
+        summary="main moved",
     )
     flaky, busy = sorted(settled(lh, 2), key=lambda r: r.id)
     assert (flaky.status, flaky.attempts, flaky.last_status) == ("delivered", 4, 200)
@@ -453,7 +468,14 @@ def test_a_failure_is_journaled_after_the_retries_with_the_masked_url(
     )
     caplog.set_level("INFO", logger="wap_core")
     notify.emit(
-        lh, Event.DISCARDED, table="demo.t", branch="b1", user="bob", status="discarded", summary="bye"
+        lh.journal,
+        lh.settings,
+        Event.DISCARDED,
+        table="demo.t",
+        branch="b1",
+        user="bob",
+        status="discarded",
+        summary="bye",
     )
     rows = {r.target_label: r for r in settled(lh, 3)}
     assert all(r.status == "failed" for r in rows.values())
@@ -507,7 +529,7 @@ def test_two_processes_never_deliver_the_same_row(tmp_path: Path, receiver: Rece
     script = (
         "import os, sys, time\n"
         "from wap_core import Lakehouse, notify\n"
-        "lh = Lakehouse.from_env(); d = notify.deliverer_for(lh); cfg = notify.config_for(lh.settings)\n"
+        "lh = Lakehouse.from_env(); d = notify.deliverer_for(lh.journal, lh.settings.notify_file); cfg = notify.config_for(lh.settings)\n"
         "lh.journal; print('ready', flush=True)\n"
         f"while not os.path.exists({str(go)!r}): time.sleep(0.005)\n"
         "n = 0\n"
@@ -582,7 +604,7 @@ delivery: {{attempts: 5, backoff_seconds: 0.3, timeout_seconds: 60, exit_grace_s
     assert lh.journal.history(action="notify") == []  # not failed: left for a later process
     # the next process (here: this one) delivers what the CLI left, once
     receiver.always["/down"] = 200
-    notify.deliverer_for(lh).wake()
+    notify.deliverer_for(lh.journal, lh.settings.notify_file).wake()
     wait_until(
         lambda: [r for r in notify.outbox(lh.journal) if r.id == down.id and r.status == "delivered"],
         30,

@@ -206,7 +206,7 @@ def test_a_discard_between_its_commit_and_its_journal_entry_is_not_an_error(lake
         branch=b.branch,
         expected_before=b.snapshot_id,
     )
-    assert remove_branch(lake, ORD, b.branch, head=b.snapshot_id)
+    assert remove_branch(lake.catalog, ORD, b.branch, head=b.snapshot_id)
     assert pl.decision_now(ORD, b.branch, lh=lake) is None  # the outcome is on its way
     lake.journal.resolve_intent(intent, outcome=Outcome.DISCARDED, done=True)
     assert pl.decision_now(ORD, b.branch, lh=lake) is pl.Decision.DISCARDED

@@ -73,7 +73,9 @@ def test_commit_with_retry_retries_a_lost_race_on_fresh_metadata(lh: Lakehouse) 
         tried.append(1)
         t.manage_snapshots().create_branch(first, MAIN).commit()
 
-    commit_with_retry(lh, T, move, tbl=stale)  # the stale attempt loses, the retry on fresh metadata lands
+    commit_with_retry(
+        lh.catalog, T, move, tbl=stale
+    )  # the stale attempt loses, the retry on fresh metadata lands
     assert len(tried) == 2 and refs(lh, T)[MAIN] == first
     # a precondition that broke stops the retries at once
     stale, tried[:] = lh.table(T), []
@@ -84,7 +86,9 @@ def test_commit_with_retry_retries_a_lost_race_on_fresh_metadata(lh: Lakehouse) 
         t.manage_snapshots().create_branch(first, "another").commit()
 
     with pytest.raises(CommitConflictError):
-        commit_with_retry(lh, T, move2, retry_if=lambda t: "another" not in t.metadata.refs, tbl=stale)
+        commit_with_retry(
+            lh.catalog, T, move2, retry_if=lambda t: "another" not in t.metadata.refs, tbl=stale
+        )
     assert len(tried) == 1
 
 
@@ -108,8 +112,8 @@ def test_with_commit_retry_gives_up_after_the_policy_attempts() -> None:
 def test_remove_branch_only_while_at_the_expected_head(lh: Lakehouse) -> None:
     head = refs(lh, T)[MAIN]
     lh.table(T).manage_snapshots().create_branch(head, "gone").commit()
-    assert remove_branch(lh, T, "gone", head=head + 1) is False  # moved: not ours to remove
+    assert remove_branch(lh.catalog, T, "gone", head=head + 1) is False  # moved: not ours to remove
     assert "gone" in refs(lh, T)
-    assert remove_branch(lh, T, "gone", head=head) is True
+    assert remove_branch(lh.catalog, T, "gone", head=head) is True
     assert "gone" not in refs(lh, T)
-    assert remove_branch(lh, T, "gone") is False  # already gone
+    assert remove_branch(lh.catalog, T, "gone") is False  # already gone

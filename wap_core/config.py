@@ -255,9 +255,6 @@ class Settings:
     # the console starts Spark in the background at start-up (off: on first use)
     spark_eager: bool = setting("WAP_SPARK_EAGER", True, parse=_on_unless_off)
     spark_ui: bool = setting("WAP_SPARK_UI", False, parse=_flag)  # Spark's web UI
-    # The role a verified service token (WAP_TOKEN) grants ``user``: set by the CLI after it checked the
-    # token (wap_core.security.tokens), never read from the environment or wap.toml.
-    token_role: str | None = setting(None, None, from_file=False, secret=True)
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -18,6 +18,7 @@ from pyiceberg.table import Table
 from wap_core.config import Settings
 from wap_core.identifiers import MAIN, TableId
 from wap_core.lake import catalog as cat
+from wap_core.lake.batch import snapshot_frame
 from wap_core.lake.spark import get_spark
 from wap_core.store.journal import Journal
 from wap_core.store.profiles import ProfileStore
@@ -62,7 +63,8 @@ class Lakehouse:
 
     @property
     def user(self) -> str:
-        """The acting user of the settings."""
+        """The environment's user (``WAP_USER`` / the OS user): who acts is a session's identity
+        (:class:`wap_core.session.Session`), never the settings'."""
         return self.settings.user
 
     # ----- metadata --------------------------------------------------------
@@ -85,11 +87,7 @@ class Lakehouse:
 
     def read_snapshot(self, table: TableId, snapshot_id: int) -> DataFrame:
         """The table's data at a snapshot (Spark)."""
-        return (
-            self.spark.read.format("iceberg")
-            .option("snapshot-id", str(snapshot_id))
-            .load(self.spark_name(table))
-        )
+        return snapshot_frame(self.spark, self.spark_name(table), snapshot_id)
 
     def read_main(self, table: TableId, snapshot_id: int | None = None) -> DataFrame | None:
         """Main of ``table`` at ``snapshot_id`` (default: its current head); None when main is empty."""

@@ -53,6 +53,7 @@ from wap_core.lake import catalog as cat
 from wap_core.lakehouse import Lakehouse
 from wap_core.notify import config_for, review_link
 from wap_core.security.paths import SourcePolicy
+from wap_core.session import Session, session_of
 from wap_core.states import Action, CheckStatus, Outcome
 from wap_core.workflow.audit import run_audit
 from wap_core.workflow.ingest import ingest as core_ingest
@@ -134,14 +135,20 @@ class Audit:
         return self.status.ok
 
 
-def lakehouse(lh: Lakehouse | None = None) -> Lakehouse:
-    """``lh``, or the lakehouse of the environment acting as the pipeline's service identity.
+def session(lh: Session | Lakehouse | None = None) -> Session:
+    """The session of ``lh`` (a bare lakehouse acts as its ``WAP_USER``), or the environment's lakehouse acting
+    as the pipeline's service identity.
 
     The identity is the CLI's (:func:`wap_core.workflow.tokens.cli_identity`): the service token in
     ``WAP_TOKEN`` (its user with exactly its role; an unknown, expired or revoked token is refused, exit 1),
     else ``WAP_USER`` unless the access file says ``cli_identity: token``.
     """
-    return lh if lh is not None else cli_identity(Lakehouse.from_env())
+    return session_of(lh) if lh is not None else cli_identity(Lakehouse.from_env())
+
+
+def lakehouse(lh: Session | Lakehouse | None = None) -> Lakehouse:
+    """The lakehouse of :func:`session`."""
+    return session(lh).lakehouse
 
 
 def _tid(table: TableId | str) -> TableId:
@@ -155,16 +162,17 @@ def ingest(
     branch: str | None = None,
     fmt: str | None = None,
     create: bool = False,
-    lh: Lakehouse | None = None,
+    lh: Session | Lakehouse | None = None,
 ) -> Branch:
     """Write ``sources`` into a new audit branch of ``table`` and audit it (as the service user).
 
     Sources are read as the CLI reads them (any path the process can read). A failed audit is not an
     error here: the batch waits in its branch for a person (see :func:`wait_for_decision`).
     """
-    lh = lakehouse(lh)
+    s = session(lh)
+    lh = s.lakehouse
     r = core_ingest(
-        lh, _tid(table), list(sources), branch=branch, fmt=fmt, create=create, source_policy=SourcePolicy.ANY
+        s, _tid(table), list(sources), branch=branch, fmt=fmt, create=create, source_policy=SourcePolicy.ANY
     )
     return Branch(
         table=r.table,
@@ -178,11 +186,12 @@ def ingest(
 
 
 def audit(
-    table: TableId | str, branch: str, *, require_pass: bool = False, lh: Lakehouse | None = None
+    table: TableId | str, branch: str, *, require_pass: bool = False, lh: Session | Lakehouse | None = None
 ) -> Audit:
     """(Re-)audit ``branch``; with ``require_pass`` a failed audit raises :class:`AuditFailedError` (exit 1)."""
-    lh = lakehouse(lh)
-    r = run_audit(lh, _tid(table), branch)
+    s = session(lh)
+    lh = s.lakehouse
+    r = run_audit(s, _tid(table), branch)
     out = Audit(r.table, r.branch, r.snapshot_id, r.status, tuple(r.failed_checks))
     if require_pass and not out.passed:
         raise AuditFailedError(
@@ -192,7 +201,9 @@ def audit(
     return out
 
 
-def decision_now(table: TableId | str, branch: str, *, lh: Lakehouse | None = None) -> Decision | None:
+def decision_now(
+    table: TableId | str, branch: str, *, lh: Session | Lakehouse | None = None
+) -> Decision | None:
     """One look: the decision on ``branch`` if there is one yet, else None (metadata and journal only).
 
     The look first settles the pending intents of the branch (:func:`~wap_core.workflow.reconcile.reconcile`
@@ -205,7 +216,8 @@ def decision_now(table: TableId | str, branch: str, *, lh: Lakehouse | None = No
     satisfied), CHANGES_REQUESTED while a reviewer's request is open on the head. A branch that is gone
     was PUBLISHED or DISCARDED, as the journal says; gone without either raises :class:`NotFoundError`.
     """
-    lh = lakehouse(lh)
+    s = session(lh)
+    lh = s.lakehouse
     tid = _tid(table)
     reconcile(lh, tid, branch=branch)  # a crashed publish/discard of this branch is recorded before deciding
     tbl = lh.table(tid)
@@ -236,7 +248,7 @@ def wait_for_decision(
     timeout: float,
     poll: float = DEFAULT_POLL,
     *,
-    lh: Lakehouse | None = None,
+    lh: Session | Lakehouse | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Decision:
     """Wait (at most ``timeout`` seconds, one look per ``poll`` seconds) for a decision on ``branch``.
@@ -246,10 +258,11 @@ def wait_for_decision(
     and >= 0 (0: one look); ``poll`` finite and >= :data:`MIN_POLL`; else :class:`ValidationError` (exit 2).
     """
     check_wait(timeout, poll)
-    lh = lakehouse(lh)
+    s = session(lh)
+    lh = s.lakehouse
     deadline = time.monotonic() + timeout
     while True:
-        d = decision_now(table, branch, lh=lh)
+        d = decision_now(table, branch, lh=s)
         if d is not None:
             log.info("decision on %s %s: %s", table, branch, d)
             return d
@@ -276,31 +289,36 @@ def require_go(decision: Decision, table: TableId | str, branch: str) -> Decisio
     raise BatchRejectedError(f"{table} {branch}: {decision.value.replace('_', ' ')}", decision.value)
 
 
-def publish_if_passed(table: TableId | str, branch: str, *, lh: Lakehouse | None = None) -> PublishResult:
+def publish_if_passed(
+    table: TableId | str, branch: str, *, lh: Session | Lakehouse | None = None
+) -> PublishResult:
     """Publish ``branch`` when its audit and the table's review policy allow it (never forced).
 
     A refusal raises :class:`wap_core.exceptions.RefusedError` (exit 1) and is journaled; a branch a
     person already published returns ``outcome == "already_published"``.
     """
-    lh = lakehouse(lh)
-    return publish(lh, _tid(table), branch)
+    s = session(lh)
+    lh = s.lakehouse
+    return publish(s, _tid(table), branch)
 
 
 def discard(
-    table: TableId | str, branch: str, *, reason: str | None = None, lh: Lakehouse | None = None
+    table: TableId | str, branch: str, *, reason: str | None = None, lh: Session | Lakehouse | None = None
 ) -> bool:
     """Discard ``branch`` (a pipeline's rollback); False when it is gone already (published or discarded)."""
-    lh = lakehouse(lh)
+    s = session(lh)
+    lh = s.lakehouse
     tid = _tid(table)
     if branch not in lh.table(tid).metadata.refs:
         return False
-    core_discard(lh, tid, branch, reason=reason)
+    core_discard(s, tid, branch, reason=reason)
     return True
 
 
-def review_url(table: TableId | str, branch: str, *, lh: Lakehouse | None = None) -> str:
+def review_url(table: TableId | str, branch: str, *, lh: Session | Lakehouse | None = None) -> str:
     """The console's Review page of the branch (``console_url`` of the notifications file)."""
-    lh = lakehouse(lh)
+    s = session(lh)
+    lh = s.lakehouse
     return review_link(config_for(lh.settings).console_url, str(table), branch)
 
 

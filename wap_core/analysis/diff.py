@@ -173,7 +173,7 @@ def main_profile(lh: Lakehouse, table: TableId, snapshot_id: int | None) -> Tabl
         return None
     prof = _cached_or_merged(lh, table, snapshot_id, MAX_MERGE_DEPTH)
     if prof is None:
-        prof, basis = metadata_profile(lh, table, snapshot_id)
+        prof, basis = metadata_profile(lh.table(table), table, snapshot_id, lh.spark, lh.spark_name(table))
         if prof is None:
             prof = replace(profile_frame(lh.read_snapshot(table, snapshot_id)), source="scan", basis=basis)
         lh.profiles.save_profile(str(table), snapshot_id, prof)
@@ -562,7 +562,7 @@ def _compute_diff(lh: Lakehouse, table: TableId, branch: str) -> DiffResult:
     cat.require_branch(tbl, table, branch)
     meta = cat.metadata_diff(tbl, table, branch)
     lin = cat.lineage(tbl, branch)  # metadata only, like metadata_diff
-    batch = batch_frame(lh, table, lin)
+    batch = batch_frame(lh.spark, lh.spark_name(table), lin)
     batch_prof = profile_frame(batch)
     if meta.pure_append and lin.fork is not None:
         # once published, main = main at the fork + this batch: keep the batch's profile to merge
@@ -624,7 +624,7 @@ def preview(lh: Lakehouse, table: TableId, branch: str, limit: int = 100) -> pd.
     """The first ``limit`` new rows of the branch, as pandas (for display)."""
     tbl = lh.table(table)
     cat.require_branch(tbl, table, branch)
-    return batch_frame(lh, table, cat.lineage(tbl, branch)).limit(limit).toPandas()
+    return batch_frame(lh.spark, lh.spark_name(table), cat.lineage(tbl, branch)).limit(limit).toPandas()
 
 
 # --------------------------------------------------------------------------- what changed most

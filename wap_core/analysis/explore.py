@@ -32,7 +32,8 @@ from wap_core.lake.batch import batch_frame
 from wap_core.lake.errors import spark_job_error
 from wap_core.lake.spark import catalog_conf
 from wap_core.security import sql_guard
-from wap_core.security.access import Permission, authorize
+from wap_core.security.access import Permission
+from wap_core.session import session_of
 from wap_core.values import JsonObject
 
 if TYPE_CHECKING:
@@ -145,7 +146,7 @@ def rows(
     """Rows of ``table`` at ``snapshot_id``, filtered by (column, op, value) triples; values are literals."""
     from pyspark.sql import functions as F
 
-    authorize(lh, user or lh.user, Permission.READ, table=table)
+    session_of(lh, user).authorize(Permission.READ, table=table)
 
     df = lh.read_snapshot(table, snapshot_id)
     columns = set(df.columns)
@@ -296,8 +297,9 @@ def _authorized(
     lh: Lakehouse, table: TableId, snapshot_id: int, sql: str, limit: int, user: str | None
 ) -> QueryRequest:
     """The request, once ``user`` (default: the lakehouse's) may READ ``table``; ``limit`` capped at MAX_ROWS."""
-    who = user or lh.user
-    authorize(lh, who, Permission.READ, table=table)
+    s = session_of(lh, user)
+    who = s.user
+    s.authorize(Permission.READ, table=table)
     return QueryRequest(table, snapshot_id, sql, max(1, min(int(limit), MAX_ROWS)), who)
 
 
@@ -524,7 +526,7 @@ class FailingRowsRequest:
 
         ctx = MainContext(lh.spark, read_main, table, fork_snapshot_id=lin.fork, head_snapshot_id=lin.head)
         try:
-            frame = self.spec.failing_frame(batch_frame(lh, table, lin), ctx)
+            frame = self.spec.failing_frame(batch_frame(lh.spark, lh.spark_name(table), lin), ctx)
             if frame is None:  # pragma: no cover - refused by failing_rows_request (selects_rows)
                 raise ValidationError(f"check {self.spec.name!r} judges no rows")
             got: pd.DataFrame = frame.limit(self.cap + 1).toPandas()
@@ -542,8 +544,9 @@ def failing_rows_request(
 ) -> FailingRowsRequest:
     """The read of ``check``'s failing rows on ``branch``, once ``user`` may READ ``table``: the branch
     must be open and ``check`` the exact name of a check of the table's suite that selects rows."""
-    who = user or lh.user
-    authorize(lh, who, Permission.READ, table=table)
+    s = session_of(lh, user)
+    who = s.user
+    s.authorize(Permission.READ, table=table)
     validate_branch(branch)
     tbl = lh.table(table)
     cat.require_branch(tbl, table, branch)

@@ -463,7 +463,7 @@ def _keys_on_main(key: tuple[str, ...], batch: DataFrame, main_near: DataFrame) 
 
 def _append_diff(d: _Diffing) -> KeyedDiff:
     """Branch = main@fork + appended rows: only the batch, and main within its key range, are read."""
-    batch = batch_frame(d.lh, d.table, d.lin)
+    batch = batch_frame(d.lh.spark, d.lh.spark_name(d.table), d.lin)
     if d.lin.fork is None or d.lin.head == d.lin.fork or d.common["main_rows"] == 0:
         return _all_added(d, batch)
     notes: list[str] = []

@@ -25,7 +25,7 @@ from wap_core.cli.output import (
 from wap_core.exceptions import ValidationError
 from wap_core.identifiers import TableId
 from wap_core.notify import notify_test
-from wap_core.security.access import Permission, access_policy, authorize
+from wap_core.security.access import Permission
 from wap_core.security.paths import SourcePolicy
 from wap_core.values import to_jsonable
 from wap_core.workflow import review
@@ -39,32 +39,30 @@ from wap_core.workflow.rollback import reopen, rollback
 from wap_core.workflow.status import list_branches, table_infos
 
 if TYPE_CHECKING:
-    from wap_core.lakehouse import Lakehouse
+    from wap_core.session import Session
 
 
-# A subcommand: (parsed arguments, lakehouse) -> exit code.
-Handler = Callable[[argparse.Namespace, "Lakehouse"], int]
+# A subcommand: (parsed arguments, the session: lakehouse and who acts) -> exit code.
+Handler = Callable[[argparse.Namespace, "Session"], int]
 
 
-def _authorize_read(args: argparse.Namespace, lh: Lakehouse) -> None:
+def _authorize_read(args: argparse.Namespace, s: Session) -> None:
     """Reading commands (tables, branches, history, diff) need the READ permission (on the table, if one is named)."""
 
-    authorize(
-        lh,
-        lh.user,
+    s.authorize(
         Permission.READ,
         table=TableId.parse(args.table) if getattr(args, "table", None) else None,
     )
 
 
-def _whoami(args: argparse.Namespace, lh: Lakehouse) -> int:
+def _whoami(args: argparse.Namespace, s: Session) -> int:
 
-    policy = access_policy(lh)
-    roles = [r.label for r in policy.roles_of(lh.user)]
+    policy = s.policy()
+    roles = [r.label for r in policy.roles_of(s.user)]
     if args.json:
-        print_json({"user": lh.user, "roles": roles})
+        print_json({"user": s.user, "roles": roles})
     else:
-        print(lh.user)
+        print(s.user)
         print(f"roles: {', '.join(roles) or 'none'}")
         if not policy.enabled:
             print(
@@ -74,31 +72,33 @@ def _whoami(args: argparse.Namespace, lh: Lakehouse) -> int:
     return EXIT_OK
 
 
-def _demo(args: argparse.Namespace, lh: Lakehouse) -> int:
+def _demo(args: argparse.Namespace, s: Session) -> int:
 
-    if args.if_empty and lh.tables():
-        print(f"lakehouse {lh.settings.home} already has tables; demo not seeded")
+    if args.if_empty and s.lakehouse.tables():
+        print(f"lakehouse {s.lakehouse.settings.home} already has tables; demo not seeded")
         return EXIT_OK
-    summary = seed_demo(lh, force=args.force)
+    summary = seed_demo(s.lakehouse, force=args.force)
     for line in summary:
         print(line)
     return EXIT_OK
 
 
-def _tables(args: argparse.Namespace, lh: Lakehouse) -> int:
+def _tables(args: argparse.Namespace, s: Session) -> int:
 
-    _authorize_read(args, lh)
-    infos = [to_jsonable(t) for t in table_infos(lh)]
+    _authorize_read(args, s)
+    infos = [to_jsonable(t) for t in table_infos(s.lakehouse)]
     print_json(infos) if args.json else print_table(
         infos, ["table", "rows", "snapshots", "open_branches", "last_updated"]
     )
     return EXIT_OK
 
 
-def _branches(args: argparse.Namespace, lh: Lakehouse) -> int:
+def _branches(args: argparse.Namespace, s: Session) -> int:
 
-    _authorize_read(args, lh)
-    rows = [to_jsonable(b) for b in list_branches(lh, TableId.parse(args.table) if args.table else None)]
+    _authorize_read(args, s)
+    rows = [
+        to_jsonable(b) for b in list_branches(s.lakehouse, TableId.parse(args.table) if args.table else None)
+    ]
     if args.status:
         rows = [r for r in rows if r["status"] == args.status]
     print_json(rows) if args.json else print_table(
@@ -107,15 +107,17 @@ def _branches(args: argparse.Namespace, lh: Lakehouse) -> int:
     return EXIT_OK
 
 
-def _gc(args: argparse.Namespace, lh: Lakehouse) -> int:
+def _gc(args: argparse.Namespace, s: Session) -> int:
 
-    gc = collect_garbage(lh, older_than=args.older_than, dry_run=args.dry_run)
+    gc = collect_garbage(s, older_than=args.older_than, dry_run=args.dry_run)
     return print_result(args, gc, "\n".join(gc.lines()))
 
 
-def _history(args: argparse.Namespace, lh: Lakehouse) -> int:
-    _authorize_read(args, lh)
-    entries = lh.journal.history(str(TableId.parse(args.table)) if args.table else None, limit=args.limit)
+def _history(args: argparse.Namespace, s: Session) -> int:
+    _authorize_read(args, s)
+    entries = s.lakehouse.journal.history(
+        str(TableId.parse(args.table)) if args.table else None, limit=args.limit
+    )
     rows = [to_jsonable(e) for e in entries]
     print_json(rows) if args.json else print_table(
         rows, ["at", "user", "action", "table", "branch", "outcome", "reason"]
@@ -123,12 +125,12 @@ def _history(args: argparse.Namespace, lh: Lakehouse) -> int:
     return EXIT_OK
 
 
-def _ingest(args: argparse.Namespace, lh: Lakehouse) -> int:
+def _ingest(args: argparse.Namespace, s: Session) -> int:
 
     table = TableId.parse(args.table)
     # The CLI reads any path its OS user can read: whoever runs it holds the catalog's credentials anyway.
     res = ingest(
-        lh,
+        s,
         table,
         args.sources,
         branch=args.branch,
@@ -151,29 +153,35 @@ def _ingest(args: argparse.Namespace, lh: Lakehouse) -> int:
     return EXIT_OK if res.audit.passed else EXIT_REFUSED
 
 
-def _audit(args: argparse.Namespace, lh: Lakehouse) -> int:
+def _audit(args: argparse.Namespace, s: Session) -> int:
 
-    audit = run_audit(lh, TableId.parse(args.table), args.branch)
+    audit = run_audit(s, TableId.parse(args.table), args.branch)
     print_json(to_jsonable(audit)) if args.json else print_audit(audit)
     return EXIT_OK if audit.passed else EXIT_REFUSED
 
 
-def _diff(args: argparse.Namespace, lh: Lakehouse) -> int:
+def _diff(args: argparse.Namespace, s: Session) -> int:
 
-    _authorize_read(args, lh)
+    _authorize_read(args, s)
     table = TableId.parse(args.table)
-    d = compute_diff(lh, table, args.branch)
+    d = compute_diff(s.lakehouse, table, args.branch, user=s.user)
     keyed = None
     if args.key:
-        keyed = keyed_diff(lh, table, args.branch, [k.strip() for k in args.key.split(",") if k.strip()])
+        keyed = keyed_diff(
+            s.lakehouse,
+            table,
+            args.branch,
+            [k.strip() for k in args.key.split(",") if k.strip()],
+            user=s.user,
+        )
     if args.json:
         print_json({**to_jsonable(d), **({"keyed": to_jsonable(keyed)} if keyed is not None else {})})
         return EXIT_OK
     print(
         f"{d.table} {d.branch}: +{d.rows_added} rows, -{d.rows_deleted} rows; main moved: {d.main_moved}; pure append: {d.pure_append}"
     )
-    for s in d.schema_changes:
-        print(f"  schema: {to_jsonable(s)}")  # the change as its JSON object
+    for change in d.schema_changes:
+        print(f"  schema: {to_jsonable(change)}")  # the change as its JSON object
     rows = []
     for c in d.columns:
         m, b = c.main, c.batch
@@ -202,9 +210,9 @@ def _diff(args: argparse.Namespace, lh: Lakehouse) -> int:
     return EXIT_OK
 
 
-def _publish(args: argparse.Namespace, lh: Lakehouse) -> int:
+def _publish(args: argparse.Namespace, s: Session) -> int:
 
-    r = publish(lh, TableId.parse(args.table), args.branch, force=args.force, reason=args.reason)
+    r = publish(s, TableId.parse(args.table), args.branch, force=args.force, reason=args.reason)
     return print_result(
         args,
         r,
@@ -212,9 +220,9 @@ def _publish(args: argparse.Namespace, lh: Lakehouse) -> int:
     )
 
 
-def _rebase(args: argparse.Namespace, lh: Lakehouse) -> int:
+def _rebase(args: argparse.Namespace, s: Session) -> int:
 
-    rb = rebase(lh, TableId.parse(args.table), args.branch)
+    rb = rebase(s, TableId.parse(args.table), args.branch)
     return print_result(
         args,
         rb,
@@ -228,40 +236,40 @@ def _rebase(args: argparse.Namespace, lh: Lakehouse) -> int:
     )
 
 
-def _discard(args: argparse.Namespace, lh: Lakehouse) -> int:
+def _discard(args: argparse.Namespace, s: Session) -> int:
 
-    dr = discard(lh, TableId.parse(args.table), args.branch, reason=args.reason)
+    dr = discard(s, TableId.parse(args.table), args.branch, reason=args.reason)
     return print_result(args, dr, f"discarded {dr.table} {dr.branch} (head {dr.head}); main untouched")
 
 
-def _approve(args: argparse.Namespace, lh: Lakehouse) -> int:
+def _approve(args: argparse.Namespace, s: Session) -> int:
 
-    rs = review.approve(lh, TableId.parse(args.table), args.branch, comment=args.comment)
+    rs = review.approve(s, TableId.parse(args.table), args.branch, comment=args.comment)
     return print_review(args, rs, "approved")
 
 
-def _request_changes(args: argparse.Namespace, lh: Lakehouse) -> int:
+def _request_changes(args: argparse.Namespace, s: Session) -> int:
 
-    rs = review.request_changes(lh, TableId.parse(args.table), args.branch, comment=args.comment)
+    rs = review.request_changes(s, TableId.parse(args.table), args.branch, comment=args.comment)
     return print_review(args, rs, "changes requested on")
 
 
-def _comment(args: argparse.Namespace, lh: Lakehouse) -> int:
+def _comment(args: argparse.Namespace, s: Session) -> int:
 
-    added = review.add_comment(lh, TableId.parse(args.table), args.branch, args.text, check=args.check)
+    added = review.add_comment(s, TableId.parse(args.table), args.branch, args.text, check=args.check)
     return print_result(args, added, f"comment {added.id} added to {added.table} {added.branch}")
 
 
-def _comments(args: argparse.Namespace, lh: Lakehouse) -> int:
+def _comments(args: argparse.Namespace, s: Session) -> int:
 
-    thread = [to_jsonable(c) for c in review.comments(lh, TableId.parse(args.table), args.branch)]
+    thread = [to_jsonable(c) for c in review.comments(s, TableId.parse(args.table), args.branch)]
     print_json(thread) if args.json else print_table(thread, ["at", "user", "kind", "check", "text"])
     return EXIT_OK
 
 
-def _rollback(args: argparse.Namespace, lh: Lakehouse) -> int:
+def _rollback(args: argparse.Namespace, s: Session) -> int:
 
-    rr = rollback(lh, TableId.parse(args.table), args.to, reason=args.reason)
+    rr = rollback(s, TableId.parse(args.table), args.to, reason=args.reason)
     return print_result(
         args,
         rr,
@@ -269,10 +277,10 @@ def _rollback(args: argparse.Namespace, lh: Lakehouse) -> int:
     )
 
 
-def _reopen(args: argparse.Namespace, lh: Lakehouse) -> int:
+def _reopen(args: argparse.Namespace, s: Session) -> int:
 
     ro = reopen(
-        lh,
+        s,
         TableId.parse(args.table),
         args.snapshot,
         branch=args.branch,
@@ -282,10 +290,10 @@ def _reopen(args: argparse.Namespace, lh: Lakehouse) -> int:
     return print_result(args, ro, ro.branch)
 
 
-def _token(args: argparse.Namespace, lh: Lakehouse) -> int:
+def _token(args: argparse.Namespace, s: Session) -> int:
     """``token create`` prints the token once (stdout; only its SHA-256 is stored); ``list``, ``revoke``."""
     if args.token_command == "create":
-        token, info = token_actions.create_token(lh, args.user, args.role, args.expires)
+        token, info = token_actions.create_token(s, args.user, args.role, args.expires)
         if args.json:  # not print_json: the token is a registered secret and would be masked
             print(json.dumps({**to_jsonable(info), "token": token}, indent=2))
         else:
@@ -296,22 +304,22 @@ def _token(args: argparse.Namespace, lh: Lakehouse) -> int:
             file=sys.stderr,
         )
     elif args.token_command == "list":
-        rows = [to_jsonable(t) for t in token_actions.list_tokens(lh)]
+        rows = [to_jsonable(t) for t in token_actions.list_tokens(s)]
         print_json(rows) if args.json else print_table(
             rows, ["id", "user", "role", "status", "expires_at", "created_by", "revoked_by"]
         )
     else:
-        info = token_actions.revoke_token(lh, args.id)
+        info = token_actions.revoke_token(s, args.id)
         print_json(to_jsonable(info)) if args.json else print(
             f"revoked service token {info.id} ({info.user})"
         )
     return EXIT_OK
 
 
-def _notify_test(args: argparse.Namespace, lh: Lakehouse) -> int:
+def _notify_test(args: argparse.Namespace, s: Session) -> int:
     """``notify-test``: exit 0 when every target took the test event, 1 when one did not, 2 on a bad notify file."""
 
-    cfg, outcomes = notify_test(lh)
+    cfg, outcomes = notify_test(s.lakehouse.settings, user=s.user)
     if args.json:
         print_json([to_jsonable(o) for o in outcomes])
     elif not outcomes:
@@ -334,15 +342,17 @@ def _notify_test(args: argparse.Namespace, lh: Lakehouse) -> int:
     return EXIT_OK if all(o.delivered for o in outcomes) else EXIT_REFUSED
 
 
-def _query(args: argparse.Namespace, lh: Lakehouse) -> int:
+def _query(args: argparse.Namespace, s: Session) -> int:
     """``query``: one read-only query over ``ref_view`` (see wap_core.security.sql_guard); refusals are exit 2."""
 
     table = TableId.parse(args.table)
 
     if not 1 <= args.limit <= explore.MAX_ROWS:
         raise ValidationError(f"--limit must be between 1 and {explore.MAX_ROWS}, got {args.limit}")
-    ref = explore.resolve_any_ref(lh.table(table), table, args.ref)
-    res = explore.bounded_query_rows(lh, table, ref.snapshot_id, args.sql, limit=args.limit)
+    ref = explore.resolve_any_ref(s.lakehouse.table(table), table, args.ref)
+    res = explore.bounded_query_rows(
+        s.lakehouse, table, ref.snapshot_id, args.sql, limit=args.limit, user=s.user
+    )
     if args.json:
         print(json.dumps(res.json_rows(), indent=2, default=json_default))
     else:

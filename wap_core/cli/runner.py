@@ -107,10 +107,10 @@ def _run(args: argparse.Namespace) -> int:
     # a configured file or folder (or an ingest root's bucket) that is not there: exit 2, naming it
     lh.settings.check_configured_paths(probe=root_problem)
     # the acting user: WAP_TOKEN's, or WAP_USER / the OS user unless access.yml says cli_identity: token
-    lh = token_actions.cli_identity(lh)
+    session = token_actions.cli_identity(lh)
     if args.command not in _NO_RECONCILE:
         reconcile(lh)  # recovery is a step: crashed actions are resolved once, before the command reads
-    return COMMANDS[args.command](args, lh)
+    return COMMANDS[args.command](args, session)
 
 
 # Commands that read no table nor the journal: no recovery step before them.

@@ -11,13 +11,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from wap_core.identifiers import TableId
 from wap_core.lake import catalog as cat
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
-    from wap_core.lakehouse import Lakehouse
 
 # Iceberg's Spark reader never plans splits smaller than min(16 MiB, read.split.target-size): with
 # adaptive split sizing (on by default) the split size is max(total / parallelism, that floor), else
@@ -27,24 +25,29 @@ _TARGET_SIZE = ("read.split.target-size", 128 * 1024 * 1024)
 _OPEN_FILE_COST = ("read.split.open-file-cost", 4 * 1024 * 1024)
 
 
-def batch_frame(lh: Lakehouse, table: TableId, lin: cat.Lineage) -> DataFrame:
-    """The rows the branch added since its fork, read from the new data files only."""
-    name = lh.spark_name(table)
+def snapshot_frame(spark: SparkSession, name: str, snapshot_id: int) -> DataFrame:
+    """The data of the table Spark knows as ``name`` (unquoted) at a snapshot."""
+    return spark.read.format("iceberg").option("snapshot-id", str(snapshot_id)).load(name)
+
+
+def batch_frame(spark: SparkSession, name: str, lin: cat.Lineage) -> DataFrame:
+    """The rows the branch added since its fork, read from the new data files only, of the table Spark knows as
+    ``name`` (unquoted, e.g. :meth:`wap_core.lakehouse.Lakehouse.spark_name`)."""
     if lin.head == lin.fork:
-        return lh.read_snapshot(table, lin.head).limit(0)
+        return snapshot_frame(spark, name, lin.head).limit(0)
     if lin.fork is None:
         # The table had no main when the branch started: everything on the branch is new.
-        return lh.read_snapshot(table, lin.head)
+        return snapshot_frame(spark, name, lin.head)
     ops = {cat.snapshot_operation(s) for s in lin.new_snapshots}
     if ops <= {"append"}:
         return (
-            lh.spark.read.format("iceberg")
+            spark.read.format("iceberg")
             .option("start-snapshot-id", str(lin.fork))
             .option("end-snapshot-id", str(lin.head))
             .load(name)
         )
     # Non-append history (overwrite/delete on the branch): fall back to a set difference.
-    return lh.read_snapshot(table, lin.head).exceptAll(lh.read_snapshot(table, lin.fork))
+    return snapshot_frame(spark, name, lin.head).exceptAll(snapshot_frame(spark, name, lin.fork))
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from wap_core.identifiers import TableId
 from wap_core.lake import catalog as cat
+from wap_core.lake.batch import snapshot_frame
 from wap_core.lake.profile import (
     APPROXIMATE,
     EXACT,
@@ -53,9 +54,9 @@ if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
     from pyiceberg.schema import Schema
     from pyiceberg.table import FileScanTask, Table
+    from pyspark.sql import SparkSession
     from pyspark.sql.types import DataType, StructType
 
-    from wap_core.lakehouse import Lakehouse
 
 log = logging.getLogger(__name__)
 
@@ -286,9 +287,11 @@ def _top_values(values: pa.Array, rows: int, sample_rows: int, top_n: int) -> tu
 
 
 def metadata_profile(
-    lh: Lakehouse,
+    tbl: Table,
     table: TableId,
     snapshot_id: int,
+    spark: SparkSession,
+    spark_name: str,
     *,
     sample_rows: int | None = None,
     sample_files: int | None = None,
@@ -296,6 +299,9 @@ def metadata_profile(
     max_top_columns: int = 12,
 ) -> tuple[TableProfile | None, str]:
     """Main's profile at ``snapshot_id`` from manifests + a bounded sample: ``(profile, basis)``.
+
+    ``tbl``: the table's metadata (``table`` names it in the log); ``spark`` gives Spark's types of the
+    snapshot of the table it knows as ``spark_name`` (an analysis, no job).
 
     ``profile`` is None when the metadata cannot give it (delete files, or a main of at most
     ``scan_max_rows`` rows, cheaper to scan exactly); ``basis`` then says why the caller should scan.
@@ -306,13 +312,14 @@ def metadata_profile(
     sample_rows = SAMPLE_ROWS if sample_rows is None else sample_rows
     sample_files = SAMPLE_FILES if sample_files is None else sample_files
     scan_max_rows = SCAN_MAX_ROWS if scan_max_rows is None else scan_max_rows
-    tbl = lh.table(table)
     found = _data_files(tbl, snapshot_id, scan_max_rows)
     if isinstance(found, str):
         return None, found
     tasks, files, rows = found
 
-    spark_schema = lh.read_snapshot(table, snapshot_id).schema  # analysis only: Spark's types, no job
+    spark_schema = snapshot_frame(
+        spark, spark_name, snapshot_id
+    ).schema  # analysis only: Spark's types, no job
     chosen = evenly(tasks, sample_files)
     schema = cat.schema_at(tbl, snapshot_id)
     sample = read_sample(tbl, schema, chosen, sample_rows)

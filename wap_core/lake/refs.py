@@ -31,9 +31,8 @@ from wap_core.identifiers import MAIN, TableId
 from wap_core.lake import catalog as cat
 
 if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
-
-    from wap_core.lakehouse import Lakehouse
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +122,7 @@ def with_commit_retry(commit: Callable[[], T], policy: RetryPolicy = RETRY) -> T
 
 
 def commit_with_retry(
-    lh: Lakehouse,
+    catalog: Catalog,
     table: TableId,
     move: Callable[[Table], T],
     *,
@@ -137,7 +136,7 @@ def commit_with_retry(
     caller's precondition, checked on fresh metadata before each retry (default: always retry). Raises
     :class:`CommitConflictError` after the last attempt or as soon as the precondition broke.
     """
-    tbl = tbl if tbl is not None else lh.table(table)
+    tbl = tbl if tbl is not None else cat.load_table(catalog, table)
     for attempt in range(policy.attempts):
         try:
             with commit_conflicts():
@@ -145,7 +144,7 @@ def commit_with_retry(
         except CommitConflictError as exc:
             if attempt == policy.attempts - 1:
                 raise
-            tbl = lh.table(table)
+            tbl = cat.load_table(catalog, table)
             if retry_if is not None and not retry_if(tbl):
                 raise
             log.info(
@@ -176,7 +175,7 @@ def point_main(t: Table, snapshot_id: int, *, remove: str | None = None) -> None
 
 
 def remove_branch(
-    lh: Lakehouse, table: TableId, name: str, *, head: int | None = None, tbl: Table | None = None
+    catalog: Catalog, table: TableId, name: str, *, head: int | None = None, tbl: Table | None = None
 ) -> bool:
     """Remove branch ``name`` (only while it is at ``head``, when given), retried on a commit race.
 
@@ -192,37 +191,37 @@ def remove_branch(
         t.manage_snapshots().remove_branch(name).commit()
         return True
 
-    tbl = tbl if tbl is not None else lh.table(table)
+    tbl = tbl if tbl is not None else cat.load_table(catalog, table)
     if not there(tbl):
         return False
     try:
-        return commit_with_retry(lh, table, move, retry_if=there, tbl=tbl)
+        return commit_with_retry(catalog, table, move, retry_if=there, tbl=tbl)
     except CommitConflictError:
-        if not there(lh.table(table)):
+        if not there(cat.load_table(catalog, table)):
             return False
         raise
 
 
-def remove_branch_quietly(lh: Lakehouse, table: TableId, name: str) -> None:
+def remove_branch_quietly(catalog: Catalog, table: TableId, name: str) -> None:
     """Best-effort cleanup after another error: remove ``name`` if it exists; a failure is logged, never raised."""
     try:
-        remove_branch(lh, table, name)
+        remove_branch(catalog, table, name)
     except Exception:
         log.warning("could not remove branch %s of %s during cleanup", name, table, exc_info=True)
 
 
-def _load(lh: Lakehouse, table: str) -> Table | None:
+def _load(catalog: Catalog, table: str) -> Table | None:
     """The table's metadata without reconciliation (reconciliation itself calls :func:`remove_branches`)."""
     try:
-        return cat.load_table(lh.catalog, TableId.parse(table))
+        return cat.load_table(catalog, TableId.parse(table))
     except (NotFoundError, ValidationError):
         return None
 
 
-def remove_branches(lh: Lakehouse, table: str, names: Sequence[str], policy: RetryPolicy = RETRY) -> None:
+def remove_branches(catalog: Catalog, table: str, names: Sequence[str], policy: RetryPolicy = RETRY) -> None:
     """Remove these branches where they still exist (one commit; retried on a commit race; a final failure is logged)."""
     for attempt in range(policy.attempts):
-        tbl = _load(lh, table)
+        tbl = _load(catalog, table)
         present = [n for n in names if tbl is not None and n in tbl.metadata.refs]
         if tbl is None or not present:
             return

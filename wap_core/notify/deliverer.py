@@ -61,7 +61,7 @@ from wap_core.store.schema import (
 )
 
 if TYPE_CHECKING:
-    from wap_core.lakehouse import Lakehouse
+    from wap_core.config import Settings
 
 
 log = logging.getLogger(__name__)
@@ -494,26 +494,26 @@ class Deliverer:
 _deliverers: Registry[tuple[str, str], Deliverer] = Registry()
 
 
-def deliverer_for(lh: Lakehouse, *, persistent: bool = False) -> Deliverer:
-    """This process's deliverer of ``lh``'s outbox (one per database and notify file)."""
-    key = (lh.journal.key, str(lh.settings.notify_file.absolute()))
-    d = _deliverers.get(key, lambda: Deliverer(lh.journal, lh.settings.notify_file))
+def deliverer_for(journal: Journal, notify_file: Path, *, persistent: bool = False) -> Deliverer:
+    """This process's deliverer of ``journal``'s outbox (one per database and notify file)."""
+    key = (journal.key, str(notify_file.absolute()))
+    d = _deliverers.get(key, lambda: Deliverer(journal, notify_file))
     if persistent:
         d.persistent = True
     return d
 
 
-def start_deliverer(lh: Lakehouse) -> Deliverer | None:
+def start_deliverer(journal: Journal, settings: Settings) -> Deliverer | None:
     """For a long-running process (the console): deliver the outbox now and keep polling it.
 
     Nothing is started when the notify file names no target; a broken file is logged (every
     event it prevents is journaled by :func:`emit`). Never raises.
     """
     try:
-        cfg = config_for(lh.settings)
+        cfg = config_for(settings)
         if not cfg.webhooks:
             return None
-        d = deliverer_for(lh, persistent=True)
+        d = deliverer_for(journal, settings.notify_file, persistent=True)
         d.wake()
         return d
     except NotifyFileError as exc:

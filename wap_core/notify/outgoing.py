@@ -33,7 +33,7 @@ from wap_core.states import Action, Outcome
 from wap_core.store.journal import Journal, JournalEntry, mask_values, process_owner, utcnow
 
 if TYPE_CHECKING:
-    from wap_core.lakehouse import Lakehouse
+    from wap_core.config import Settings
 
 
 log = logging.getLogger(__name__)
@@ -158,26 +158,27 @@ def build(
 
 
 # --------------------------------------------------------------------------- emit: one INSERT, no network
-def emit(lh: Lakehouse, event: Event, **fields: Unpack[NoticeFields]) -> None:
-    """Queue a notification for every matching target. Never raises, never blocks on the network."""
+def emit(journal: Journal, settings: Settings, event: Event, **fields: Unpack[NoticeFields]) -> None:
+    """Queue a notification for every matching target in ``journal``'s outbox (targets from ``settings``'
+    notify file). Never raises, never blocks on the network."""
     name = getattr(event, "value", event)
     table, branch = fields["table"], fields["branch"]
     try:
         event = Event(event)
-        cfg = config_for(lh.settings)
+        cfg = config_for(settings)
         targets = cfg.targets_for(event, table)
         if not targets:
             return
-        enqueue(lh.journal, build(cfg, event, **fields), targets)
-        deliverer_for(lh).wake()
+        enqueue(journal, build(cfg, event, **fields), targets)
+        deliverer_for(journal, settings.notify_file).wake()
     except NotifyFileError as exc:
         log.error("%s notification of %s %s not queued: %s", name, table, branch, exc)
-        _journal_unqueued(lh, name, table, branch, fields["user"], str(exc))
+        _journal_unqueued(journal, name, table, branch, fields["user"], str(exc))
     except Exception:
         log.exception("%s notification of %s %s could not be queued", name, table, branch)
 
 
-def emit_outcome(lh: Lakehouse, entry: JournalEntry | None) -> None:
+def emit_outcome(journal: Journal, settings: Settings, entry: JournalEntry | None) -> None:
     """Notify an outcome recorded on another path (reconciliation, an action settled after an exception)."""
     if entry is None or entry.table is None:
         return
@@ -199,7 +200,8 @@ def emit_outcome(lh: Lakehouse, entry: JournalEntry | None) -> None:
         f"; {entry.reason}" if entry.reason else ""
     )
     emit(
-        lh,
+        journal,
+        settings,
         event,
         table=entry.table,
         branch=entry.branch,
@@ -211,10 +213,10 @@ def emit_outcome(lh: Lakehouse, entry: JournalEntry | None) -> None:
 
 
 def _journal_unqueued(
-    lh: Lakehouse, event: str, table: str | None, branch: str | None, user: str, error: str
+    journal: Journal, event: str, table: str | None, branch: str | None, user: str, error: str
 ) -> None:
     try:
-        lh.journal.record(
+        journal.record(
             user=user,
             action=Action.NOTIFY,
             outcome=Outcome.FAILED,
@@ -256,10 +258,11 @@ def enqueue(journal: Journal, note: Notification, targets: Sequence[Webhook]) ->
 # --------------------------------------------------------------------------- HTTP
 
 
-def notify_test(lh: Lakehouse, *, user: str | None = None) -> tuple[NotifyConfig, list[TestOutcome]]:
-    """Send one ``test`` event to every target (filters do not apply), in parallel; raises NotifyFileError."""
-    cfg = config_for(lh.settings)
-    who = user or lh.user
+def notify_test(settings: Settings, *, user: str) -> tuple[NotifyConfig, list[TestOutcome]]:
+    """Send one ``test`` event, sent by ``user``, to every target (filters do not apply), in parallel; raises
+    NotifyFileError."""
+    cfg = config_for(settings)
+    who = user
     note = build(
         cfg,
         Event.TEST,

@@ -21,10 +21,11 @@ then acts only as the user of a valid service token (``WAP_TOKEN``, :mod:`wap_co
 with the role the token grants. A token's role is also its ceiling: no line of the file (``"*"``
 included) raises it (:meth:`AccessPolicy.with_token`).
 
-Every guarded core operation calls :func:`authorize` first: the CLI and every console page go
-through the same rules, and the core refuses even when a page forgot to disable a button.
-:func:`decide` answers the same question without journaling, for pages to disable buttons
-with the reason.
+:func:`decide` is the one authorization decision. Every guarded core operation calls
+:meth:`wap_core.session.Session.authorize` first (which decides here and refuses through the session's one
+refusal path): the CLI and every console page go through the same rules, and the core refuses even when a
+page forgot to disable a button. :func:`decide` answers the same question without journaling, for pages to
+disable buttons with the reason.
 """
 
 from __future__ import annotations
@@ -40,14 +41,12 @@ from typing import TYPE_CHECKING, Any, Union
 
 import yaml
 
-from wap_core import actions, notify, yamlnodes
+from wap_core import actions, yamlnodes
 from wap_core.exceptions import AccessDeniedError, AccessFileError
-from wap_core.states import Action, Outcome
 from wap_core.yamlnodes import line as _line
 
 if TYPE_CHECKING:
-    from wap_core.identifiers import TableId
-    from wap_core.lakehouse import Lakehouse
+    from wap_core.config import Settings
 
 log = logging.getLogger(__name__)
 
@@ -376,28 +375,27 @@ def load_access(path: str | Path, *, configured: bool = False) -> AccessPolicy:
 
 # --------------------------------------------------------------------------- deciding
 
-PolicySource = Union["Lakehouse", AccessPolicy]
+PolicySource = Union["Settings", AccessPolicy]
 
 
 _token_policies: dict[tuple[int, str, Role], tuple[AccessPolicy, AccessPolicy]] = {}
 
 
-def access_policy(lh: Lakehouse) -> AccessPolicy:
-    """The lakehouse's access policy (``settings.access_file``), cached by the file's mtime.
+def access_policy(settings: Settings, token_holder: tuple[str, Role] | None = None) -> AccessPolicy:
+    """The access policy of ``settings.access_file``, cached by the file's mtime.
 
-    When the acting user proved a service token (``settings.token_role``, set by the CLI), that user
-    holds exactly the token's role.
+    ``token_holder``: the user of a verified service token and the token's role (the acting identity's,
+    :class:`wap_core.session.Identity`): that user holds exactly the token's role.
     """
-    s = lh.settings
-    policy = load_access(s.access_file, configured=s.access_path is not None)
-    if s.token_role is None:
+    policy = load_access(settings.access_file, configured=settings.access_path is not None)
+    if token_holder is None:
         return policy
-    role = Role.parse(s.token_role)
-    key = (id(policy), s.user, role)
+    user, role = token_holder
+    key = (id(policy), user, role)
     hit = _token_policies.get(key)
     if hit is not None and hit[0] is policy:
         return hit[1]
-    derived = policy.with_token(s.user, role)
+    derived = policy.with_token(user, role)
     if len(_token_policies) > 64:
         _token_policies.clear()
     _token_policies[key] = (policy, derived)
@@ -438,45 +436,12 @@ def decide(src: PolicySource, user: str, permission: Permission, *, action: str 
     return Decision(allowed, user, role, rule.needed, message, permission, action or rule.action)
 
 
-def authorize(
-    lh: Lakehouse,
-    user: str,
-    permission: Permission,
-    *,
-    table: TableId | None = None,
-    branch: str | None = None,
-    action: str | None = None,
-) -> None:
-    """Refuse (AccessDeniedError, exit 1) unless ``user`` may do ``permission``; a refusal is journaled.
-
-    Called at the top of every guarded core operation, so the CLI and the console obey the
-    same rules. A broken access file raises AccessFileError (exit 2), never allows.
-    """
-    d = decide(lh, user, permission, action=action)
-    if d.allowed:
-        return
-    log.info("refused: %s", d.message)
-    lh.journal.record(
-        user=user,
-        action=Action(d.action),
-        outcome=Outcome.REFUSED,
-        table=str(table) if table is not None else None,
-        branch=branch,
-        reason=d.message,
-        details={"code": "forbidden"},
-    )
-    notify.emit(  # the one place authorization refusals are journaled: notified here too
-        lh,
-        notify.Event.REFUSED,
-        table=str(table) if table is not None else "",
-        branch=branch,
-        user=user,
-        status="forbidden",
-        summary=f"{d.action} refused: {d.message}",
-    )
-    raise AccessDeniedError(
+def denied(d: Decision) -> AccessDeniedError:
+    """The refusal of a decision that does not allow (exit 1). Journaled and notified by the one refusal path,
+    :meth:`wap_core.session.Session.authorize`."""
+    return AccessDeniedError(
         d.message,
-        user=user,
+        user=d.user,
         role=d.role.label if d.role is not None else None,
         needed=d.needed.label,
         permission=d.permission.value,

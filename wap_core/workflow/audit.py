@@ -32,7 +32,8 @@ from wap_core.lake import catalog as cat
 from wap_core.lake import jobs
 from wap_core.lake.batch import batch_files, batch_frame, single_split
 from wap_core.notify import Event, emit
-from wap_core.security.access import Permission, authorize
+from wap_core.security.access import Permission
+from wap_core.session import Session, session_of
 from wap_core.states import Action, CheckStatus, Outcome
 from wap_core.store.journal import StoredAudit, utcnow
 from wap_core.values import JSON, JsonObject, seconds_view, to_jsonable
@@ -135,14 +136,18 @@ class AuditOptions(TypedDict, total=False):
     use_cache: bool
 
 
-def run_audit(lh: Lakehouse, table: TableId, branch: str, **options: Unpack[AuditOptions]) -> AuditResult:
+def run_audit(
+    session: Session | Lakehouse, table: TableId, branch: str, **options: Unpack[AuditOptions]
+) -> AuditResult:
     """(Re-)audit ``branch`` of ``table`` as ``user`` (the AUDIT permission) and record the result.
 
     Its Spark jobs run in their own job group in ``user``'s FAIR pool (:mod:`wap_core.lake.jobs`; no time
     limit: the result must be recorded, and the work is bounded by the batch, not by user text).
     """
-    user = options["user"] = options.get("user") or lh.user
-    authorize(lh, user, Permission.AUDIT, table=table, branch=branch)
+    s = session_of(session, options.get("user"))
+    lh, user = s.lakehouse, s.user
+    options["user"] = user
+    s.authorize(Permission.AUDIT, table=table, branch=branch)
     with jobs.user_jobs(lh.spark, user, f"the audit of {table} {branch}"):
         return audit_branch(lh, table, branch, **options)
 
@@ -169,7 +174,7 @@ def audit_branch(lh: Lakehouse, table: TableId, branch: str, **options: Unpack[A
         precomputed = observed[1]
     engine = lh.journal.engine
     evaluation = evaluate(
-        batch_frame(lh, table, lin),
+        batch_frame(lh.spark, lh.spark_name(table), lin),
         Suite(suite.table, (*builtin_checks(lin), *suite.checks), suite.source),
         _main_context(lh, table, tbl, lin),
         lh.settings.sample_rows,
@@ -251,7 +256,8 @@ def _record(lh: Lakehouse, result: AuditResult, at: datetime) -> None:
     )
     if status is CheckStatus.FAILED:
         notify.emit(
-            lh,
+            lh.journal,
+            lh.settings,
             notify.Event.AUDIT_FAILED,
             table=table,
             branch=branch,
@@ -270,7 +276,8 @@ def _announce_awaiting(lh: Lakehouse, table: TableId, branch: str, user: str, he
     rs = review_state(lh, table, branch, tbl)
     if rs.state is ReviewState.AWAITING:
         emit(
-            lh,
+            lh.journal,
+            lh.settings,
             Event.AWAITING_APPROVAL,
             table=str(table),
             branch=branch,

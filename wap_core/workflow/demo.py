@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from wap_core.exceptions import ValidationError
 from wap_core.identifiers import TableId
 from wap_core.security.paths import SourcePolicy
+from wap_core.session import Session, session_of
 from wap_core.states import CheckStatus
 from wap_core.workflow.ingest import ingest
 from wap_core.workflow.publish import publish
@@ -70,12 +71,14 @@ def _clean(flights: pd.DataFrame, airports: pd.DataFrame) -> pd.DataFrame:
     return flights[ok]
 
 
-def seed_demo(lh: Lakehouse, force: bool = False) -> list[str]:
-    """Seed the demo; refuses a lakehouse that already has tables unless ``force``."""
+def seed_demo(session: Session | Lakehouse, force: bool = False) -> list[str]:
+    """Seed the demo (as the session's user); refuses a lakehouse that already has tables unless ``force``."""
+    s = session_of(session)
+    lh = s.lakehouse
     if lh.tables() and not force:
         raise ValidationError(f"lakehouse {lh.settings.home} already has tables; use --force to seed anyway")
     src = _write_sources(lh, force)
-    return _load_reference(lh, src) + _load_flights(lh, src)
+    return _load_reference(s, src) + _load_flights(s, src)
 
 
 # The demo reads the files it just wrote itself, under $WAP_HOME/demo_sources.
@@ -109,16 +112,16 @@ def _write_sources(lh: Lakehouse, force: bool) -> Path:
     return src
 
 
-def _load_reference(lh: Lakehouse, src: Path) -> list[str]:
+def _load_reference(s: Session, src: Path) -> list[str]:
     """airlines, airports, planes: created, audited and published (forced with a reason where they fail)."""
     log: list[str] = []
     for name in ("airlines", "airports", "planes"):
         tid = TableId("demo", name)
         res = ingest(
-            lh, tid, [str(src / f"{name}.csv")], create=True, branch=f"load_{name}", source_policy=_TRUSTED
+            s, tid, [str(src / f"{name}.csv")], create=True, branch=f"load_{name}", source_policy=_TRUSTED
         )
         pub = publish(
-            lh,
+            s,
             tid,
             res.branch,
             force=not res.audit.passed,
@@ -128,24 +131,24 @@ def _load_reference(lh: Lakehouse, src: Path) -> list[str]:
     return log
 
 
-def _load_flights(lh: Lakehouse, src: Path) -> list[str]:
+def _load_flights(s: Session, src: Path) -> list[str]:
     """January published (the backfill forced with a reason); two February weeks left open, one failing."""
     flights_id = TableId("demo", "flights")
     res = ingest(
-        lh,
+        s,
         flights_id,
         [str(src / "flights_2013_01_a.csv")],
         create=True,
         branch="load_2013_01_a",
         source_policy=_TRUSTED,
     )
-    publish(lh, flights_id, res.branch)
+    publish(s, flights_id, res.branch)
     log = [f"demo.flights: {res.rows_written} rows (Jan 1-15, cleaned), audit {res.audit.status}, published"]
     res = ingest(
-        lh, flights_id, [str(src / "flights_2013_01_b.csv")], branch="load_2013_01_b", source_policy=_TRUSTED
+        s, flights_id, [str(src / "flights_2013_01_b.csv")], branch="load_2013_01_b", source_policy=_TRUSTED
     )
     publish(
-        lh,
+        s,
         flights_id,
         res.branch,
         force=not res.audit.passed,
@@ -155,11 +158,11 @@ def _load_flights(lh: Lakehouse, src: Path) -> list[str]:
         f"demo.flights: {res.rows_written} rows (Jan 16-31, raw), audit {res.audit.status}, force-published with reason"
     )
     ok = ingest(
-        lh, flights_id, [str(src / "flights_2013_02_w1.csv")], branch=PASSING_BRANCH, source_policy=_TRUSTED
+        s, flights_id, [str(src / "flights_2013_02_w1.csv")], branch=PASSING_BRANCH, source_policy=_TRUSTED
     )
     log.append(f"open branch {PASSING_BRANCH}: {ok.rows_written} rows, audit {ok.audit.status}")
     bad = ingest(
-        lh, flights_id, [str(src / "flights_2013_02_w2.csv")], branch=FAILING_BRANCH, source_policy=_TRUSTED
+        s, flights_id, [str(src / "flights_2013_02_w2.csv")], branch=FAILING_BRANCH, source_policy=_TRUSTED
     )
     failed = ", ".join(c.name for c in bad.audit.checks if c.status is CheckStatus.FAILED)
     log.append(f"open branch {FAILING_BRANCH}: {bad.rows_written} rows, audit {bad.audit.status} ({failed})")

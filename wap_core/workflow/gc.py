@@ -51,7 +51,8 @@ from wap_core.identifiers import MAIN, TableId
 from wap_core.lake import catalog as cat
 from wap_core.lake.refs import remove_branch
 from wap_core.notify import Event
-from wap_core.security.access import Permission, authorize
+from wap_core.security.access import Permission
+from wap_core.session import Session, session_of
 from wap_core.states import Action, BranchStatus, Outcome
 from wap_core.store.journal import Intent
 from wap_core.values import JsonOrder
@@ -380,7 +381,7 @@ def _age_ms(tbl: Table, name: str, created: datetime | None) -> int:
 def _remove_branch(lh: Lakehouse, table: TableId, name: str, head: int) -> bool:
     """Remove ``name`` if it is still at ``head``; False when it moved or went (then it is not stale)."""
     try:
-        return remove_branch(lh, table, name, head=head)
+        return remove_branch(lh.catalog, table, name, head=head)
     except CommitConflictError as exc:  # every attempt lost a race with other changes: try on the next run
         log.warning("gc could not remove branch %s of %s: %s", name, table, exc)
         return False
@@ -407,7 +408,7 @@ def _gc_notice(kind: GcKind, reason: str) -> Callable[[Moved], Notice | None]:
 
 
 def collect_garbage(
-    lh: Lakehouse,
+    session: Session | Lakehouse,
     *,
     older_than: timedelta | str | None = None,
     dry_run: bool = False,
@@ -416,8 +417,9 @@ def collect_garbage(
     grace: timedelta = DEFAULT_GRACE,
 ) -> GcResult:
     """Apply the retention rules (module docstring) to ``tables`` (default: every table)."""
-    user = user or lh.user
-    authorize(lh, user, Permission.ADMIN, action=Action.GC)
+    s = session_of(session, user)
+    lh, user = s.lakehouse, s.user
+    s.authorize(Permission.ADMIN, action=Action.GC)
     override = parse_duration(older_than, "--older-than") if isinstance(older_than, str) else older_than
     if override is not None and override < timedelta(0):
         raise ValidationError("--older-than must not be negative")
@@ -563,7 +565,7 @@ def _gc_branch(
         "ttl": format_duration(rule.ttl),
         "ttl_source": rule.ttl_source,
     }
-    move = RefMove(lh, user, Action.DISCARD, table, name, head, reason=reason, details=details)
+    move = RefMove(session_of(lh, user), Action.DISCARD, table, name, head, reason=reason, details=details)
     try:
         intent = move.begin(journal_busy=False)
     except BranchBusyError:

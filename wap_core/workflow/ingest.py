@@ -39,13 +39,14 @@ from wap_core.lake import catalog as cat
 from wap_core.lake.errors import spark_error_line, store_failure_or_probe
 from wap_core.lake.refs import is_commit_state_unknown, remove_branch_quietly, with_commit_retry
 from wap_core.samples import sample_json
-from wap_core.security.access import Permission, authorize
+from wap_core.security.access import Permission
 from wap_core.security.paths import (
     SourcePolicy,
     allowed_roots,
     fetch_url_sources,
     hadoop_readable,
 )
+from wap_core.session import Session, session_of
 from wap_core.states import Action, CheckStatus, Outcome
 from wap_core.store.journal import Intent
 from wap_core.values import JSON, JsonOrder, seconds_view
@@ -246,7 +247,7 @@ def template_csv(columns: Sequence[TargetColumn]) -> bytes:
 
 
 def ingest(
-    lh: Lakehouse,
+    session: Session | Lakehouse,
     table: TableId,
     sources: Sequence[str],
     *,
@@ -265,10 +266,11 @@ def ingest(
     the sources' sha256 as ``wap.content-hash`` (see :func:`find_duplicate`).
     """
     t0 = time.perf_counter()
-    user = user or lh.user
+    s = session_of(session, user)
+    lh, user = s.lakehouse, s.user
     if branch is not None:
         validate_branch(branch)
-    authorize(lh, user, Permission.INGEST, table=table, branch=branch)
+    s.authorize(Permission.INGEST, table=table, branch=branch)
     try:
         roots = allowed_roots(lh.settings) if source_policy is not SourcePolicy.ANY else ()
         # object-store URLs (s3a://, s3://): confined on their structure, copied into an upload folder;
@@ -276,15 +278,14 @@ def ingest(
         local, origin = fetch_url_sources(lh.settings, sources, source_policy)
         files, fmt = resolve_sources(local, fmt, policy=source_policy, roots=roots)
         files, origin = hadoop_readable(lh.settings, files, origin)  # a ':' in a file's path: linked apart
-        return _ingest(lh, table, files, fmt, branch, create, user, t0, progress or _no_progress, origin)
+        return _ingest(s, table, files, fmt, branch, create, t0, progress or _no_progress, origin)
     except WapError as exc:
         if not exc.journaled:  # an error after the intent is already its outcome row
-            lh.journal.record(
-                user=user,
-                action=Action.INGEST,
+            s.record(
+                Action.INGEST,
+                Outcome.ERROR,
                 table=str(table),
                 branch=branch,
-                outcome=Outcome.ERROR,
                 reason=first_line(exc)[:1000],
                 details={"sources": list(sources)},
             )
@@ -296,17 +297,17 @@ def _no_progress(step: str, rows: int | None) -> None:
 
 
 def _ingest(
-    lh: Lakehouse,
+    s: Session,
     table: TableId,
     files: list[str],
     fmt: str,
     branch: str | None,
     create: bool,
-    user: str,
     t0: float,
     progress: Progress,
     origin: dict[str, str] | None = None,
 ) -> IngestResult:
+    lh, user = s.lakehouse, s.user
     progress("reading", None)
     shown = [(origin or {}).get(f, f) for f in files]  # provenance: an object's URL, not its local copy
     digest = content_hash(files)
@@ -334,7 +335,7 @@ def _ingest(
         "create_table": not exists,
         **({"narrowing": prepared.narrowing} if prepared.narrowing else {}),
     }
-    move, intent = _announce(lh, user, table, tbl, branch, main_before, intent_details)
+    move, intent = _announce(s, table, tbl, branch, main_before, intent_details)
     props = {
         "wap.source": ", ".join(shown)[:2000],
         "wap.format": fmt,
@@ -404,7 +405,7 @@ class _BatchWriter:
         try:
             self.metrics = _write(lh, self.prepared.df, lh.spark_name(table, branch), props, self.suite)
         except Exception:
-            remove_branch_quietly(lh, table, branch)
+            remove_branch_quietly(lh.catalog, table, branch)
             if self.created:
                 lh.catalog.purge_table(table.tuple)
             raise
@@ -426,8 +427,7 @@ class _BatchWriter:
 
 
 def _announce(
-    lh: Lakehouse,
-    user: str,
+    s: Session,
     table: TableId,
     tbl: Table | None,
     branch: str | None,
@@ -446,11 +446,11 @@ def _announce(
             )
         if cat.is_temp_branch(branch):
             raise ValidationError(f"branch name {branch!r} is reserved for rebase's temporary branches")
-        move = RefMove(lh, user, Action.INGEST, table, branch, main_before, details=details)
+        move = RefMove(s, Action.INGEST, table, branch, main_before, details=details)
         return move, move.begin(journal_busy=False)
     for _ in range(20):
         name = default_branch_name(existing)
-        move = RefMove(lh, user, Action.INGEST, table, name, main_before, details=details)
+        move = RefMove(s, Action.INGEST, table, name, main_before, details=details)
         try:
             return move, move.begin(journal_busy=False)
         except BranchBusyError:

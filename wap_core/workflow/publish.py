@@ -37,7 +37,8 @@ from wap_core.lake.refs import (
     with_commit_retry,
 )
 from wap_core.samples import load_sample, sample_json
-from wap_core.security.access import Permission, authorize
+from wap_core.security.access import Permission
+from wap_core.session import Session, session_of
 from wap_core.states import Action, BranchStatus, Outcome, PublishOutcome, RebaseOutcome, branch_status
 from wap_core.store.journal import Intent
 from wap_core.workflow.audit import AuditResult, audit_branch, latest_audit
@@ -204,7 +205,7 @@ def _forced_or_refused(move: RefMove, ready: PublishCheck, force: bool, tbl: Tab
         raise move.refuse(RefusedError(f"publish of {table} {branch} refused: {ready.message}", ready.code))
     if ready.allowed:
         return False
-    authorize(lh, user, Permission.FORCE_PUBLISH, table=table, branch=branch)
+    move.session.authorize(Permission.FORCE_PUBLISH, table=table, branch=branch)
     rs = ready.review if ready.review is not None else review_state(lh, table, branch, tbl)
     if rs.policy.force_needs_second_admin and second_admin_approval(lh, rs, user) is None:
         raise move.refuse(
@@ -218,7 +219,7 @@ def _forced_or_refused(move: RefMove, ready: PublishCheck, force: bool, tbl: Tab
 
 
 def publish(
-    lh: Lakehouse,
+    session: Session | Lakehouse,
     table: TableId,
     branch: str,
     *,
@@ -227,11 +228,12 @@ def publish(
     user: str | None = None,
 ) -> PublishResult:
     """Publish the audited branch head to main (journaled); ``force`` overrides a forceable refusal and needs a reason."""
-    user = user or lh.user
+    s = session_of(session, user)
+    lh, user = s.lakehouse, s.user
     validate_branch(branch)
     if force and not (reason and reason.strip()):
         raise ValidationError("--force needs a --reason: a forced publish is journaled with its reason")
-    authorize(lh, user, Permission.PUBLISH, table=table, branch=branch)
+    s.authorize(Permission.PUBLISH, table=table, branch=branch)
     tbl = reconciled_table(lh, table)
     main_before = cat.ref_snapshot_id(tbl, MAIN)
     if branch not in tbl.metadata.refs:
@@ -242,7 +244,7 @@ def publish(
         cat.require_branch(tbl, table, branch)  # raises NotFoundError naming the open branches
     ready = publish_readiness(lh, table, branch, tbl)
     head = tbl.metadata.refs[branch].snapshot_id
-    move = RefMove(lh, user, Action.PUBLISH, table, branch, main_before, head, reason)
+    move = RefMove(s, Action.PUBLISH, table, branch, main_before, head, reason)
     forced = _forced_or_refused(move, ready, force, tbl)
     move = replace(move, details={"forced": forced, "refusal_overridden": ready.code if forced else None})
 
@@ -254,7 +256,7 @@ def publish(
 
     def commit(_: Intent) -> Moved:
         try:
-            commit_with_retry(lh, table, move_main, retry_if=unrelated, tbl=tbl)
+            commit_with_retry(lh.catalog, table, move_main, retry_if=unrelated, tbl=tbl)
         except CommitConflictError as exc:
             if cat.ref_snapshot_id(lh.table(table), MAIN) == head:
                 why = "main already reached the branch head by another commit"
@@ -279,18 +281,24 @@ def publish(
 
 
 def discard(
-    lh: Lakehouse, table: TableId, branch: str, *, reason: str | None = None, user: str | None = None
+    session: Session | Lakehouse,
+    table: TableId,
+    branch: str,
+    *,
+    reason: str | None = None,
+    user: str | None = None,
 ) -> DiscardResult:
     """Remove the branch without publishing it (journaled)."""
-    user = user or lh.user
+    s = session_of(session, user)
+    lh, user = s.lakehouse, s.user
     validate_branch(branch)
-    authorize(lh, user, Permission.DISCARD, table=table, branch=branch)
+    s.authorize(Permission.DISCARD, table=table, branch=branch)
     tbl = reconciled_table(lh, table)
     head = cat.require_branch(tbl, table, branch)
 
     def commit(_: Intent) -> Moved:
         try:
-            removed = remove_branch(lh, table, branch, head=head, tbl=tbl)
+            removed = remove_branch(lh.catalog, table, branch, head=head, tbl=tbl)
         except CommitConflictError as exc:
             removed, why = False, f" ({exc})"
         else:
@@ -309,7 +317,7 @@ def discard(
             head,
         )
 
-    RefMove(lh, user, Action.DISCARD, table, branch, head, reason=reason).run(commit, notice)
+    RefMove(s, Action.DISCARD, table, branch, head, reason=reason).run(commit, notice)
     return DiscardResult(str(table), branch, head, reason)
 
 
@@ -328,15 +336,18 @@ def _replayed_properties(lin: cat.Lineage) -> dict[str, str]:
     return props
 
 
-def rebase(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = None) -> RebaseResult:
+def rebase(
+    session: Session | Lakehouse, table: TableId, branch: str, *, user: str | None = None
+) -> RebaseResult:
     """Replay the branch's appended rows onto current main, then audit the new head (as ingest does).
 
     The old branch stays intact until an atomic swap. The audit runs after the swap: a failing audit
     leaves the branch rebased (its result in ``audit``), never unswapped.
     """
-    user = user or lh.user
+    s = session_of(session, user)
+    lh, user = s.lakehouse, s.user
     validate_branch(branch)
-    authorize(lh, user, Permission.REBASE, table=table, branch=branch)
+    s.authorize(Permission.REBASE, table=table, branch=branch)
     tbl = reconciled_table(lh, table)
     cat.require_branch(tbl, table, branch)
     lin = cat.lineage(tbl, branch)
@@ -345,7 +356,7 @@ def rebase(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = Non
             str(table), branch, RebaseOutcome.UP_TO_DATE, lin.head, lin.head, lin.fork, lin.fork, 0
         )
     ops = [cat.snapshot_operation(s) for s in lin.new_snapshots]
-    move = RefMove(lh, user, Action.REBASE, table, branch, lin.head)
+    move = RefMove(s, Action.REBASE, table, branch, lin.head)
     if any(op != "append" for op in ops):
         raise move.refuse(
             RefusedError(
@@ -367,7 +378,7 @@ def rebase(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = Non
         in_use = {p.details.get("tmp") for p in lh.journal.pending_intents(str(table)) if p.id != intent.id}
         leftovers = [n for n in temp_branches_of(t, branch) if n not in in_use]
         if leftovers:
-            remove_branches(lh, str(table), leftovers)
+            remove_branches(lh.catalog, str(table), leftovers)
             t = lh.table(table)
         with commit_conflicts():
             t.manage_snapshots().create_branch(main_head, tmp).commit()
@@ -375,12 +386,12 @@ def rebase(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = Non
         try:
             new_head = _replay_and_swap(lh, table, branch, lin, tmp, props)
         except CommitConflictError as exc:
-            remove_branch_quietly(lh, table, tmp)
+            remove_branch_quietly(lh.catalog, table, tmp)
             raise ConflictError(
                 f"rebase of {table} {branch} lost a race with another change; the branch is unchanged ({exc})"
             ) from exc
         except Exception:
-            remove_branch_quietly(lh, table, tmp)
+            remove_branch_quietly(lh.catalog, table, tmp)
             raise
         fault_point("after_rebase_swap")
         return Moved(Outcome.REBASED, new_head)
@@ -399,7 +410,7 @@ def _replay_and_swap(
     lh: Lakehouse, table: TableId, branch: str, lin: cat.Lineage, tmp: str, props: dict[str, str]
 ) -> int:
     """Append the branch's batch onto the temp branch ``tmp`` (at main), then swap it in as ``branch``; the new head."""
-    batch = batch_frame(lh, table, lin)
+    batch = batch_frame(lh.spark, lh.spark_name(table), lin)
     writer = batch.writeTo(lh.spark_name(table, tmp))
     for k, v in props.items():
         writer = writer.option(f"snapshot-property.{k}", v)

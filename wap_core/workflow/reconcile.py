@@ -251,7 +251,7 @@ def _decide(lh: Lakehouse, tbl: Table | None, intent: Intent) -> JournalEntry | 
     v = judge(tbl, intent, lh.journal.done_before(intent))
     if v.landed:
         if v.cleanup:
-            remove_branches(lh, intent.table, v.cleanup)
+            remove_branches(lh.catalog, intent.table, v.cleanup)
         return lh.journal.resolve_intent(
             intent,
             outcome=v.outcome,
@@ -264,7 +264,7 @@ def _decide(lh: Lakehouse, tbl: Table | None, intent: Intent) -> JournalEntry | 
     if not (v.never or _gone(intent)):
         return None  # still in flight elsewhere: leave it pending
     if v.cleanup:
-        remove_branches(lh, intent.table, v.cleanup)
+        remove_branches(lh.catalog, intent.table, v.cleanup)
     why = v.why + ("; it can no longer happen" if v.never else "; the process that announced it is gone")
     return lh.journal.resolve_intent(
         intent,
@@ -315,7 +315,9 @@ def reconcile(
                 intent.id,
                 entry.outcome,
             )
-            notify.emit_outcome(lh, entry)  # a publish or discard that landed is notified, late but once
+            notify.emit_outcome(
+                lh.journal, lh.settings, entry
+            )  # a publish or discard that landed is notified, late but once
             out.append(entry)
             loaded.pop(intent.table, None)  # cleanup may have changed it
     return out
@@ -346,7 +348,7 @@ def settle(lh: Lakehouse, intent: Intent, exc: BaseException | None) -> JournalE
         )
     else:
         if v.cleanup:
-            remove_branches(lh, intent.table, v.cleanup)
+            remove_branches(lh.catalog, intent.table, v.cleanup)
         details: dict[str, Any] = {"why": v.why}
         if intent.reason:
             details["intent_reason"] = intent.reason
@@ -362,7 +364,7 @@ def settle(lh: Lakehouse, intent: Intent, exc: BaseException | None) -> JournalE
     if isinstance(exc, WapError):
         exc.journaled = True
     notify.emit_outcome(
-        lh, entry
+        lh.journal, lh.settings, entry
     )  # refused (a lost race) or, when the commit landed after all, published/discarded
     return entry
 

@@ -6,7 +6,7 @@ the snapshots its intent expects before and after, its reason and details) and r
 commit step. Everything else lives here, once:
 
 * the **intent** row, committed before any Iceberg commit; a branch another action holds is a
-  journaled refusal (:func:`refuse`, notified unless the declaration says not to);
+  journaled refusal (:meth:`wap_core.session.Session.refuse`, notified unless the declaration says not to);
 * the **fault points** ``after_<action>_intent`` / ``after_<action>_commit`` (the kill tests) and
   the pause points ``before_<action>_intent`` (the race tests) and ``after_publish_intent`` (the
   object store stopped in the middle of a publish);
@@ -35,43 +35,7 @@ from wap_core.workflow.reconcile import acting
 
 if TYPE_CHECKING:
     from wap_core.lakehouse import Lakehouse
-
-
-def refuse(
-    lh: Lakehouse,
-    user: str,
-    table: TableId,
-    branch: str,
-    action: Action,
-    exc: RefusedError,
-    before: int | None = None,
-    *,
-    notify_it: bool = True,
-) -> RefusedError:
-    """Journal a refused action (and notify it unless ``notify_it`` is False); returns ``exc`` to raise."""
-    lh.journal.record(
-        user=user,
-        action=action,
-        table=str(table),
-        branch=branch,
-        snapshot_before=before,
-        outcome=Outcome.REFUSED,
-        reason=str(exc),
-        details={"code": exc.reason_code},
-    )
-    # (authorization refusals are journaled and notified by access.authorize)
-    if notify_it:
-        notify.emit(
-            lh,
-            notify.Event.REFUSED,
-            table=str(table),
-            branch=branch,
-            user=user,
-            status=exc.reason_code,
-            summary=str(exc),
-            snapshot_id=before,
-        )
-    return exc
+    from wap_core.session import Session
 
 
 @dataclass(frozen=True)
@@ -98,8 +62,7 @@ class Notice:
 class RefMove:
     """A declared ref move: the intent's fields. :meth:`run` announces it, commits, journals, notifies."""
 
-    lh: Lakehouse
-    user: str
+    session: Session  # who moves it, in which lakehouse
     action: Action
     table: TableId
     branch: str
@@ -109,16 +72,25 @@ class RefMove:
     details: dict[str, Any] = field(default_factory=dict)
     notify_refusal: bool = True  # a busy branch's refusal is notified (rollback/reopen: not)
 
+    @property
+    def lh(self) -> Lakehouse:
+        """The session's lakehouse."""
+        return self.session.lakehouse
+
+    @property
+    def user(self) -> str:
+        """Who moves the ref."""
+        return self.session.user
+
     def refuse(self, exc: RefusedError, before: int | None = None) -> RefusedError:
-        """Journal (and notify, per the declaration) a refusal of this move before it is announced."""
-        return refuse(
-            self.lh,
-            self.user,
-            self.table,
-            self.branch,
+        """Journal (and notify, per the declaration) a refusal of this move before it is announced: the
+        session's one refusal path."""
+        return self.session.refuse(
             self.action,
             exc,
-            self.before if before is None else before,
+            table=self.table,
+            branch=self.branch,
+            before=self.before if before is None else before,
             notify_it=self.notify_refusal,
         )
 
@@ -176,8 +148,7 @@ class RefMove:
             )
         n = notice(moved) if notice is not None and moved.done else None
         if n is not None:
-            notify.emit(
-                self.lh,
+            self.session.notify(
                 n.event,
                 table=str(self.table),
                 branch=self.branch if n.branch is None else n.branch,

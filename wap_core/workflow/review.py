@@ -40,7 +40,8 @@ from wap_core.exceptions import AccessFileError, RefusedError, ValidationError
 from wap_core.identifiers import MAIN, TableId, validate_branch
 from wap_core.lake import catalog as cat
 from wap_core.notify import Event, emit
-from wap_core.security.access import AccessPolicy, Permission, Role, access_policy, authorize, decide
+from wap_core.security.access import AccessPolicy, Permission, Role, access_policy, decide
+from wap_core.session import Session, session_of
 from wap_core.states import Action, Outcome
 from wap_core.store.journal import journal_table, utcnow
 from wap_core.store.schema import event_columns, from_row, metadata, snapshot_column
@@ -176,7 +177,7 @@ def parse_policies(policy: AccessPolicy) -> dict[str, ReviewPolicy]:
 
 def policy_for(src: Lakehouse | AccessPolicy, table: TableId | str) -> ReviewPolicy:
     """The table's review policy: its own entry, else the most specific matching pattern, else ``"*"``."""
-    policy = src if isinstance(src, AccessPolicy) else access_policy(src)
+    policy = src if isinstance(src, AccessPolicy) else access_policy(src.settings)
     pols = parse_policies(policy)
     name = str(table)
     if name in pols:
@@ -489,7 +490,7 @@ def review_states(
     """Review status of many branch heads in two queries (``branches``)."""
     all_reviews = _all_reviews(lh, table)
     who = authors(lh, table)
-    policy = access_policy(lh)
+    policy = access_policy(lh.settings)
     return {
         (t, b): evaluate(t, b, head, policy_for(policy, t), who.get((t, b)), all_reviews.get((t, b), []))
         for (t, b), head in heads.items()
@@ -498,7 +499,7 @@ def review_states(
 
 def second_admin_approval(lh: Lakehouse, status: ReviewStatus, forcing_user: str) -> Review | None:
     """An approval on the head by an admin other than ``forcing_user`` (for ``force_needs_second_admin``)."""
-    policy = access_policy(lh)
+    policy = access_policy(lh.settings)
     for r in status.approvals:
         if (
             not _same(r.user, forcing_user)
@@ -601,34 +602,33 @@ def _record_review(
 _VERDICT_ACTIONS = {Verdict.APPROVED: Action.APPROVE, Verdict.CHANGES_REQUESTED: Action.REQUEST_CHANGES}
 
 
-def _refuse_self_approval(lh: Lakehouse, user: str, table: TableId, branch: str) -> None:
-    """Refuse (journaled) when the policy forbids the branch's author to approve it and ``user`` is one."""
+def _refuse_self_approval(s: Session, table: TableId, branch: str) -> None:
+    """Refuse (journaled, through the session's one refusal path; not notified, as before) when the policy
+    forbids the branch's author to approve it and the acting user is one."""
+    lh, user = s.lakehouse, s.user
     policy = policy_for(lh, table)
     if policy.author_cannot_approve and is_author(user, authors_of(lh, table, branch)):
         msg = f"{user} may not approve {table} {branch}: the author of a branch cannot approve it (policy {policy.source})"
-        lh.journal.record(
-            user=user,
-            action=Action.APPROVE,
-            table=str(table),
-            branch=branch,
-            outcome=Outcome.REFUSED,
-            reason=msg,
-            details={"code": "self_approval"},
+        raise s.refuse(
+            Action.APPROVE, RefusedError(msg, "self_approval"), table=table, branch=branch, notify_it=False
         )
-        raise RefusedError(msg, "self_approval")
 
 
 def _review_head(
-    lh: Lakehouse, table: TableId, branch: str, verdict: Verdict, comment: str | None, user: str | None
+    session: Session | Lakehouse,
+    table: TableId,
+    branch: str,
+    verdict: Verdict,
+    comment: str | None,
+    user: str | None,
 ) -> ReviewStatus:
     """The one path of both verdicts: authorize, check the comment (and the self-approval policy), record,
     notify a request for changes; the branch's review status after it."""
-    user = user or lh.user
+    s = session_of(session, user)
+    lh, user = s.lakehouse, s.user
     validate_branch(branch)
     approving = verdict is Verdict.APPROVED
-    authorize(
-        lh,
-        user,
+    s.authorize(
         Permission.APPROVE,
         table=table,
         branch=branch,
@@ -638,11 +638,12 @@ def _review_head(
         comment, "the comment" if approving else "the comment (--comment)", required=not approving
     )
     if approving:
-        _refuse_self_approval(lh, user, table, branch)
-    _, head = _record_review(lh, user, table, branch, verdict, text, access_policy(lh).role_of(user))
+        _refuse_self_approval(s, table, branch)
+    _, head = _record_review(lh, user, table, branch, verdict, text, s.policy().role_of(user))
     if not approving:
         emit(
-            lh,
+            lh.journal,
+            lh.settings,
             Event.CHANGES_REQUESTED,
             table=str(table),
             branch=branch,
@@ -655,21 +656,26 @@ def _review_head(
 
 
 def approve(
-    lh: Lakehouse, table: TableId, branch: str, *, comment: str | None = None, user: str | None = None
+    session: Session | Lakehouse,
+    table: TableId,
+    branch: str,
+    *,
+    comment: str | None = None,
+    user: str | None = None,
 ) -> ReviewStatus:
     """Approve the branch's current head (approver role). Self-approval is refused where the policy says so."""
-    return _review_head(lh, table, branch, Verdict.APPROVED, comment, user)
+    return _review_head(session, table, branch, Verdict.APPROVED, comment, user)
 
 
 def request_changes(
-    lh: Lakehouse, table: TableId, branch: str, *, comment: str, user: str | None = None
+    session: Session | Lakehouse, table: TableId, branch: str, *, comment: str, user: str | None = None
 ) -> ReviewStatus:
     """Request changes on the branch's current head (approver role); blocks publish until that reviewer approves."""
-    return _review_head(lh, table, branch, Verdict.CHANGES_REQUESTED, comment, user)
+    return _review_head(session, table, branch, Verdict.CHANGES_REQUESTED, comment, user)
 
 
 def add_comment(
-    lh: Lakehouse,
+    session: Session | Lakehouse,
     table: TableId,
     branch: str,
     text: str,
@@ -678,9 +684,10 @@ def add_comment(
     user: str | None = None,
 ) -> Comment:
     """Add a comment to the branch's thread (steward role); optionally about one check."""
-    user = user or lh.user
+    s = session_of(session, user)
+    lh, user = s.lakehouse, s.user
     validate_branch(branch)
-    authorize(lh, user, Permission.COMMENT, table=table, branch=branch)
+    s.authorize(Permission.COMMENT, table=table, branch=branch)
     body = _clean_text(text, "the comment", required=True)
     assert body is not None
     check_name = _clean_text(check, "the check name", required=False)
@@ -693,17 +700,20 @@ def add_comment(
     return Comment(pk, now, user, str(table), branch, head, check_name, CommentKind.COMMENT, body)
 
 
-def comments(lh: Lakehouse, table: TableId, branch: str, *, user: str | None = None) -> list[Comment]:
+def comments(
+    session: Session | Lakehouse, table: TableId, branch: str, *, user: str | None = None
+) -> list[Comment]:
     """The branch's thread, oldest first (also after the branch was published or discarded)."""
-    user = user or lh.user
+    s = session_of(session, user)
+    lh, user = s.lakehouse, s.user
     validate_branch(branch)
-    authorize(lh, user, Permission.READ, table=table, branch=branch)
+    s.authorize(Permission.READ, table=table, branch=branch)
     return [_comment(r) for r in _branch_rows(lh, comments_table, table, branch)]
 
 
 def approve_decision(lh: Lakehouse, table: TableId, branch: str, user: str) -> tuple[bool, str]:
     """Whether ``user`` may approve the head now, and why not (for the console's disabled button). Pure."""
-    d = decide(lh, user, Permission.APPROVE)
+    d = decide(access_policy(lh.settings), user, Permission.APPROVE)
     if not d.allowed:
         return False, d.message
     policy = policy_for(lh, table)

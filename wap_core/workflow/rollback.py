@@ -33,7 +33,8 @@ from wap_core.identifiers import MAIN, TableId, validate_branch
 from wap_core.lake import catalog as cat
 from wap_core.lake.refs import commit_with_retry, point_main
 from wap_core.notify import Event
-from wap_core.security.access import Permission, authorize
+from wap_core.security.access import Permission
+from wap_core.session import Session, session_of
 from wap_core.states import Action, Outcome
 from wap_core.store.journal import Intent
 from wap_core.workflow.reconcile import reconciled_table
@@ -82,8 +83,7 @@ class ReopenResult:
 
 
 def _move(
-    lh: Lakehouse,
-    user: str,
+    session: Session,
     action: Action,
     table: TableId,
     branch: str,
@@ -93,9 +93,7 @@ def _move(
     details: dict[str, Any] | None = None,
 ) -> RefMove:
     """A rollback's or reopen's ref move: its refusals (a busy branch included) are journaled, not notified."""
-    return RefMove(
-        lh, user, action, table, branch, before, after, reason, details or {}, notify_refusal=False
-    )
+    return RefMove(session, action, table, branch, before, after, reason, details or {}, notify_refusal=False)
 
 
 def _taken_off(tbl: Table, main_before: int, to_snapshot: int) -> list[RolledBackBatch] | None:
@@ -137,7 +135,7 @@ def _refuse_stale_or_same(
 
 
 def rollback(
-    lh: Lakehouse,
+    session: Session | Lakehouse,
     table: TableId,
     to_snapshot: int,
     *,
@@ -149,15 +147,16 @@ def rollback(
 
     ``expected_main``: the main head the caller saw (the console's timeline); refused when main moved since.
     """
-    user = user or lh.user
+    s = session_of(session, user)
+    lh, user = s.lakehouse, s.user
     if not (reason and reason.strip()):
         raise ValidationError("a rollback needs a --reason: it is journaled with its reason")
-    authorize(lh, user, Permission.ADMIN, table=table, branch=MAIN, action=Action.ROLLBACK)
+    s.authorize(Permission.ADMIN, table=table, branch=MAIN, action=Action.ROLLBACK)
     tbl = reconciled_table(lh, table)  # the read: main's head now; the commit below requires main still there
     main_before = cat.ref_snapshot_id(tbl, MAIN)
     if main_before is None:
         raise NotFoundError(f"table {table} has no main snapshot to roll back")
-    move = _move(lh, user, Action.ROLLBACK, table, MAIN, main_before, to_snapshot, reason)
+    move = _move(s, Action.ROLLBACK, table, MAIN, main_before, to_snapshot, reason)
     _refuse_stale_or_same(move, table, expected_main, main_before, to_snapshot)
     dropped = _taken_off(tbl, main_before, to_snapshot)
     if dropped is None:
@@ -178,7 +177,7 @@ def rollback(
 
     def commit(_: Intent) -> Moved:
         try:
-            commit_with_retry(lh, table, move_main, retry_if=main_unmoved, tbl=tbl)
+            commit_with_retry(lh.catalog, table, move_main, retry_if=main_unmoved, tbl=tbl)
         except CommitConflictError as exc:
             # main moved since the read (a publish or another rollback landed): nothing was rolled back
             raise ConflictError(
@@ -302,7 +301,7 @@ def default_reopen_name(tbl: Any, snapshot_id: int) -> str:
 
 
 def reopen(
-    lh: Lakehouse,
+    session: Session | Lakehouse,
     table: TableId,
     snapshot_id: int,
     *,
@@ -316,7 +315,8 @@ def reopen(
     A batch already open again as a branch is refused (:class:`AlreadyReopenedError`, exit 1, journaled;
     its message names the open branch) unless ``again`` with a ``reason`` (journaled with the reopen).
     """
-    user = user or lh.user
+    s = session_of(session, user)
+    lh, user = s.lakehouse, s.user
     if again and not (reason and reason.strip()):
         raise ValidationError(
             "reopening a batch that is already open again needs a --reason: it is journaled with its reason"
@@ -324,14 +324,14 @@ def reopen(
     reason = reason.strip() if reason and reason.strip() else None
     if branch is not None:
         validate_branch(branch)
-    authorize(lh, user, Permission.INGEST, table=table, branch=branch, action=Action.REOPEN)
+    s.authorize(Permission.INGEST, table=table, branch=branch, action=Action.REOPEN)
     tbl = reconciled_table(lh, table)
     if tbl.metadata.snapshot_by_id(snapshot_id) is None:
         raise NotFoundError(f"snapshot {snapshot_id} does not exist in {table} (expired, or never there)")
     name = branch or default_reopen_name(tbl, snapshot_id)
     validate_branch(name)
     # the batch's authors stay its authors on the new branch (author_cannot_approve applies to them)
-    move = _move(lh, user, Action.REOPEN, table, name, None, snapshot_id, reason)
+    move = _move(s, Action.REOPEN, table, name, None, snapshot_id, reason)
     if name in tbl.metadata.refs:
         raise move.refuse(RefusedError(f"reopen refused: {table} already has a ref named {name!r}", "exists"))
     main_ids = {s.snapshot_id for s in cat.ancestors(tbl, cat.ref_snapshot_id(tbl, MAIN))}
@@ -364,7 +364,9 @@ def reopen(
 
     def commit(_: Intent) -> Moved:
         try:
-            commit_with_retry(lh, table, create, retry_if=lambda t: name not in t.metadata.refs, tbl=tbl)
+            commit_with_retry(
+                lh.catalog, table, create, retry_if=lambda t: name not in t.metadata.refs, tbl=tbl
+            )
         except CommitConflictError as exc:
             raise ConflictError(
                 f"reopen of {snapshot_id} as {table} {name} lost a race with another change ({exc})"

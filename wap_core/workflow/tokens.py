@@ -22,8 +22,9 @@ from wap_core.config import register_secret
 from wap_core.durations import format_duration, parse_duration
 from wap_core.exceptions import NotFoundError, RefusedError, ValidationError
 from wap_core.security import tokens as store
-from wap_core.security.access import Permission, Role, access_policy, authorize
+from wap_core.security.access import Permission, Role, access_policy
 from wap_core.security.tokens import TokenInfo, TokenStatus
+from wap_core.session import Identity, Session, session_of
 from wap_core.states import Action, Outcome
 from wap_core.store.journal import utcnow
 
@@ -50,14 +51,15 @@ def _valid_user(name: str) -> str:
 
 
 def create_token(
-    lh: Lakehouse, token_user: str, role: str, expires: str = "30d", *, user: str | None = None
+    session: Session | Lakehouse, token_user: str, role: str, expires: str = "30d", *, user: str | None = None
 ) -> tuple[str, TokenInfo]:
     """A new service token acting as ``token_user`` with ``role`` for ``expires`` (admin only).
 
     Returns the token (show it once: only its SHA-256 is stored) and its stored row.
     """
-    actor = user or lh.user
-    authorize(lh, actor, Permission.ADMIN, action=CREATE)
+    s = session_of(session, user)
+    lh, actor = s.lakehouse, s.user
+    s.authorize(Permission.ADMIN, action=CREATE)
     _valid_user(token_user)
     try:
         granted = Role.parse(role)
@@ -74,8 +76,7 @@ def create_token(
         created_by=actor,
     )
     register_secret(token)  # from now on masked in logs, the journal and errors of this process
-    lh.journal.record(
-        user=actor,
+    s.record(
         action=Action.CREATE_TOKEN,
         outcome=Outcome.CREATED,
         reason=f"service token {info.id} for {token_user} ({granted.label}), expires {info.expires_at.isoformat(timespec='seconds')}",
@@ -84,21 +85,22 @@ def create_token(
     return token, info
 
 
-def list_tokens(lh: Lakehouse, *, user: str | None = None) -> list[TokenInfo]:
+def list_tokens(session: Session | Lakehouse, *, user: str | None = None) -> list[TokenInfo]:
     """Every service token (never the tokens themselves), oldest first (admin only)."""
-    authorize(lh, user or lh.user, Permission.ADMIN, action=LIST)
-    return store.list_tokens(lh.journal.engine)
+    s = session_of(session, user)
+    s.authorize(Permission.ADMIN, action=LIST)
+    return store.list_tokens(s.lakehouse.journal.engine)
 
 
-def revoke_token(lh: Lakehouse, token_id: int, *, user: str | None = None) -> TokenInfo:
+def revoke_token(session: Session | Lakehouse, token_id: int, *, user: str | None = None) -> TokenInfo:
     """Revoke a service token at once (admin only); revoking it again changes nothing."""
-    actor = user or lh.user
-    authorize(lh, actor, Permission.ADMIN, action=REVOKE)
+    s = session_of(session, user)
+    lh, actor = s.lakehouse, s.user
+    s.authorize(Permission.ADMIN, action=REVOKE)
     if store.token_by_id(lh.journal.engine, token_id) is None:
         raise NotFoundError(f"no service token {token_id}")
     if store.revoke(lh.journal.engine, token_id, actor):
-        lh.journal.record(
-            user=actor,
+        s.record(
             action=Action.REVOKE_TOKEN,
             outcome=Outcome.REVOKED,
             reason=f"service token {token_id} revoked",
@@ -112,24 +114,25 @@ def revoke_token(lh: Lakehouse, token_id: int, *, user: str | None = None) -> To
 def _refuse(
     lh: Lakehouse, user: str, message: str, code: str, token_id: int | None = None, **details: str
 ) -> RefusedError:
-    log.info("refused: %s", message)
-    lh.journal.record(
-        user=user,
-        action=Action(AUTHENTICATE),
-        outcome=Outcome.REFUSED,
-        reason=message,
-        details={"code": code, **({"token_id": token_id} if token_id is not None else {}), **details},
+    """An authentication refused, through the one refusal path, as ``user``; not notified: nobody was proven."""
+    return Session(lh, Identity(user)).refuse(
+        Action(AUTHENTICATE),
+        RefusedError(message, code),
+        details={**({"token_id": token_id} if token_id is not None else {}), **details},
+        notify_it=False,
     )
-    return RefusedError(message, code)
 
 
-def cli_identity(lh: Lakehouse, env: Mapping[str, str] | None = None) -> Lakehouse:
-    """The CLI's lakehouse acting as the right user: the token's (``WAP_TOKEN``) or the environment's.
+def cli_identity(lh: Lakehouse, env: Mapping[str, str] | None = None) -> Session:
+    """The CLI's session: the lakehouse acting as the token's user (``WAP_TOKEN``, with exactly the token's
+    role) or the environment's (``WAP_USER`` / the OS user, ``settings.user``). The identity is the session's,
+    never written into the settings.
 
     Refuses (RefusedError, exit 1, journaled) an unknown, expired or revoked token, and the bare
     environment name when the access file says ``cli_identity: token``.
     """
     env = os.environ if env is None else env
+    env_user = lh.settings.user
     token = env.get(TOKEN_ENV, "").strip()
     if token:
         register_secret(token)
@@ -140,7 +143,7 @@ def cli_identity(lh: Lakehouse, env: Mapping[str, str] | None = None) -> Lakehou
                 UNAUTHENTICATED,
                 f"{TOKEN_ENV} is not a valid service token",
                 "invalid_token",
-                environment_user=lh.user,
+                environment_user=env_user,
             )
         status = info.status()
         if status is TokenStatus.EXPIRED:
@@ -161,15 +164,14 @@ def cli_identity(lh: Lakehouse, env: Mapping[str, str] | None = None) -> Lakehou
                 info.id,
             )
         # the same lakehouse (catalog, journal) acting as the token's user with exactly its role
-        lh.settings = lh.settings.with_(user=info.user, token_role=info.role)
-        return lh
-    policy = access_policy(lh)
+        return Session(lh, Identity(info.user, token_id=info.id, token_role=Role.parse(info.role)))
+    policy = access_policy(lh.settings)
     if policy.cli_identity == "token":
         raise _refuse(
             lh,
-            lh.user,
+            env_user,
             f"the access file {policy.path} sets cli_identity: token: the CLI needs a service token in "
-            f"{TOKEN_ENV}; the environment name {lh.user!r} (WAP_USER / the OS user) is not accepted",
+            f"{TOKEN_ENV}; the environment name {env_user!r} (WAP_USER / the OS user) is not accepted",
             "token_required",
         )
-    return lh
+    return Session(lh, Identity(env_user))

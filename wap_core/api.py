@@ -96,7 +96,7 @@ from wap_core.workflow.publish import publish_readiness as _publish_readiness
 from wap_core.workflow.publish import rebase as _rebase
 from wap_core.workflow.reconcile import Ticker
 from wap_core.workflow.reconcile import reconcile as _reconcile
-from wap_core.workflow.review import Comment, ReviewState, ReviewStatus
+from wap_core.workflow.review import Comment, CommentKind, ReviewState, ReviewStatus
 from wap_core.workflow.rollback import ReopenResult, RollbackResult, RolledBackSnapshot
 from wap_core.workflow.rollback import reopen as _reopen
 from wap_core.workflow.rollback import rollback as _rollback
@@ -135,6 +135,7 @@ __all__ = [
     "ColumnDiff",
     "ColumnProfile",
     "Comment",
+    "CommentKind",
     "Context",
     "Decision",
     "DiffResult",
@@ -332,6 +333,12 @@ def metadata_diff(tbl: Table, table: TableId, branch: str) -> MetadataDiff:
 
 def column_names(tbl: Table) -> list[str]:
     return [f.name for f in tbl.schema().fields]
+
+
+def snapshot_times(tbl: Table) -> list[tuple[int, int]]:
+    """Every snapshot of the table as (snapshot id, written at in epoch ms), newest first."""
+    snaps = sorted(tbl.metadata.snapshots, key=lambda s: -s.timestamp_ms)
+    return [(s.snapshot_id, s.timestamp_ms) for s in snaps]
 
 
 def refs_of(tbl: Table) -> dict[str, list[str]]:

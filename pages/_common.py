@@ -154,12 +154,12 @@ def context() -> Context:
         who = signed_in_user()
         if who is None:
             st.stop()
-    return api.open_context(lakehouse(), console=True, signed_in=who)
+    return api.open_context(lakehouse(), signed_in=who)
 
 
 def _reads() -> Context:
     """The context of the cached metadata reads: they are the same for every user (no identity involved)."""
-    return api.open_context(lakehouse(), console=True)
+    return api.open_context(lakehouse())
 
 
 def current_user() -> str:
@@ -191,7 +191,7 @@ class SparkStarter:
 
     def _run(self, lh: Lakehouse) -> None:
         try:
-            api.start_spark(api.open_context(lh, console=True))  # builds (or joins) the process's one session
+            api.start_spark(api.open_context(lh))  # builds (or joins) the process's one session
         except Exception as exc:  # noqa: BLE001 - shown in the sidebar and on the pages that need Spark
             self.error = mask_secrets(f"{type(exc).__name__}: {exc}".splitlines()[0])
             logging.getLogger(__name__).warning("Spark did not start: %s", self.error)

@@ -40,7 +40,7 @@ SIDE_COLORS = alt.Scale(domain=["main", "batch"], range=["#8c959f", "#1f6feb"])
 def _acting(user: str | None) -> api.Context:
     """The context of a cached Spark read: its jobs run in ``user``'s FAIR pool (the viewer who missed the
     cache), else the environment's user's."""
-    return api.open_context(ui.lakehouse(), console=True, signed_in=user)
+    return api.open_context(ui.lakehouse(), signed_in=user)
 
 
 @st.cache_data(ttl=600, show_spinner=False)

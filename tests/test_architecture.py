@@ -22,6 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("wap_core.__main__", "wap_core.cli"),
     ("wap_core.integrations",),  # orchestrator operators (optional extras)
     ("wap_core.pipeline",),  # the Python API for pipelines
+    ("wap_core.api",),  # the facade: start-up, identity, every action and read the faces call
     ("wap_core.workflow",),  # actions: validate, authorize, move refs, journal, notify
     ("wap_core.analysis",),  # read-only looks at a branch (diff, keyed diff, explore)
     ("wap_core.security.access",),  # authorization (journals and notifies refusals)

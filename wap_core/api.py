@@ -7,9 +7,9 @@ Start-up and identity are resolved here once, for every face:
   configured files and folders (a missing one is one line, exit 2); ``background=True`` (the console)
   also starts the recovery tick and the outbox's deliverer;
 * :func:`open_context` says who acts: the console's signed-in user when sign-in is on, else (console)
-  ``WAP_USER`` / the OS user; the CLI and the pipeline take ``WAP_TOKEN``'s user with exactly its role,
-  else ``WAP_USER`` unless the access file says ``cli_identity: token``
-  (:func:`wap_core.workflow.tokens.cli_identity`).
+  ``WAP_USER`` / the OS user; the CLI, the pipeline API and the orchestrators (``service=True``) take
+  ``WAP_TOKEN``'s user with exactly its role, else ``WAP_USER`` unless the access file says
+  ``cli_identity: token`` (:func:`wap_core.workflow.tokens.cli_identity`).
 
 Every action and read then takes the :class:`Context` opened once (the lakehouse and who acts) and calls
 the workflow or analysis function that does the work: the bodies here stay thin, the faces never compose
@@ -213,20 +213,21 @@ def start(home: str | Path | None = None, *, background: bool = False) -> Lakeho
 def open_context(
     lh: Lakehouse,
     *,
-    console: bool = False,
+    service: bool = False,
     signed_in: str | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Context:
     """Who acts, resolved one way for every face.
 
-    The console (``console=True``): the signed-in user (``signed_in``, when sign-in is on), else the
-    environment's user (``WAP_USER`` or the OS user). The CLI and the pipeline: ``WAP_TOKEN``'s user with
-    exactly its role, else ``WAP_USER`` / the OS user unless the access file says ``cli_identity: token``;
-    an unknown, expired or revoked token, or a refused bare name, raises RefusedError (journaled)."""
-    if console:
-        return Context(lh, signed_in or lh.user)
-    lh = _tokens.cli_identity(lh, env)
-    return Context(lh, lh.user)
+    ``service`` (the CLI, the pipeline API and the orchestrators): ``WAP_TOKEN``'s user with exactly its
+    role, else ``WAP_USER`` / the OS user unless the access file says ``cli_identity: token``; an unknown,
+    expired or revoked token, or a refused bare name, raises RefusedError (journaled). Otherwise (the
+    console, a caller's own lakehouse): the signed-in user (``signed_in``, when sign-in is on), else the
+    lakehouse's user (``WAP_USER`` or the OS user)."""
+    if service:
+        lh = _tokens.cli_identity(lh, env)
+        return Context(lh, lh.user)
+    return Context(lh, signed_in or lh.user)
 
 
 def recover(

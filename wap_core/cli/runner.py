@@ -99,7 +99,7 @@ def _run(args: argparse.Namespace) -> int:
     # root's bucket) that is not there is exit 2, naming it. Whoever runs the CLI already holds the
     # catalog's credentials; roles still apply (the access file), the same as in the console.
     # The acting user: WAP_TOKEN's, or WAP_USER / the OS user unless access.yml says cli_identity: token.
-    ctx = api.open_context(api.start(args.home))
+    ctx = api.open_context(api.start(args.home), service=True)
     if args.command not in _NO_RECONCILE:
         api.recover(ctx)  # recovery is a step: crashed actions are resolved once, before the command reads
     return COMMANDS[args.command](args, ctx)

@@ -7,13 +7,14 @@ Its own module so that the scenario modules (``crowd``, ``s3``, ``spread``, ``xl
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from bench.data import KEY
 
@@ -182,3 +183,31 @@ def audit_and_diff(lh: Any, tid: Any, branch: str) -> Any:
     audit = run_audit(lh, tid, branch)
     compute_diff(lh, tid, branch)
     return audit
+
+
+class Bench(Protocol):
+    """The bench (:class:`bench.run.Bench`) as the scenario modules use it. A protocol, not an import of
+    :mod:`bench.run` (which imports the scenario modules): no circle, not even a type-only one."""
+
+    args: argparse.Namespace
+    lh: Any  # the bench's wap_core Lakehouse
+    rows: list[Row]
+    work: Path
+    data_dir: Path
+    repeat: int
+    batch_index: int
+    spark_master: str | None
+    # set by the scenario modules themselves (their sizes and folders)
+    k: Any
+    xl_rows: Any
+    xs_rows: Any
+    xs_dir: Path
+    xl_dir: Path
+    xl_batch_dir: Path
+    metadata_rows: Any
+
+    def tid(self, name: str) -> Any: ...
+    def load_main(self, name: str, path: Path, sort_by: tuple[str, ...] = KEY) -> None: ...
+    def ingest(self, name: str, path: Path, branch: str) -> Any: ...
+    def subprocess_json(self, args: list[str]) -> dict[str, Any]: ...
+    def jobs_of(self, fn: Callable[[], Any]) -> tuple[float, int, Any]: ...

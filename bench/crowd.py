@@ -36,17 +36,14 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bench import data
-from bench.common import Row, fmt_s, log
-
-if TYPE_CHECKING:
-    from bench.run import Bench
+from bench.common import Bench, Row, fmt_s, log
 
 SCENARIOS = ("crowd", "runaway")
 NS = "crowd"

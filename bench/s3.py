@@ -37,6 +37,7 @@ from bench import data
 from bench.common import (
     KEY,
     NS,
+    Bench,
     Row,
     cpu_times,
     data_files_on_disk,
@@ -50,7 +51,6 @@ from bench.common import (
 )
 
 if TYPE_CHECKING:
-    from bench.run import Bench
     from tests.s3_server import SeaweedS3
 
 SCENARIOS = ("s3",)

@@ -32,12 +32,11 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.parquet as pq
 
 from bench import data
-from bench.common import Row, fmt_rows, fmt_s, log
+from bench.common import Bench, Row, fmt_rows, fmt_s, log
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from bench.run import Bench
 
 SCENARIOS = ("spread",)
 BATCH_SCALE = 0.1  # the 600k-row batch

@@ -20,14 +20,11 @@ from __future__ import annotations
 import statistics
 import time
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bench import data
-from bench.common import Row, audit_and_diff, fmt_rows, fmt_s, log
+from bench.common import Bench, Row, audit_and_diff, fmt_rows, fmt_s, log
 from bench.data import KEY
-
-if TYPE_CHECKING:
-    from bench.run import Bench
 
 SCENARIOS = ("xl", "metadata500")
 BATCH_SCALE = 0.1  # the 600k-row batch

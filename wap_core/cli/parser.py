@@ -7,7 +7,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from wap_core.cli.output import EXIT_ERROR
-from wap_core.workflow.status import BRANCH_STATUSES
+from wap_core.api import BRANCH_STATUSES
 
 if TYPE_CHECKING:
     pass

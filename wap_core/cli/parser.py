@@ -6,8 +6,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from wap_core.cli.output import EXIT_ERROR
 from wap_core.api import BRANCH_STATUSES
+from wap_core.cli.output import EXIT_ERROR
 
 if TYPE_CHECKING:
     pass

@@ -135,7 +135,13 @@ PICTURE = {m: _all_imports(m) for m in KNOWN}
 # The faces and what each may import besides the facade and the base modules: its own face's modules
 # (``pages._common``, ``wap_core.cli.output``) and, for the integrations, the pipeline API they wrap.
 FACADE_API = "wap_core.api"
-BASE_TYPES = ("wap_core.exceptions", "wap_core.identifiers", "wap_core.states", "wap_core.values", "wap_core.config")
+BASE_TYPES = (
+    "wap_core.exceptions",
+    "wap_core.identifiers",
+    "wap_core.states",
+    "wap_core.values",
+    "wap_core.config",
+)
 FACES: dict[str, tuple[str, ...]] = {
     "app": ("pages",),
     "pages": ("pages",),

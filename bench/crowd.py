@@ -36,16 +36,14 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bench import data
-
-if TYPE_CHECKING:
-    from bench.run import Bench
+from bench.common import Bench, Row, fmt_s, log
 
 SCENARIOS = ("crowd", "runaway")
 NS = "crowd"
@@ -134,7 +132,6 @@ class Crowd:
     def setup(self) -> None:
         import shutil
 
-        from bench.run import log
         from wap_core import Lakehouse, Settings, TableId
         from wap_core.security.paths import SourcePolicy
         from wap_core.workflow.ingest import ingest
@@ -386,8 +383,6 @@ class Crowd:
     async def drive(self, base: str) -> float:
         from playwright.async_api import async_playwright, expect
 
-        from bench.run import log
-
         helpers = _helpers()
         expect.set_options(timeout=300_000)  # a loaded 2-core machine: minutes, not the default 5 s
         async with async_playwright() as p:
@@ -410,8 +405,6 @@ class Crowd:
         """Sign in once and wait until the console's Spark runs (its start is reported, not timed per page)."""
         from playwright.async_api import expect
 
-        from bench.run import log
-
         ctx = await browser.new_context()
         page = await ctx.new_page()
         t0 = time.perf_counter()
@@ -433,8 +426,6 @@ class Crowd:
     # ----- the run -------------------------------------------------------------------------------
     def serve_and_drive(self) -> None:
         from contextlib import ExitStack
-
-        from bench.run import log
 
         helpers = _helpers()
         env = self.env()
@@ -620,7 +611,6 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def scenario_crowd(b: Bench) -> None:
-    from bench.run import Row, fmt_s, log
 
     c = Crowd(b)
     c.setup()
@@ -714,7 +704,6 @@ def scenario_runaway(b: Bench) -> None:
     (wap_core.analysis.sandbox) the query has its own driver ``local[1]``, niced. After each cancel, the time
     until none of the runaway's work runs (driver tasks, or the worker's process group) is recorded.
     """
-    from bench.run import Row, fmt_s, log
     from wap_core import Lakehouse, Settings, TableId
     from wap_core.analysis import explore
     from wap_core.analysis.diff import compute_diff

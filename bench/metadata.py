@@ -19,7 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from bench.run import median_of  # no pyspark import: this process must not start Spark
+from bench.common import median_of  # no pyspark import: this process must not start Spark
 from wap_core import Lakehouse, Settings, TableId
 from wap_core.lake.spark import spark_running
 

@@ -34,9 +34,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench import data
+from bench.common import (
+    KEY,
+    NS,
+    Bench,
+    Row,
+    cpu_times,
+    data_files_on_disk,
+    fmt_rows,
+    fmt_s,
+    ingest_batch,
+    load_main,
+    log,
+    measured_publish,
+    steal_share,
+)
 
 if TYPE_CHECKING:
-    from bench.run import Bench
     from tests.s3_server import SeaweedS3
 
 SCENARIOS = ("s3",)
@@ -67,7 +81,6 @@ def scale_line(b: Bench) -> str:
 
 
 def prepare(b: Bench) -> None:
-    from bench.run import log
 
     t0 = time.perf_counter()
     large = data.generate(b.data_dir, b.args.scale_s3)
@@ -104,14 +117,12 @@ class Store:
     server: SeaweedS3 | None = None
 
     def tid(self, name: str) -> Any:
-        from bench.run import NS
         from wap_core import TableId
 
         return TableId(NS, name)
 
     def data_files(self, name: str) -> set[str]:
         """The table's data files as stored: objects in the bucket, or files on disk."""
-        from bench.run import data_files_on_disk
 
         tid = self.tid(name)
         if self.server is None:
@@ -121,7 +132,6 @@ class Store:
 
 
 def _lakehouse(b: Bench, home: Path, catalog: str, server: SeaweedS3 | None) -> Any:
-    from bench.run import NS
     from wap_core import Lakehouse, Settings
 
     home.mkdir(parents=True)
@@ -157,7 +167,6 @@ def _weed_version() -> str:
 
 
 def scenario_s3(b: Bench) -> None:
-    from bench.run import NS, cpu_times, log, steal_share
     from tests.s3_server import SeaweedS3  # the tests' real S3 server (tests/ is a namespace package)
 
     root = b.work / "s3"
@@ -193,7 +202,6 @@ def scenario_s3(b: Bench) -> None:
 
 def _setup(b: Bench, st: Store) -> str:
     """Both mains, their part tables, and the batch on branch ``c1`` of each (ingest audits it)."""
-    from bench.run import KEY, ingest_batch, load_main, log
 
     d = _DATA
     secs: dict[str, float] = {}
@@ -227,7 +235,6 @@ def _setup(b: Bench, st: Store) -> str:
 
 
 def fmt(n: int) -> str:
-    from bench.run import fmt_rows
 
     return fmt_rows(n)
 
@@ -250,7 +257,6 @@ def _first_diff(b: Bench, st: Store) -> dict[str, Any]:
     """s3c: the diff of ``c1`` with main's profile cache emptied first (every run a first diff)."""
     from sqlalchemy import text
 
-    from bench.run import log
     from wap_core.analysis.diff import compute_diff
     from wap_core.lake import catalog as cat
     from wap_core.lake.metaprofile import metadata_profile
@@ -288,7 +294,6 @@ def _first_diff(b: Bench, st: Store) -> dict[str, Any]:
 
 def _audit(b: Bench, st: Store) -> dict[str, Any]:
     """s3a: fresh audits of ``c1`` (every check measured again), large vs small main."""
-    from bench.run import log
     from wap_core.workflow.audit import run_audit
 
     log(
@@ -306,7 +311,6 @@ def _audit(b: Bench, st: Store) -> dict[str, Any]:
 
 def _publish(b: Bench, st: Store) -> dict[str, Any]:
     """s3b: publish a freshly ingested batch, large vs small main; the data files listed before and after."""
-    from bench.run import ingest_batch, log, measured_publish
 
     reps = max(b.repeat, 5)  # a publish takes milliseconds: at least 5 for a stable median
     log(f"scenario s3b on {st.label}: {reps} publishes of a {fmt(_DATA['batch_rows'])} batch per table")
@@ -345,7 +349,6 @@ def _rows(
     setup_notes: list[str],
     load: tuple[tuple[float, ...], tuple[float, ...], float],
 ) -> None:
-    from bench.run import Row, fmt_s
 
     d = _DATA
     sizes = (

@@ -32,11 +32,11 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.parquet as pq
 
 from bench import data
+from bench.common import Bench, Row, fmt_rows, fmt_s, log
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from bench.run import Bench
 
 SCENARIOS = ("spread",)
 BATCH_SCALE = 0.1  # the 600k-row batch
@@ -67,7 +67,6 @@ def _max_key(path: Path) -> int:
 
 
 def prepare(b: Bench) -> None:
-    from bench.run import log
 
     _DATA.clear()
     src = data.generate(b.data_dir, BATCH_SCALE, ("lineitem",)) / "lineitem.parquet"
@@ -139,7 +138,6 @@ def scenario_spread(b: Bench) -> None:
 def _one_scale(b: Bench, s: float, d: dict[str, Any]) -> None:
     from pyspark.sql import functions as F
 
-    from bench.run import Row, fmt_rows, fmt_s, log
     from wap_core.checks import keys as keys_mod
     from wap_core.checks import unique as unique_mod
     from wap_core.lake import catalog as cat

@@ -20,13 +20,11 @@ from __future__ import annotations
 import statistics
 import time
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bench import data
+from bench.common import Bench, Row, audit_and_diff, fmt_rows, fmt_s, log
 from bench.data import KEY
-
-if TYPE_CHECKING:
-    from bench.run import Bench
 
 SCENARIOS = ("xl", "metadata500")
 BATCH_SCALE = 0.1  # the 600k-row batch
@@ -40,7 +38,6 @@ def checks_yaml(ns: str) -> str:
 
 
 def prepare(b: Bench) -> None:
-    from bench.run import log
 
     t0 = time.perf_counter()
     b.xl_dir = data.generate(b.data_dir, b.args.scale_xl)
@@ -71,7 +68,6 @@ def _next_batch(b: Bench) -> Any:
 def scenario_xl(b: Bench) -> None:
     from sqlalchemy import text
 
-    from bench.run import Row, audit_and_diff, fmt_rows, fmt_s, log
     from wap_core.analysis.diff import compute_diff, profile_frame
     from wap_core.lake import catalog as cat
     from wap_core.lake.metaprofile import metadata_profile
@@ -213,7 +209,6 @@ def scenario_xl(b: Bench) -> None:
 
 
 def scenario_metadata(b: Bench, tables: int) -> None:
-    from bench.run import fmt_s, log
 
     log(f"scenario 5 at scale: {tables} tables x 4 open branches, metadata pages in a fresh interpreter")
     out = b.subprocess_json(

@@ -23,22 +23,26 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pandas as pd
 import streamlit as st
 
-from wap_core import Lakehouse, TableId
-from wap_core.config import ENV_VARS, Settings, mask_secrets
+from wap_core import api
+from wap_core.api import (
+    BranchInfo,
+    Context,
+    Decision,
+    JournalEntry,
+    Lakehouse,
+    Permission,
+    StoredAudit,
+    TableInfo,
+    TimelineSnapshot,
+    spark_running,
+)
+from wap_core.config import ENV_VARS, mask_secrets
 from wap_core.exceptions import WapError, printable
-from wap_core.lake.errors import store_failure_or_probe
-from wap_core.lake.spark import spark_running
-from wap_core.security.access import Decision, Permission, decide
-from wap_core.security.paths import root_problem
-from wap_core.security.paths import sanitize_filename as _sanitize_filename
+from wap_core.identifiers import TableId
 from wap_core.values import to_jsonable
-from wap_core.workflow.reconcile import Ticker
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
-
-    from wap_core.store.journal import JournalEntry, StoredAudit
-    from wap_core.workflow.status import BranchInfo, TableInfo, TimelineSnapshot
 
 T = TypeVar("T")
 
@@ -76,17 +80,11 @@ CACHE_TTL = 30  # seconds: metadata caches; every write clears them anyway
 # --------------------------------------------------------------------------- resources
 @st.cache_resource(show_spinner=False)
 def _lakehouse_for(env_key: tuple[tuple[str, str], ...]) -> Lakehouse:
-    from wap_core.notify import start_deliverer
-
-    lh = Lakehouse.from_env()
-    # a configured file or folder (or an ingest root's bucket) that is not there: app.py shows it, stops
-    lh.settings.check_configured_paths(probe=root_problem)
-    # Recovery is a step of its own: crashed actions are reconciled at the console's start and on a
-    # background tick (reads never repair); the console then delivers the outbox, also what exited
-    # CLI commands left (never raises).
-    Ticker(lh, lh.settings.reconcile_seconds).start()
-    start_deliverer(lh.journal, lh.settings)
-    return lh
+    # The start-up every face shares (wap_core.api.start): a configured file or folder (or an ingest
+    # root's bucket) that is not there: app.py shows it, stops. Recovery is a step of its own: crashed
+    # actions are reconciled at the console's start and on a background tick (reads never repair); the
+    # console then delivers the outbox, also what exited CLI commands left (never raises).
+    return api.start(background=True)
 
 
 def lakehouse() -> Lakehouse:
@@ -129,22 +127,33 @@ def signed_in_user() -> str | None:
     return str(who) if who else None
 
 
-def current_user(lh: Lakehouse | None = None) -> str:
-    """Who acts: the signed-in user when ``[auth]`` is configured, else WAP_USER or the OS user.
+def context() -> Context:
+    """This run's context (:func:`wap_core.api.open_context`): the lakehouse and who acts, the signed-in user
+    when ``[auth]`` is configured, else WAP_USER or the OS user.
 
     With sign-in on, an anonymous run never gets an identity: the script stops here.
     """
+    who = None
     if auth_configured():
         who = signed_in_user()
         if who is None:
             st.stop()
-        return str(who)
-    return (lh or lakehouse()).user
+    return api.open_context(lakehouse(), signed_in=who)
 
 
-def may(lh: Lakehouse, user: str, permission: Permission) -> Decision:
+def _reads() -> Context:
+    """The context of the cached metadata reads: they are the same for every user (no identity involved)."""
+    return api.open_context(lakehouse())
+
+
+def current_user() -> str:
+    """Who acts (:func:`context`'s identity)."""
+    return context().user
+
+
+def may(ctx: Context, permission: Permission) -> Decision:
     """The core's decision (no journaling): pages disable a role-gated control with ``message``."""
-    return decide(lh.settings, user, permission)
+    return api.may(ctx, permission)
 
 
 class SparkStarter:
@@ -166,7 +175,7 @@ class SparkStarter:
 
     def _run(self, lh: Lakehouse) -> None:
         try:
-            lh.spark  # noqa: B018 - builds (or joins) the one SparkSession of the process
+            api.start_spark(api.open_context(lh))  # builds (or joins) the process's one session
         except Exception as exc:  # noqa: BLE001 - shown in the sidebar and on the pages that need Spark
             self.error = mask_secrets(f"{type(exc).__name__}: {exc}".splitlines()[0])
             logging.getLogger(__name__).warning("Spark did not start: %s", self.error)
@@ -199,12 +208,12 @@ def spark_status() -> str:
     return "Spark: not started"
 
 
-def wait_for_spark(lh: Lakehouse | None = None) -> bool:
+def wait_for_spark(ctx: Context | None = None) -> bool:
     """Before Spark work: a live "Starting Spark…" status until the session is ready. False (error shown) if it failed."""
     if spark_running():
         return True
     starter = spark_starter()
-    starter.start(lh or lakehouse())
+    starter.start(ctx.lakehouse if ctx is not None else lakehouse())
     with st.status("Starting Spark…", expanded=False) as box:
         while starter.starting:
             waited = time.monotonic() - (starter.started_at or time.monotonic())
@@ -281,11 +290,7 @@ def store_line(exc: BaseException) -> str | None:
     """A failure of the object store (down, refusing the keys, bucket missing) as the one line the CLI
     prints (:func:`wap_core.lake.errors.store_failure`: the endpoint named, no Java stack, no key); None
     when the store is not to blame."""
-    try:
-        settings = Settings.from_env()
-    except WapError:  # broken settings are reported as they are
-        return None
-    return store_failure_or_probe(exc, settings)
+    return api.store_failure(exc)  # None also when the settings themselves are broken
 
 
 def error_text(exc: BaseException) -> str:
@@ -330,39 +335,33 @@ def wap_errors() -> Iterator[None]:
 # --------------------------------------------------------------------------- cached metadata (no Spark)
 @st.cache_data(ttl=CACHE_TTL, show_spinner=False)
 def table_infos() -> list[TableInfo]:
-    from wap_core.workflow.status import table_infos as infos
-
-    return infos(lakehouse())
+    return api.table_infos(_reads())
 
 
 @st.cache_data(ttl=CACHE_TTL, show_spinner=False)
 def table_names() -> list[str]:
-    return [str(t) for t in lakehouse().tables()]
+    return [str(t) for t in api.table_names(_reads())]
 
 
 @st.cache_data(ttl=CACHE_TTL, show_spinner=False)
 def branches(table: str | None = None) -> list[BranchInfo]:
-    from wap_core.workflow.status import list_branches
-
     tid = TableId.parse(table) if table else None
-    return list_branches(lakehouse(), tid)
+    return api.list_branches(_reads(), tid)
 
 
 @st.cache_data(ttl=CACHE_TTL, show_spinner=False)
 def journal(table: str | None = None, action: str | None = None, limit: int = 500) -> list[JournalEntry]:
-    return lakehouse().journal.history(table, action=action, limit=limit)
+    return api.history(_reads(), table, action=action, limit=limit)
 
 
 @st.cache_data(ttl=CACHE_TTL, show_spinner=False)
 def audit_record(table: str | None = None, limit: int = 500) -> list[StoredAudit]:
-    return lakehouse().journal.audit_record(table, limit=limit)
+    return api.audit_record(_reads(), table, limit=limit)
 
 
 @st.cache_data(ttl=CACHE_TTL, show_spinner=False)
 def timeline(table: str, ref: str = "main") -> list[TimelineSnapshot]:
-    from wap_core.workflow.status import snapshot_timeline
-
-    return snapshot_timeline(lakehouse(), TableId.parse(table), ref)
+    return api.snapshot_timeline(_reads(), TableId.parse(table), ref)
 
 
 # --------------------------------------------------------------------------- rendering
@@ -721,4 +720,4 @@ def page_header(title: str, caption: str | None = None) -> None:
 
 def sanitize_filename(name: str) -> str:
     """A safe file name for an upload: basename only, [A-Za-z0-9._-], no leading dots (see wap_core.security.paths)."""
-    return _sanitize_filename(name)
+    return api.sanitize_filename(name)

@@ -11,45 +11,50 @@ import pandas as pd
 import streamlit as st
 
 from pages import _common as ui
-from wap_core import TableId
-from wap_core.analysis.diff import (
+from wap_core import api
+from wap_core.api import (
     SMALL_CHANGE,
+    AuditResult,
+    ChangedRow,
     ChangeGroup,
+    CheckGuide,
+    CheckResult,
     ColumnChange,
     ColumnDiff,
+    ColumnProfile,
     DiffResult,
+    KeyedDiff,
+    KeyedSamples,
+    MetadataDiff,
+    PublishCheck,
     change_groups,
     rank_changes,
 )
-from wap_core.analysis.explore import CheckGuide
-from wap_core.analysis.keyed_diff import ChangedRow, KeyedDiff, KeyedSamples
-from wap_core.checks import CheckResult
-from wap_core.checks.registry import key_columns as checks_key_columns
-from wap_core.lake.catalog import MetadataDiff
-from wap_core.lake.profile import ColumnProfile
+from wap_core.api import check_key_columns as checks_key_columns
+from wap_core.identifiers import TableId
 from wap_core.states import BranchStatus, CheckStatus, branch_status
 from wap_core.values import JsonObject
-from wap_core.workflow.audit import AuditResult
-from wap_core.workflow.publish import PublishCheck
 
 SIDE_COLORS = alt.Scale(domain=["main", "batch"], range=["#8c959f", "#1f6feb"])
 
 
 # --------------------------------------------------------------------------- cached Spark work
+def _acting(user: str | None) -> api.Context:
+    """The context of a cached Spark read: its jobs run in ``user``'s FAIR pool (the viewer who missed the
+    cache), else the environment's user's."""
+    return api.open_context(ui.lakehouse(), signed_in=user)
+
+
 @st.cache_data(ttl=600, show_spinner=False)
 def cached_diff(table: str, branch: str, head: int | None, _user: str | None = None) -> DiffResult:
     """The Spark diff of ``branch`` at ``head`` (the head is part of the key: a new commit misses the cache),
     computed in ``_user``'s FAIR pool (the viewer who missed the cache; not part of the key)."""
-    from wap_core.analysis.diff import compute_diff
-
-    return compute_diff(ui.lakehouse(), TableId.parse(table), branch, user=_user)
+    return api.compute_diff(_acting(_user), TableId.parse(table), branch)
 
 
 @st.cache_data(ttl=600, show_spinner=False)
 def cached_preview(table: str, branch: str, head: int | None, limit: int = 100) -> pd.DataFrame:
-    from wap_core.analysis.diff import preview
-
-    return preview(ui.lakehouse(), TableId.parse(table), branch, limit=limit)
+    return api.preview(_acting(None), TableId.parse(table), branch, limit=limit)
 
 
 # --------------------------------------------------------------------------- verdict + metadata
@@ -538,11 +543,9 @@ def cached_keyed(
 ) -> tuple[KeyedDiff, KeyedSamples]:
     """The keyed diff (counts, by ``key``) and a sample of each kind of change; the head is part of the cache key;
     computed in ``_user``'s FAIR pool (not part of the key)."""
-    from wap_core.analysis.keyed_diff import keyed_diff, keyed_samples
-
-    lh, tid = ui.lakehouse(), TableId.parse(table)
-    counts = keyed_diff(lh, tid, branch, list(key), user=_user)
-    samples = keyed_samples(lh, tid, branch, list(key), limit=10, user=_user)
+    ctx, tid = _acting(_user), TableId.parse(table)
+    counts = api.keyed_diff(ctx, tid, branch, list(key))
+    samples = api.keyed_samples(ctx, tid, branch, list(key), limit=10)
     return counts, samples
 
 

@@ -13,14 +13,13 @@ import pandas as pd
 import streamlit as st
 
 from pages import _common as ui
-from wap_core import TableId
+from wap_core import api
+from wap_core.api import CommentKind, Context, Decision, Permission, ReviewState, ReviewStatus
 from wap_core.exceptions import WapError
-from wap_core.lakehouse import Lakehouse
-from wap_core.security.access import Decision, Permission
-from wap_core.workflow import review as rw
+from wap_core.identifiers import TableId
 
 if TYPE_CHECKING:
-    from wap_core.workflow.status import BranchInfo, TimelineSnapshot
+    from wap_core.api import BranchInfo, TimelineSnapshot
 
 _DIALOG = "workflow_dialog"
 
@@ -72,7 +71,7 @@ def text_form(
 # --------------------------------------------------------------------------- Review page
 
 
-def _review_state_lines(rs: rw.ReviewStatus) -> None:
+def _review_state_lines(rs: ReviewStatus) -> None:
     """The policy, the state of the head, and who approved, asked for changes, was not counted or dismissed."""
     pol = rs.policy
     rules = [f"{pol.approvals} approval{'s' if pol.approvals != 1 else ''} required"]
@@ -114,17 +113,17 @@ def _review_state_lines(rs: rw.ReviewStatus) -> None:
         )
 
 
-def review_panel(lh: Lakehouse, user: str, tid: TableId, branch: str) -> None:
+def review_panel(ctx: Context, tid: TableId, branch: str) -> None:
     """After the evidence and the actions: the review state of the head, Approve / Request changes, the thread and form."""
     try:
-        rs = rw.review_state(lh, tid, branch)
+        rs = api.review_state(ctx, tid, branch)
     except WapError as exc:
         ui.show_error(exc)
         return
     st.markdown("#### Review")
     _review_state_lines(rs)
-    allowed, why = rw.approve_decision(lh, tid, branch, user)
-    d = ui.may(lh, user, Permission.APPROVE)
+    allowed, why = api.approve_decision(ctx, tid, branch)
+    d = ui.may(ctx, Permission.APPROVE)
     c1, c2 = st.columns(2)
     if c1.button(
         "Approve",
@@ -150,22 +149,22 @@ def review_panel(lh: Lakehouse, user: str, tid: TableId, branch: str) -> None:
     dialog = st.session_state.get(_DIALOG)
     if dialog and dialog.get("table") == str(tid) and dialog.get("branch") == branch:
         if dialog["kind"] == "approve":
-            _approve_dialog(lh, user, tid, branch, int(dialog["head"]))
+            _approve_dialog(ctx, tid, branch, int(dialog["head"]))
         elif dialog["kind"] == "changes":
-            _changes_dialog(lh, user, tid, branch, int(dialog["head"]))
-    thread(lh, user, tid, branch)
+            _changes_dialog(ctx, tid, branch, int(dialog["head"]))
+    thread(ctx, tid, branch)
 
 
 @st.dialog("Approve", on_dismiss=_close)
-def _approve_dialog(lh: Lakehouse, user: str, tid: TableId, branch: str, head: int) -> None:
+def _approve_dialog(ctx: Context, tid: TableId, branch: str, head: int) -> None:
     st.write(
-        f"Approve snapshot {head} of {ui.md(tid, code=True)} · {ui.md(branch, code=True)} as {ui.md(user)}. "
+        f"Approve snapshot {head} of {ui.md(tid, code=True)} · {ui.md(branch, code=True)} as {ui.md(ctx.user)}. "
         "A later commit or a rebase dismisses this approval."
     )
     comment = text_form("wf_approve_comment", "Comment (optional)", submit="Approve", cancel=_close)
     if comment is not None:
         try:
-            rs = rw.approve(lh, tid, branch, comment=comment or None, user=user)
+            rs = api.approve(ctx, tid, branch, comment=comment or None)
         except WapError as exc:
             ui.show_error(exc)
             return
@@ -173,7 +172,7 @@ def _approve_dialog(lh: Lakehouse, user: str, tid: TableId, branch: str, head: i
 
 
 @st.dialog("Request changes", on_dismiss=_close)
-def _changes_dialog(lh: Lakehouse, user: str, tid: TableId, branch: str, head: int) -> None:
+def _changes_dialog(ctx: Context, tid: TableId, branch: str, head: int) -> None:
     st.write(
         f"Request changes on snapshot {head} of {ui.md(tid, code=True)} · {ui.md(branch, code=True)}: publish is blocked "
         "until you approve a head."
@@ -187,18 +186,18 @@ def _changes_dialog(lh: Lakehouse, user: str, tid: TableId, branch: str, head: i
     )
     if comment is not None:
         try:
-            rw.request_changes(lh, tid, branch, comment=comment, user=user)
+            api.request_changes(ctx, tid, branch, comment=comment)
         except WapError as exc:
             ui.show_error(exc)
             return
         _done(f"Changes requested on {ui.md(tid)} · {ui.md(branch)}.")
 
 
-def thread(lh: Lakehouse, user: str, tid: TableId, branch: str, *, checks: list[str] | None = None) -> None:
+def thread(ctx: Context, tid: TableId, branch: str, *, checks: list[str] | None = None) -> None:
     """The branch's comment thread and (steward role) a comment form."""
     st.markdown("#### Discussion")
     try:
-        items = rw.comments(lh, tid, branch, user=user)
+        items = api.comments(ctx, tid, branch)
     except WapError as exc:
         ui.show_error(exc)
         return
@@ -206,8 +205,8 @@ def thread(lh: Lakehouse, user: str, tid: TableId, branch: str, *, checks: list[
         st.caption("No comments yet.")
     for c in items:
         what = {
-            rw.CommentKind.APPROVED: "approved",
-            rw.CommentKind.CHANGES_REQUESTED: "requested changes",
+            CommentKind.APPROVED: "approved",
+            CommentKind.CHANGES_REQUESTED: "requested changes",
         }.get(c.kind, "commented")
         about = f" on check {ui.md(c.check, code=True)}" if c.check else ""
         st.markdown(
@@ -215,7 +214,7 @@ def thread(lh: Lakehouse, user: str, tid: TableId, branch: str, *, checks: list[
         )
         if c.text:
             st.markdown(ui.md(c.text))
-    d = ui.may(lh, user, Permission.COMMENT)
+    d = ui.may(ctx, Permission.COMMENT)
     if not d.allowed:
         st.caption(f":material/lock: {ui.md(d.message)}")
         return
@@ -227,7 +226,7 @@ def thread(lh: Lakehouse, user: str, tid: TableId, branch: str, *, checks: list[
                 st.error("Write something first.")
                 return
             try:
-                rw.add_comment(lh, tid, branch, text, check=check or None, user=user)
+                api.add_comment(ctx, tid, branch, text, check=check or None)
             except WapError as exc:
                 ui.show_error(exc)
                 return
@@ -241,10 +240,10 @@ def thread(lh: Lakehouse, user: str, tid: TableId, branch: str, *, checks: list[
 def add_review_columns(df: pd.DataFrame, rows: list[BranchInfo]) -> None:
     """Add ``review``, ``approvals`` and ``authors`` of each branch (from ``branches``) to the Branches table, in place."""
     labels = {
-        rw.ReviewState.NONE: "—",
-        rw.ReviewState.AWAITING: "awaiting",
-        rw.ReviewState.APPROVED: "approved",
-        rw.ReviewState.CHANGES_REQUESTED: "changes requested",
+        ReviewState.NONE: "—",
+        ReviewState.AWAITING: "awaiting",
+        ReviewState.APPROVED: "approved",
+        ReviewState.CHANGES_REQUESTED: "changes requested",
     }
     df["review state"] = [labels[r.review] for r in rows]
     df["approvals"] = [r.approvals for r in rows]
@@ -254,13 +253,12 @@ def add_review_columns(df: pd.DataFrame, rows: list[BranchInfo]) -> None:
 # --------------------------------------------------------------------------- History page
 
 
-def history_actions(lh: Lakehouse, user: str, table: str, timeline: list[TimelineSnapshot]) -> None:
+def history_actions(ctx: Context, table: str, timeline: list[TimelineSnapshot]) -> None:
     """Under main's timeline: Roll back (admin; confirm dialog with reason) and Reopen as branch for rolled-back batches."""
-    from wap_core.workflow.rollback import rolled_back_snapshots
 
     tid = TableId.parse(table)
     st.markdown("##### Roll back main")
-    admin = ui.may(lh, user, Permission.ADMIN)
+    admin = ui.may(ctx, Permission.ADMIN)
     if not admin.allowed:
         st.caption(f":material/lock: {ui.md(admin.message.replace('run admin actions', 'roll back'))}")
     head = timeline[0].snapshot_id if timeline else None
@@ -278,10 +276,10 @@ def history_actions(lh: Lakehouse, user: str, table: str, timeline: list[Timelin
                 "to": snap.snapshot_id,
                 "head": head,
             }
-    gone = rolled_back_snapshots(lh, tid)
+    gone = api.rolled_back_snapshots(ctx, tid)
     if gone:
         st.markdown("##### Rolled-back batches")
-        steward = ui.may(lh, user, Permission.INGEST)
+        steward = ui.may(ctx, Permission.INGEST)
         for g in gone:
             line = (
                 f"snapshot `{g.snapshot_id}` · branch {ui.md(g.branch or '?')} · {g.rows:,} rows · rolled back by "
@@ -295,10 +293,10 @@ def history_actions(lh: Lakehouse, user: str, table: str, timeline: list[Timelin
                 steward,
                 "Make this batch a branch again, to review, fix and re-publish",
             ):
-                _reopen(lh, user, tid, g.snapshot_id)
+                _reopen(ctx, tid, g.snapshot_id)
     dialog = st.session_state.get(_DIALOG)
     if dialog and dialog.get("kind") == "rollback" and dialog.get("table") == table:
-        _rollback_dialog(lh, user, tid, int(dialog["to"]), dialog.get("head"))
+        _rollback_dialog(ctx, tid, int(dialog["to"]), dialog.get("head"))
 
 
 def _reopened_row(line: str, tid: TableId, snapshot_id: int, branch: str) -> None:
@@ -334,8 +332,7 @@ def _row_action(line: str, button: tuple[str, str, str], gate: Decision, purpose
 
 
 @st.dialog("Roll back main", on_dismiss=_close)
-def _rollback_dialog(lh: Lakehouse, user: str, tid: TableId, to: int, head: int | None) -> None:
-    from wap_core.workflow.rollback import rollback
+def _rollback_dialog(ctx: Context, tid: TableId, to: int, head: int | None) -> None:
 
     st.warning(
         f"Move main of {ui.md(tid, code=True)} back to snapshot {to}. Metadata only; the later batches can be reopened as branches."
@@ -349,18 +346,17 @@ def _rollback_dialog(lh: Lakehouse, user: str, tid: TableId, to: int, head: int 
     )
     if reason is not None:
         try:
-            res = rollback(lh, tid, to, reason=reason, user=user, expected_main=head)
+            res = api.rollback(ctx, tid, to, reason=reason, expected_main=head)
         except WapError as exc:
             ui.show_error(exc)
             return
         _done(f"Rolled back {ui.md(tid)}: main {res.main_before} → {res.main_after}.")
 
 
-def _reopen(lh: Lakehouse, user: str, tid: TableId, snapshot_id: int) -> None:
-    from wap_core.workflow.rollback import reopen
+def _reopen(ctx: Context, tid: TableId, snapshot_id: int) -> None:
 
     try:
-        res = reopen(lh, tid, snapshot_id, user=user)
+        res = api.reopen(ctx, tid, snapshot_id)
     except WapError as exc:
         ui.show_error(exc)
         return

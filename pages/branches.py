@@ -9,7 +9,7 @@ import streamlit as st
 
 from pages import _common as ui
 from pages import _workflow as wf
-from wap_core.workflow.status import BRANCH_STATUSES
+from wap_core.api import BRANCH_STATUSES
 
 ui.page_header(
     "Branches", "Open audit branches. A branch is published only after its audit passes on its current head."

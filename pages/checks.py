@@ -7,9 +7,9 @@ import pandas as pd
 import streamlit as st
 
 from pages import _common as ui
-from wap_core.checks import AVAILABLE_CHECKS, load_checks
+from wap_core import api
+from wap_core.api import AVAILABLE_CHECKS, StoredAudit, load_checks
 from wap_core.states import CheckStatus
-from wap_core.store.journal import StoredAudit
 
 
 def _suite_row(
@@ -34,8 +34,8 @@ def _suite_row(
 ui.page_header(
     "Checks", "The data-quality suite each table's batches must pass, and how they fared recently."
 )
-lh = ui.lakehouse()
-path = lh.settings.checks_file
+ctx = ui.context()
+path = api.settings(ctx).checks_file
 st.caption(f"Checks file: {ui.md(path, code=True)}")
 
 with ui.wap_errors():

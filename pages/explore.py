@@ -12,14 +12,12 @@ from datetime import UTC, datetime
 import streamlit as st
 
 from pages import _common as ui
-from wap_core import TableId
-from wap_core.analysis import explore as ex
+from wap_core import api
 from wap_core.exceptions import WapError
-from wap_core.identifiers import MAIN
+from wap_core.identifiers import MAIN, TableId
 
 ui.page_header("Explore", "Read-only: browse a table as of any branch, tag, snapshot or point in time.")
-lh = ui.lakehouse()
-user = ui.current_user(lh)
+ctx = ui.context()
 
 
 def _session_alive() -> Callable[[], bool] | None:
@@ -68,12 +66,12 @@ _follow_url("explore_table", "table", tables)
 table = c1.selectbox("Table", tables, key="explore_table")
 tid = TableId.parse(table)
 try:
-    tbl = lh.table(tid)
+    tbl = api.table(ctx, tid)
 except WapError as exc:
     ui.show_error(exc)
     st.stop()
-refs = ex.refs_of(tbl)
-kinds = list(ex.REF_KINDS)
+refs = api.refs_of(tbl)
+kinds = list(api.REF_KINDS)
 _follow_url("explore_kind", "kind", kinds)
 kind = c2.selectbox("Ref kind", kinds, key="explore_kind")
 if kind in ("branch", "tag"):
@@ -81,9 +79,9 @@ if kind in ("branch", "tag"):
     _follow_url(f"explore_{kind}", "ref", options)
     value: object = c3.selectbox(kind.capitalize(), options, key=f"explore_{kind}") if options else None
 elif kind == "snapshot":
-    snaps = sorted(tbl.metadata.snapshots, key=lambda s: -s.timestamp_ms)
-    ids = [s.snapshot_id for s in snaps]
-    taken_ms = {s.snapshot_id: s.timestamp_ms for s in snaps}
+    snaps = api.snapshot_times(tbl)  # newest first
+    ids = [snapshot_id for snapshot_id, _ in snaps]
+    taken_ms = dict(snaps)
     q_snap = _param("ref")
     value = c3.selectbox(
         "Snapshot",
@@ -103,7 +101,7 @@ if value is None:
     st.info(f"{ui.md(tid)} has no {ui.md(kind)}.")
     st.stop()
 try:
-    ref = ex.resolve_ref(tbl, tid, kind, value)  # type: ignore[arg-type]
+    ref = api.resolve_ref(tbl, tid, kind, value)  # type: ignore[arg-type]
 except WapError as exc:
     ui.show_error(exc)
     st.stop()
@@ -116,7 +114,7 @@ st.caption(
 check: str | None = None
 if kind == "branch" and value != MAIN:
     try:
-        guides = ex.check_guides(lh, tid)
+        guides = api.check_guides(ctx, tid)
     except WapError as exc:
         ui.show_error(exc)
         guides = {}
@@ -164,12 +162,12 @@ def _failing_rows(branch: str, name: str, head: int) -> None:
         shown[1].cancel()
         st.session_state.pop(_FAILING, None)
     if _FAILING not in st.session_state:
-        if not ui.wait_for_spark(lh):
+        if not ui.wait_for_spark(ctx):
             st.stop()
         try:
             st.session_state[_FAILING] = (
                 what,
-                ex.submit_failing_rows(lh, tid, branch, name, user=user, alive=_session_alive()),
+                api.submit_failing_rows(ctx, tid, branch, name, alive=_session_alive()),
             )
         except WapError as exc:
             ui.show_error(exc)
@@ -183,7 +181,7 @@ def _failing_rows(branch: str, name: str, head: int) -> None:
         while not handle.done():
             waiting.info(
                 f"Reading the failing rows with Spark… {handle.elapsed:.0f} s "
-                f"(stopped after {lh.settings.query_timeout:g} s)",
+                f"(stopped after {api.settings(ctx).query_timeout:g} s)",
                 icon=":material/hourglass_top:",
             )
             time.sleep(0.3)
@@ -220,7 +218,7 @@ if check is not None:
 
 tab_schema, tab_snaps, tab_rows, tab_sql = st.tabs(["Schema", "Snapshots", "Rows", "SQL"])
 with tab_schema:
-    ui.grid(ui.frame(ex.schema_rows(tbl, ref.snapshot_id)))
+    ui.grid(ui.frame(api.schema_rows(tbl, ref.snapshot_id)))
 with tab_snaps:
     ref_name = ref.value if kind in ("branch", "tag") else "main"
     tl = ui.timeline(table, ref_name)
@@ -240,15 +238,15 @@ with tab_snaps:
         },
     )
 with tab_rows:
-    columns = [r["column"] for r in ex.schema_rows(tbl, ref.snapshot_id)]
+    columns = [r["column"] for r in api.schema_rows(tbl, ref.snapshot_id)]
     with st.form("rows"):
         f1, f2, f3, f4 = st.columns([2, 1, 2, 1])
-        col_opts, op_opts = ["(none)", *columns], list(ex.FILTER_OPS)
+        col_opts, op_opts = ["(none)", *columns], list(api.FILTER_OPS)
         q_col, q_op = st.query_params.get("col"), st.query_params.get("op")
         col = f1.selectbox("Filter column", col_opts, index=col_opts.index(q_col) if q_col in col_opts else 0)
         op = f2.selectbox("Operator", op_opts, index=op_opts.index(q_op) if q_op in op_opts else 0)
         val = f3.text_input("Value", value=st.query_params.get("val", ""))
-        limit = f4.number_input("Rows", 1, ex.MAX_ROWS, 200)
+        limit = f4.number_input("Rows", 1, api.MAX_ROWS, 200)
         go = st.form_submit_button("Show rows")
     if go:
         if col == "(none)":
@@ -258,24 +256,24 @@ with tab_rows:
             st.query_params.update({"col": col, "op": op, "val": val})
         filters = [] if col == "(none)" else [(col, op, val)]
         try:
-            if not ui.wait_for_spark(lh):
+            if not ui.wait_for_spark(ctx):
                 st.stop()
             with st.spinner("Reading rows with Spark…"):
-                ui.grid(ex.rows(lh, tid, ref.snapshot_id, filters, int(limit), user=user))
+                ui.grid(api.rows(ctx, tid, ref.snapshot_id, filters, int(limit)))
         except WapError as exc:
             ui.show_error(exc)
 with tab_sql:
     st.caption(
-        f"One read-only query over **`{ex.VIEW}`** ({ui.md(tid)} at {ui.md(ref.kind)} {ui.md(ref.value)}): SELECT/WITH with joins, "
+        f"One read-only query over **`{api.VIEW}`** ({ui.md(tid)} at {ui.md(ref.kind)} {ui.md(ref.value)}): SELECT/WITH with joins, "
         "unions, windows and subqueries over it and its CTEs, built-in functions only; anything else is refused."
     )
     with st.form("sql"):
-        sql = st.text_area("SQL", value=f"SELECT * FROM {ex.VIEW} LIMIT 20", height=120)
+        sql = st.text_area("SQL", value=f"SELECT * FROM {api.VIEW} LIMIT 20", height=120)
         run = st.form_submit_button("Run query")
     # The query runs in a worker process of its own (WAP_QUERY_ISOLATION=process; or in the console's driver,
     # in this user's FAIR pool), stopped after WAP_QUERY_TIMEOUT; this run waits for it with a Cancel button.
     # A click (a rerun) interrupts the wait at its next update and cancels; another table/ref or a new query
-    # cancels it; so does the end of this browser session (ex.submit_query's alive()).
+    # cancels it; so does the end of this browser session (api.submit_query's alive()).
     _QUERY = "explore_sql_query"
     _PHASES = {
         "waiting": "Waiting for a free query worker…",
@@ -289,11 +287,11 @@ with tab_sql:
         st.session_state.pop(_QUERY, None)
     if run:
         try:
-            if not ui.wait_for_spark(lh):
+            if not ui.wait_for_spark(ctx):
                 st.stop()
             st.session_state[_QUERY] = (
                 where,
-                ex.submit_query(lh, tid, ref.snapshot_id, sql, user=user, alive=_session_alive()),
+                api.submit_query(ctx, tid, ref.snapshot_id, sql, alive=_session_alive()),
             )
         except WapError as exc:
             ui.show_error(exc)
@@ -311,7 +309,7 @@ with tab_sql:
             while not handle.done():
                 waiting.info(
                     f"{_PHASES.get(handle.phase, 'Running with Spark…')} {handle.elapsed:.0f} s "
-                    f"(stopped after {lh.settings.query_timeout:g} s)",
+                    f"(stopped after {api.settings(ctx).query_timeout:g} s)",
                     icon=":material/hourglass_top:",
                 )
                 time.sleep(0.3)
@@ -322,7 +320,7 @@ with tab_sql:
         with outcome:
             try:
                 answer = handle.result(0)
-                own = [f.name for f in tbl.schema().fields]
+                own = api.column_names(tbl)
                 ui.grid(
                     answer, hide_index=True, width="stretch", column_config=ui.computed_counts(answer, own)
                 )

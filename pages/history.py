@@ -10,7 +10,7 @@ import streamlit as st
 
 from pages import _common as ui
 from pages import _workflow as wf
-from wap_core.store.journal import ACTIONS
+from wap_core.api import ACTIONS
 
 ui.page_header("History", "Every ingest, audit, publish, rebase, discard and refusal, with who and why.")
 
@@ -130,6 +130,4 @@ with ui.wap_errors():
                     "total_records": ui.count_column("total records"),
                 },
             )
-        wf.history_actions(
-            ui.lakehouse(), ui.current_user(), t, tl
-        )  # Roll back (admin), Reopen as branch (steward)
+        wf.history_actions(ui.context(), t, tl)  # Roll back (admin), Reopen as branch (steward)

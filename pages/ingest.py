@@ -13,29 +13,19 @@ from typing import Any
 import streamlit as st
 
 from pages import _common as ui
-from wap_core import TableId
+from wap_core import api
+from wap_core.api import Duplicate, Permission, SourcePolicy, content_hash, describe_roots, template_csv
 from wap_core.config import is_url, mask_secrets
 from wap_core.exceptions import ValidationError, WapError, first_line
-from wap_core.identifiers import validate_branch
-from wap_core.security.access import Permission
-from wap_core.security.paths import SourcePolicy, describe_roots, save_upload
-from wap_core.workflow.ingest import (
-    Duplicate,
-    content_hash,
-    find_duplicate,
-    ingest,
-    target_columns,
-    template_csv,
-)
+from wap_core.identifiers import TableId, validate_branch
 
 NEW = "New table…"
 
 ui.page_header(
     "Ingest", "Write a batch to a new audit branch. Main is untouched until a steward publishes the branch."
 )
-lh = ui.lakehouse()
-user = ui.current_user(lh)
-may_ingest = ui.may(lh, user, Permission.INGEST)
+ctx = ui.context()
+may_ingest = ui.may(ctx, Permission.INGEST)
 if not may_ingest.allowed:
     st.caption(f":material/lock: {ui.md(may_ingest.message)}")
 
@@ -59,7 +49,7 @@ if choice is not None and choice != NEW:
     if st.query_params.get("table") != choice:
         st.query_params["table"] = choice
     try:
-        columns = target_columns(lh, TableId.parse(choice))
+        columns = api.target_columns(ctx, TableId.parse(choice))
     except WapError as exc:
         ui.show_error(exc)
         columns = ()
@@ -105,7 +95,7 @@ with st.form("ingest"):
             help="Only under the allowed ingest roots (WAP_INGEST_ROOTS)",
             key="ingest_path",
         )
-        st.caption(f"Server-side paths must lie under: {ui.md(describe_roots(lh.settings))}")
+        st.caption(f"Server-side paths must lie under: {ui.md(describe_roots(api.settings(ctx)))}")
     new_table = ""
     if choice == NEW:
         new_table = st.text_input(
@@ -135,7 +125,7 @@ STEPS = {
 def _run(job: dict[str, Any]) -> None:
     """Ingest with live steps (reading → writing → auditing, with row counts as they become known)."""
     tid = TableId.parse(str(job["table"]))
-    if not ui.wait_for_spark(lh):
+    if not ui.wait_for_spark(ctx):
         return
     try:
         with st.status(f"Ingesting into {ui.md(tid)}…", expanded=True) as status:
@@ -148,14 +138,13 @@ def _run(job: dict[str, Any]) -> None:
 
             # confined: a server-side path is read only under the allowed ingest roots (and the uploads root)
             try:
-                result = ingest(
-                    lh,
+                result = api.ingest(
+                    ctx,
                     tid,
                     [str(job["source"])],
                     branch=job["branch"],
                     fmt=job["fmt"],
                     create=bool(job["create"]),
-                    user=user,
                     source_policy=SourcePolicy.CONFINED,
                     progress=progress,
                 )
@@ -201,7 +190,7 @@ if submitted:
             if upload is None:
                 raise ValidationError("choose a file to upload, or switch to a server-side path")
             # each upload in its own batch folder: two uploads of the same name never overwrite each other
-            source = str(save_upload(lh.settings, upload.name, upload.getvalue()))
+            source = str(api.save_upload(ctx, upload.name, upload.getvalue()))
         else:
             if not server_path.strip():
                 raise ValidationError("give a server-side path, or switch to uploading a file")
@@ -218,7 +207,7 @@ if submitted:
         if (
             not create and Path(source).is_file()
         ):  # metadata only: the same bytes already ingested into this table?
-            duplicate = find_duplicate(lh, tid, content_hash([source]))
+            duplicate = api.find_duplicate(ctx, tid, content_hash([source]))
         if duplicate is None:
             _run(job)
         else:

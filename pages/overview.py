@@ -9,8 +9,8 @@ import altair as alt
 import streamlit as st
 
 from pages import _common as ui
+from wap_core.api import JournalEntry
 from wap_core.states import MAIN_MOVES, BranchStatus, Outcome
-from wap_core.store.journal import JournalEntry
 
 
 def _recent(rows: list[JournalEntry], columns: list[str]) -> None:

@@ -16,22 +16,17 @@ import streamlit as st
 from pages import _common as ui
 from pages import _review_parts as rv
 from pages import _workflow as wf
-from wap_core import TableId
-from wap_core.analysis.diff import DiffResult
-from wap_core.analysis.explore import CheckGuide, check_guides
+from wap_core import api
+from wap_core.api import CheckGuide, DiffResult, Permission
 from wap_core.exceptions import ValidationError, WapError
-from wap_core.identifiers import validate_branch
-from wap_core.lake import catalog as cat
-from wap_core.security.access import Permission
-from wap_core.workflow.audit import latest_audit, run_audit
-from wap_core.workflow.publish import discard, publish, publish_readiness, rebase
+from wap_core.identifiers import TableId, validate_branch
 
 DIALOG = "review_dialog"
 CLOSED = "review_closed"  # (table, branch) this session just published or discarded
 
 ui.page_header("Review")
-lh = ui.lakehouse()
-user = ui.current_user(lh)
+ctx = ui.context()
+user = ctx.user
 
 table_q, branch_q = st.query_params.get("table"), st.query_params.get("branch")
 if not table_q or not branch_q:
@@ -53,13 +48,13 @@ if not table_q or not branch_q:
 try:
     tid = TableId.parse(table_q)
     branch = validate_branch(branch_q)
-    tbl = lh.table(tid)
+    tbl = api.table(ctx, tid)
 except WapError as exc:
     ui.show_error(exc)
     st.stop()
 
 st.subheader(f"{ui.md(tid)} · {ui.md(branch)}")
-if branch not in cat.branch_names(tbl):
+if branch not in api.branch_names(tbl):
     if st.session_state.pop(CLOSED, None) == (str(tid), branch):
         st.stop()  # this session just published or discarded it: its success message says it all
     st.warning(
@@ -73,16 +68,16 @@ if branch not in cat.branch_names(tbl):
     st.page_link("pages/branches.py", label="Open branches", icon=":material/account_tree:")
     st.stop()
 
-head = cat.ref_snapshot_id(tbl, branch)
-audit = latest_audit(lh, tid, branch)
-ready = publish_readiness(lh, tid, branch, tbl)
-meta = cat.metadata_diff(tbl, tid, branch)
+head = api.ref_snapshot_id(tbl, branch)
+audit = api.latest_audit(ctx, tid, branch)
+ready = api.publish_readiness(ctx, tid, branch, tbl)
+meta = api.metadata_diff(tbl, tid, branch)
 
 # ----------------------------------------------------------------------------- verdict and evidence
 rv.verdict(audit, head, ready, meta)
 guides: dict[str, CheckGuide] = {}
 try:  # the checks file's word on each check: all its failing rows in Explore, the table that fixes it
-    guides = check_guides(lh, tid)
+    guides = api.check_guides(ctx, tid)
 except WapError as exc:
     ui.show_error(exc)
 rv.failing_checks(audit, str(tid), branch, guides)
@@ -101,7 +96,7 @@ def _close() -> None:
 st.markdown("#### Actions")
 # Role-gated: each control is disabled with the core's reason; the core refuses anyway if called.
 can = {
-    p: ui.may(lh, user, p)
+    p: ui.may(ctx, p)
     for p in (
         Permission.AUDIT,
         Permission.PUBLISH,
@@ -180,7 +175,7 @@ if rerun_audit:
     try:
         with st.status("Running the audit with Spark…", expanded=True) as s:
             st.write("Reading the branch's new rows and evaluating the suite…")
-            result = run_audit(lh, tid, branch, user=user)
+            result = api.run_audit(ctx, tid, branch)
             s.update(label=f"Audit {ui.md(result.status)}", state="complete")
         ui.writes_done()
         ui.flash(
@@ -193,7 +188,7 @@ if rerun_audit:
 if do_rebase:
     try:
         with st.status("Rebasing onto current main and auditing it with Spark…", expanded=True) as s:
-            rb = rebase(lh, tid, branch, user=user)  # the rebase audits the new head (as ingest does)
+            rb = api.rebase(ctx, tid, branch)  # the rebase audits the new head (as ingest does)
             s.update(label=f"Rebase: {ui.md(rb.outcome)}", state="complete")
         ui.writes_done()
         done = f"Rebased {ui.md(tid)} {ui.md(branch)} onto main ({rb.rows:,} rows replayed)"
@@ -250,7 +245,7 @@ def publish_dialog(force: bool) -> None:
         reason = wf.text_form("publish_note", "Note (optional)", submit="Confirm", cancel=_close)
     if reason is not None:
         _act(
-            lambda: publish(lh, tid, branch, force=force, reason=reason or None, user=user),
+            lambda: api.publish(ctx, tid, branch, force=force, reason=reason or None),
             lambda res: (
                 f"{'Force-published' if res.forced else 'Published'} {ui.md(tid)} · {ui.md(branch)}: main is now snapshot {ui.id_text(res.main_after)}. {_NEXT}"
             ),
@@ -272,7 +267,7 @@ def discard_dialog() -> None:
     )
     if reason is not None:
         _act(
-            lambda: discard(lh, tid, branch, reason=reason, user=user),
+            lambda: api.discard(ctx, tid, branch, reason=reason),
             lambda _res: (
                 f"Discarded {ui.md(tid)} · {ui.md(branch)} ({ui.md(reason)}). Main is unchanged. {_NEXT}"
             ),
@@ -287,7 +282,7 @@ if dialog and dialog.get("table") == str(tid) and dialog.get("branch") == branch
         discard_dialog()
 
 # ----------------------------------------------------------------------------- review, metadata, the audit
-wf.review_panel(lh, user, tid, branch)  # approvals on the head, Approve / Request changes, the thread
+wf.review_panel(ctx, tid, branch)  # approvals on the head, Approve / Request changes, the thread
 
 st.markdown("#### What the branch changes (metadata)")
 rv.metadata_summary(meta)
@@ -299,19 +294,17 @@ rv.audit_details(audit, head)
 st.markdown("#### Diff against main (Spark)")
 diff: DiffResult | None = None
 try:
-    if not ui.wait_for_spark(lh):
+    if not ui.wait_for_spark(ctx):
         st.stop()
     with st.status("Computing the diff with Spark…", expanded=False) as s:
-        diff = rv.cached_diff(str(tid), branch, head, _user=ui.current_user())
+        diff = rv.cached_diff(str(tid), branch, head, _user=user)
         s.update(label=f"Diff computed on {diff.rows_added:,} new rows", state="complete")
 except (WapError, ValidationError) as exc:
     ui.show_error(exc)
 if diff is not None:
     rv.diff_details(diff, checks=audit.checks if audit else ())
 
-rv.keyed_section(
-    str(tid), branch, head, [f.name for f in tbl.schema().fields], rv.key_columns(audit) if audit else []
-)
+rv.keyed_section(str(tid), branch, head, api.column_names(tbl), rv.key_columns(audit) if audit else [])
 
 st.markdown("#### New rows (preview)")
 try:

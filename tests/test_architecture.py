@@ -5,6 +5,12 @@
 - **No import circle** between modules.
 - **No function-level import** of a wap_core module (an import inside a function hides a circle).
 - **No Streamlit** in the core; every package says what it is for in its docstring.
+- **The faces call one API**: the console (``app.py``, ``pages/``), the CLI (``wap_core.cli``), the pipeline
+  API and the integrations import only the facade :mod:`wap_core.api` and the base modules (exceptions,
+  identifiers, states, values, config), plus their own face's modules; the integrations also the pipeline
+  API they wrap. ``pages/`` and ``app.py`` import no project module inside a function either.
+- **The whole import picture** (type-only and function-level imports included, ``bench/`` too) has no circle
+  and, in wap_core, no arrow running up.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("wap_core.__main__", "wap_core.cli"),
     ("wap_core.integrations",),  # orchestrator operators (optional extras)
     ("wap_core.pipeline",),  # the Python API for pipelines
+    ("wap_core.api",),  # the facade: start-up, identity, every action and read the faces call
     ("wap_core.workflow",),  # actions: validate, authorize, move refs, journal, notify
     ("wap_core.analysis",),  # read-only looks at a branch (diff, keyed diff, explore)
     ("wap_core.session",),  # the one door for side effects: authorizes, journals, refuses, notifies
@@ -45,7 +52,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 FACADE = "wap_core"  # the package root re-exports Lakehouse, Settings, TableId for users; not a layer
 
 
-def _modules() -> dict[str, Path]:
+def _modules() -> dict[str, Path]:  # wap_core's modules by dotted name
     out: dict[str, Path] = {}
     for p in CORE.rglob("*.py"):
         if "migrations" in p.parts:
@@ -58,21 +65,35 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
+def _faces() -> dict[str, Path]:
+    """The console's scripts (``app.py``, ``pages/*.py``): faces of their own, outside the package."""
+    out = {"app": ROOT / "app.py"}
+    out.update({f"pages.{p.stem}": p for p in sorted((ROOT / "pages").glob("*.py"))})
+    return out
+
+
+CONSOLE = _faces()
+BENCH = {f"bench.{p.stem}".removesuffix(".__init__"): p for p in sorted((ROOT / "bench").glob("*.py"))}
+KNOWN: dict[str, Path] = {**MODULES, **CONSOLE, **BENCH}
+
+
 def _targets(module: str, node: ast.Import | ast.ImportFrom) -> list[str]:
+    """The project modules (wap_core, the console's, bench's) an import statement of ``module`` names."""
+    known = KNOWN
     if isinstance(node, ast.Import):
-        return [a.name for a in node.names if a.name in MODULES]
+        return [a.name for a in node.names if a.name in known]
     if node.level:
         base = module.split(".")
-        if MODULES[module].name != "__init__.py":
+        if known[module].name != "__init__.py":
             base = base[:-1]
         base = base[: len(base) - (node.level - 1)]
         target = ".".join([*base, *([node.module] if node.module else [])])
     else:
         target = node.module or ""
-    subs = [f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in MODULES]
+    subs = [f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in known]
     if subs and len(subs) == len(node.names):
         return subs  # ``from pkg import mod``: the modules, not the package's __init__
-    return [t for t in [target, *subs] if t in MODULES]
+    return [t for t in [target, *subs] if t in known]
 
 
 def _runtime_imports(module: str) -> set[str]:
@@ -97,6 +118,50 @@ def _runtime_imports(module: str) -> set[str]:
 
 
 GRAPH = {m: _runtime_imports(m) for m in MODULES}
+
+
+def _all_imports(module: str) -> set[str]:
+    """Every project module ``module`` names in an import, wherever: module level, ``if TYPE_CHECKING:``,
+    inside a function (the import picture a reader sees)."""
+    tree = ast.parse(KNOWN[module].read_text())
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.update(t for t in _targets(module, node) if t != module)
+    return found
+
+
+PICTURE = {m: _all_imports(m) for m in KNOWN}
+
+# The faces and what each may import besides the facade and the base modules: its own face's modules
+# (``pages._common``, ``wap_core.cli.output``) and, for the integrations, the pipeline API they wrap.
+FACADE_API = "wap_core.api"
+BASE_TYPES = (
+    "wap_core.exceptions",
+    "wap_core.identifiers",
+    "wap_core.states",
+    "wap_core.values",
+    "wap_core.config",
+)
+FACES: dict[str, tuple[str, ...]] = {
+    "app": ("pages",),
+    "pages": ("pages",),
+    "wap_core.__main__": ("wap_core.cli",),
+    "wap_core.cli": ("wap_core.cli",),
+    "wap_core.pipeline": (),
+    "wap_core.integrations": ("wap_core.integrations", "wap_core.pipeline"),
+}
+# Type-only arrows running up that item 2 of issue 26 (lake/ receives plain values, never the Lakehouse)
+# removes: listed so that no new one appears; delete each line as its arrow goes.
+AWAITING_ITEM_2 = {
+    ("wap_core.lake.batch", "wap_core.lakehouse"),
+    ("wap_core.lake.metaprofile", "wap_core.lakehouse"),
+    ("wap_core.lake.refs", "wap_core.lakehouse"),
+}
+
+
+def _under(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
 
 
 def layer_of(module: str) -> int:
@@ -195,14 +260,91 @@ def test_no_import_circle() -> None:
 
 
 def test_no_function_level_import_of_wap_core() -> None:
+    """Neither in wap_core nor in the console's pages and ``app.py`` (an import inside a function hides
+    what a module depends on)."""
     found = []
-    for m, path in sorted(MODULES.items()):
+    for m, path in sorted({**MODULES, **CONSOLE}.items()):
         for fn in ast.walk(ast.parse(path.read_text())):
             if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
                 for node in ast.walk(fn):
                     if isinstance(node, ast.Import | ast.ImportFrom) and _targets(m, node):
                         found.append(f"{path.relative_to(ROOT)}:{node.lineno} in {fn.name}()")
     assert not found, "\n".join(found)
+
+
+def test_the_import_picture_has_no_circle() -> None:
+    """Type-only and function-level imports included: a circle there is a circle a reader has to untangle
+    (wap_core, the console and bench/)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def strong(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(PICTURE[v]):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part: list[str] = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                part.append(w)
+                if w == v:
+                    break
+            if len(part) > 1:
+                circles.append(sorted(part))
+
+    for v in sorted(PICTURE):
+        if v not in index:
+            strong(v)
+    assert not circles, circles
+
+
+def test_the_import_picture_has_no_arrow_running_up() -> None:
+    """The layers hold for type-only imports too (an annotation naming a higher layer couples the layers)."""
+    wrong = sorted(
+        (m, t)
+        for m in MODULES
+        if m != FACADE
+        for t in PICTURE[m]
+        if t in MODULES and t != FACADE and layer_of(t) < layer_of(m)
+    )
+    assert set(wrong) <= AWAITING_ITEM_2, [w for w in wrong if w not in AWAITING_ITEM_2]
+
+
+def _face_of(module: str) -> str | None:
+    return next((f for f in sorted(FACES, key=len, reverse=True) if _under(module, f)), None)
+
+
+def test_every_face_is_known() -> None:
+    assert {m for m in CONSOLE if _face_of(m) is None} == set()
+    assert {_face_of(m) for m in MODULES} >= {"wap_core.cli", "wap_core.pipeline", "wap_core.integrations"}
+
+
+def test_the_faces_import_only_the_facade_and_the_base_modules() -> None:
+    """The console, the CLI, the pipeline API and the integrations call one API (:mod:`wap_core.api`)."""
+    wrong = []
+    for m in sorted(KNOWN):
+        face = _face_of(m)
+        if face is None:
+            continue
+        allowed = (FACADE_API, *BASE_TYPES, *FACES[face])
+        wrong += [f"{m} imports {t}" for t in sorted(PICTURE[m]) if not any(_under(t, a) for a in allowed)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_architecture_test_sees_the_faces() -> None:
+    """The checks above would pass vacuously if the console's files were not parsed."""
+    assert "pages._common" in PICTURE and "app" in PICTURE
+    assert FACADE_API in PICTURE["pages.review"] and FACADE_API in PICTURE["wap_core.cli.commands"]
 
 
 def test_no_streamlit_in_the_core() -> None:

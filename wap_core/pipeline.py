@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from wap_core import api
+from wap_core.api import Lakehouse, PublishResult, ReviewState, Session, SourcePolicy
 from wap_core.config import mask_secrets
 from wap_core.exceptions import (
     AuditFailedError,
@@ -49,19 +51,7 @@ from wap_core.exceptions import (
     printable,
 )
 from wap_core.identifiers import TableId
-from wap_core.lake import catalog as cat
-from wap_core.lakehouse import Lakehouse
-from wap_core.notify import config_for, review_link
-from wap_core.security.paths import SourcePolicy
-from wap_core.session import Session, session_of
 from wap_core.states import Action, CheckStatus, Outcome
-from wap_core.workflow.audit import run_audit
-from wap_core.workflow.ingest import ingest as core_ingest
-from wap_core.workflow.publish import PublishResult, publish, publish_readiness
-from wap_core.workflow.publish import discard as core_discard
-from wap_core.workflow.reconcile import reconcile
-from wap_core.workflow.review import ReviewState
-from wap_core.workflow.tokens import cli_identity
 
 log = logging.getLogger(__name__)
 
@@ -135,20 +125,26 @@ class Audit:
         return self.status.ok
 
 
-def session(lh: Session | Lakehouse | None = None) -> Session:
-    """The session of ``lh`` (a bare lakehouse acts as its ``WAP_USER``), or the environment's lakehouse acting
-    as the pipeline's service identity.
-
-    The identity is the CLI's (:func:`wap_core.workflow.tokens.cli_identity`): the service token in
-    ``WAP_TOKEN`` (its user with exactly its role; an unknown, expired or revoked token is refused, exit 1),
-    else ``WAP_USER`` unless the access file says ``cli_identity: token``.
-    """
-    return session_of(lh) if lh is not None else cli_identity(Lakehouse.from_env())
-
-
 def lakehouse(lh: Session | Lakehouse | None = None) -> Lakehouse:
-    """The lakehouse of :func:`session`."""
-    return session(lh).lakehouse
+    """``lh``, or the lakehouse of the environment acting as the pipeline's service identity (:func:`context`)."""
+    return context(lh).lakehouse
+
+
+def context(lh: Session | Lakehouse | None = None) -> Session:
+    """The session the pipeline acts in: ``lh`` itself when it is a session, a lakehouse acting as its own
+    user, else the start-up every face shares
+    (:func:`wap_core.api.start`) with the CLI's identity (:func:`wap_core.api.open_context`, ``service``):
+    the service token in ``WAP_TOKEN`` (its user with exactly its role; an unknown, expired or revoked token
+    is refused, exit 1), else ``WAP_USER`` unless the access file says ``cli_identity: token``.
+    """
+    if isinstance(lh, Session):
+        return lh
+    if lh is not None:
+        return api.open_context(lh)
+    return api.open_context(api.start(), service=True)
+
+
+session = context  # the name the session helper gave it: one function
 
 
 def _tid(table: TableId | str) -> TableId:
@@ -169,10 +165,14 @@ def ingest(
     Sources are read as the CLI reads them (any path the process can read). A failed audit is not an
     error here: the batch waits in its branch for a person (see :func:`wait_for_decision`).
     """
-    s = session(lh)
-    lh = s.lakehouse
-    r = core_ingest(
-        s, _tid(table), list(sources), branch=branch, fmt=fmt, create=create, source_policy=SourcePolicy.ANY
+    r = api.ingest(
+        context(lh),
+        _tid(table),
+        list(sources),
+        branch=branch,
+        fmt=fmt,
+        create=create,
+        source_policy=SourcePolicy.ANY,
     )
     return Branch(
         table=r.table,
@@ -189,9 +189,7 @@ def audit(
     table: TableId | str, branch: str, *, require_pass: bool = False, lh: Session | Lakehouse | None = None
 ) -> Audit:
     """(Re-)audit ``branch``; with ``require_pass`` a failed audit raises :class:`AuditFailedError` (exit 1)."""
-    s = session(lh)
-    lh = s.lakehouse
-    r = run_audit(s, _tid(table), branch)
+    r = api.run_audit(context(lh), _tid(table), branch)
     out = Audit(r.table, r.branch, r.snapshot_id, r.status, tuple(r.failed_checks))
     if require_pass and not out.passed:
         raise AuditFailedError(
@@ -216,25 +214,26 @@ def decision_now(
     satisfied), CHANGES_REQUESTED while a reviewer's request is open on the head. A branch that is gone
     was PUBLISHED or DISCARDED, as the journal says; gone without either raises :class:`NotFoundError`.
     """
-    s = session(lh)
-    lh = s.lakehouse
+    ctx = context(lh)
     tid = _tid(table)
-    reconcile(lh, tid, branch=branch)  # a crashed publish/discard of this branch is recorded before deciding
-    tbl = lh.table(tid)
-    if branch not in tbl.metadata.refs:
+    api.recover(
+        ctx, tid, branch=branch
+    )  # a crashed publish/discard of this branch is recorded before deciding
+    tbl = api.table(ctx, tid)
+    if api.ref_snapshot_id(tbl, branch) is None:
         # A publish or discard commits its ref move, then journals its outcome and releases its intent in
         # one transaction: an intent still pending after the reconcile above belongs to a process that is
         # still running, so its outcome is on its way (look again next poll).
-        if lh.journal.pending_intent_on(str(tid), branch) is not None:
+        if api.pending_intent_on(ctx, tid, branch):
             return None
-        for e in lh.journal.history(str(tid), branch=branch, limit=50):  # newest first
+        for e in api.history(ctx, str(tid), branch=branch, limit=50):  # newest first
             if e.action is Action.PUBLISH and e.outcome in (Outcome.PUBLISHED, Outcome.FORCED):
                 return Decision.PUBLISHED
             if e.outcome in (Outcome.DISCARDED, Outcome.EXPIRED):
                 return Decision.DISCARDED
-        cat.require_branch(tbl, tid, branch)  # raises NotFoundError naming the open branches
+        api.require_branch(tbl, tid, branch)  # raises NotFoundError naming the open branches
         raise NotFoundError(f"branch {branch} of {tid} is gone")  # pragma: no cover - require_branch raised
-    ready = publish_readiness(lh, tid, branch, tbl)
+    ready = api.publish_readiness(ctx, tid, branch, tbl)
     if ready.allowed:
         return Decision.APPROVED
     if ready.review is not None and ready.review.state is ReviewState.CHANGES_REQUESTED:
@@ -297,29 +296,24 @@ def publish_if_passed(
     A refusal raises :class:`wap_core.exceptions.RefusedError` (exit 1) and is journaled; a branch a
     person already published returns ``outcome == "already_published"``.
     """
-    s = session(lh)
-    lh = s.lakehouse
-    return publish(s, _tid(table), branch)
+    return api.publish(context(lh), _tid(table), branch)
 
 
 def discard(
     table: TableId | str, branch: str, *, reason: str | None = None, lh: Session | Lakehouse | None = None
 ) -> bool:
     """Discard ``branch`` (a pipeline's rollback); False when it is gone already (published or discarded)."""
-    s = session(lh)
-    lh = s.lakehouse
+    ctx = context(lh)
     tid = _tid(table)
-    if branch not in lh.table(tid).metadata.refs:
+    if api.ref_snapshot_id(api.table(ctx, tid), branch) is None:
         return False
-    core_discard(s, tid, branch, reason=reason)
+    api.discard(ctx, tid, branch, reason=reason)
     return True
 
 
 def review_url(table: TableId | str, branch: str, *, lh: Session | Lakehouse | None = None) -> str:
     """The console's Review page of the branch (``console_url`` of the notifications file)."""
-    s = session(lh)
-    lh = s.lakehouse
-    return review_link(config_for(lh.settings).console_url, str(table), branch)
+    return api.review_url(context(lh), table, branch)
 
 
 class _Parser(argparse.ArgumentParser):

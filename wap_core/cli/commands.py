@@ -8,9 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from wap_core.analysis import explore
-from wap_core.analysis.diff import compute_diff
-from wap_core.analysis.keyed_diff import keyed_diff
+from wap_core import api
 from wap_core.cli.output import (
     EXIT_OK,
     EXIT_REFUSED,
@@ -24,45 +22,30 @@ from wap_core.cli.output import (
 )
 from wap_core.exceptions import ValidationError
 from wap_core.identifiers import TableId
-from wap_core.notify import notify_test
-from wap_core.security.access import Permission
-from wap_core.security.paths import SourcePolicy
 from wap_core.values import to_jsonable
-from wap_core.workflow import review
-from wap_core.workflow import tokens as token_actions
-from wap_core.workflow.audit import run_audit
-from wap_core.workflow.demo import seed_demo
-from wap_core.workflow.gc import collect_garbage
-from wap_core.workflow.ingest import ingest
-from wap_core.workflow.publish import discard, publish, rebase
-from wap_core.workflow.rollback import reopen, rollback
-from wap_core.workflow.status import list_branches, table_infos
 
 if TYPE_CHECKING:
-    from wap_core.session import Session
+    from wap_core.api import Context
 
 
-# A subcommand: (parsed arguments, the session: lakehouse and who acts) -> exit code.
-Handler = Callable[[argparse.Namespace, "Session"], int]
+# A subcommand: (parsed arguments, the context opened once: lakehouse and who acts) -> exit code.
+Handler = Callable[[argparse.Namespace, "Context"], int]
 
 
-def _authorize_read(args: argparse.Namespace, s: Session) -> None:
+def _authorize_read(args: argparse.Namespace, ctx: Context) -> None:
     """Reading commands (tables, branches, history, diff) need the READ permission (on the table, if one is named)."""
 
-    s.authorize(
-        Permission.READ,
-        table=TableId.parse(args.table) if getattr(args, "table", None) else None,
-    )
+    api.authorize_read(ctx, TableId.parse(args.table) if getattr(args, "table", None) else None)
 
 
-def _whoami(args: argparse.Namespace, s: Session) -> int:
+def _whoami(args: argparse.Namespace, ctx: Context) -> int:
 
-    policy = s.policy()
-    roles = [r.label for r in policy.roles_of(s.user)]
+    policy = api.access_policy(ctx)
+    roles = [r.label for r in policy.roles_of(ctx.user)]
     if args.json:
-        print_json({"user": s.user, "roles": roles})
+        print_json({"user": ctx.user, "roles": roles})
     else:
-        print(s.user)
+        print(ctx.user)
         print(f"roles: {', '.join(roles) or 'none'}")
         if not policy.enabled:
             print(
@@ -72,33 +55,31 @@ def _whoami(args: argparse.Namespace, s: Session) -> int:
     return EXIT_OK
 
 
-def _demo(args: argparse.Namespace, s: Session) -> int:
+def _demo(args: argparse.Namespace, ctx: Context) -> int:
 
-    if args.if_empty and s.lakehouse.tables():
-        print(f"lakehouse {s.lakehouse.settings.home} already has tables; demo not seeded")
+    if args.if_empty and api.table_names(ctx):
+        print(f"lakehouse {api.settings(ctx).home} already has tables; demo not seeded")
         return EXIT_OK
-    summary = seed_demo(s.lakehouse, force=args.force)
+    summary = api.seed_demo(ctx, force=args.force)
     for line in summary:
         print(line)
     return EXIT_OK
 
 
-def _tables(args: argparse.Namespace, s: Session) -> int:
+def _tables(args: argparse.Namespace, ctx: Context) -> int:
 
-    _authorize_read(args, s)
-    infos = [to_jsonable(t) for t in table_infos(s.lakehouse)]
+    _authorize_read(args, ctx)
+    infos = [to_jsonable(t) for t in api.table_infos(ctx)]
     print_json(infos) if args.json else print_table(
         infos, ["table", "rows", "snapshots", "open_branches", "last_updated"]
     )
     return EXIT_OK
 
 
-def _branches(args: argparse.Namespace, s: Session) -> int:
+def _branches(args: argparse.Namespace, ctx: Context) -> int:
 
-    _authorize_read(args, s)
-    rows = [
-        to_jsonable(b) for b in list_branches(s.lakehouse, TableId.parse(args.table) if args.table else None)
-    ]
+    _authorize_read(args, ctx)
+    rows = [to_jsonable(b) for b in api.list_branches(ctx, TableId.parse(args.table) if args.table else None)]
     if args.status:
         rows = [r for r in rows if r["status"] == args.status]
     print_json(rows) if args.json else print_table(
@@ -107,17 +88,15 @@ def _branches(args: argparse.Namespace, s: Session) -> int:
     return EXIT_OK
 
 
-def _gc(args: argparse.Namespace, s: Session) -> int:
+def _gc(args: argparse.Namespace, ctx: Context) -> int:
 
-    gc = collect_garbage(s, older_than=args.older_than, dry_run=args.dry_run)
+    gc = api.collect_garbage(ctx, older_than=args.older_than, dry_run=args.dry_run)
     return print_result(args, gc, "\n".join(gc.lines()))
 
 
-def _history(args: argparse.Namespace, s: Session) -> int:
-    _authorize_read(args, s)
-    entries = s.lakehouse.journal.history(
-        str(TableId.parse(args.table)) if args.table else None, limit=args.limit
-    )
+def _history(args: argparse.Namespace, ctx: Context) -> int:
+    _authorize_read(args, ctx)
+    entries = api.history(ctx, str(TableId.parse(args.table)) if args.table else None, limit=args.limit)
     rows = [to_jsonable(e) for e in entries]
     print_json(rows) if args.json else print_table(
         rows, ["at", "user", "action", "table", "branch", "outcome", "reason"]
@@ -125,18 +104,18 @@ def _history(args: argparse.Namespace, s: Session) -> int:
     return EXIT_OK
 
 
-def _ingest(args: argparse.Namespace, s: Session) -> int:
+def _ingest(args: argparse.Namespace, ctx: Context) -> int:
 
     table = TableId.parse(args.table)
     # The CLI reads any path its OS user can read: whoever runs it holds the catalog's credentials anyway.
-    res = ingest(
-        s,
+    res = api.ingest(
+        ctx,
         table,
         args.sources,
         branch=args.branch,
         fmt=args.format,
         create=args.create,
-        source_policy=SourcePolicy.ANY,
+        source_policy=api.SourcePolicy.ANY,
     )
     if args.json:
         print_json(to_jsonable(res))
@@ -153,27 +132,21 @@ def _ingest(args: argparse.Namespace, s: Session) -> int:
     return EXIT_OK if res.audit.passed else EXIT_REFUSED
 
 
-def _audit(args: argparse.Namespace, s: Session) -> int:
+def _audit(args: argparse.Namespace, ctx: Context) -> int:
 
-    audit = run_audit(s, TableId.parse(args.table), args.branch)
+    audit = api.run_audit(ctx, TableId.parse(args.table), args.branch)
     print_json(to_jsonable(audit)) if args.json else print_audit(audit)
     return EXIT_OK if audit.passed else EXIT_REFUSED
 
 
-def _diff(args: argparse.Namespace, s: Session) -> int:
+def _diff(args: argparse.Namespace, ctx: Context) -> int:
 
-    _authorize_read(args, s)
+    _authorize_read(args, ctx)
     table = TableId.parse(args.table)
-    d = compute_diff(s.lakehouse, table, args.branch, user=s.user)
+    d = api.compute_diff(ctx, table, args.branch)
     keyed = None
     if args.key:
-        keyed = keyed_diff(
-            s.lakehouse,
-            table,
-            args.branch,
-            [k.strip() for k in args.key.split(",") if k.strip()],
-            user=s.user,
-        )
+        keyed = api.keyed_diff(ctx, table, args.branch, [k.strip() for k in args.key.split(",") if k.strip()])
     if args.json:
         print_json({**to_jsonable(d), **({"keyed": to_jsonable(keyed)} if keyed is not None else {})})
         return EXIT_OK
@@ -210,9 +183,9 @@ def _diff(args: argparse.Namespace, s: Session) -> int:
     return EXIT_OK
 
 
-def _publish(args: argparse.Namespace, s: Session) -> int:
+def _publish(args: argparse.Namespace, ctx: Context) -> int:
 
-    r = publish(s, TableId.parse(args.table), args.branch, force=args.force, reason=args.reason)
+    r = api.publish(ctx, TableId.parse(args.table), args.branch, force=args.force, reason=args.reason)
     return print_result(
         args,
         r,
@@ -220,9 +193,9 @@ def _publish(args: argparse.Namespace, s: Session) -> int:
     )
 
 
-def _rebase(args: argparse.Namespace, s: Session) -> int:
+def _rebase(args: argparse.Namespace, ctx: Context) -> int:
 
-    rb = rebase(s, TableId.parse(args.table), args.branch)
+    rb = api.rebase(ctx, TableId.parse(args.table), args.branch)
     return print_result(
         args,
         rb,
@@ -236,40 +209,40 @@ def _rebase(args: argparse.Namespace, s: Session) -> int:
     )
 
 
-def _discard(args: argparse.Namespace, s: Session) -> int:
+def _discard(args: argparse.Namespace, ctx: Context) -> int:
 
-    dr = discard(s, TableId.parse(args.table), args.branch, reason=args.reason)
+    dr = api.discard(ctx, TableId.parse(args.table), args.branch, reason=args.reason)
     return print_result(args, dr, f"discarded {dr.table} {dr.branch} (head {dr.head}); main untouched")
 
 
-def _approve(args: argparse.Namespace, s: Session) -> int:
+def _approve(args: argparse.Namespace, ctx: Context) -> int:
 
-    rs = review.approve(s, TableId.parse(args.table), args.branch, comment=args.comment)
+    rs = api.approve(ctx, TableId.parse(args.table), args.branch, comment=args.comment)
     return print_review(args, rs, "approved")
 
 
-def _request_changes(args: argparse.Namespace, s: Session) -> int:
+def _request_changes(args: argparse.Namespace, ctx: Context) -> int:
 
-    rs = review.request_changes(s, TableId.parse(args.table), args.branch, comment=args.comment)
+    rs = api.request_changes(ctx, TableId.parse(args.table), args.branch, comment=args.comment)
     return print_review(args, rs, "changes requested on")
 
 
-def _comment(args: argparse.Namespace, s: Session) -> int:
+def _comment(args: argparse.Namespace, ctx: Context) -> int:
 
-    added = review.add_comment(s, TableId.parse(args.table), args.branch, args.text, check=args.check)
+    added = api.add_comment(ctx, TableId.parse(args.table), args.branch, args.text, check=args.check)
     return print_result(args, added, f"comment {added.id} added to {added.table} {added.branch}")
 
 
-def _comments(args: argparse.Namespace, s: Session) -> int:
+def _comments(args: argparse.Namespace, ctx: Context) -> int:
 
-    thread = [to_jsonable(c) for c in review.comments(s, TableId.parse(args.table), args.branch)]
+    thread = [to_jsonable(c) for c in api.comments(ctx, TableId.parse(args.table), args.branch)]
     print_json(thread) if args.json else print_table(thread, ["at", "user", "kind", "check", "text"])
     return EXIT_OK
 
 
-def _rollback(args: argparse.Namespace, s: Session) -> int:
+def _rollback(args: argparse.Namespace, ctx: Context) -> int:
 
-    rr = rollback(s, TableId.parse(args.table), args.to, reason=args.reason)
+    rr = api.rollback(ctx, TableId.parse(args.table), args.to, reason=args.reason)
     return print_result(
         args,
         rr,
@@ -277,10 +250,10 @@ def _rollback(args: argparse.Namespace, s: Session) -> int:
     )
 
 
-def _reopen(args: argparse.Namespace, s: Session) -> int:
+def _reopen(args: argparse.Namespace, ctx: Context) -> int:
 
-    ro = reopen(
-        s,
+    ro = api.reopen(
+        ctx,
         TableId.parse(args.table),
         args.snapshot,
         branch=args.branch,
@@ -290,10 +263,10 @@ def _reopen(args: argparse.Namespace, s: Session) -> int:
     return print_result(args, ro, ro.branch)
 
 
-def _token(args: argparse.Namespace, s: Session) -> int:
+def _token(args: argparse.Namespace, ctx: Context) -> int:
     """``token create`` prints the token once (stdout; only its SHA-256 is stored); ``list``, ``revoke``."""
     if args.token_command == "create":
-        token, info = token_actions.create_token(s, args.user, args.role, args.expires)
+        token, info = api.create_token(ctx, args.user, args.role, args.expires)
         if args.json:  # not print_json: the token is a registered secret and would be masked
             print(json.dumps({**to_jsonable(info), "token": token}, indent=2))
         else:
@@ -304,22 +277,22 @@ def _token(args: argparse.Namespace, s: Session) -> int:
             file=sys.stderr,
         )
     elif args.token_command == "list":
-        rows = [to_jsonable(t) for t in token_actions.list_tokens(s)]
+        rows = [to_jsonable(t) for t in api.list_tokens(ctx)]
         print_json(rows) if args.json else print_table(
             rows, ["id", "user", "role", "status", "expires_at", "created_by", "revoked_by"]
         )
     else:
-        info = token_actions.revoke_token(s, args.id)
+        info = api.revoke_token(ctx, args.id)
         print_json(to_jsonable(info)) if args.json else print(
             f"revoked service token {info.id} ({info.user})"
         )
     return EXIT_OK
 
 
-def _notify_test(args: argparse.Namespace, s: Session) -> int:
+def _notify_test(args: argparse.Namespace, ctx: Context) -> int:
     """``notify-test``: exit 0 when every target took the test event, 1 when one did not, 2 on a bad notify file."""
 
-    cfg, outcomes = notify_test(s.lakehouse.settings, user=s.user)
+    cfg, outcomes = api.notify_test(ctx)
     if args.json:
         print_json([to_jsonable(o) for o in outcomes])
     elif not outcomes:
@@ -342,22 +315,20 @@ def _notify_test(args: argparse.Namespace, s: Session) -> int:
     return EXIT_OK if all(o.delivered for o in outcomes) else EXIT_REFUSED
 
 
-def _query(args: argparse.Namespace, s: Session) -> int:
+def _query(args: argparse.Namespace, ctx: Context) -> int:
     """``query``: one read-only query over ``ref_view`` (see wap_core.security.sql_guard); refusals are exit 2."""
 
     table = TableId.parse(args.table)
 
-    if not 1 <= args.limit <= explore.MAX_ROWS:
-        raise ValidationError(f"--limit must be between 1 and {explore.MAX_ROWS}, got {args.limit}")
-    ref = explore.resolve_any_ref(s.lakehouse.table(table), table, args.ref)
-    res = explore.bounded_query_rows(
-        s.lakehouse, table, ref.snapshot_id, args.sql, limit=args.limit, user=s.user
-    )
+    if not 1 <= args.limit <= api.MAX_ROWS:
+        raise ValidationError(f"--limit must be between 1 and {api.MAX_ROWS}, got {args.limit}")
+    ref = api.resolve_any_ref(api.table(ctx, table), table, args.ref)
+    res = api.bounded_query_rows(ctx, table, ref.snapshot_id, args.sql, limit=args.limit)
     if args.json:
         print(json.dumps(res.json_rows(), indent=2, default=json_default))
     else:
         cells = [[str(c) for c in res.columns]] + [
-            ["" if v is None else str(explore.json_value(v)) for v in r]  # a NULL prints blank (README)
+            ["" if v is None else str(api.json_value(v)) for v in r]  # a NULL prints blank (README)
             for r in res.rows
         ]
         widths = [max(len(row[i]) for row in cells) for i in range(len(res.columns))]
@@ -371,7 +342,7 @@ def _query(args: argparse.Namespace, s: Session) -> int:
         )
     if res.truncated:
         print(
-            f"note: more rows exist; showing the first {len(res.rows)} (raise --limit, at most {explore.MAX_ROWS})",
+            f"note: more rows exist; showing the first {len(res.rows)} (raise --limit, at most {api.MAX_ROWS})",
             file=sys.stderr,
         )
     return EXIT_OK

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from wap_core import actions
 from wap_core.actions.spec import BRANCH, JSON, TABLE, Arg, arg
+from wap_core.api import BRANCH_STATUSES
 from wap_core.cli.output import EXIT_ERROR
-from wap_core.workflow.status import BRANCH_STATUSES
 
 if TYPE_CHECKING:
     pass

@@ -8,18 +8,12 @@ import os
 import sys
 from collections.abc import Sequence
 
-from wap_core import notify
+from wap_core import api
 from wap_core.cli.commands import COMMANDS
 from wap_core.cli.output import EXIT_ERROR, EXIT_OK, print_traceback, printable_streams
 from wap_core.cli.parser import build_parser
-from wap_core.config import Settings, mask_secrets
+from wap_core.config import mask_secrets
 from wap_core.exceptions import WapError, one_line
-from wap_core.lake.errors import is_spark_error, spark_error_line, store_failure_or_probe
-from wap_core.lake.spark import set_spark_log_level
-from wap_core.lakehouse import Lakehouse
-from wap_core.security.paths import root_problem
-from wap_core.workflow import tokens as token_actions
-from wap_core.workflow.reconcile import reconcile
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +28,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
 
-    set_spark_log_level("warn" if args.debug else "error")
+    api.set_spark_log_level("warn" if args.debug else "error")
     _log_to_stderr(args.debug)
     try:
         code = _run(args)
@@ -95,22 +89,20 @@ def _drain_notifications() -> None:
     """Give this command's queued notifications a bounded grace period (``exit_grace_seconds``); the rest stays
     in the outbox for the next process or the console to deliver."""
     try:
-        notify.drain()
+        api.drain_notifications()
     except Exception:
         log.exception("could not wait for queued notifications")
 
 
 def _run(args: argparse.Namespace) -> int:
-    # Identity: $WAP_USER or the OS user. Whoever runs the CLI already holds the catalog's
-    # credentials; roles still apply (the access file), the same as in the console.
-    lh = Lakehouse.from_env(home=args.home)
-    # a configured file or folder (or an ingest root's bucket) that is not there: exit 2, naming it
-    lh.settings.check_configured_paths(probe=root_problem)
-    # the acting user: WAP_TOKEN's, or WAP_USER / the OS user unless access.yml says cli_identity: token
-    session = token_actions.cli_identity(lh)
+    # The start-up every face shares (wap_core.api.start): a configured file or folder (or an ingest
+    # root's bucket) that is not there is exit 2, naming it. Whoever runs the CLI already holds the
+    # catalog's credentials; roles still apply (the access file), the same as in the console.
+    # The acting user: WAP_TOKEN's, or WAP_USER / the OS user unless access.yml says cli_identity: token.
+    ctx = api.open_context(api.start(args.home), service=True)
     if args.command not in _NO_RECONCILE:
-        reconcile(lh)  # recovery is a step: crashed actions are resolved once, before the command reads
-    return COMMANDS[args.command](args, session)
+        api.recover(ctx)  # recovery is a step: crashed actions are resolved once, before the command reads
+    return COMMANDS[args.command](args, ctx)
 
 
 # Commands that read no table nor the journal: no recovery step before them.
@@ -121,16 +113,13 @@ def store_failure_line(args: argparse.Namespace, exc: BaseException) -> str | No
     """A failure of the object store (down, refused credentials, missing bucket) as one line naming the
     endpoint (wap_core.lake.errors, the same line the console's pages show; a Spark error that does not name its
     cause is checked against the store itself); None when the store is not to blame."""
-    try:
-        return store_failure_or_probe(exc, Settings.from_env(home=args.home))
-    except WapError:  # the settings themselves are broken: that error is reported as it is
-        return None
+    return api.store_failure(exc, args.home)  # None when the settings themselves are broken
 
 
 def unexpected_line(exc: BaseException) -> str:
     """An unexpected error as one line: Spark's ``ERROR_CLASS: message`` for a Spark/Py4J error (never a
     Py4J object name), else the exception's type and first line; secrets masked."""
-    if is_spark_error(exc):
-        return spark_error_line(exc)
+    if api.is_spark_error(exc):
+        return api.spark_error_line(exc)
     first = (mask_secrets(str(exc)).strip().splitlines() or [type(exc).__name__])[0]
     return f"{type(exc).__name__}: {first}"

@@ -511,23 +511,15 @@ def test_console_core_refuses_when_a_page_calls_anyway(console: Lakehouse) -> No
         import streamlit as st
 
         from pages import _common as ui
-        from wap_core import TableId
-        from wap_core.workflow.publish import discard, publish
+        from wap_core import TableId, api
 
-        lh = ui.lakehouse()
+        ctx = ui.context()  # the page's session: who acts, as every page opens it
         if st.button("Discard anyway"):
             with ui.wap_errors():
-                discard(lh, TableId("demo", "people"), "bad", reason="page forgot", user=ui.current_user(lh))
+                api.discard(ctx, TableId("demo", "people"), "bad", reason="page forgot")
         if st.button("Force anyway"):
             with ui.wap_errors():
-                publish(
-                    lh,
-                    TableId("demo", "people"),
-                    "bad",
-                    force=True,
-                    reason="page forgot",
-                    user=ui.current_user(lh),
-                )
+                api.publish(ctx, TableId("demo", "people"), "bad", force=True, reason="page forgot")
 
     os.environ["WAP_USER"] = "vic@corp.test"
     at = AppTest.from_function(forgetful_page, default_timeout=60)

@@ -142,6 +142,7 @@ BASE_TYPES = (
     "wap_core.states",
     "wap_core.values",
     "wap_core.config",
+    "wap_core.actions",  # the actions' declarations (plain data): the CLI builds its commands from them
 )
 FACES: dict[str, tuple[str, ...]] = {
     "app": ("pages",),

@@ -23,8 +23,7 @@ from sqlalchemy import Engine
 from wap_core.config import Settings
 from wap_core.exceptions import NotFoundError
 from wap_core.identifiers import MAIN, TableId, validate_branch
-from wap_core.lake import s3
-from wap_core.lake.backends import catalog_type_of
+from wap_core.lake.backends import catalog_type_of, store_of
 from wap_core.lake.backends.sql import sqlite_engine_pragmas
 
 
@@ -36,7 +35,7 @@ def rest_endpoint(settings: Settings) -> str | None:
 
 def file_io_properties(settings: Settings) -> dict[str, str]:
     """PyIceberg's FileIO properties: the S3 settings' ``s3.*``, then WAP_CATALOG_PROPERTIES (which win)."""
-    base = s3.pyiceberg_properties(settings) if s3.uses_s3(settings) else {}
+    base = store_of(settings).file_io_properties(settings)
     return {**base, **dict(settings.catalog_properties)}
 
 

@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING
 
 from wap_core.config import Settings, mask_secrets
 from wap_core.exceptions import EnvironmentSetupError
-from wap_core.lake import s3
-from wap_core.lake.backends import catalog_type_of
+from wap_core.lake.backends import catalog_type_of, store_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -151,7 +150,8 @@ _s3_session = False  # the session was built with the S3A jars
 def _add_s3(session: SparkSession, settings: Settings) -> None:
     """A later lakehouse on S3: its S3A settings on the running session's Hadoop configuration."""
 
-    if not s3.uses_s3(settings):
+    store = store_of(settings)
+    if not store.remote:
         return
     if not _s3_session:
         raise EnvironmentSetupError(
@@ -159,7 +159,9 @@ def _add_s3(session: SparkSession, settings: Settings) -> None:
             "start another process for a lakehouse on S3"
         )
     hadoop = session.sparkContext._jsc.hadoopConfiguration()
-    for k, v in s3.spark_conf(settings, per_bucket_only=True).items():  # its bucket's own endpoint and keys
+    for k, v in store.spark_conf(
+        settings, per_bucket_only=True
+    ).items():  # its bucket's own endpoint and keys
         hadoop.set(k.removeprefix("spark.hadoop."), v)
 
 
@@ -167,9 +169,9 @@ def session_conf(settings: Settings) -> dict[str, str]:
     """Every Spark conf entry of the session ``settings`` build: later sources win (the S3A conf from the
     ``WAP_S3_*`` settings, then ``WAP_SPARK_CONF``, then the catalog's own entries)."""
     extra = dict(settings.spark_conf)
-    on_s3 = s3.uses_s3(settings)
+    store = store_of(settings)
     # S3: the S3A jars and the fs.s3a.* conf from the WAP_S3_* settings (WAP_SPARK_CONF still wins)
-    s3_jars, s3_conf = (s3.s3a_jars(settings), s3.spark_conf(settings)) if on_s3 else ([], {})
+    s3_jars, s3_conf = store.spark_jars(settings), store.spark_conf(settings)
     db_jars = jdbc_jars(settings) if catalog_type_of(settings).needs_jdbc_jars else []
     # jars named in WAP_SPARK_CONF come on top of the Iceberg runtime, the JDBC drivers and the S3A jars
     jars = ",".join(
@@ -221,7 +223,7 @@ def _build(settings: Settings) -> SparkSession:
         for k, v in conf.items():
             builder = builder.config(k, v)
         spark = builder.getOrCreate()
-    _s3_session = s3.uses_s3(settings)
+    _s3_session = store_of(settings).remote
     spark.sparkContext.setLogLevel(_log_level.upper())
     return spark
 

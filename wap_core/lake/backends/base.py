@@ -39,3 +39,25 @@ class CatalogType(Protocol):
 
     def failure_endpoint(self, settings: Settings) -> str | None:
         """The endpoint an error line names when this catalog fails, or None when its failures are the store's."""
+
+
+class ObjectStore(Protocol):
+    """Where the warehouse's files live (a local folder, S3...)."""
+
+    name: str
+    remote: bool
+    """True for a store reached over the network: its failures get an error line of their own
+    (:mod:`wap_core.lake.errors`), its URLs can be ingest sources (:mod:`wap_core.security.paths`), and the
+    Spark session must start with its jars."""
+
+    def recognises(self, settings: Settings) -> bool:
+        """True when the warehouse, an ingest root or the settings point at this store."""
+
+    def spark_jars(self, settings: Settings) -> list[str]:
+        """The jars Spark needs to reach it."""
+
+    def spark_conf(self, settings: Settings, *, per_bucket_only: bool = False) -> dict[str, str]:
+        """Its Spark conf entries (only those a running session can take on, with ``per_bucket_only``)."""
+
+    def file_io_properties(self, settings: Settings) -> dict[str, str]:
+        """PyIceberg's FileIO properties for it (before WAP_CATALOG_PROPERTIES)."""

@@ -13,7 +13,9 @@ import pytest
 from wap_core.config import Settings, mask_secrets
 from wap_core.exceptions import EnvironmentSetupError, ValidationError
 from wap_core.lake import s3
-from wap_core.lake.catalog import file_io_properties, is_rest, journal_uri, rest_uri
+from wap_core.lake.backends import catalog_type_of
+from wap_core.lake.backends.rest import rest_uri
+from wap_core.lake.catalog import file_io_properties, journal_uri
 from wap_core.lake.errors import store_error, store_failure
 from wap_core.lake.spark import catalog_conf
 
@@ -84,7 +86,7 @@ def test_the_keys_are_masked_and_not_in_repr(tmp_path: Path) -> None:
 
 def test_rest_catalog_spark_conf_and_the_journal_database(tmp_path: Path) -> None:
     s = _env(tmp_path, WAP_CATALOG_URI="rest+http://127.0.0.1:8181/cat", WAP_WAREHOUSE="s3://tables")
-    assert is_rest(s) and rest_uri(s) == "http://127.0.0.1:8181/cat"
+    assert catalog_type_of(s).name == "rest" and rest_uri(s) == "http://127.0.0.1:8181/cat"
     p = f"spark.sql.catalog.{s.catalog_name}"
     conf = catalog_conf(s)
     assert (conf[f"{p}.type"], conf[f"{p}.uri"], conf[f"{p}.warehouse"]) == (
@@ -104,7 +106,7 @@ def test_rest_catalog_spark_conf_and_the_journal_database(tmp_path: Path) -> Non
         WAP_JOURNAL_URI="postgresql+psycopg2://wap:pw-journal-123@db/j",
     )
     assert (
-        is_rest(pg)
+        catalog_type_of(pg).name == "rest"
         and journal_uri(pg).endswith("@db/j")
         and "pw-journal-123" not in mask_secrets(journal_uri(pg))
     )

@@ -161,6 +161,12 @@ def _between(low: int, high: int) -> Check:
     return check
 
 
+# The catalog types' names (WAP_CATALOG_TYPE's values): each is one module registered in
+# wap_core.lake.backends.CATALOG_TYPES, which checks at import that its keys are these. They live here, low,
+# because config validates the setting and is a base module that cannot import lake/ (docs/architecture.md).
+CATALOG_TYPE_NAMES: tuple[str, ...] = ("sql", "rest")
+
+
 def _one_of(*choices: str) -> Check:
     def check(label: str, value: Any) -> None:
         if value not in choices:
@@ -223,8 +229,8 @@ class Settings:
     # the notification targets file; default $WAP_HOME/notify.yml
     notify_path: Path | None = setting("WAP_NOTIFY", None, parse=_path)
     # The catalog: "sql" (JDBC tables in catalog_uri's database) or "rest" (an Iceberg REST catalog at
-    # catalog_uri, "rest+http://host:port/prefix" also selects it); wap_core.lake.catalogs.
-    catalog_type: str = setting("WAP_CATALOG_TYPE", "sql", check=_one_of("sql", "rest"))
+    # catalog_uri, "rest+http://host:port/prefix" also selects it); wap_core.lake.backends.
+    catalog_type: str = setting("WAP_CATALOG_TYPE", "sql", check=_one_of(*CATALOG_TYPE_NAMES))
     # the journal's database with a REST catalog; default sqlite:///$WAP_HOME/journal.db
     journal_uri: str | None = setting("WAP_JOURNAL_URI", None)
     # S3 / S3-compatible storage, for Spark (S3A) and PyIceberg (PyArrow) at once: wap_core.lake.s3

@@ -18,100 +18,32 @@ from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot
-from sqlalchemy import Engine, event
+from sqlalchemy import Engine
 
-from wap_core.config import Settings, mask_secrets
-from wap_core.exceptions import NotFoundError, ValidationError
+from wap_core.config import Settings
+from wap_core.exceptions import NotFoundError
 from wap_core.identifiers import MAIN, TableId, validate_branch
-from wap_core.lake import s3
-
-REST_PREFIX = "rest+"
-
-
-def is_rest(settings: Settings) -> bool:
-    """True for an Iceberg REST catalog: ``WAP_CATALOG_TYPE=rest`` or ``WAP_CATALOG_URI=rest+http(s)://...``."""
-    return settings.catalog_type == "rest" or (settings.catalog_uri or "").startswith(REST_PREFIX)
+from wap_core.lake.backends import catalog_type_of, store_of
+from wap_core.lake.backends.sql import sqlite_engine_pragmas
 
 
 def rest_endpoint(settings: Settings) -> str | None:
-    """The REST catalog's URI as given (``catalog_uri`` without its ``rest+`` prefix, unchecked), or None for a
-    SQL catalog: what an error message names (:func:`wap_core.lake.errors.store_error`)."""
-    return (settings.catalog_uri or "").removeprefix(REST_PREFIX) if is_rest(settings) else None
-
-
-def rest_uri(settings: Settings) -> str:
-    """The REST catalog's HTTP(S) URI (``catalog_uri`` without its ``rest+`` prefix)."""
-    uri = (settings.catalog_uri or "").removeprefix(REST_PREFIX)
-    if not uri.startswith(("http://", "https://")):
-        raise ValidationError(
-            "a REST catalog needs WAP_CATALOG_URI=rest+http(s)://host:port[/prefix] "
-            f"(got {mask_secrets(settings.catalog_uri or 'nothing')})"
-        )
-    return uri
+    """The catalog's endpoint an error line names (the REST catalog's URI as given), or None when the catalog's
+    failures are the object store's: what :func:`wap_core.lake.errors.store_error` names."""
+    return catalog_type_of(settings).failure_endpoint(settings)
 
 
 def file_io_properties(settings: Settings) -> dict[str, str]:
     """PyIceberg's FileIO properties: the S3 settings' ``s3.*``, then WAP_CATALOG_PROPERTIES (which win)."""
-    base = s3.pyiceberg_properties(settings) if s3.uses_s3(settings) else {}
+    base = store_of(settings).file_io_properties(settings)
     return {**base, **dict(settings.catalog_properties)}
 
 
 def open_catalog(settings: Settings) -> Catalog:
-    """The PyIceberg catalog Spark also uses: the SqlCatalog over the same database (and catalog name),
-    or the REST catalog at ``WAP_CATALOG_URI`` (:func:`is_rest`)."""
-    if is_rest(settings):
-        from pyiceberg.catalog.rest import RestCatalog
-
-        settings.home.mkdir(parents=True, exist_ok=True)  # the journal's database lives there
-        extra = {"warehouse": settings.warehouse} if settings.warehouse else {}
-        return RestCatalog(
-            settings.catalog_name, **file_io_properties(settings), **extra, uri=rest_uri(settings)
-        )
-    if settings.is_sqlite:
-        settings.home.mkdir(parents=True, exist_ok=True)
-    (settings.home / "warehouse").mkdir(parents=True, exist_ok=True) if settings.warehouse is None else None
-    ensure_v1_catalog_tables(settings.sqlalchemy_uri)
-    # the object store's s3.* FileIO properties (from WAP_S3_* and WAP_CATALOG_PROPERTIES)
-    catalog = SqlCatalog(
-        settings.catalog_name,
-        **file_io_properties(settings),
-        uri=settings.sqlalchemy_uri,
-        warehouse=settings.warehouse_uri,
-    )
-    if settings.is_sqlite:
-        _sqlite_pragmas(catalog)
-    return catalog
-
-
-# Iceberg's JDBC catalog (schema V1) DDL. Created here, before PyIceberg would create its
-# V0 tables: when Spark's JDBC catalog has to migrate a V0 table to V1 itself it leaves a
-# read statement open on a pooled connection, and every later Spark commit after another
-# writer then fails with SQLITE_BUSY_SNAPSHOT.
-_V1_DDL = (
-    "CREATE TABLE IF NOT EXISTS iceberg_tables(catalog_name VARCHAR(255) NOT NULL,table_namespace VARCHAR(255) NOT NULL,"
-    "table_name VARCHAR(255) NOT NULL,metadata_location VARCHAR(1000),previous_metadata_location VARCHAR(1000),"
-    "iceberg_type VARCHAR(5),PRIMARY KEY (catalog_name, table_namespace, table_name))",
-    "CREATE TABLE IF NOT EXISTS iceberg_namespace_properties(catalog_name VARCHAR(255) NOT NULL,namespace VARCHAR(255) NOT NULL,"
-    "property_key VARCHAR(255),property_value VARCHAR(1000),PRIMARY KEY (catalog_name, namespace, property_key))",
-)
-
-
-def ensure_v1_catalog_tables(uri: str) -> None:
-    """Create (or upgrade) the catalog tables in the JDBC V1 layout both Spark and PyIceberg accept."""
-    from sqlalchemy import create_engine, inspect, text
-
-    engine = create_engine(uri)
-    try:
-        with engine.begin() as conn:
-            if uri.startswith("sqlite"):
-                conn.exec_driver_sql("PRAGMA journal_mode=WAL")
-            for ddl in _V1_DDL:
-                conn.execute(text(ddl))
-            cols = {c["name"].lower() for c in inspect(conn).get_columns("iceberg_tables")}
-            if "iceberg_type" not in cols:
-                conn.execute(text("ALTER TABLE iceberg_tables ADD COLUMN iceberg_type VARCHAR(5)"))
-    finally:
-        engine.dispose()
+    """The PyIceberg catalog Spark also uses, opened by the catalog type ``settings`` name
+    (:func:`wap_core.lake.backends.catalog_type_of`): the SqlCatalog over the same database (and catalog
+    name), or the REST catalog at ``WAP_CATALOG_URI``."""
+    return catalog_type_of(settings).open(settings, file_io_properties(settings))
 
 
 def journal_uri(settings: Settings) -> str:
@@ -131,23 +63,8 @@ def journal_engine(settings: Settings, catalog: Catalog) -> Engine:
     uri = journal_uri(settings)
     engine = create_engine(uri)
     if uri.startswith("sqlite"):
-        _sqlite_engine_pragmas(engine)
+        sqlite_engine_pragmas(engine)
     return engine
-
-
-def _sqlite_pragmas(catalog: SqlCatalog) -> None:
-    _sqlite_engine_pragmas(catalog.engine)
-
-
-def _sqlite_engine_pragmas(engine: Engine) -> None:
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn, _record):  # type: ignore[no-untyped-def]
-        cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA busy_timeout=30000")
-        cur.execute("PRAGMA journal_mode=WAL")
-        cur.close()
-
-    engine.dispose()  # connections made during init lacked the pragmas
 
 
 def load_table(catalog: Catalog, table: TableId) -> Table:

@@ -22,8 +22,9 @@ from urllib.parse import urlsplit
 
 from wap_core.config import Settings, mask_secrets
 from wap_core.exceptions import SparkJobError, one_line
+from wap_core.lake.backends import store_of
 from wap_core.lake.catalog import rest_endpoint
-from wap_core.lake.s3 import bucket_exists, bucket_of, endpoint_label, filesystem, uses_s3
+from wap_core.lake.s3 import bucket_exists, bucket_of, endpoint_label, filesystem
 
 MAX_CHARS = 500
 _CLASS_PREFIX = re.compile(r"^\[(?P<cls>[A-Z][A-Z0-9_]*(?:\.[A-Z][A-Z0-9_]*)*)\]\s*")
@@ -193,7 +194,7 @@ def store_failure(exc: BaseException, settings: Settings) -> str | None:
     """:func:`store_error` for an exception (PyArrow's, PyIceberg's, or a Py4J error carrying the Java
     cause chain), following ``__cause__``/``__context__``; None when the store is not to blame or the
     settings use no object store."""
-    if not uses_s3(settings):
+    if not store_of(settings).remote:
         return None
     seen: set[int] = set()
     e: BaseException | None = exc
@@ -232,6 +233,6 @@ def store_failure_or_probe(exc: BaseException, settings: Settings) -> str | None
     """:func:`store_failure`; else, for a failure inside Spark on an object store (whose text may not name the
     store: the table "not found" once its metadata could not be read), :func:`store_unreachable`."""
     line = store_failure(exc, settings)
-    if line is None and uses_s3(settings) and _spark_in_chain(exc):
+    if line is None and store_of(settings).remote and _spark_in_chain(exc):
         return store_unreachable(settings)
     return line

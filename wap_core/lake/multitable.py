@@ -47,6 +47,7 @@ from sqlalchemy import text
 
 from wap_core.exceptions import CommitConflictError, ValidationError
 from wap_core.identifiers import TableId
+from wap_core.lake.backends import catalog_type_of_catalog
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -143,7 +144,8 @@ def fast_forward(table: TableId, base: Table, *, to: int, branch: str, tag: str 
 
 def atomicity(catalog: Catalog) -> Atomicity:
     """The guarantee :func:`commit_tables` gives on this catalog."""
-    return Atomicity.ATOMIC if isinstance(catalog, SqlCatalog) else Atomicity.FAILURES_ONLY
+    kind = catalog_type_of_catalog(catalog)
+    return Atomicity.ATOMIC if kind is not None and kind.atomic_multi_table else Atomicity.FAILURES_ONLY
 
 
 def commit_tables(

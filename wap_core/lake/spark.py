@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING
 
 from wap_core.config import Settings, mask_secrets
 from wap_core.exceptions import EnvironmentSetupError
-from wap_core.lake import s3
-from wap_core.lake.catalog import is_rest, rest_uri
+from wap_core.lake.backends import catalog_type_of, store_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -73,46 +72,14 @@ def jdbc_jars(settings: Settings) -> list[str]:
 def catalog_key(settings: Settings) -> str:
     """What a catalog name is bound to in this process: the REST catalog's URI or the JDBC URI."""
 
-    return rest_uri(settings) if is_rest(settings) else settings.jdbc_uri
+    return catalog_type_of(settings).catalog_key(settings)
 
 
 def catalog_conf(settings: Settings) -> dict[str, str]:
     """Spark conf entries for the Iceberg catalog named ``settings.catalog_name`` (JDBC, or REST)."""
 
     p = f"spark.sql.catalog.{settings.catalog_name}"
-    own = dict(settings.catalog_properties)
-    if is_rest(settings):
-        conf = {
-            p: "org.apache.iceberg.spark.SparkCatalog",
-            f"{p}.type": "rest",
-            f"{p}.uri": rest_uri(settings),
-            f"{p}.cache-enabled": "false",
-        }
-        if settings.warehouse:
-            conf[f"{p}.warehouse"] = settings.warehouse
-        if "io-impl" not in own:  # S3FileIO needs AWS SDK v2 (absent): S3A through Hadoop instead
-            conf[f"{p}.io-impl"] = "org.apache.iceberg.hadoop.HadoopFileIO"
-        for k, v in own.items():
-            conf[f"{p}.{k}"] = v
-        return conf
-    conf = {
-        p: "org.apache.iceberg.spark.SparkCatalog",
-        f"{p}.type": "jdbc",
-        f"{p}.uri": settings.jdbc_uri,
-        f"{p}.warehouse": settings.warehouse_uri,
-        f"{p}.jdbc.schema-version": "V1",
-        f"{p}.cache-enabled": "false",
-        # wap_core creates the V1 catalog tables itself (catalog.ensure_v1_catalog_tables): Iceberg's own
-        # check leaves a metadata ResultSet open, whose stale SQLite read snapshot breaks later commits.
-        f"{p}.jdbc.init-catalog-tables": "false",
-    }
-    if s3.is_s3_url(settings.warehouse_uri) and "io-impl" not in own:
-        conf[f"{p}.io-impl"] = (
-            "org.apache.iceberg.hadoop.HadoopFileIO"  # S3A (hadoop-aws), one client for all
-        )
-    if settings.is_sqlite:
-        conf[f"{p}.jdbc.busy_timeout"] = "30000"
-        conf[f"{p}.jdbc.journal_mode"] = "WAL"
+    conf = catalog_type_of(settings).spark_conf(settings)
     for (
         k,
         v,
@@ -183,7 +150,8 @@ _s3_session = False  # the session was built with the S3A jars
 def _add_s3(session: SparkSession, settings: Settings) -> None:
     """A later lakehouse on S3: its S3A settings on the running session's Hadoop configuration."""
 
-    if not s3.uses_s3(settings):
+    store = store_of(settings)
+    if not store.remote:
         return
     if not _s3_session:
         raise EnvironmentSetupError(
@@ -191,7 +159,9 @@ def _add_s3(session: SparkSession, settings: Settings) -> None:
             "start another process for a lakehouse on S3"
         )
     hadoop = session.sparkContext._jsc.hadoopConfiguration()
-    for k, v in s3.spark_conf(settings, per_bucket_only=True).items():  # its bucket's own endpoint and keys
+    for k, v in store.spark_conf(
+        settings, per_bucket_only=True
+    ).items():  # its bucket's own endpoint and keys
         hadoop.set(k.removeprefix("spark.hadoop."), v)
 
 
@@ -199,10 +169,10 @@ def session_conf(settings: Settings) -> dict[str, str]:
     """Every Spark conf entry of the session ``settings`` build: later sources win (the S3A conf from the
     ``WAP_S3_*`` settings, then ``WAP_SPARK_CONF``, then the catalog's own entries)."""
     extra = dict(settings.spark_conf)
-    on_s3 = s3.uses_s3(settings)
+    store = store_of(settings)
     # S3: the S3A jars and the fs.s3a.* conf from the WAP_S3_* settings (WAP_SPARK_CONF still wins)
-    s3_jars, s3_conf = (s3.s3a_jars(settings), s3.spark_conf(settings)) if on_s3 else ([], {})
-    db_jars = [] if is_rest(settings) else jdbc_jars(settings)
+    s3_jars, s3_conf = store.spark_jars(settings), store.spark_conf(settings)
+    db_jars = jdbc_jars(settings) if catalog_type_of(settings).needs_jdbc_jars else []
     # jars named in WAP_SPARK_CONF come on top of the Iceberg runtime, the JDBC drivers and the S3A jars
     jars = ",".join(
         [iceberg_jar(), *db_jars, *s3_jars, *(j for j in extra.pop("spark.jars", "").split(",") if j)]
@@ -253,7 +223,7 @@ def _build(settings: Settings) -> SparkSession:
         for k, v in conf.items():
             builder = builder.config(k, v)
         spark = builder.getOrCreate()
-    _s3_session = s3.uses_s3(settings)
+    _s3_session = store_of(settings).remote
     spark.sparkContext.setLogLevel(_log_level.upper())
     return spark
 

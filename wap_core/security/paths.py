@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 from wap_core.config import GLOB_CHARS, Settings, StoreUrl, is_url, mask_secrets, parse_store_url
 from wap_core.exceptions import PathNotAllowedError, SourceError, ValidationError, one_line
 from wap_core.lake import s3
+from wap_core.lake.backends import store_of
 from wap_core.lake.errors import store_failure
 
 if TYPE_CHECKING:
@@ -161,7 +162,7 @@ def expand_confined(pattern: str, roots: Sequence[Path]) -> list[Path]:
 def root_problem(settings: Settings, root: StoreUrl) -> str | None:
     """Why an object-store ingest root cannot be read (its bucket missing, the store down, the keys
     refused), or None; :meth:`Settings.check_configured_paths` names the root with it."""
-    if not s3.uses_s3(settings):  # pragma: no cover - an s3a:// root makes uses_s3 true
+    if not store_of(settings).remote:  # pragma: no cover - an s3a:// root makes the store S3
         return "needs an object store (WAP_S3_ENDPOINT / WAP_S3_ACCESS_KEY / WAP_S3_SECRET_KEY)"
     try:
         client = s3.filesystem(settings)
@@ -272,7 +273,7 @@ def fetch_url_sources(
     for src in sources:  # every URL checked on its structure (and confined) before the store is asked
         if is_url(src):
             _confined_url(src, settings, confined, pattern=any(ch in GLOB_CHARS for ch in src))
-    if not s3.uses_s3(settings):
+    if not store_of(settings).remote:
         shown = next(mask_secrets(src) for src in sources if is_url(src))
         raise SourceError(
             f"source {shown!r} is an object-store URL, but no object store is configured "

@@ -1,0 +1,27 @@
+"""The local warehouse: a folder (``$WAP_HOME/warehouse`` or ``WAP_WAREHOUSE``), read by both engines as is."""
+
+from __future__ import annotations
+
+from wap_core.config import Settings
+
+
+class FileStore:
+    """Any warehouse no other store recognises: files on this machine, nothing to configure."""
+
+    name = "file"
+    remote = False
+
+    def recognises(self, settings: Settings) -> bool:
+        return True
+
+    def spark_jars(self, settings: Settings) -> list[str]:
+        return []
+
+    def spark_conf(self, settings: Settings, *, per_bucket_only: bool = False) -> dict[str, str]:
+        return {}
+
+    def file_io_properties(self, settings: Settings) -> dict[str, str]:
+        return {}
+
+
+STORE = FileStore()

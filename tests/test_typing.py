@@ -7,6 +7,7 @@ import ast
 import importlib
 import inspect
 import os
+import re
 import subprocess
 import sys
 from importlib.metadata import entry_points, version
@@ -121,3 +122,19 @@ def test_core_never_imports_streamlit() -> None:
         str(f.relative_to(ROOT)) for f in (ROOT / "wap_core").rglob("*.py") if "streamlit" in f.read_text()
     ]
     assert offenders == []
+
+
+def test_no_untyped_mapping_crosses_a_signature_unless_named() -> None:
+    """Issue 26 item 3: the core's untyped payloads are JSON-shaped and each is named by a type alias
+    (``values.JsonObject`` / ``JsonMapping`` / ``Record``, an argparse option set, a JVM proxy): a bare
+    ``dict[str, Any]`` or ``Mapping[str, Any]`` appears only where such an alias is defined."""
+    core = Path(__file__).resolve().parents[1] / "wap_core"
+    bare = re.compile(r"\b(?:dict|Mapping)\[str, Any\]")
+    found = [
+        f"{p.relative_to(core)}:{n}: {line.strip()}"
+        for p in sorted(core.rglob("*.py"))
+        if "migrations" not in p.parts
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if bare.search(line) and ": TypeAlias = " not in line
+    ]
+    assert found == [], "name the payload by a type alias:\n" + "\n".join(found)

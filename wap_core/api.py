@@ -69,6 +69,7 @@ from wap_core.security.paths import save_upload as _save_upload
 from wap_core.security.tokens import TokenInfo
 from wap_core.session import Identity, Session
 from wap_core.store.journal import ACTIONS, JournalEntry, StoredAudit
+from wap_core.values import Record
 from wap_core.workflow import review as _review
 from wap_core.workflow import tokens as _tokens
 from wap_core.workflow.audit import AuditResult
@@ -365,7 +366,7 @@ def resolve_any_ref(tbl: Table, table: TableId, ref: str) -> ResolvedRef:
     return _explore.resolve_any_ref(tbl, table, ref)
 
 
-def schema_rows(tbl: Table, snapshot_id: int) -> list[dict[str, Any]]:
+def schema_rows(tbl: Table, snapshot_id: int) -> list[Record]:
     """The schema at ``snapshot_id``, one row per column."""
     return _explore.schema_rows(tbl, snapshot_id)
 

@@ -28,6 +28,7 @@ from typing import Any
 from wap_core.durations import parse_duration
 from wap_core.exceptions import AccessFileError, NotifyFileError, ValidationError
 from wap_core.identifiers import validate_identifier
+from wap_core.values import JsonObject
 
 CONFIG_ENV = "WAP_CONFIG"  # the TOML file (default $WAP_HOME/wap.toml): where settings come from, not one
 
@@ -420,7 +421,7 @@ class Settings:
         """Settings from ``wap.toml`` in the home (or ``$WAP_CONFIG``), then ``WAP_*`` variables, then ``overrides``."""
         env = os.environ if env is None else env
         home = Path(overrides.get("home") or env.get(_ENV["home"]) or "lakehouse")
-        values: dict[str, Any] = {}
+        values: JsonObject = {}
         toml_path = Path(env[CONFIG_ENV]) if env.get(CONFIG_ENV) else home / "wap.toml"
         if toml_path.is_file():
             try:
@@ -502,7 +503,7 @@ def _ingest_roots(items: Any) -> tuple[Path | str, ...]:
     return tuple(out)
 
 
-def _coerce(values: dict[str, Any]) -> dict[str, Any]:
+def _coerce(values: JsonObject) -> JsonObject:
     """Each given setting through its declared parser (text from the environment or wap.toml -> its type)."""
     return {k: (_PARSE[k](k, v) if k in _PARSE and v is not None else v) for k, v in values.items()}
 

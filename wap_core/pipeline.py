@@ -35,7 +35,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
 
 from wap_core import api
 from wap_core.api import Lakehouse, PublishResult, ReviewState, Session, SourcePolicy
@@ -52,6 +51,7 @@ from wap_core.exceptions import (
 )
 from wap_core.identifiers import TableId
 from wap_core.states import Action, CheckStatus, Outcome
+from wap_core.values import JsonObject
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ class Branch:
         return self.status.ok
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Branch:
+    def from_dict(cls, d: JsonObject) -> Branch:
         """Back from its JSON form (:func:`~wap_core.values.to_jsonable`: what XComs and task results carry)."""
         return cls(
             table=str(d["table"]),

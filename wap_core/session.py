@@ -18,14 +18,14 @@ self-approval and an authentication (nobody proven yet to notify about).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Unpack
 
 from wap_core import notify
 from wap_core.exceptions import RefusedError
 from wap_core.security.access import AccessPolicy, Decision, Permission, Role, access_policy, decide, denied
 from wap_core.states import Action, Outcome
+from wap_core.values import JsonObject
 
 if TYPE_CHECKING:
     from wap_core.identifiers import TableId
@@ -107,7 +107,7 @@ class Session:
         table: TableId | str | None = None,
         branch: str | None = None,
         before: int | None = None,
-        details: Mapping[str, Any] | None = None,
+        details: JsonObject | None = None,
         notify_it: bool = True,
         summary: str | None = None,
     ) -> RefusedError:

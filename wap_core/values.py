@@ -38,6 +38,8 @@ JsonOrder: TypeAlias = tuple[str | EllipsisType, ...]  # a class's ``__json__``
 # A JSON object (``json.loads``/``json.dumps``): the one shape of untyped payloads that cross a signature
 # (stored JSON, journal details, webhook bodies, orchestrator XComs).
 JsonObject: TypeAlias = dict[str, Any]
+# The same, read-only (a parsed YAML or JSON mapping handed on without being changed).
+JsonMapping: TypeAlias = Mapping[str, Any]
 # A row's values by column name as Spark gives them (``Row.asDict()``) or a result's fields by name before
 # they are typed: values of any Python type, not yet JSON.
 Record: TypeAlias = dict[str, Any]

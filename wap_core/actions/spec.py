@@ -10,10 +10,11 @@ registry test checks that each one exists.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 # An argparse argument: its flags and keyword arguments (``parser.add_argument(*flags, **kw)``).
-Arg = tuple[tuple[str, ...], dict[str, Any]]
+ArgOptions: TypeAlias = dict[str, Any]  # argparse add_argument keyword options
+Arg = tuple[tuple[str, ...], ArgOptions]
 
 
 def arg(*flags: str, **kw: Any) -> Arg:

@@ -175,8 +175,8 @@ def batch_key_ranges(tbl: Table, lin: cat.Lineage, key: Sequence[str]) -> tuple[
     """
     schema = tbl.schema()
     fields = {c: schema.find_field(c) for c in key}
-    lo: dict[str, Any] = {}
-    hi: dict[str, Any] = {}
+    lo: Record = {}
+    hi: Record = {}
     nulls: dict[str, bool] = dict.fromkeys(key, False)
     usable = set(key)
     new_ids = {s.snapshot_id for s in lin.new_snapshots}

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from wap_core.config import mask_secrets
 from wap_core.exceptions import printable
 from wap_core.states import CheckStatus
-from wap_core.values import to_jsonable
+from wap_core.values import Record, to_jsonable
 
 if TYPE_CHECKING:
     pass
@@ -97,7 +97,7 @@ def format_cell(value: Any) -> str:
     return str(value)
 
 
-def print_table(rows: list[dict[str, Any]], cols: Sequence[str]) -> None:
+def print_table(rows: list[Record], cols: Sequence[str]) -> None:
     """``rows`` as a plain text table of ``cols`` (upper-case header, blanks for empty values)."""
     if not rows:
         print("(none)")

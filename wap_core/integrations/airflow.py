@@ -33,7 +33,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from wap_core import pipeline
 from wap_core.exceptions import WapError
-from wap_core.values import to_jsonable
+from wap_core.values import JsonObject, to_jsonable
 
 INGEST_TASK = "ingest"  # the default upstream task whose XCom names the table and branch
 REVIEW_URL_KEY = "review_url"
@@ -131,7 +131,7 @@ class WapIngestOperator(BaseOperator):  # type: ignore[misc]
         self.fmt = fmt
         self.create = create
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def execute(self, context: Any) -> JsonObject:
         """Ingest; XCom: table, branch, snapshot_id; returns the Branch as a dict."""
         srcs = [self.sources] if isinstance(self.sources, str) else list(self.sources)
         with _refusal_fails_the_task():
@@ -153,7 +153,7 @@ class WapAuditOperator(_BatchTask, BaseOperator):  # type: ignore[misc]
         super().__init__(**kwargs)
         self.require_pass = require_pass
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def execute(self, context: Any) -> JsonObject:
         """Audit; returns the Audit as a dict."""
         table, branch = self.batch(context)
         try:
@@ -174,7 +174,7 @@ class WapDecisionTrigger(BaseTrigger):  # type: ignore[misc]
         self.branch = branch
         self.poll = poll
 
-    def serialize(self) -> tuple[str, dict[str, Any]]:
+    def serialize(self) -> tuple[str, JsonObject]:
         """The trigger's class path and arguments (how the triggerer rebuilds it)."""
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
@@ -206,7 +206,7 @@ class WapDecisionSensor(_BatchTask, BaseSensorOperator):  # type: ignore[misc]
         super().__init__(**kwargs)
         self.deferrable = deferrable
 
-    def _outcome(self, context: Any, table: str, branch: str, decision: pipeline.Decision) -> dict[str, Any]:
+    def _outcome(self, context: Any, table: str, branch: str, decision: pipeline.Decision) -> JsonObject:
         self.log.info("decision on %s %s: %s", table, branch, decision)
         try:
             pipeline.require_go(decision, table, branch)
@@ -231,7 +231,7 @@ class WapDecisionSensor(_BatchTask, BaseSensorOperator):  # type: ignore[misc]
         )
         return None  # pragma: no cover - defer raises
 
-    def execute_complete(self, context: Any, event: dict[str, Any] | None = None) -> dict[str, Any]:
+    def execute_complete(self, context: Any, event: JsonObject | None = None) -> JsonObject:
         """Back from the trigger: succeed on a go, fail on a rejection."""
         table, branch = self.batch(context)
         if not event or "decision" not in event:
@@ -259,7 +259,7 @@ class WapPublishOperator(_BatchTask, BaseOperator):  # type: ignore[misc]
         # first base's (_BatchTask's), and BaseOperator's wrapper needs the outermost one wrapped
         super().__init__(**kwargs)
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def execute(self, context: Any) -> JsonObject:
         """Publish; XCom snapshot_id is main's new head; returns the PublishResult as a dict."""
         table, branch = self.batch(context)
         self._wap_review_url = pipeline.review_url(table, branch)

@@ -21,22 +21,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
 from dbos import DBOS
 
 from wap_core import pipeline
-from wap_core.values import to_jsonable
+from wap_core.values import JsonObject, to_jsonable
 
 
 @DBOS.step()  # type: ignore[untyped-decorator]
-def ingest_step(table: str, sources: Sequence[str], create: bool = False) -> dict[str, Any]:
+def ingest_step(table: str, sources: Sequence[str], create: bool = False) -> JsonObject:
     """Write the batch into a new audit branch (and audit it)."""
     return to_jsonable(pipeline.ingest(table, list(sources), create=create))
 
 
 @DBOS.step()  # type: ignore[untyped-decorator]
-def audit_step(table: str, branch: str) -> dict[str, Any]:
+def audit_step(table: str, branch: str) -> JsonObject:
     """(Re-)audit the branch."""
     return to_jsonable(pipeline.audit(table, branch))
 
@@ -49,7 +48,7 @@ def decision_step(table: str, branch: str) -> str | None:
 
 
 @DBOS.step()  # type: ignore[untyped-decorator]
-def publish_step(table: str, branch: str) -> dict[str, Any]:
+def publish_step(table: str, branch: str) -> JsonObject:
     """Publish if the audit and the review policy allow it (never forced)."""
     return to_jsonable(pipeline.publish_if_passed(table, branch))
 
@@ -61,7 +60,7 @@ def wap_workflow(
     create: bool = False,
     timeout: float = 86400.0,
     poll: float = pipeline.DEFAULT_POLL,
-) -> dict[str, Any]:
+) -> JsonObject:
     """Ingest → audit → wait (durably) for a decision → publish; a rejected batch ends the workflow in error."""
     b = ingest_step(table, sources, create)
     audit_step(b["table"], b["branch"])
@@ -75,5 +74,5 @@ def wap_workflow(
             DBOS.sleep(poll)
     d = pipeline.Decision(decision) if decision is not None else pipeline.Decision.TIMED_OUT
     pipeline.require_go(d, b["table"], b["branch"])
-    result: dict[str, Any] = publish_step(b["table"], b["branch"])
+    result: JsonObject = publish_step(b["table"], b["branch"])
     return result

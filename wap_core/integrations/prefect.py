@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.transactions import Transaction, get_transaction, transaction
 
 from wap_core import pipeline
-from wap_core.values import to_jsonable
+from wap_core.values import JsonObject, to_jsonable
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +33,7 @@ BRANCH_KEY = "wap_branch"  # the ingest task's transaction value its rollback ho
 @task(name="wap-ingest", cache_policy=NO_CACHE)  # type: ignore[untyped-decorator]
 def ingest_task(
     table: str, sources: Sequence[str], create: bool = False, branch: str | None = None
-) -> dict[str, Any]:
+) -> JsonObject:
     """Write the batch into a new audit branch (and audit it); its rollback discards the branch."""
     b = pipeline.ingest(table, list(sources), create=create, branch=branch)
     txn = get_transaction()
@@ -58,7 +57,7 @@ def _discard_on_rollback(txn: Transaction) -> None:
 
 
 @task(name="wap-audit", cache_policy=NO_CACHE)  # type: ignore[untyped-decorator]
-def audit_task(table: str, branch: str, require_pass: bool = False) -> dict[str, Any]:
+def audit_task(table: str, branch: str, require_pass: bool = False) -> JsonObject:
     """(Re-)audit the branch; ``require_pass`` raises on a failed audit (exit code 1)."""
     return to_jsonable(pipeline.audit(table, branch, require_pass=require_pass))
 
@@ -72,7 +71,7 @@ def decision_task(table: str, branch: str, timeout: float, poll: float) -> str:
 
 
 @task(name="wap-publish", cache_policy=NO_CACHE)  # type: ignore[untyped-decorator]
-def publish_task(table: str, branch: str) -> dict[str, Any]:
+def publish_task(table: str, branch: str) -> JsonObject:
     """Publish if the audit and the review policy allow it (never forced)."""
     return to_jsonable(pipeline.publish_if_passed(table, branch))
 
@@ -84,11 +83,11 @@ def wap_flow(
     create: bool = False,
     wait_timeout: float = 0.0,
     poll: float = pipeline.DEFAULT_POLL,
-) -> dict[str, Any]:
+) -> JsonObject:
     """Ingest → audit → wait for a decision (up to ``wait_timeout`` s) → publish, all or nothing."""
     with transaction():
         b = ingest_task(table, sources, create=create)
         audit_task(b["table"], b["branch"])
         decision_task(b["table"], b["branch"], wait_timeout, poll)
-        result: dict[str, Any] = publish_task(b["table"], b["branch"])
+        result: JsonObject = publish_task(b["table"], b["branch"])
         return result

@@ -30,7 +30,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import CommitFailedException
@@ -48,6 +48,7 @@ from sqlalchemy import text
 from wap_core.exceptions import CommitConflictError, ValidationError
 from wap_core.identifiers import TableId
 from wap_core.lake.backends import catalog_type_of_catalog
+from wap_core.values import JsonObject
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -111,7 +112,7 @@ def fast_forward(table: TableId, base: Table, *, to: int, branch: str, tag: str 
     meta = base.metadata
     main = meta.refs.get(MAIN_BRANCH)
     head = meta.refs.get(branch)
-    main_ref: dict[str, Any] = {"ref-name": MAIN_BRANCH, "type": SnapshotRefType.BRANCH, "snapshot-id": to}
+    main_ref: JsonObject = {"ref-name": MAIN_BRANCH, "type": SnapshotRefType.BRANCH, "snapshot-id": to}
     if main is not None:  # main keeps its retention settings
         main_ref.update(
             {
@@ -231,7 +232,7 @@ def _commit_rest(catalog: Catalog, ordered: Sequence[TableCommit], after_write: 
 
     if not isinstance(catalog, RestCatalog):
         raise ValidationError(f"no multi-table commit on a {type(catalog).__name__}")
-    body: dict[str, Any] = {
+    body: JsonObject = {
         "table-changes": [
             {
                 "identifier": {"namespace": [c.table.namespace], "name": c.table.name},

@@ -22,6 +22,7 @@ import yaml
 from wap_core import actions, yamlnodes
 from wap_core.config import register_secret
 from wap_core.exceptions import NotifyFileError
+from wap_core.values import JsonObject
 from wap_core.yamlnodes import line as _line
 
 if TYPE_CHECKING:
@@ -331,7 +332,7 @@ _DELIVERY_LIMITS: dict[str, tuple[type, float, float]] = {
 
 def _delivery(node: yaml.Node, source: str) -> DeliveryPolicy:
     m = _mapping(node, source, "delivery must be a mapping", tuple(_DELIVERY_LIMITS))
-    values: dict[str, Any] = {}
+    values: JsonObject = {}
     for key, (_, val_node) in m.items():
         kind, lo, hi = _DELIVERY_LIMITS[key]
         value = _scalar(val_node, source, key)

@@ -59,6 +59,7 @@ from wap_core.store.schema import (
     table_name_column,
     user_column,
 )
+from wap_core.values import JsonObject
 
 if TYPE_CHECKING:
     from wap_core.config import Settings
@@ -412,7 +413,7 @@ class Deliverer:
     def _finish(self, row: OutboxRow, state: DeliveryState, answer: Answer, retry_in: float = 0.0) -> None:
         c = outbox_table.c
         now = utcnow()
-        values: dict[str, Any] = {
+        values: JsonObject = {
             "status": state.value,
             "claimed_by": None,
             "claimed_until": None,

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Required, TypedDict, Unpack
+from typing import TYPE_CHECKING, Required, TypedDict, Unpack
 
 from sqlalchemy import insert
 
@@ -31,6 +31,7 @@ from wap_core.notify.config import (
 from wap_core.notify.deliverer import TestOutcome, deliverer_for, outbox_table, send_now
 from wap_core.states import Action, Outcome
 from wap_core.store.journal import Journal, JournalEntry, mask_values, process_owner, utcnow
+from wap_core.values import JsonObject
 
 if TYPE_CHECKING:
     from wap_core.config import Settings
@@ -57,7 +58,7 @@ class Notification:
     link: str
     snapshot_id: int | None = None
 
-    def payload(self) -> dict[str, Any]:
+    def payload(self) -> JsonObject:
         """The ``json`` format: exactly :data:`PAYLOAD_KEYS`, secrets masked."""
         body = {
             "event": self.event.value,
@@ -70,10 +71,10 @@ class Notification:
             "summary": self.summary,
             "link": self.link,
         }
-        masked: dict[str, Any] = mask_values(body)
+        masked: JsonObject = mask_values(body)
         return masked
 
-    def slack(self) -> dict[str, Any]:
+    def slack(self) -> JsonObject:
         """A Slack incoming-webhook body: fallback ``text`` plus ``blocks`` (mrkdwn facts, link button)."""
         p = self.payload()
         title, emoji = EVENT_TITLES[self.event]

@@ -37,12 +37,13 @@ from dataclasses import dataclass, field, replace
 from enum import Enum, IntEnum
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Union
 
 import yaml
 
 from wap_core import actions, yamlnodes
 from wap_core.exceptions import AccessDeniedError, AccessFileError
+from wap_core.values import JsonMapping
 from wap_core.yamlnodes import line as _line
 
 if TYPE_CHECKING:
@@ -130,7 +131,7 @@ class AccessPolicy:
     enabled: bool
     grants: tuple[Grant, ...] = ()
     # ``policies:`` of the file as plain data (read-only), for the review workflow; None when absent.
-    policies: Mapping[str, Any] | None = None
+    policies: JsonMapping | None = None
     policies_line: int | None = None
     # The YAML node of ``policies:`` (line numbers for precise errors when it is parsed further).
     policies_node: yaml.Node | None = field(default=None, compare=False, repr=False)
@@ -267,7 +268,7 @@ def _cli_identity(top: Mapping[str, tuple[yaml.Node, yaml.Node]], source: str) -
 
 def _parse_policies(
     entry: tuple[yaml.Node, yaml.Node] | None, source: str
-) -> tuple[Mapping[str, Any] | None, int | None, yaml.Node | None]:
+) -> tuple[JsonMapping | None, int | None, yaml.Node | None]:
     """``policies`` as plain data (None when absent), the line of its key and its mapping node."""
     if entry is None:
         return None, None, None

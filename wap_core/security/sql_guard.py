@@ -71,7 +71,7 @@ import logging
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from wap_core.exceptions import ValidationError
 from wap_core.lake.errors import spark_error_line
@@ -668,12 +668,15 @@ def _class(obj: Any) -> str:
     return str(obj.getClass().getName())
 
 
+JvmObject: TypeAlias = Any  # a py4j proxy of a JVM object (untyped on the Python side)
+
+
 class _Classes:
     """JVM class objects for instance checks, loaded once per walk."""
 
     def __init__(self, session: SparkSession) -> None:
         self._jvm: Any = session._jvm
-        self._cache: dict[str, Any] = {}
+        self._cache: dict[str, JvmObject] = {}
 
     def isinstance(self, obj: Any, class_name: str) -> bool:
         klass = self._cache.get(class_name)

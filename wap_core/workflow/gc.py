@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import Enum
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from pyiceberg.manifest import DataFileContent
 from pyiceberg.table import Table
@@ -577,8 +577,8 @@ def _gc_branch(
 
 
 def _why_not_expire(
-    snapshots: dict[int, Any],
-    refs: dict[str, Any],
+    snapshots: Mapping[int, Snapshot],
+    refs: Mapping[str, SnapshotRef],
     props: dict[str, str],
     plan: ExpiryPlan,
     retain_last: int,

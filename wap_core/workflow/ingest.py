@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from wap_core.checks import Suite, observed_metrics, suite_for
 from wap_core.exceptions import (
@@ -49,7 +49,7 @@ from wap_core.security.paths import (
 from wap_core.session import Session, session_of
 from wap_core.states import Action, CheckStatus, Outcome
 from wap_core.store.journal import Intent
-from wap_core.values import JSON, JsonOrder, seconds_view
+from wap_core.values import JSON, JsonObject, JsonOrder, seconds_view
 from wap_core.workflow.audit import AuditResult, audit_branch
 from wap_core.workflow.readers import Prepared, read_source, resolve_sources
 from wap_core.workflow.reconcile import INTENT_PROPERTY, reconciled_table
@@ -117,9 +117,7 @@ def default_branch_name(existing: set[str]) -> str:
     return name
 
 
-def _write(
-    lh: Lakehouse, df: DataFrame, name: str, props: dict[str, str], suite: Suite
-) -> dict[str, Any] | None:
+def _write(lh: Lakehouse, df: DataFrame, name: str, props: dict[str, str], suite: Suite) -> JsonObject | None:
     """Append ``df`` to the branch ``name``; returns the suite's aggregates observed during the write.
 
     The row-level checks are evaluated by ``DataFrame.observe`` in the same pass that writes the
@@ -390,7 +388,7 @@ class _BatchWriter:
     suite: Suite
     props: dict[str, str]
     created: bool = False
-    metrics: dict[str, Any] | None = None
+    metrics: JsonObject | None = None
     lineage: cat.Lineage | None = None
 
     def write(self, intent: Intent) -> Moved:
@@ -432,7 +430,7 @@ def _announce(
     tbl: Table | None,
     branch: str | None,
     main_before: int | None,
-    details: dict[str, Any],
+    details: JsonObject,
 ) -> tuple[RefMove, Intent]:
     """Commit the ingest's intent naming the branch it is about to create; returns its move and intent.
 

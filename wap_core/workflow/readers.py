@@ -37,6 +37,7 @@ from wap_core.security.paths import (
     confine,
     expand_confined,
 )
+from wap_core.values import Record
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
@@ -250,7 +251,7 @@ class Prepared:
     df: DataFrame  # good rows only, cast to the target schema, in target column order
     rows: int
     malformed: int
-    sample: list[dict[str, Any]]
+    sample: list[Record]
     narrowing: list[str] = field(default_factory=list)  # the schema check's notes (see _narrowing)
 
 
@@ -293,9 +294,9 @@ def _prepare(
     raw: DataFrame,
     target: StructType,
     mapping: dict[str, str],
-    locate: Callable[[list[dict[str, Any]]], None],
+    locate: Callable[[list[Record]], None],
     unreadable: int = 0,
-    unreadable_sample: Sequence[dict[str, Any]] = (),
+    unreadable_sample: Sequence[Record] = (),
     traits: _SourceTraits = _SourceTraits(),
 ) -> Prepared:
     """Cast ``raw`` to ``target``; count and sample rows that do not parse or that a cast would change (one pass).
@@ -357,7 +358,7 @@ def _prepare(
         *[F.sum(p.cast("int")).alias(f"nn{i}") for i, p in enumerate(present)],
     ).collect()[0]
     rows, bad = _parsed_counts(table, target, stats, unreadable)
-    sample: list[dict[str, Any]] = [dict(u) for u in unreadable_sample[:SAMPLE]]
+    sample: list[Record] = [dict(u) for u in unreadable_sample[:SAMPLE]]
     if bad:
         located = _bad_rows(flagged, raw.columns, bads, whys, target, mapping)
         locate(located)
@@ -394,7 +395,7 @@ def _bad_rows(
     whys: Sequence[Column],
     target: StructType,
     mapping: dict[str, str],
-) -> list[dict[str, Any]]:
+) -> list[Record]:
     """Up to SAMPLE malformed rows as the source's text, each with what was wrong with it: ``__problem``
     in words, ``__columns`` the table's columns whose value was bad."""
     from pyspark.sql import functions as F
@@ -410,14 +411,14 @@ def _bad_rows(
             ]
         )
     )
-    located: list[dict[str, Any]] = []
+    located: list[Record] = []
     for r in (
         flagged.where(F.col("__bad"))
         .select(*[F.col(_q(c)) for c in columns], bad_cols.alias("__cols"), bad_whys.alias("__whys"))
         .limit(SAMPLE)
         .collect()
     ):
-        d: dict[str, Any] = {
+        d: Record = {
             k: (v if v is None or (k.startswith("__") and isinstance(v, int)) else str(v))
             for k, v in r.asDict().items()
             if k not in ("__cols", "__whys")
@@ -536,14 +537,14 @@ class _Unreadable:
     file: str
     records: list[tuple[int, str]]  # (line the record starts on, problem)
 
-    def sample(self, header: Sequence[str]) -> list[dict[str, Any]]:
+    def sample(self, header: Sequence[str]) -> list[Record]:
         """The malformed-row sample form of the first records (their first line as the raw text)."""
         wanted = dict(self.records[:SAMPLE])
-        out: list[dict[str, Any]] = []
+        out: list[Record] = []
         with open(self.file, newline="", encoding="utf-8-sig", errors="replace") as fh:
             for n, line in enumerate(fh, start=1):
                 if n in wanted:
-                    d: dict[str, Any] = dict.fromkeys(header)
+                    d: Record = dict.fromkeys(header)
                     d.update(
                         {
                             CORRUPT: line.rstrip("\r\n"),
@@ -664,9 +665,9 @@ def _csv_key(fields: Sequence[str | None]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _csv_locator(files: list[str], header: list[str]) -> Callable[[list[dict[str, Any]]], None]:
-    def locate(sample: list[dict[str, Any]]) -> None:
-        wanted: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+def _csv_locator(files: list[str], header: list[str]) -> Callable[[list[Record]], None]:
+    def locate(sample: list[Record]) -> None:
+        wanted: dict[tuple[str, ...], list[Record]] = {}
         for d in sample:
             if d.get(CORRUPT):
                 try:
@@ -736,14 +737,14 @@ def _field_too_long(files: list[str]) -> SourceError:
     )
 
 
-def _json_locator(files: list[str]) -> Callable[[list[dict[str, Any]]], None]:
+def _json_locator(files: list[str]) -> Callable[[list[Record]], None]:
     """Locate sampled JSON rows by their line's text (``__text``, or the corrupt record's)."""
 
     def key(text: str) -> str:
         return text.strip().lstrip("\ufeff").strip()
 
-    def locate(sample: list[dict[str, Any]]) -> None:
-        wanted: dict[str, list[dict[str, Any]]] = {}
+    def locate(sample: list[Record]) -> None:
+        wanted: dict[str, list[Record]] = {}
         for d in sample:
             text = d.get("__text") or d.get(CORRUPT)
             if text:

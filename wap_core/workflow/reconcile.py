@@ -41,7 +41,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pyiceberg.table import Table
 from sqlalchemy.exc import SQLAlchemyError
@@ -61,6 +61,7 @@ from wap_core.lake.catalog import TEMP_MARK, is_temp_branch
 from wap_core.lake.refs import remove_branches
 from wap_core.states import Action, Outcome
 from wap_core.store.journal import Intent, JournalEntry, heartbeat_stale, owner_alive, process_owner
+from wap_core.values import JsonObject
 
 if TYPE_CHECKING:
     from wap_core.lakehouse import Lakehouse
@@ -91,7 +92,7 @@ class Verdict:
     snapshot_after: int | None
     never: bool  # not landed and can no longer land (its precondition broke)
     why: str
-    details: dict[str, Any] = field(default_factory=dict)
+    details: JsonObject = field(default_factory=dict)
     cleanup: tuple[str, ...] = ()  # temp branches to remove when the intent is abandoned
 
 
@@ -349,7 +350,7 @@ def settle(lh: Lakehouse, intent: Intent, exc: BaseException | None) -> JournalE
     else:
         if v.cleanup:
             remove_branches(lh.catalog, intent.table, v.cleanup)
-        details: dict[str, Any] = {"why": v.why}
+        details: JsonObject = {"why": v.why}
         if intent.reason:
             details["intent_reason"] = intent.reason
         if isinstance(exc, RefusedError):

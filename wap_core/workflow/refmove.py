@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from wap_core import notify
 from wap_core.exceptions import BranchBusyError, RefusedError
@@ -31,6 +31,7 @@ from wap_core.faults import FAULT_POINTS, PAUSE_POINTS, fault_point, pause_point
 from wap_core.identifiers import TableId
 from wap_core.states import Action, Outcome
 from wap_core.store.journal import Intent
+from wap_core.values import JsonObject
 from wap_core.workflow.reconcile import acting
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ class Moved:
     outcome: Outcome
     snapshot_after: int | None = None
     done: bool = True
-    details: dict[str, Any] | None = None
+    details: JsonObject | None = None
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ class RefMove:
     before: int | None  # the intent's expected_before (the precondition's snapshot)
     after: int | None = None  # the intent's expected_after
     reason: str | None = None
-    details: dict[str, Any] = field(default_factory=dict)
+    details: JsonObject = field(default_factory=dict)
     notify_refusal: bool = True  # a busy branch's refusal is notified (rollback/reopen: not)
 
     @property

@@ -45,7 +45,7 @@ from wap_core.session import Session, session_of
 from wap_core.states import Action, Outcome
 from wap_core.store.journal import journal_table, utcnow
 from wap_core.store.schema import event_columns, from_row, metadata, snapshot_column
-from wap_core.values import JSON, JsonOrder
+from wap_core.values import JSON, JsonObject, JsonOrder
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -151,7 +151,7 @@ def parse_policies(policy: AccessPolicy) -> dict[str, ReviewPolicy]:
                     int(val_node.start_mark.line) + 1,
                     f"policy {key!r} must be a mapping, e.g. {{approvals: 1, author_cannot_approve: true}}",
                 )
-            values: dict[str, Any] = {}
+            values: JsonObject = {}
             for k_node, v_node in val_node.value:
                 k_line = int(k_node.start_mark.line) + 1
                 k = k_node.value if isinstance(k_node, yaml.ScalarNode) else None

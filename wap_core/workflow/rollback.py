@@ -37,6 +37,7 @@ from wap_core.security.access import Permission
 from wap_core.session import Session, session_of
 from wap_core.states import Action, Outcome
 from wap_core.store.journal import Intent
+from wap_core.values import JsonObject
 from wap_core.workflow.reconcile import reconciled_table
 from wap_core.workflow.refmove import Moved, Notice, RefMove
 from wap_core.workflow.review import batch_authors
@@ -90,7 +91,7 @@ def _move(
     before: int | None,
     after: int | None = None,
     reason: str | None = None,
-    details: dict[str, Any] | None = None,
+    details: JsonObject | None = None,
 ) -> RefMove:
     """A rollback's or reopen's ref move: its refusals (a busy branch included) are journaled, not notified."""
     return RefMove(session, action, table, branch, before, after, reason, details or {}, notify_refusal=False)
@@ -354,7 +355,7 @@ def reopen(
             )
         )
     authors = list(batch_authors(lh, table, tbl, snapshot_id))
-    details: dict[str, Any] = {"snapshot_id": snapshot_id, "authors": authors}
+    details: JsonObject = {"snapshot_id": snapshot_id, "authors": authors}
     if open_as is not None:
         details["also_open_as"] = open_as  # reopened once more on purpose (again, with the reason)
     move = replace(move, details=details)

@@ -30,12 +30,15 @@ class RestCatalogType:
     needs_jdbc_jars = False
 
     def recognises(self, settings: Settings) -> bool:
+        """This backend's answer to :meth:`~wap_core.lake.backends.base.CatalogType.recognises`."""
         return settings.catalog_type == self.name or (settings.catalog_uri or "").startswith(REST_PREFIX)
 
     def catalog_key(self, settings: Settings) -> str:
+        """This backend's answer to :meth:`~wap_core.lake.backends.base.CatalogType.catalog_key`."""
         return rest_uri(settings)
 
     def spark_conf(self, settings: Settings) -> dict[str, str]:
+        """This backend's answer to :meth:`~wap_core.lake.backends.base.CatalogType.spark_conf`."""
         p = f"spark.sql.catalog.{settings.catalog_name}"
         conf = {
             p: "org.apache.iceberg.spark.SparkCatalog",
@@ -51,6 +54,7 @@ class RestCatalogType:
         return conf
 
     def open(self, settings: Settings, file_io: dict[str, str]) -> Catalog:
+        """This backend's answer to :meth:`~wap_core.lake.backends.base.CatalogType.open`."""
         settings.home.mkdir(parents=True, exist_ok=True)  # the journal's database lives there
         extra = {"warehouse": settings.warehouse} if settings.warehouse else {}
         return RestCatalog(settings.catalog_name, **file_io, **extra, uri=rest_uri(settings))

@@ -62,12 +62,15 @@ class SqlCatalogType:
     needs_jdbc_jars = True
 
     def recognises(self, settings: Settings) -> bool:
+        """This backend's answer to :meth:`~wap_core.lake.backends.base.CatalogType.recognises`."""
         return settings.catalog_type == self.name and not (settings.catalog_uri or "").startswith(REST_PREFIX)
 
     def catalog_key(self, settings: Settings) -> str:
+        """This backend's answer to :meth:`~wap_core.lake.backends.base.CatalogType.catalog_key`."""
         return settings.jdbc_uri
 
     def spark_conf(self, settings: Settings) -> dict[str, str]:
+        """This backend's answer to :meth:`~wap_core.lake.backends.base.CatalogType.spark_conf`."""
         p = f"spark.sql.catalog.{settings.catalog_name}"
         own = dict(settings.catalog_properties)
         conf = {
@@ -91,6 +94,7 @@ class SqlCatalogType:
         return conf
 
     def open(self, settings: Settings, file_io: dict[str, str]) -> Catalog:
+        """This backend's answer to :meth:`~wap_core.lake.backends.base.CatalogType.open`."""
         if settings.is_sqlite:
             settings.home.mkdir(parents=True, exist_ok=True)
         (settings.home / "warehouse").mkdir(
@@ -106,6 +110,7 @@ class SqlCatalogType:
         return catalog
 
     def failure_endpoint(self, settings: Settings) -> str | None:
+        """This backend's answer to :meth:`~wap_core.lake.backends.base.CatalogType.failure_endpoint`."""
         return None
 
 

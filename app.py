@@ -97,7 +97,8 @@ with st.sidebar:
     else:
         st.caption("sign-in is off (single-user local mode)")
     spark_slot = st.empty()
-    if spark_running() or not spark_starter().starting:
+    live = not spark_running() and spark_starter().starting
+    if not live:
         spark_slot.caption(spark_status())
     else:
         with spark_slot.container():
@@ -106,6 +107,9 @@ with st.sidebar:
 try:
     nav.run()
 finally:
-    # After the page ran, so a page that started Spark is reflected at once.
-    if spark_running():
+    # After the page ran, so a page that started Spark is reflected at once; never over the live status:
+    # replacing its fragment's container by an element while a tick of the fragment is pending (a page that
+    # ran for more than its 2 s) blanked the page in the browser (Streamlit's frontend: "'setIn' cannot be
+    # called on an ElementNode"). The live status says "running" itself at its next tick.
+    if spark_running() and not live:
         spark_slot.caption(spark_status())

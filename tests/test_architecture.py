@@ -226,7 +226,8 @@ def test_no_module_imports_the_package_root() -> None:
     assert not wrong, wrong
 
 
-def test_no_import_circle() -> None:
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of ``graph`` (its strongly connected parts of more than one module; Tarjan)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -237,7 +238,7 @@ def test_no_import_circle() -> None:
         index[v] = low[v] = len(index)
         stack.append(v)
         on_stack.add(v)
-        for w in GRAPH[v]:
+        for w in sorted(graph[v]):
             if w not in index:
                 strong(w)
                 low[v] = min(low[v], low[w])
@@ -254,9 +255,14 @@ def test_no_import_circle() -> None:
             if len(part) > 1:
                 circles.append(sorted(part))
 
-    for v in sorted(GRAPH):
+    for v in sorted(graph):
         if v not in index:
             strong(v)
+    return circles
+
+
+def test_no_import_circle() -> None:
+    circles = _circles(GRAPH)
     assert not circles, circles
 
 
@@ -276,36 +282,7 @@ def test_no_function_level_import_of_wap_core() -> None:
 def test_the_import_picture_has_no_circle() -> None:
     """Type-only and function-level imports included: a circle there is a circle a reader has to untangle
     (wap_core, the console and bench/)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    circles: list[list[str]] = []
-
-    def strong(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        for w in sorted(PICTURE[v]):
-            if w not in index:
-                strong(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            part: list[str] = []
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                part.append(w)
-                if w == v:
-                    break
-            if len(part) > 1:
-                circles.append(sorted(part))
-
-    for v in sorted(PICTURE):
-        if v not in index:
-            strong(v)
+    circles = _circles(PICTURE)
     assert not circles, circles
 
 

@@ -23,6 +23,7 @@ from sqlalchemy import MetaData, create_engine, inspect, text
 import wap_core.checks.store
 import wap_core.notify.deliverer
 import wap_core.security.tokens
+import wap_core.store.batches
 import wap_core.workflow.review  # noqa: F401  (with the imports above: every owner of a table, on the metadata)
 from wap_core import Lakehouse, Settings
 from wap_core.lake.profile import TableProfile

@@ -75,6 +75,12 @@ from wap_core.workflow import tokens as _tokens
 from wap_core.workflow.audit import AuditResult
 from wap_core.workflow.audit import latest_audit as _latest_audit
 from wap_core.workflow.audit import run_audit as _run_audit
+from wap_core.workflow.batch import Batch, BatchTable
+from wap_core.workflow.batch import find_batch as _find_batch
+from wap_core.workflow.batch import load_batch as _load_batch
+from wap_core.workflow.batch import open_batches as _open_batches
+from wap_core.workflow.batch_status import BatchReadiness, TableReadiness
+from wap_core.workflow.batch_status import batch_readiness as _batch_readiness
 from wap_core.workflow.demo import seed_demo as _seed_demo
 from wap_core.workflow.gc import GcResult
 from wap_core.workflow.gc import collect_garbage as _collect_garbage
@@ -127,6 +133,9 @@ __all__ = [
     "VIEW",
     "AccessPolicy",
     "AuditResult",
+    "Batch",
+    "BatchReadiness",
+    "BatchTable",
     "BranchInfo",
     "ChangeGroup",
     "ChangedRow",
@@ -169,6 +178,7 @@ __all__ = [
     "StoredAudit",
     "TableInfo",
     "TableProfile",
+    "TableReadiness",
     "TargetColumn",
     "TestOutcome",
     "TimelineSnapshot",
@@ -499,17 +509,19 @@ def ingest(
     sources: Sequence[str],
     *,
     branch: str | None = None,
+    batch: str | None = None,
     fmt: str | None = None,
     create: bool = False,
     source_policy: SourcePolicy = SourcePolicy.CONFINED,
     progress: Progress | None = None,
 ) -> IngestResult:
-    """Write ``sources`` into a new audit branch of ``table`` and audit it, as who acts."""
+    """Write ``sources`` into a new audit branch of ``table`` (of the batch ``batch``) and audit it, as who acts."""
     return _ingest(
         ctx,
         table,
         sources,
         branch=branch,
+        batch=batch,
         fmt=fmt,
         create=create,
         source_policy=source_policy,
@@ -608,3 +620,24 @@ def revoke_token(ctx: Context, token_id: int) -> TokenInfo:
 def notify_test(ctx: Context) -> tuple[NotifyConfig, list[TestOutcome]]:
     """Send a test event to every notification target (``notify-test``)."""
     return notify.notify_test(ctx.lakehouse.settings, user=ctx.user)
+
+
+# ----- batches that span tables ---------------------------------------------
+def batch(ctx: Context, name: str) -> Batch:
+    """The open batch ``name`` (NotFoundError if none)."""
+    return _load_batch(ctx.lakehouse, name)
+
+
+def find_batch(ctx: Context, name: str) -> Batch | None:
+    """The open batch ``name``, or None (a plain branch, or no such batch)."""
+    return _find_batch(ctx.lakehouse, name)
+
+
+def open_batches(ctx: Context) -> list[Batch]:
+    """Every open batch of recorded members, by name."""
+    return _open_batches(ctx.lakehouse)
+
+
+def batch_readiness(ctx: Context, name: str) -> BatchReadiness:
+    """Whether the batch ``name`` may be published now, table by table."""
+    return _batch_readiness(ctx.lakehouse, name)

@@ -24,6 +24,11 @@ ACTION = ActionSpec(
             TABLE,
             arg("sources", nargs="+", metavar="SOURCE"),
             arg("--branch"),
+            arg(
+                "--batch",
+                help="add the table to the open batch of this name (created on first use): written,"
+                " audited, reviewed and published with the batch's other tables",
+            ),
             arg("--format", choices=["csv", "parquet", "json"]),
             arg("--create", action="store_true", help="create the table from the source's schema if missing"),
             JSON,

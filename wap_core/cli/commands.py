@@ -113,6 +113,7 @@ def _ingest(args: argparse.Namespace, ctx: Context) -> int:
         table,
         args.sources,
         branch=args.branch,
+        batch=args.batch,
         fmt=args.format,
         create=args.create,
         source_policy=api.SourcePolicy.ANY,

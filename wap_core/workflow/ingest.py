@@ -51,6 +51,7 @@ from wap_core.states import Action, CheckStatus, Outcome
 from wap_core.store.journal import Intent
 from wap_core.values import JSON, JsonObject, JsonOrder, seconds_view
 from wap_core.workflow.audit import AuditResult, audit_branch
+from wap_core.workflow.batch import join as join_batch
 from wap_core.workflow.readers import Prepared, read_source, resolve_sources
 from wap_core.workflow.reconcile import INTENT_PROPERTY, reconciled_table
 from wap_core.workflow.refmove import Moved, RefMove
@@ -72,6 +73,7 @@ class IngestResult:
     __json__: ClassVar[JsonOrder] = (
         "table",
         "branch",
+        "batch",
         "created_table",
         "rows_written",
         "malformed_rows",
@@ -94,6 +96,7 @@ class IngestResult:
     sources: list[str]
     audit: AuditResult
     seconds: float = field(metadata={JSON: seconds_view})
+    batch: str | None = None  # the batch the table joined (``--batch``); None: a one-table batch
     narrowing: list[str] = field(default_factory=list)
     """The schema check's notes: columns whose source type the table's type cannot hold for every value
     (e.g. ``bigint`` into ``int``); their values that do not fit exactly are malformed rows."""
@@ -250,6 +253,7 @@ def ingest(
     sources: Sequence[str],
     *,
     branch: str | None = None,
+    batch: str | None = None,
     fmt: str | None = None,
     create: bool = False,
     user: str | None = None,
@@ -262,10 +266,18 @@ def ingest(
     (``WAP_INGEST_ROOTS`` and the uploads root); the CLI passes ANY. ``progress`` is told each step
     (reading → writing → auditing → done) with the row count once known. The snapshot summary records
     the sources' sha256 as ``wap.content-hash`` (see :func:`find_duplicate`).
+
+    ``batch``: add ``table`` to the open batch of that name (created on first use; see
+    :mod:`wap_core.workflow.batch`): the branch is named like the batch. ``branch`` is a one-table batch.
     """
     t0 = time.perf_counter()
     s = session_of(session, user)
     lh, user = s.lakehouse, s.user
+    if batch is not None:
+        validate_branch(batch)
+        if branch is not None and branch != batch:
+            raise ValidationError("give --branch or --batch, not both: a batch's branches are named like it")
+        branch = batch
     if branch is not None:
         validate_branch(branch)
     s.authorize(Permission.INGEST, table=table, branch=branch)
@@ -276,7 +288,7 @@ def ingest(
         local, origin = fetch_url_sources(lh.settings, sources, source_policy)
         files, fmt = resolve_sources(local, fmt, policy=source_policy, roots=roots)
         files, origin = hadoop_readable(lh.settings, files, origin)  # a ':' in a file's path: linked apart
-        return _ingest(s, table, files, fmt, branch, create, t0, progress or _no_progress, origin)
+        return _ingest(s, table, files, fmt, branch, create, t0, progress or _no_progress, origin, batch)
     except WapError as exc:
         if not exc.journaled:  # an error after the intent is already its outcome row
             s.record(
@@ -304,6 +316,7 @@ def _ingest(
     t0: float,
     progress: Progress,
     origin: dict[str, str] | None = None,
+    batch: str | None = None,
 ) -> IngestResult:
     lh, user = s.lakehouse, s.user
     progress("reading", None)
@@ -332,14 +345,18 @@ def _ingest(
         "malformed_rows": prepared.malformed,
         "create_table": not exists,
         **({"narrowing": prepared.narrowing} if prepared.narrowing else {}),
+        **({"batch": batch} if batch is not None else {}),
     }
     move, intent = _announce(s, table, tbl, branch, main_before, intent_details)
+    if batch is not None:  # the branch is reserved (the intent holds it): the table joins the batch
+        join_batch(lh, batch, table, user)
     props = {
         "wap.source": ", ".join(shown)[:2000],
         "wap.format": fmt,
         "wap.batch-id": batch_id,
         CONTENT_HASH_PROPERTY: digest,
         "wap.branch": move.branch,
+        **({"wap.batch": batch} if batch is not None else {}),
         "wap.user": user,
         "wap.malformed-rows": str(prepared.malformed),
         "wap.malformed-sample": sample_json(prepared.sample),  # trimmed before serialising: valid JSON
@@ -370,6 +387,7 @@ def _ingest(
         sources=shown,
         audit=audit,
         seconds=time.perf_counter() - t0,
+        batch=batch,
         narrowing=prepared.narrowing,
     )
 

@@ -1,0 +1,158 @@
+"""Batches that span tables: a named set of tables, each on a branch of the batch's name.
+
+A day of flights arrives with the airports it references; an order batch with its line items. A
+**batch** groups them: every member table has an open branch named like the batch, forked from its own
+main, written by ``wap ingest TABLE SOURCE... --batch NAME`` (which creates the batch on first use). The
+members are recorded in ``wap_batches`` (:mod:`wap_core.store.batches`); a member whose branch is gone
+(published, discarded, or an ingest that failed before its rows landed) is not part of the open batch.
+
+A branch made by ``--branch`` (or a default name) has no membership row: it is a **one-table batch** and
+behaves exactly as a branch always did. When a batch is first used (its first ``--batch`` ingest), every
+table that already has an open branch of that name joins it: that is how a steward adds the airports to
+the failing week's branch of flights.
+
+This module reads batches (:func:`load_batch`, :func:`batch_of`, :func:`open_batches`) and adds members
+(:func:`join`); the actions on a batch (audit, publish, discard...) are their own modules.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pyiceberg.table import Table
+
+from wap_core.exceptions import NotFoundError
+from wap_core.identifiers import MAIN, TableId, validate_branch
+from wap_core.lake import catalog as cat
+from wap_core.store import batches as store
+
+if TYPE_CHECKING:
+    from wap_core.lakehouse import Lakehouse
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BatchTable:
+    """One table of an open batch: its branch (named like the batch) against its own main."""
+
+    table: TableId
+    head: int  # the branch's head snapshot
+    main: int | None  # main's head now
+    fork: int | None  # where the branch forked from main
+    added_by: str
+
+    @property
+    def main_moved(self) -> bool:
+        """True when main has commits the branch does not (the table needs a rebase)."""
+        return self.main is not None and self.main != self.fork
+
+
+@dataclass(frozen=True)
+class Batch:
+    """An open batch: its name (its branches' name) and its tables, sorted by table."""
+
+    name: str
+    tables: tuple[BatchTable, ...]
+
+    @property
+    def table_ids(self) -> tuple[TableId, ...]:
+        """The member tables, sorted."""
+        return tuple(t.table for t in self.tables)
+
+    @property
+    def heads(self) -> dict[str, int]:
+        """Each member table's branch head (``namespace.table`` -> snapshot id): what approvals bind to."""
+        return {str(t.table): t.head for t in self.tables}
+
+    def member(self, table: TableId | str) -> BatchTable | None:
+        """The member ``table``, or None when it is not in the batch."""
+        key = str(table)
+        return next((t for t in self.tables if str(t.table) == key), None)
+
+    def __contains__(self, table: object) -> bool:
+        return isinstance(table, (TableId, str)) and self.member(table) is not None
+
+
+def _member_table(tbl: Table, table: TableId, name: str, added_by: str) -> BatchTable | None:
+    if name not in tbl.metadata.refs:
+        return None
+    lin = cat.lineage(tbl, name)
+    return BatchTable(table, lin.head, cat.ref_snapshot_id(tbl, MAIN), lin.fork, added_by)
+
+
+def _build(lh: Lakehouse, name: str, members: Iterable[store.Member]) -> Batch:
+    out: dict[str, BatchTable] = {}
+    for m in members:
+        table = TableId.parse(m.table)
+        if str(table) in out or not cat.table_exists(lh.catalog, table):
+            continue
+        bt = _member_table(lh.table(table), table, name, m.added_by)
+        if bt is not None:
+            out[str(table)] = bt
+    return Batch(name, tuple(sorted(out.values(), key=lambda t: (t.table.namespace, t.table.name))))
+
+
+def load_batch(lh: Lakehouse, name: str) -> Batch:
+    """The open batch ``name`` (its members that still have their branch); NotFoundError if none has."""
+    validate_branch(name)
+    batch = _build(lh, name, store.open_members(lh.journal.engine, name))
+    if not batch.tables:
+        raise NotFoundError(f"no open batch {name!r}: no table has an open branch of a batch of that name")
+    return batch
+
+
+def find_batch(lh: Lakehouse, name: str) -> Batch | None:
+    """The open batch ``name``, or None."""
+    try:
+        return load_batch(lh, name)
+    except NotFoundError:
+        return None
+
+
+def batch_of(lh: Lakehouse, table: TableId, branch: str) -> Batch | None:
+    """The open batch ``table``'s ``branch`` belongs to, or None (a one-table batch: a plain branch)."""
+    if all(m.table != str(table) for m in store.open_members(lh.journal.engine, branch)):
+        return None
+    batch = find_batch(lh, branch)
+    return batch if batch is not None and table in batch else None
+
+
+def is_batch(lh: Lakehouse, name: str) -> bool:
+    """True when ``name`` names an open batch of recorded members (not merely a branch)."""
+    return find_batch(lh, name) is not None
+
+
+def open_batches(lh: Lakehouse) -> list[Batch]:
+    """Every open batch with at least one member that still has its branch, by name."""
+    by_name: dict[str, list[store.Member]] = {}
+    for m in store.open_members(lh.journal.engine):
+        by_name.setdefault(m.batch, []).append(m)
+    out = [_build(lh, name, ms) for name, ms in sorted(by_name.items())]
+    return [b for b in out if b.tables]
+
+
+def join(lh: Lakehouse, name: str, table: TableId, user: str) -> list[TableId]:
+    """Record ``table`` as a member of batch ``name`` (before its branch is written); the tables that joined.
+
+    On the batch's first use, every other table that already has an open branch ``name`` joins too
+    (adopted, under the user who adds this table): the failing week's flights, when its airports are added.
+    """
+    validate_branch(name)
+    engine = lh.journal.engine
+    first_use = not store.open_members(engine, name)
+    joined = (
+        [tid for tid, tbl in cat.load_tables(lh.catalog) if tid != table and name in tbl.metadata.refs]
+        if first_use
+        else []
+    )
+    with engine.begin() as conn:
+        for tid in joined:
+            store.add_member(conn, name, str(tid), user)
+        store.add_member(conn, name, str(table), user)
+    if joined:
+        log.info("batch %s: adopted the open branches of %s", name, ", ".join(map(str, joined)))
+    return [*joined, table]

@@ -392,21 +392,21 @@ def test_readers_never_see_half_a_batch(lake: Lakehouse) -> None:
     def pointer_reader() -> None:
         while not done.is_set():
             reads.append(pointers(lake))
+            time.sleep(0.005)
 
     def tag_reader() -> None:
         while not done.is_set():
             tag_reads.append([set(lake.catalog.load_table(t.tuple).metadata.refs) for t in TABLES])
+            time.sleep(0.02)
 
     round_of_head: dict[int, int] = {}
-    staged = {}
-    for r, tables in enumerate(rounds, start=100):
-        staged[r] = stage(lake, tables, f"rd{r}", r, audit=False)
-        round_of_head.update(dict.fromkeys(staged[r].values(), r))
     threads = [threading.Thread(target=pointer_reader), threading.Thread(target=tag_reader)]
     for th in threads:
         th.start()
     try:
-        for r in staged:
+        for r, tables in enumerate(rounds, start=100):
+            heads = stage(lake, tables, f"rd{r}", r, audit=False)  # branches only: main stays put meanwhile
+            round_of_head.update(dict.fromkeys(heads.values(), r))
             publish_batch(as_(lake, ROOT_), f"rd{r}", force=True, reason="reader loop")
     finally:
         done.set()

@@ -496,5 +496,8 @@ def test_rest_batch_publish_through_the_multi_table_endpoint(seaweed: Any, tmp_p
         lh.catalog.drop_table(T2.tuple)
         th.join(120)
     assert len(errors) == 1 and isinstance(errors[0], RefusedError), errors
+    assert "does not exist on the catalog" in str(
+        errors[0]
+    )  # the 404 named the table: not a missing endpoint
     assert "no multi-table commit" not in str(errors[0]) and "bp.flights" in str(errors[0])
     assert mains(lh, [T1]) == before

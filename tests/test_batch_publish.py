@@ -28,9 +28,9 @@ from helpers import (
     ROOT_,
     SAM,
     TWO_PERSON_ACCESS,
-    cli_as,
     lake_env,
     lake_settings,
+    run_cli,
     seed_tables,
     write_csv,
 )
@@ -80,6 +80,12 @@ def lake(
     seed_tables(lh, TABLES, home / "src")
     settings.access_file.write_text(TWO_PERSON_ACCESS)
     return lh
+
+
+def cli_as(lh: Lakehouse, user: str, *args: str) -> tuple[int, str, str]:
+    """The CLI in this process as ``user`` on ``lh`` (its catalog database too: SQLite or PostgreSQL)."""
+    more = {"WAP_CATALOG_URI": lh.settings.catalog_uri} if lh.settings.catalog_uri else {}
+    return run_cli(lake_env(lh.settings, user, access=True, roots=True, **more), *args)
 
 
 def as_(lh: Lakehouse, user: str) -> Session:

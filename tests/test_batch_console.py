@@ -1,0 +1,125 @@
+"""Batches that span tables in the console (issue 27 items 1 and 3): the Branches row, the batch's Review, Ingest.
+
+One module-scoped lakehouse on the shared SparkSession: ``shop.orders`` (id, name) and ``shop.items``
+(id, order_id: ``references`` shop.orders.id), both published. Open on it:
+
+- batch ``wk1``: a new order, and items of which one names order 99, in no table at all: ``shop.items``
+  fails its ``references`` check (wherever the check reads shop.orders: main or the batch's head);
+- batch ``wk2``: a new order and an item of an order already on main: every check passes;
+- ``solo``: a plain branch of ``shop.orders`` (a one-table batch: listed as today).
+
+Tests run in file order and change that state (the last one moves main under ``wk1``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import ANN, SAM, lake_env, lake_settings, use_env, write_csv
+
+from wap_core import Lakehouse, TableId, api
+from wap_core.states import BranchStatus, worst_branch_status
+from wap_core.workflow.batch_status import batch_rows
+from wap_core.workflow.ingest import ingest
+from wap_core.workflow.publish import publish
+from wap_core.workflow.review import ReviewState
+
+ORD, ITM = TableId("shop", "orders"), TableId("shop", "items")
+CHECKS = """\
+shop.orders:
+  checks:
+    - not_null: [name]
+shop.items:
+  checks:
+    - not_null: [order_id]
+    - references: {column: order_id, table: shop.orders, ref_column: id}
+"""
+REFS = "references(order_id -> shop.orders.id)"
+USER = "steward-anna"
+
+
+def _orders(lh: Lakehouse, name: str, rows: list[tuple[object, ...]]) -> str:
+    return write_csv(Path(lh.settings.home) / "src" / f"{name}.csv", ("id", "name"), rows)
+
+
+def _items(lh: Lakehouse, name: str, rows: list[tuple[object, ...]]) -> str:
+    return write_csv(Path(lh.settings.home) / "src" / f"{name}.csv", ("id", "order_id"), rows)
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Lakehouse:
+    home = tmp_path_factory.mktemp("batchconsole")
+    lh = Lakehouse(lake_settings(home, "batchconsole", CHECKS, ingest_roots=(home,)))
+    for t, path in ((ORD, _orders(lh, "o0", [(1, "ann"), (2, "bob")])), (ITM, _items(lh, "i0", [(10, 1)]))):
+        assert ingest(lh, t, [path], create=True, branch="first").audit.passed
+        publish(lh, t, "first")
+    assert ingest(lh, ORD, [_orders(lh, "o1", [(3, "cid")])], batch="wk1", user=ANN).audit.passed
+    bad = ingest(lh, ITM, [_items(lh, "i1", [(11, 1), (12, 99)])], batch="wk1", user=SAM)
+    assert bad.audit.failed_checks == [REFS], bad.audit.failed_checks
+    assert ingest(lh, ORD, [_orders(lh, "o2", [(4, "dee")])], batch="wk2", user=SAM).audit.passed
+    assert ingest(lh, ITM, [_items(lh, "i2", [(13, 2)])], batch="wk2", user=SAM).audit.passed
+    assert ingest(lh, ORD, [_orders(lh, "o3", [(5, "eve")])], branch="solo", user=SAM).audit.passed
+    return lh
+
+
+@pytest.fixture
+def env(lake: Lakehouse, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lakehouse]:
+    import streamlit as st
+
+    use_env(monkeypatch, lake_env(lake.settings, USER, roots=True))
+    st.cache_data.clear()
+    yield lake
+
+
+def _texts(elements) -> str:  # type: ignore[no-untyped-def]
+    """The elements' Markdown bodies as read on screen (the console escapes user text, ``steward\\-anna``)."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", "\n".join(str(e.value) for e in elements)).replace(
+        "\u2060", ""
+    )
+
+
+# ----------------------------------------------------------------------------- the read model (core)
+def test_worst_branch_status_order() -> None:
+    order = sorted(BranchStatus, key=lambda s: s.rank)
+    assert order == [
+        BranchStatus.INCOMPLETE,
+        BranchStatus.FAILED,
+        BranchStatus.NOT_AUDITED,
+        BranchStatus.STALE,
+        BranchStatus.WARNED,
+        BranchStatus.PASSED,
+    ]
+    assert worst_branch_status(["passed", "stale", "warned"]) is BranchStatus.STALE
+    assert worst_branch_status([BranchStatus.PASSED, BranchStatus.FAILED]) is BranchStatus.FAILED
+    with pytest.raises(ValueError):
+        worst_branch_status([])
+
+
+def test_batch_rows_one_row_per_batch(lake: Lakehouse) -> None:
+    rows = {r.batch: r for r in batch_rows(lake)}
+    assert sorted(rows) == ["wk1", "wk2"]  # solo is a plain branch: no batch row
+    wk1, wk2 = rows["wk1"], rows["wk2"]
+    assert wk1.tables == (str(ITM), str(ORD))  # sorted, as the batch's tables
+    assert (wk1.status, wk1.rows_added, wk1.main_moved) == (BranchStatus.FAILED, 3, False)
+    assert wk1.failed_checks == (f"{ITM}: {REFS}",)
+    assert set(wk1.authors) == {ANN, SAM}
+    assert (wk1.review, wk1.approvals) == (ReviewState.NONE, 0)  # no policy asks for approvals here
+    assert [(b.table, b.branch) for b in wk1.branches] == [(str(ITM), "wk1"), (str(ORD), "wk1")]
+    assert wk1.member(str(ORD), "wk1") and not wk1.member(str(ORD), "solo")
+    assert (wk2.status, wk2.rows_added, wk2.failed_checks, wk2.authors) == (
+        BranchStatus.PASSED,
+        2,
+        (),
+        (SAM,),
+    )
+    assert wk1.created is not None and wk1.last_audit_at is not None
+    assert api.batch_rows(api.open_context(lake)) == batch_rows(lake)
+
+
+def test_main_moved_under_a_batch_shows_on_its_row(lake: Lakehouse) -> None:
+    publish(lake, ORD, "solo")
+    wk1 = next(r for r in batch_rows(lake) if r.batch == "wk1")
+    assert wk1.main_moved and [b.main_moved for b in wk1.branches] == [False, True]

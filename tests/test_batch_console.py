@@ -18,10 +18,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import ANN, SAM, lake_env, lake_settings, use_env, write_csv
+from helpers import ANN, SAM, app_test, lake_env, lake_settings, use_env, write_csv
 
 from wap_core import Lakehouse, TableId, api
 from wap_core.states import BranchStatus, worst_branch_status
+from wap_core.workflow.batch import load_batch
 from wap_core.workflow.batch_status import batch_rows
 from wap_core.workflow.ingest import ingest
 from wap_core.workflow.publish import publish
@@ -117,6 +118,81 @@ def test_batch_rows_one_row_per_batch(lake: Lakehouse) -> None:
     )
     assert wk1.created is not None and wk1.last_audit_at is not None
     assert api.batch_rows(api.open_context(lake)) == batch_rows(lake)
+
+
+# ----------------------------------------------------------------------------- the console
+def test_branches_page_lists_a_batch_as_one_row(env: Lakehouse) -> None:
+    at = app_test("pages/branches.py")
+    df = at.dataframe[0].value.data if hasattr(at.dataframe[0].value, "data") else at.dataframe[0].value
+    by_branch = {b: df[df["branch"] == b] for b in ("wk1", "wk2", "solo")}
+    assert all(len(x) == 1 for x in by_branch.values()), df[["table", "branch"]]  # a batch: ONE row
+    wk1 = by_branch["wk1"].iloc[0]
+    assert wk1["review"] == "/review?batch=wk1"
+    assert (wk1["table"], wk1["status"], wk1["rows_added"]) == ("shop.items, shop.orders", "✖ failed", 3)
+    assert wk1["failed_checks"] == f"{ITM}: {REFS}" and bool(wk1["batch"])
+    solo = by_branch["solo"].iloc[0]  # a plain branch's row as today
+    assert (solo["review"], solo["table"], solo["status"]) == (
+        "/review?table=shop.orders&branch=solo",
+        "shop.orders",
+        "✔ passed",
+    )
+    assert not bool(solo["batch"])
+    assert "3 of 3 open branches and batches" in _texts(at.caption)
+    links = {p.label: p for p in at.get("page_link")}
+    assert any(label.startswith("Batch wk1") for label in map(_unescape, links))
+    at.multiselect[0].select(str(ITM)).run()  # the table filter keeps the batches holding the table
+    df = at.dataframe[0].value.data if hasattr(at.dataframe[0].value, "data") else at.dataframe[0].value
+    assert sorted(df["branch"]) == ["wk1", "wk2"]
+
+
+def _unescape(text: str) -> str:
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", text).replace("\u2060", "")
+
+
+def test_batch_review_shows_each_table_cross_table_checks_first(env: Lakehouse) -> None:
+    at = app_test("pages/review.py", batch="wk1")
+    heads = [_unescape(str(m.value)) for m in at.markdown if str(m.value).startswith("###")]
+    cross = next(i for i, h in enumerate(heads) if h.startswith("#### Cross-table checks"))
+    per_table = [i for i, h in enumerate(heads) if h.startswith("### ")]
+    assert [heads[i] for i in per_table][:2] == ["### shop.items", "### shop.orders"], heads
+    assert cross < per_table[0]
+    shown = _texts([*at.error, *at.warning, *at.success, *at.info, *at.markdown, *at.caption])
+    assert f"**{REFS}** (references on order_id) — **failed**" in shown  # the evidence, with its rows
+    assert "Atomic on this catalog: **yes**" in shown
+    assert any("failing-row sample" in e.label.lower() for e in at.expander)
+    ready = api.batch_readiness(api.open_context(env), "wk1")
+    assert not ready.allowed and ready.message in _texts(at.warning)
+    assert len(at.get("vega_lite_chart")) + len(at.get("arrow_data_frame")) >= 1  # the diffs (Spark) ran
+
+
+def test_batch_review_of_no_open_batch_is_one_line(env: Lakehouse) -> None:
+    at = app_test("pages/review.py", batch="nope")
+    assert "No open batch 'nope'" in _texts(at.warning)
+    assert [p for p in at.get("page_link") if "branches" in p.label.lower()]
+    at = app_test("pages/review.py", batch="<b>x")  # not a name at all: the validation's one line, escaped
+    assert "invalid branch name" in _texts(at.error)
+
+
+def test_ingest_adds_a_table_to_an_open_batch(env: Lakehouse) -> None:
+    home = Path(env.settings.home)
+    for table, path, pick in (
+        (ORD, _orders(env, "o4", [(6, "fay")]), "New batch…"),
+        (ITM, _items(env, "i4", [(14, 6)]), "wk3"),
+    ):
+        at = app_test("pages/ingest.py")
+        at.radio(key="ingest_source").set_value("Server-side path").run()
+        at.selectbox(key="ingest_table").set_value(str(table)).run()
+        at.selectbox(key="ingest_batch").set_value(pick).run()
+        if pick == "New batch…":
+            at.text_input(key="ingest_batch_name").input("wk3")
+        at.text_input(key="ingest_path").input(path)
+        next(b for b in at.button if b.label == "Ingest and audit").click().run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert not at.error, _texts(at.error)
+        links = [p for p in at.get("page_link") if "batch wk3" in _unescape(p.label)]
+        assert links, [p.label for p in at.get("page_link")]
+        assert home.exists()
+    assert load_batch(env, "wk3").table_ids == (ITM, ORD)
 
 
 def test_main_moved_under_a_batch_shows_on_its_row(lake: Lakehouse) -> None:

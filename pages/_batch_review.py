@@ -11,20 +11,36 @@ one-branch Review's (:mod:`pages._review_parts`), per table.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 import streamlit as st
 
 from pages import _common as ui
 from pages import _review_parts as rv
+from pages import _workflow as wf
 from wap_core import api
-from wap_core.api import AuditResult, BatchReadiness, CheckGuide, Context, MetadataDiff, PublishCheck
+from wap_core.api import (
+    AuditResult,
+    BatchDiscardResult,
+    BatchPublishResult,
+    BatchReadiness,
+    CheckGuide,
+    Context,
+    MetadataDiff,
+    Permission,
+    PublishCheck,
+)
 from wap_core.exceptions import ValidationError, WapError
 from wap_core.identifiers import TableId, validate_branch
 from wap_core.states import BranchStatus, branch_status, worst_branch_status
 
 CLOSED = "batch_review_closed"  # the batch this session just published or discarded
+DIALOG = (
+    "batch_review_dialog"  # the open dialog: {"kind": "publish" | "discard", "batch": NAME, "force": bool}
+)
 
 
 @dataclass(frozen=True)
@@ -98,6 +114,7 @@ def render(ctx: Context, name_q: str) -> None:
     _verdict(parts)
     _cross_table(name, parts)
     _readiness(ready)
+    _actions(ctx, name, ready, parts)
     for p in parts:
         _table(name, p)
     _diffs(ctx, name, parts)
@@ -204,6 +221,153 @@ def _readiness(ready: BatchReadiness) -> None:
         "fails, but a crash in the middle can leave some tables published (see the README's note on REST "
         "catalogs)."
     )
+
+
+# ----------------------------------------------------------------------------- the batch's actions
+def _close() -> None:
+    st.session_state.pop(DIALOG, None)
+
+
+def _actions(ctx: Context, name: str, ready: BatchReadiness, parts: list[_Part]) -> None:
+    """Publish (every table or none) and Discard of the batch, role-gated (disabled with the core's reason; the
+    core refuses anyway); Force with a reason for admins when every refusal may be overridden. Each asks for
+    Confirm in a dialog (a form: one submit carries the text and the click)."""
+    can = {p: ui.may(ctx, p) for p in (Permission.PUBLISH, Permission.FORCE_PUBLISH, Permission.DISCARD)}
+
+    def _help(permission: Permission, default: str) -> str:
+        d = can[permission]
+        return default if d.allowed else ui.md(d.message)
+
+    a1, a2 = st.columns(2)
+    if a1.button(
+        "Publish batch",
+        icon=":material/publish:",
+        type="primary",
+        width="stretch",
+        disabled=not (ready.allowed and can[Permission.PUBLISH].allowed),
+        help=_help(
+            Permission.PUBLISH,
+            ui.md(ready.message)
+            if not ready.allowed
+            else "Fast-forward every table's main to its branch, all or none",
+        ),
+    ):
+        st.session_state[DIALOG] = {"kind": "publish", "batch": name, "force": False}
+    if a2.button(
+        "Discard batch",
+        icon=":material/delete:",
+        width="stretch",
+        disabled=not can[Permission.DISCARD].allowed,
+        help=_help(Permission.DISCARD, "Drop every table's branch of the batch; every main is untouched"),
+    ):
+        st.session_state[DIALOG] = {"kind": "discard", "batch": name}
+    for reason in dict.fromkeys(
+        can[p].message for p in (Permission.PUBLISH, Permission.DISCARD) if not can[p].allowed
+    ):
+        st.caption(f":material/lock: {ui.md(reason)}")
+    if not ready.allowed and ready.forceable:
+        with st.expander("Force publish the batch (admins only, journaled with your reason)"):
+            st.caption(
+                "A forced publish overrides every refusal above. It needs a reason, which is recorded in the "
+                "journal with your name, for every table."
+            )
+            force_ok = can[Permission.FORCE_PUBLISH]
+            if not force_ok.allowed:
+                st.caption(f":material/lock: {ui.md(force_ok.message)}")
+            if st.button(
+                "Force publish batch",
+                icon=":material/gpp_maybe:",
+                disabled=not force_ok.allowed,
+                help=_help(Permission.FORCE_PUBLISH, "Publish every table over the refusals, with a reason"),
+            ):
+                st.session_state[DIALOG] = {"kind": "publish", "batch": name, "force": True}
+    dialog = st.session_state.get(DIALOG)
+    if dialog and dialog.get("batch") == name:
+        if dialog["kind"] == "publish":
+            _publish_dialog(ctx, name, ready, parts, bool(dialog.get("force")))
+        elif dialog["kind"] == "discard":
+            _discard_dialog(ctx, name, parts)
+
+
+def _act(name: str, action: Callable[[], Any], message: Callable[[Any], str]) -> None:
+    """Run a confirmed write of the batch (it is closed after it); on success close the dialog, clear the caches
+    and report once (no "no open batch" line under it); else show the error in the dialog."""
+    try:
+        res = action()
+    except WapError as exc:
+        ui.show_error(exc)
+        return
+    _close()
+    ui.writes_done()
+    st.session_state[CLOSED] = name
+    ui.flash("success", message(res))
+    st.rerun()
+
+
+def _next(parts: list[_Part]) -> str:
+    """Links to each table's History and to Overview (validated names: safe in the URL)."""
+    return " · ".join(
+        [*(f"[History of {ui.md(p.table)}](/history?table={p.table})" for p in parts), "[Overview](/)"]
+    )
+
+
+def _published(res: BatchPublishResult, parts: list[_Part]) -> str:
+    moved = ", ".join(f"{ui.md(t.table)} → {ui.id_text(t.main_after)}" for t in res.tables)
+    verb = "Force-published" if res.forced else "Published"
+    tag = f"; every table is tagged {ui.md(res.tag, code=True)}" if res.tag else ""
+    return f"{verb} batch {ui.md(res.batch)}: every main moved together ({moved}){tag}. {_next(parts)}"
+
+
+def _discarded(res: BatchDiscardResult, parts: list[_Part]) -> str:
+    tables = ", ".join(ui.md(t.table) for t in res.tables)
+    why = f" ({ui.md(res.reason)})" if res.reason else ""
+    return f"Discarded batch {ui.md(res.batch)}{why}: the branches of {tables} are dropped; every main is unchanged. {_next(parts)}"
+
+
+@st.dialog("Publish the batch", on_dismiss=_close)
+def _publish_dialog(ctx: Context, name: str, ready: BatchReadiness, parts: list[_Part], force: bool) -> None:
+    tables = ", ".join(f"{ui.md(p.table, code=True)} ({p.meta.rows_added:,} rows added)" for p in parts)
+    if force:
+        st.warning(f"Force publish batch {ui.md(name)}: {ui.md(ready.message)}")
+        reason = wf.text_form(
+            "batch_force_reason",
+            "Reason",
+            submit="Confirm",
+            required="A forced publish needs a reason.",
+            placeholder="Why is publishing despite the refusals acceptable?",
+            cancel=_close,
+        )
+    else:
+        st.write(
+            f"Fast-forward **main** of every table of batch {ui.md(name, code=True)} to its branch, all or none: "
+            f"{tables}. Atomic on this catalog: **{ui.md(ready.atomicity.label)}**."
+        )
+        reason = wf.text_form("batch_publish_note", "Note (optional)", submit="Confirm", cancel=_close)
+    if reason is not None:
+        _act(
+            name,
+            lambda: api.publish_batch(ctx, name, force=force, reason=reason or None),
+            lambda res: _published(res, parts),
+        )
+
+
+@st.dialog("Discard the batch", on_dismiss=_close)
+def _discard_dialog(ctx: Context, name: str, parts: list[_Part]) -> None:
+    st.write(
+        f"Drop the branch {ui.md(name, code=True)} of every table of the batch "
+        f"({ui.md(', '.join(str(p.table) for p in parts))}). No main is touched; the batch's rows will no longer "
+        "be published."
+    )
+    reason = wf.text_form(
+        "batch_discard_reason",
+        "Reason",
+        submit="Confirm",
+        required="Discarding needs a reason: it is recorded in the journal.",
+        placeholder="e.g. the airports file was incomplete",
+        cancel=_close,
+    )
+    if reason is not None:
+        _act(name, lambda: api.discard_batch(ctx, name, reason=reason), lambda res: _discarded(res, parts))
 
 
 def _table(name: str, p: _Part) -> None:

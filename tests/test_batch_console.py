@@ -8,7 +8,8 @@ One module-scoped lakehouse on the shared SparkSession: ``shop.orders`` (id, nam
 - batch ``wk2``: a new order and an item of an order already on main: every check passes;
 - ``solo``: a plain branch of ``shop.orders`` (a one-table batch: listed as today).
 
-Tests run in file order and change that state (the last one moves main under ``wk1``).
+Tests run in file order and change that state (Ingest starts ``wk3``, which is then discarded; ``wk2`` is
+published last, which moves main under ``wk1``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import ANN, SAM, app_test, lake_env, lake_settings, use_env, write_csv
+from helpers import ANN, SAM, app_test, lake_env, lake_settings, refs, use_env, write_csv
+from streamlit.testing.v1 import AppTest
 
 from wap_core import Lakehouse, TableId, api
 from wap_core.states import BranchStatus, worst_branch_status
@@ -195,7 +197,41 @@ def test_ingest_adds_a_table_to_an_open_batch(env: Lakehouse) -> None:
     assert load_batch(env, "wk3").table_ids == (ITM, ORD)
 
 
-def test_main_moved_under_a_batch_shows_on_its_row(lake: Lakehouse) -> None:
-    publish(lake, ORD, "solo")
-    wk1 = next(r for r in batch_rows(lake) if r.batch == "wk1")
-    assert wk1.main_moved and [b.main_moved for b in wk1.branches] == [False, True]
+def _button(at: AppTest, label: str):  # type: ignore[no-untyped-def]
+    found = [b for b in at.button if b.label == label]
+    assert found, f"no button {label!r}; buttons: {[b.label for b in at.button]}"
+    return found[0]
+
+
+def test_batch_review_discard_needs_a_reason_and_drops_every_branch(env: Lakehouse) -> None:
+    mains = {t: refs(env, t)["main"] for t in (ORD, ITM)}
+    at = app_test("pages/review.py", batch="wk3")
+    _button(at, "Discard batch").click().run()
+    _button(at, "Confirm").click().run()  # a reason is required
+    assert "needs a reason" in _texts(at.error)
+    assert all("wk3" in refs(env, t) for t in (ORD, ITM))
+    at.text_input(key="batch_discard_reason").input("the orders file was a test")
+    _button(at, "Confirm").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "Discarded batch wk3 (the orders file was a test)" in _texts(at.success)
+    assert not at.warning  # no "no open batch" under this session's own discard
+    assert all("wk3" not in refs(env, t) and refs(env, t)["main"] == mains[t] for t in (ORD, ITM))
+
+
+def test_batch_review_publish_moves_every_main(env: Lakehouse) -> None:
+    heads = {t: refs(env, t)["wk2"] for t in (ORD, ITM)}
+    at = app_test("pages/review.py", batch="wk1")  # failed: Publish disabled with the reason, Force offered
+    assert _button(at, "Publish batch").disabled and _button(at, "Force publish batch")
+    at = app_test("pages/review.py", batch="wk2")
+    pub = _button(at, "Publish batch")
+    assert not pub.disabled
+    pub.click().run()
+    _button(at, "Confirm").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "Published batch wk2: every main moved together" in _texts(at.success)
+    for t in (ORD, ITM):  # read back with PyIceberg: both mains at their audited heads, the batch tag
+        now = refs(env, t)
+        assert now["main"] == heads[t] and "wk2" not in now and now.get("batch-wk2") == heads[t]
+    assert env.journal.history(str(ORD), action="publish")[0].user == USER
+    wk1 = next(r for r in batch_rows(env) if r.batch == "wk1")  # main moved under both of wk1's tables
+    assert wk1.main_moved and all(b.main_moved for b in wk1.branches)

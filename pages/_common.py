@@ -25,6 +25,7 @@ import streamlit as st
 
 from wap_core import api
 from wap_core.api import (
+    BatchRow,
     BranchInfo,
     Context,
     Decision,
@@ -350,6 +351,18 @@ def branches(table: str | None = None) -> list[BranchInfo]:
 
 
 @st.cache_data(ttl=CACHE_TTL, show_spinner=False)
+def batch_rows() -> list[BatchRow]:
+    """Every open batch as one row (tables, worst status, rows added): the Branches page's batches."""
+    return api.batch_rows(_reads())
+
+
+@st.cache_data(ttl=CACHE_TTL, show_spinner=False)
+def open_batch_names() -> list[str]:
+    """The names of the open batches (Ingest's choice of a batch to add a table to)."""
+    return [b.name for b in api.open_batches(_reads())]
+
+
+@st.cache_data(ttl=CACHE_TTL, show_spinner=False)
 def journal(table: str | None = None, action: str | None = None, limit: int = 500) -> list[JournalEntry]:
     return api.history(_reads(), table, action=action, limit=limit)
 
@@ -367,6 +380,11 @@ def timeline(table: str, ref: str = "main") -> list[TimelineSnapshot]:
 # --------------------------------------------------------------------------- rendering
 def review_url(table: str, branch: str) -> str:
     return f"/review?table={table}&branch={branch}"
+
+
+def batch_review_url(batch: str) -> str:
+    """The Review of a batch that spans tables (``batch``: a validated name, safe in the URL)."""
+    return f"/review?batch={batch}"
 
 
 def status_badge(status: str) -> str:

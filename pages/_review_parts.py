@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import altair as alt
@@ -183,20 +183,40 @@ def _check_row(c: CheckResult) -> dict[str, Any]:
     }
 
 
+def cross_table(c: CheckResult, guides: Mapping[str, CheckGuide]) -> bool:
+    """True for a check that reads another table (a ``references``: the checks file names the table whose rows
+    fix it), the checks a batch's Review shows first."""
+    guide = guides.get(c.name)
+    return guide.fixed_by is not None if guide is not None else c.type == "references"
+
+
 def failing_checks(
-    audit: AuditResult | None, table: str, branch: str, guides: Mapping[str, CheckGuide]
+    audit: AuditResult | None,
+    table: str,
+    branch: str,
+    guides: Mapping[str, CheckGuide],
+    *,
+    only: Callable[[CheckResult], bool] | None = None,
+    heading: str | None = "Failing checks",
+    batch: str | None = None,
 ) -> None:
     """The evidence, right under the verdict: each failed or warned check with its failing-row sample, a link
     to ALL its failing rows in Explore, and, when another table's rows fix it (``references``), that table
-    with a link to Ingest it chosen."""
+    with a link to Ingest it chosen.
+
+    ``only``: the checks to show (all by default); ``heading``: the section's title (none: no title);
+    ``batch``: the batch that spans tables the branch belongs to (the Ingest link adds the fixing table's rows
+    to it)."""
     if audit is None:
         return
     problems = sorted(
-        (c for c in audit.checks if c.status is not CheckStatus.PASSED), key=lambda c: (c.status.rank, c.name)
+        (c for c in audit.checks if c.status is not CheckStatus.PASSED and (only is None or only(c))),
+        key=lambda c: (c.status.rank, c.name),
     )
     if not problems:
         return
-    st.markdown("#### Failing checks")
+    if heading:
+        st.markdown(f"#### {heading}")
     for c in problems:
         box = st.error if c.status.blocks_publish else st.warning
         failing = f"{c.failing_rows:,} failing rows" if c.failing_rows is not None else "no row count"
@@ -206,7 +226,7 @@ def failing_checks(
             icon=ui.STATUS_MATERIAL.get(c.status),
         )
         guide = guides.get(c.name)
-        if guide is not None and guide.fixed_by is not None:
+        if guide is not None and guide.fixed_by is not None and batch is None:
             st.markdown(
                 f":material/build: **Fix:** the missing values belong in {ui.md(guide.fixed_by, code=True)}: "
                 "ingest their rows there, then re-run this audit."
@@ -216,6 +236,18 @@ def failing_checks(
                 label=f"Ingest into {ui.md(guide.fixed_by)}",
                 icon=":material/upload:",
                 query_params={"table": str(guide.fixed_by)},
+            )
+        elif guide is not None and guide.fixed_by is not None and batch is not None:
+            st.markdown(
+                f":material/build: **Fix:** the missing values belong in {ui.md(guide.fixed_by, code=True)}: "
+                f"ingest their rows there in this batch ({ui.md(batch, code=True)}), so both are published "
+                "together, then re-run this audit."
+            )
+            st.page_link(
+                "pages/ingest.py",
+                label=f"Ingest into {ui.md(guide.fixed_by)} in batch {ui.md(batch)}",
+                icon=":material/upload:",
+                query_params={"table": str(guide.fixed_by), "batch": batch},
             )
         if guide is not None and guide.opens_rows and c.failing_rows:
             st.page_link(

@@ -6,7 +6,7 @@ text (users, comments, reasons, branch names) goes through ``ui.md`` before any 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -19,7 +19,7 @@ from wap_core.exceptions import WapError
 from wap_core.identifiers import TableId
 
 if TYPE_CHECKING:
-    from wap_core.api import BranchInfo, TimelineSnapshot
+    from wap_core.api import BatchRow, BranchInfo, TimelineSnapshot
 
 _DIALOG = "workflow_dialog"
 
@@ -237,8 +237,9 @@ def thread(ctx: Context, tid: TableId, branch: str, *, checks: list[str] | None 
 # --------------------------------------------------------------------------- Branches page
 
 
-def add_review_columns(df: pd.DataFrame, rows: list[BranchInfo]) -> None:
-    """Add ``review``, ``approvals`` and ``authors`` of each branch (from ``branches``) to the Branches table, in place."""
+def add_review_columns(df: pd.DataFrame, rows: Sequence[BranchInfo | BatchRow]) -> None:
+    """Add ``review``, ``approvals`` and ``authors`` of each branch (from ``branches``) or batch (from
+    ``batch_rows``) to the Branches table, in place."""
     labels = {
         ReviewState.NONE: "—",
         ReviewState.AWAITING: "awaiting",

@@ -1,5 +1,8 @@
 """Ingest: upload a file (or name a server-side path), write it to a new audit branch, audit it, link to the review.
 
+A table can be added to an open batch that spans tables (or start one): its branch is named like the batch and
+the page links the batch's Review too; /ingest?table=NS.TABLE&batch=NAME opens with both chosen.
+
 /ingest?table=NS.TABLE opens with that table chosen (Review links it when another table's rows fix a
 failed check); the chosen table's columns (name, type, nullability, from its metadata: no Spark) and a
 template CSV (its header row) are shown before anything is uploaded.
@@ -20,6 +23,8 @@ from wap_core.exceptions import ValidationError, WapError, first_line
 from wap_core.identifiers import TableId, validate_branch
 
 NEW = "New table…"
+NO_BATCH = "No batch (a branch of its own)"
+NEW_BATCH = "New batch…"
 
 ui.page_header(
     "Ingest", "Write a batch to a new audit branch. Main is untouched until a steward publishes the branch."
@@ -81,6 +86,21 @@ if choice is not None and choice != NEW:
             on_click="ignore",
             key="ingest_template",
         )
+# A batch that spans tables: add the table to an open batch (its branch is named like the batch; its tables are
+# reviewed and published together), start one, or none (a branch of its own, as always). ?batch= preselects an
+# open batch (the batch Review's "ingest the rows that fix it" link), once per link.
+batches = ui.open_batch_names()
+q_batch = st.query_params.get("batch")
+if q_batch in batches and st.session_state.get("ingest_batch_url") != q_batch:
+    st.session_state["ingest_batch"] = q_batch
+st.session_state["ingest_batch_url"] = q_batch
+batch_choice = st.selectbox(
+    "Batch",
+    [NO_BATCH, *batches, NEW_BATCH],
+    key="ingest_batch",
+    help="Add the table to an open batch that spans tables (its tables are reviewed and published together), "
+    "or start a new one; the branch is then named like the batch",
+)
 with st.form("ingest"):
     upload = None
     server_path = ""
@@ -102,9 +122,21 @@ with st.form("ingest"):
             "New table name (namespace.table)", placeholder="demo.flights", key="ingest_new_table"
         )
     c3, c4 = st.columns(2)
-    branch_in = c3.text_input(
-        "Branch name (optional)", placeholder="generated when empty", key="ingest_branch"
-    )
+    branch_in = ""
+    batch_in = ""
+    if batch_choice == NO_BATCH:
+        branch_in = c3.text_input(
+            "Branch name (optional)", placeholder="generated when empty", key="ingest_branch"
+        )
+    elif batch_choice == NEW_BATCH:
+        batch_in = c3.text_input(
+            "New batch name",
+            placeholder="flights_2013_02_w2",
+            key="ingest_batch_name",
+            help="The branch of every table of the batch is named like it",
+        )
+    else:
+        c3.caption(f"Branch: {ui.md(batch_choice, code=True)} (named like the batch)")
     fmt = c4.selectbox("Format", ["auto", "csv", "parquet", "json"], key="ingest_format")
     submitted = st.form_submit_button(
         "Ingest and audit",
@@ -143,6 +175,7 @@ def _run(job: dict[str, Any]) -> None:
                     tid,
                     [str(job["source"])],
                     branch=job["branch"],
+                    batch=job.get("batch"),
                     fmt=job["fmt"],
                     create=bool(job["create"]),
                     source_policy=SourcePolicy.CONFINED,
@@ -176,6 +209,13 @@ def _run(job: dict[str, Any]) -> None:
         icon=":material/rate_review:",
         query_params={"table": str(tid), "branch": result.branch},
     )
+    if result.batch is not None:
+        st.page_link(
+            "pages/review.py",
+            label=f"Review batch {ui.md(result.batch)} (every table, published together)",
+            icon=":material/stacks:",
+            query_params={"batch": result.batch},
+        )
 
 
 if submitted:
@@ -186,6 +226,13 @@ if submitted:
         create = choice == NEW
         tid = TableId.parse(new_table.strip() if create else choice)
         branch = validate_branch(branch_in.strip()) if branch_in.strip() else None
+        batch: str | None = None
+        if batch_choice == NEW_BATCH:
+            if not batch_in.strip():
+                raise ValidationError("give the new batch's name, or choose an open batch or none")
+            batch = validate_branch(batch_in.strip())
+        elif batch_choice != NO_BATCH:
+            batch = validate_branch(str(batch_choice))
         if source_kind == "Upload a file":
             if upload is None:
                 raise ValidationError("choose a file to upload, or switch to a server-side path")
@@ -200,6 +247,7 @@ if submitted:
             "table": str(tid),
             "source": source,
             "branch": branch,
+            "batch": batch,
             "fmt": None if fmt == "auto" else fmt,
             "create": create,
         }

@@ -1,4 +1,5 @@
-"""Review one audit branch: /review?table=NS.TABLE&branch=NAME (a deep link).
+"""Review one audit branch: /review?table=NS.TABLE&branch=NAME (a deep link); /review?batch=NAME reviews a
+batch that spans tables (:mod:`pages._batch_review`).
 
 Order: the evidence first: the verdict, the failing checks with their rows (samples, a link to all of
 them in Explore, the table whose rows fix a ``references`` failure), then the actions; after them the
@@ -13,6 +14,7 @@ from typing import Any
 
 import streamlit as st
 
+from pages import _batch_review as br
 from pages import _common as ui
 from pages import _review_parts as rv
 from pages import _workflow as wf
@@ -28,6 +30,11 @@ ui.page_header("Review")
 ctx = ui.context()
 user = ctx.user
 
+batch_q = st.query_params.get("batch")
+if batch_q is not None:  # /review?batch=NAME: the Review of a batch that spans tables
+    br.render(ctx, batch_q)
+    st.stop()
+
 table_q, branch_q = st.query_params.get("table"), st.query_params.get("branch")
 if not table_q or not branch_q:
     open_branches = ui.branches()
@@ -37,6 +44,12 @@ if not table_q or not branch_q:
     st.write(
         "Pick a branch to review, or open a link like `/review?table=demo.flights&branch=audit_2013_02_w2`."
     )
+    for row in ui.batch_rows():
+        st.page_link(
+            "pages/review.py",
+            label=f"Batch {ui.md(row.batch)} · {ui.md(', '.join(row.tables))} — {ui.md(ui.status_badge(row.status.value))}",
+            query_params={"batch": row.batch},
+        )
     for b in open_branches:
         st.page_link(
             "pages/review.py",
@@ -68,6 +81,20 @@ if branch not in api.branch_names(tbl):
     st.page_link("pages/branches.py", label="Open branches", icon=":material/account_tree:")
     st.stop()
 
+part_of = api.find_batch(ctx, branch)
+if part_of is not None and tid in part_of:
+    others = ", ".join(str(t) for t in part_of.table_ids if t != tid)
+    st.info(
+        f"**Part of batch {ui.md(branch)}**{' with ' + ui.md(others) if others else ''}: "
+        "its tables are reviewed and published together.",
+        icon=":material/stacks:",
+    )
+    st.page_link(
+        "pages/review.py",
+        label=f"Review batch {ui.md(branch)} (every table)",
+        icon=":material/rate_review:",
+        query_params={"batch": branch},
+    )
 head = api.ref_snapshot_id(tbl, branch)
 audit = api.latest_audit(ctx, tid, branch)
 ready = api.publish_readiness(ctx, tid, branch, tbl)

@@ -79,13 +79,14 @@ from wap_core.workflow.batch import Batch, BatchTable
 from wap_core.workflow.batch import find_batch as _find_batch
 from wap_core.workflow.batch import load_batch as _load_batch
 from wap_core.workflow.batch import open_batches as _open_batches
+from wap_core.workflow.batch_audit import BatchAuditResult
+from wap_core.workflow.batch_audit import audit_batch as _audit_batch
 from wap_core.workflow.batch_publish import BatchDiscardResult, BatchPublishResult
 from wap_core.workflow.batch_publish import discard_batch as _discard_batch
 from wap_core.workflow.batch_publish import publish_batch as _publish_batch
-from wap_core.workflow.batch_audit import BatchAuditResult
-from wap_core.workflow.batch_audit import audit_batch as _audit_batch
-from wap_core.workflow.batch_status import BatchReadiness, TableReadiness
+from wap_core.workflow.batch_status import BatchReadiness, BatchRow, TableReadiness
 from wap_core.workflow.batch_status import batch_readiness as _batch_readiness
+from wap_core.workflow.batch_status import batch_rows as _batch_rows
 from wap_core.workflow.demo import seed_demo as _seed_demo
 from wap_core.workflow.gc import GcResult
 from wap_core.workflow.gc import collect_garbage as _collect_garbage
@@ -139,11 +140,12 @@ __all__ = [
     "AccessPolicy",
     "AuditResult",
     "Batch",
+    "BatchAuditResult",
     "BatchDiscardResult",
     "BatchPublishResult",
-    "BatchAuditResult",
     "BatchReadiness",
     "BatchReview",
+    "BatchRow",
     "BatchTable",
     "BranchInfo",
     "ChangeGroup",
@@ -665,6 +667,11 @@ def open_batches(ctx: Context) -> list[Batch]:
 def batch_readiness(ctx: Context, name: str) -> BatchReadiness:
     """Whether the batch ``name`` may be published now, table by table."""
     return _batch_readiness(ctx.lakehouse, name)
+
+
+def batch_rows(ctx: Context) -> list[BatchRow]:
+    """Every open batch as one row of the Branches page: tables, worst status, rows added (metadata only)."""
+    return _batch_rows(ctx.lakehouse)
 
 
 def publish_batch(

@@ -8,6 +8,8 @@ f-strings give the value. The decisions themselves live here, once:
 - the overall status of an audit (:func:`overall_status`),
 - the status of a branch from its head, its latest audit and whether its ingest finished
   (:func:`branch_status`), used by ``status``, ``publish`` and the console pages.
+- the status of a batch that spans tables: its worst table's (:attr:`BranchStatus.rank`,
+  :func:`worst_branch_status`).
 """
 
 from __future__ import annotations
@@ -87,6 +89,32 @@ class BranchStatus(_Word):
     def needs_audit(self) -> bool:
         """No audit speaks for the branch's head."""
         return self in (BranchStatus.NOT_AUDITED, BranchStatus.STALE)
+
+    @property
+    def rank(self) -> int:
+        """Worst first (the status of a batch is its worst table's; see :func:`worst_branch_status`)."""
+        return _BRANCH_RANK[self]
+
+
+# Worst first. A status that blocks a publish is worse than one that allows it; among the blocking ones, one
+# that needs the data itself mended (incomplete: its batch was never fully written; failed: a check failed on
+# the head) is worse than one an audit may clear (not_audited: no evidence at all, then stale: evidence of an
+# earlier head); warned is worse than passed.
+_BRANCH_RANK = {
+    BranchStatus.INCOMPLETE: 0,
+    BranchStatus.FAILED: 1,
+    BranchStatus.NOT_AUDITED: 2,
+    BranchStatus.STALE: 3,
+    BranchStatus.WARNED: 4,
+    BranchStatus.PASSED: 5,
+}
+
+
+def worst_branch_status(statuses: Iterable[BranchStatus | str]) -> BranchStatus:
+    """The worst of ``statuses`` by :attr:`BranchStatus.rank` (a batch's status: its worst table's).
+
+    ValueError for no status at all (a batch always has a table)."""
+    return min((BranchStatus(s) for s in statuses), key=lambda s: s.rank)
 
 
 class AuditOfHead(Protocol):

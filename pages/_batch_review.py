@@ -1,0 +1,411 @@
+"""The Review of a batch that spans tables: /review?batch=NAME (``pages/review.py`` hands over to :func:`render`).
+
+Order, as the one-branch Review's: the evidence first: the batch's verdict (its worst table's) and a line per
+table, then the cross-table checks (the checks that read another table, e.g. ``references``: they decide
+whether the tables belong together), then the batch's readiness (every table's publish check, the batch's
+message), what a publish guarantees on this catalog (atomic: yes / only against failures, not crashes) and
+the batch's actions; then each table: its verdict, its other failing checks with their rows, what its branch
+changes (metadata), every check of its audit; last, each table's diff against main (Spark). The parts are the
+one-branch Review's (:mod:`pages._review_parts`), per table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import streamlit as st
+
+from pages import _common as ui
+from pages import _review_parts as rv
+from pages import _workflow as wf
+from wap_core import api
+from wap_core.api import (
+    AuditResult,
+    BatchDiscardResult,
+    BatchPublishResult,
+    BatchReadiness,
+    CheckGuide,
+    Context,
+    MetadataDiff,
+    Permission,
+    PublishCheck,
+)
+from wap_core.exceptions import ValidationError, WapError
+from wap_core.identifiers import TableId, validate_branch
+from wap_core.states import BranchStatus, branch_status, worst_branch_status
+
+CLOSED = "batch_review_closed"  # the batch this session just published or discarded
+DIALOG = (
+    "batch_review_dialog"  # the open dialog: {"kind": "publish" | "discard", "batch": NAME, "force": bool}
+)
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One table of the batch as the Review reads it (metadata and the journal: no Spark)."""
+
+    table: TableId
+    head: int
+    audit: AuditResult | None
+    meta: MetadataDiff
+    guides: dict[str, CheckGuide]
+    check: PublishCheck
+
+    @property
+    def status(self) -> BranchStatus:
+        return branch_status(self.head, self.audit)
+
+
+def _guides(ctx: Context, table: TableId) -> dict[str, CheckGuide]:
+    try:  # the checks file's word on each check (the table that fixes it: a cross-table check)
+        return api.check_guides(ctx, table)
+    except WapError as exc:
+        ui.show_error(exc)
+        return {}
+
+
+def _not_open(name: str) -> None:
+    """A name that is no open batch: one line, and the way back (nothing under it after this session's own
+    publish or discard: its success message says it all)."""
+    if st.session_state.pop(CLOSED, None) == name:
+        return
+    st.warning(
+        f"No open batch {ui.md(repr(name))}: it was published, discarded or never existed "
+        "(no table has an open branch of a batch of that name)."
+    )
+    st.page_link("pages/branches.py", label="Open branches and batches", icon=":material/account_tree:")
+
+
+def render(ctx: Context, name_q: str) -> None:
+    """The batch's Review (``name_q``: the ``?batch=`` parameter, validated here)."""
+    try:
+        name = validate_branch(name_q)
+    except ValidationError as exc:
+        ui.show_error(exc)
+        st.page_link("pages/branches.py", label="Open branches and batches", icon=":material/account_tree:")
+        return
+    batch = api.find_batch(ctx, name)
+    if batch is None:
+        st.subheader(f"Batch {ui.md(name)}")
+        _not_open(name)
+        return
+    ready = api.batch_readiness(ctx, name)
+    checks = {t.table: t.check for t in ready.tables}
+    parts = []
+    for bt in batch.tables:
+        tbl = api.table(ctx, bt.table)
+        parts.append(
+            _Part(
+                bt.table,
+                bt.head,
+                api.latest_audit(ctx, bt.table, name),
+                api.metadata_diff(tbl, bt.table, name),
+                _guides(ctx, bt.table),
+                checks[str(bt.table)],
+            )
+        )
+    st.subheader(
+        f"Batch {ui.md(name)} · {len(parts)} table{'s' if len(parts) != 1 else ''}: "
+        f"{ui.md(', '.join(str(p.table) for p in parts))}"
+    )
+    _verdict(parts)
+    _cross_table(name, parts)
+    _readiness(ready)
+    _actions(ctx, name, ready, parts)
+    for p in parts:
+        _table(name, p)
+    _diffs(ctx, name, parts)
+
+
+# ----------------------------------------------------------------------------- the evidence
+def _verdict(parts: list[_Part]) -> None:
+    """The batch's status (its worst table's) in one box, then a line per table."""
+    worst = worst_branch_status(p.status for p in parts)
+    bad = [p for p in parts if p.status is worst]
+    names = ", ".join(f"**{ui.md(p.table)}**" for p in bad)
+    icon = ui.STATUS_MATERIAL[worst]
+    n = f"{len(bad)} of {len(parts)} tables"
+    if worst is BranchStatus.PASSED:
+        st.success(f"**Every table's audit passed** ({len(parts)} tables).", icon=icon)
+    elif worst is BranchStatus.WARNED:
+        st.warning(f"**Audits passed with warnings** on {n}: {names}", icon=icon)
+    elif worst is BranchStatus.FAILED:
+        st.error(f"**Batch audit failed — {n} failed:** {names}", icon=icon)
+    else:
+        st.warning(
+            f"**Batch not audited at its heads — {n} {ui.md(worst.value.replace('_', ' '))}:** {names}",
+            icon=icon,
+        )
+    rows = [
+        {
+            "review": ui.review_url(str(p.table), p.meta.branch),
+            "table": str(p.table),
+            "status": ui.status_badge(p.status.value),
+            "failed checks": ", ".join(p.audit.failed_checks) if p.audit else "",
+            "rows added": p.meta.rows_added,
+            "main moved": p.meta.main_moved,
+            "may publish": p.check.allowed,
+            "why not": "" if p.check.allowed else p.check.message,
+            "head_snapshot_id": p.head,
+        }
+        for p in parts
+    ]
+    ui.grid(
+        ui.style_status(ui.frame(rows), "status"),
+        column_config={
+            "review": st.column_config.LinkColumn(
+                "review",
+                display_text="Table ↗",
+                help="This table's branch on its own (approve, re-run, rebase)",
+            ),
+            "rows added": ui.count_column("rows added"),
+            "main moved": st.column_config.CheckboxColumn("main moved"),
+            "may publish": st.column_config.CheckboxColumn("may publish"),
+            "why not": st.column_config.TextColumn("why not", width="large"),
+            "head_snapshot_id": st.column_config.TextColumn("head"),
+        },
+    )
+
+
+def _cross_table(name: str, parts: list[_Part]) -> None:
+    """The checks that read another table, of every table, first: failing ones with their rows."""
+    cross = [
+        (p, c) for p in parts if p.audit is not None for c in p.audit.checks if rv.cross_table(c, p.guides)
+    ]
+    st.markdown("#### Cross-table checks")
+    if not cross:
+        st.caption("No table of this batch has a check that reads another table.")
+        return
+    st.caption(
+        "The checks that read another table (e.g. `references`): whether the batch's tables fit together."
+    )
+    for p, c in cross:
+        if c.status.ok:
+            st.markdown(
+                f"{ui.STATUS_MATERIAL[c.status.value]} **{ui.md(c.name)}** on {ui.md(p.table, code=True)}: "
+                f"{ui.md(c.status.value)}" + (f" · {ui.md(c.message)}" if c.message else "")
+            )
+    for p in parts:
+        if p.audit is not None and any(
+            not c.status.ok and rv.cross_table(c, p.guides) for c in p.audit.checks
+        ):
+            st.markdown(f"**{ui.md(p.table)}**")
+            rv.failing_checks(
+                p.audit,
+                str(p.table),
+                name,
+                p.guides,
+                only=partial(rv.cross_table, guides=p.guides),
+                heading=None,
+                batch=name,
+            )
+
+
+def _readiness(ready: BatchReadiness) -> None:
+    """Every table's publish check, the batch's message, and what a publish guarantees on this catalog."""
+    st.markdown("#### Publish the batch")
+    if ready.allowed:
+        st.success(f"Ready to publish every table together: {ui.md(ready.message)}")
+    else:
+        st.warning(f"**Publish is disabled:** {ui.md(ready.message)}")
+    st.info(
+        f"Atomic on this catalog: **{ui.md(ready.atomicity.label)}**",
+        icon=":material/lock:" if ready.atomicity.label == "yes" else ":material/warning:",
+    )
+    st.caption(
+        "yes: every table's main moves in one database transaction, or none does, also across a crash. "
+        "only against failures, not crashes: the catalog commits the tables together and undoes them when one "
+        "fails, but a crash in the middle can leave some tables published (see the README's note on REST "
+        "catalogs)."
+    )
+
+
+# ----------------------------------------------------------------------------- the batch's actions
+def _close() -> None:
+    st.session_state.pop(DIALOG, None)
+
+
+def _actions(ctx: Context, name: str, ready: BatchReadiness, parts: list[_Part]) -> None:
+    """Publish (every table or none) and Discard of the batch, role-gated (disabled with the core's reason; the
+    core refuses anyway); Force with a reason for admins when every refusal may be overridden. Each asks for
+    Confirm in a dialog (a form: one submit carries the text and the click)."""
+    can = {p: ui.may(ctx, p) for p in (Permission.PUBLISH, Permission.FORCE_PUBLISH, Permission.DISCARD)}
+
+    def _help(permission: Permission, default: str) -> str:
+        d = can[permission]
+        return default if d.allowed else ui.md(d.message)
+
+    a1, a2 = st.columns(2)
+    if a1.button(
+        "Publish batch",
+        icon=":material/publish:",
+        type="primary",
+        width="stretch",
+        disabled=not (ready.allowed and can[Permission.PUBLISH].allowed),
+        help=_help(
+            Permission.PUBLISH,
+            ui.md(ready.message)
+            if not ready.allowed
+            else "Fast-forward every table's main to its branch, all or none",
+        ),
+    ):
+        st.session_state[DIALOG] = {"kind": "publish", "batch": name, "force": False}
+    if a2.button(
+        "Discard batch",
+        icon=":material/delete:",
+        width="stretch",
+        disabled=not can[Permission.DISCARD].allowed,
+        help=_help(Permission.DISCARD, "Drop every table's branch of the batch; every main is untouched"),
+    ):
+        st.session_state[DIALOG] = {"kind": "discard", "batch": name}
+    for reason in dict.fromkeys(
+        can[p].message for p in (Permission.PUBLISH, Permission.DISCARD) if not can[p].allowed
+    ):
+        st.caption(f":material/lock: {ui.md(reason)}")
+    if not ready.allowed and ready.forceable:
+        with st.expander("Force publish the batch (admins only, journaled with your reason)"):
+            st.caption(
+                "A forced publish overrides every refusal above. It needs a reason, which is recorded in the "
+                "journal with your name, for every table."
+            )
+            force_ok = can[Permission.FORCE_PUBLISH]
+            if not force_ok.allowed:
+                st.caption(f":material/lock: {ui.md(force_ok.message)}")
+            if st.button(
+                "Force publish batch",
+                icon=":material/gpp_maybe:",
+                disabled=not force_ok.allowed,
+                help=_help(Permission.FORCE_PUBLISH, "Publish every table over the refusals, with a reason"),
+            ):
+                st.session_state[DIALOG] = {"kind": "publish", "batch": name, "force": True}
+    dialog = st.session_state.get(DIALOG)
+    if dialog and dialog.get("batch") == name:
+        if dialog["kind"] == "publish":
+            _publish_dialog(ctx, name, ready, parts, bool(dialog.get("force")))
+        elif dialog["kind"] == "discard":
+            _discard_dialog(ctx, name, parts)
+
+
+def _act(name: str, action: Callable[[], Any], message: Callable[[Any], str]) -> None:
+    """Run a confirmed write of the batch (it is closed after it); on success close the dialog, clear the caches
+    and report once (no "no open batch" line under it); else show the error in the dialog."""
+    try:
+        res = action()
+    except WapError as exc:
+        ui.show_error(exc)
+        return
+    _close()
+    ui.writes_done()
+    st.session_state[CLOSED] = name
+    ui.flash("success", message(res))
+    st.rerun()
+
+
+def _next(parts: list[_Part]) -> str:
+    """Links to each table's History and to Overview (validated names: safe in the URL)."""
+    return " · ".join(
+        [*(f"[History of {ui.md(p.table)}](/history?table={p.table})" for p in parts), "[Overview](/)"]
+    )
+
+
+def _published(res: BatchPublishResult, parts: list[_Part]) -> str:
+    moved = ", ".join(f"{ui.md(t.table)} → {ui.id_text(t.main_after)}" for t in res.tables)
+    verb = "Force-published" if res.forced else "Published"
+    tag = f"; every table is tagged {ui.md(res.tag, code=True)}" if res.tag else ""
+    return f"{verb} batch {ui.md(res.batch)}: every main moved together ({moved}){tag}. {_next(parts)}"
+
+
+def _discarded(res: BatchDiscardResult, parts: list[_Part]) -> str:
+    tables = ", ".join(ui.md(t.table) for t in res.tables)
+    why = f" ({ui.md(res.reason)})" if res.reason else ""
+    return f"Discarded batch {ui.md(res.batch)}{why}: the branches of {tables} are dropped; every main is unchanged. {_next(parts)}"
+
+
+@st.dialog("Publish the batch", on_dismiss=_close)
+def _publish_dialog(ctx: Context, name: str, ready: BatchReadiness, parts: list[_Part], force: bool) -> None:
+    tables = ", ".join(f"{ui.md(p.table, code=True)} ({p.meta.rows_added:,} rows added)" for p in parts)
+    if force:
+        st.warning(f"Force publish batch {ui.md(name)}: {ui.md(ready.message)}")
+        reason = wf.text_form(
+            "batch_force_reason",
+            "Reason",
+            submit="Confirm",
+            required="A forced publish needs a reason.",
+            placeholder="Why is publishing despite the refusals acceptable?",
+            cancel=_close,
+        )
+    else:
+        st.write(
+            f"Fast-forward **main** of every table of batch {ui.md(name, code=True)} to its branch, all or none: "
+            f"{tables}. Atomic on this catalog: **{ui.md(ready.atomicity.label)}**."
+        )
+        reason = wf.text_form("batch_publish_note", "Note (optional)", submit="Confirm", cancel=_close)
+    if reason is not None:
+        _act(
+            name,
+            lambda: api.publish_batch(ctx, name, force=force, reason=reason or None),
+            lambda res: _published(res, parts),
+        )
+
+
+@st.dialog("Discard the batch", on_dismiss=_close)
+def _discard_dialog(ctx: Context, name: str, parts: list[_Part]) -> None:
+    st.write(
+        f"Drop the branch {ui.md(name, code=True)} of every table of the batch "
+        f"({ui.md(', '.join(str(p.table) for p in parts))}). No main is touched; the batch's rows will no longer "
+        "be published."
+    )
+    reason = wf.text_form(
+        "batch_discard_reason",
+        "Reason",
+        submit="Confirm",
+        required="Discarding needs a reason: it is recorded in the journal.",
+        placeholder="e.g. the airports file was incomplete",
+        cancel=_close,
+    )
+    if reason is not None:
+        _act(name, lambda: api.discard_batch(ctx, name, reason=reason), lambda res: _discarded(res, parts))
+
+
+def _table(name: str, p: _Part) -> None:
+    """One table of the batch: its verdict, its other failing checks, what it changes, every check."""
+    st.markdown(f"### {ui.md(p.table)}")
+    st.page_link(
+        "pages/review.py",
+        label=f"Review {ui.md(p.table)} · {ui.md(name)} on its own (approve, re-run the audit, rebase)",
+        icon=":material/rate_review:",
+        query_params={"table": str(p.table), "branch": name},
+    )
+    rv.verdict(p.audit, p.head, p.check, p.meta)
+    rv.failing_checks(
+        p.audit,
+        str(p.table),
+        name,
+        p.guides,
+        only=lambda c: not rv.cross_table(c, p.guides),
+        heading=f"Failing checks of {ui.md(p.table)}",
+        batch=name,
+    )
+    st.markdown(f"#### What {ui.md(p.table)}'s branch changes (metadata)")
+    rv.metadata_summary(p.meta)
+    rv.audit_details(p.audit, p.head)
+
+
+def _diffs(ctx: Context, name: str, parts: list[_Part]) -> None:
+    """Each table's diff against main (Spark), after every table's evidence (which needs no Spark)."""
+    st.markdown("### Diffs against main (Spark)")
+    if not ui.wait_for_spark(ctx):
+        return
+    for p in parts:
+        st.markdown(f"#### {ui.md(p.table)}: diff against main")
+        try:
+            with st.status(f"Computing the diff of {ui.md(p.table)} with Spark…", expanded=False) as s:
+                diff = rv.cached_diff(str(p.table), name, p.head, _user=ctx.user)
+                s.update(label=f"Diff computed on {diff.rows_added:,} new rows", state="complete")
+        except WapError as exc:
+            ui.show_error(exc)
+            continue
+        rv.diff_details(diff, checks=p.audit.checks if p.audit else ())

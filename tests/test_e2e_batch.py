@@ -1,0 +1,74 @@
+"""Real Chromium on a batch that spans tables (issue 27 item 3): Branches lists it as one row, its Review shows
+every table and publishes them together.
+
+A small lakehouse of its own: ``shop.orders`` and ``shop.items`` (``references`` shop.orders.id), both
+published, and the batch ``wk``: a new order and an item of an order already on main (every check passes).
+The console runs with no access file (everyone is admin).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import helpers
+import pytest
+
+from wap_core import Lakehouse, TableId
+from wap_core.workflow.ingest import ingest
+from wap_core.workflow.publish import publish
+
+ORD, ITM = TableId("shop", "orders"), TableId("shop", "items")
+CHECKS = """\
+shop.orders:
+  checks:
+    - not_null: [name]
+shop.items:
+  checks:
+    - references: {column: order_id, table: shop.orders, ref_column: id}
+"""
+
+pytestmark = pytest.mark.e2e
+
+
+def test_batch_review_in_the_browser_publishes_every_table(tmp_path: Path, spark_session: None) -> None:
+    from playwright.sync_api import expect
+
+    if not Path(helpers.CHROMIUM).exists():
+        pytest.skip("Chromium is not installed (make browser-deps)")
+    home = tmp_path / "lh"
+    settings = helpers.lake_settings(home, "e2ebatch", CHECKS, ingest_roots=(tmp_path,))
+    lh = Lakehouse(settings)
+    csv = helpers.write_csv
+    for t, header, rows in ((ORD, ("id", "name"), [(1, "ann")]), (ITM, ("id", "order_id"), [(10, 1)])):
+        assert ingest(
+            lh, t, [csv(tmp_path / f"{t.name}0.csv", header, rows)], create=True, branch="first"
+        ).audit.passed
+        publish(lh, t, "first")
+    assert ingest(lh, ORD, [csv(tmp_path / "o1.csv", ("id", "name"), [(2, "bob")])], batch="wk").audit.passed
+    assert ingest(lh, ITM, [csv(tmp_path / "i1.csv", ("id", "order_id"), [(11, 1)])], batch="wk").audit.passed
+    heads = {t: lh.table(t).metadata.refs["wk"].snapshot_id for t in (ORD, ITM)}
+
+    env = helpers.console_env(**helpers.lake_env(settings, "steward-e2e", WAP_SPARK_EAGER="0"))
+    with helpers.console(env, home / "streamlit.log") as base, helpers.browser_page() as page:
+        page.goto(f"{base}/branches")
+        expect(page.get_by_text("Batch wk · shop.items, shop.orders").first).to_be_visible()
+        expect(page.get_by_text("1 of 1 open branches and batches")).to_be_visible()  # ONE row for the batch
+        page.goto(f"{base}/review?batch=wk")
+        expect(page.get_by_text("Batch wk · 2 tables: shop.items, shop.orders")).to_be_visible()
+        expect(page.get_by_text("Cross-table checks")).to_be_visible()
+        # the cross-table check, passed (Streamlit's Markdown draws "->" as an arrow)
+        expect(page.get_by_text("references(order_id → shop.orders.id)").first).to_be_visible()
+        expect(page.get_by_text("Atomic on this catalog: yes")).to_be_visible()
+        expect(page.get_by_text("Ready to publish every table together")).to_be_visible()
+        # a dialog's submit reruns after the page's run: let both Spark diffs finish first (2 busy cores)
+        expect(page.get_by_text("Diff computed on")).to_have_count(2, timeout=300_000)
+        dialog = helpers.open_dialog(page, page.get_by_role("button", name="Publish batch"))
+        dialog.get_by_label("Note (optional)").fill("orders with their items")
+        dialog.get_by_role("button", name="Confirm").click()
+        expect(page.get_by_text("Published batch wk: every main moved together")).to_be_visible()
+    after = Lakehouse(settings)
+    for t in (ORD, ITM):  # read back with PyIceberg: both mains moved to their audited heads, the batch tag
+        refs = {name: ref.snapshot_id for name, ref in after.table(t).metadata.refs.items()}
+        assert refs["main"] == heads[t] and "wk" not in refs and refs["batch-wk"] == heads[t], refs
+    published = after.journal.history(str(ORD), branch="wk", action="publish")
+    assert [(e.user, e.reason) for e in published] == [("steward-e2e", "orders with their items")]

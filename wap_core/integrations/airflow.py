@@ -3,7 +3,7 @@
 ::
 
     ingest = WapIngestOperator(task_id="ingest", table="demo.orders", sources=["/landing/orders.csv"])
-    audit = WapAuditOperator(task_id="audit")  # table and branch from the "ingest" task's XCom
+    audit = WapAuditOperator(task_id="audit")  # table and branch from the upstream ingest task's XCom
     decision = WapDecisionSensor(task_id="decision", mode="reschedule", poke_interval=60, timeout=86400)
     publish = WapPublishOperator(task_id="publish")
     ingest >> audit >> decision >> publish
@@ -35,7 +35,7 @@ from wap_core import pipeline
 from wap_core.exceptions import WapError
 from wap_core.values import JsonObject, to_jsonable
 
-INGEST_TASK = "ingest"  # the default upstream task whose XCom names the table and branch
+INGEST_TASK = "ingest"  # the upstream task whose XCom names the batch when no WapIngestOperator is upstream
 REVIEW_URL_KEY = "review_url"
 
 
@@ -81,14 +81,19 @@ def _refusal_fails_the_task() -> Iterator[None]:
 
 
 class _BatchTask:
-    """Table and branch: given, or from the XCom of ``source_task_id`` (the ingest task)."""
+    """Table and branch: given, or from the XCom of the upstream ingest task.
+
+    ``source_task_id`` names that task; by default (None) it is the nearest upstream
+    :class:`WapIngestOperator`, whatever its task id (the DAG's edges, walked level by level up from this
+    task). No ingest operator upstream: the task ``ingest`` (:data:`INGEST_TASK`), as before.
+    """
 
     def __init__(
         self,
         *,
         table: str | None = None,
         branch: str | None = None,
-        source_task_id: str = INGEST_TASK,
+        source_task_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)  # the operator's (BaseOperator's) own arguments
@@ -96,16 +101,42 @@ class _BatchTask:
         self.branch = branch
         self.source_task_id = source_task_id
 
+    def ingest_task_ids(self) -> list[str]:
+        """The task(s) whose XCom names the batch: ``source_task_id``, else the nearest upstream ingest."""
+        if self.source_task_id:
+            return [self.source_task_id]
+        found = _nearest_ingests(self)
+        return found or [INGEST_TASK]
+
     def batch(self, context: Any) -> tuple[str, str]:
         """(table, branch) of the task: its own, else the source task's XCom."""
         ti = context["ti"]
-        table = self.table or ti.xcom_pull(task_ids=self.source_task_id, key="table")
-        branch = self.branch or ti.xcom_pull(task_ids=self.source_task_id, key="branch")
-        if not table or not branch:
+        (source, *more) = self.ingest_task_ids()
+        if more and not (self.table and self.branch):
             raise AirflowFailException(
-                f"no table/branch given and none in the XCom of task {self.source_task_id!r}"
+                f"several ingest tasks upstream ({', '.join([source, *more])}): give source_task_id"
             )
+        table = self.table or ti.xcom_pull(task_ids=source, key="table")
+        branch = self.branch or ti.xcom_pull(task_ids=source, key="branch")
+        if not table or not branch:
+            raise AirflowFailException(f"no table/branch given and none in the XCom of task {source!r}")
         return str(table), str(branch)
+
+
+def _nearest_ingests(task: Any) -> list[str]:
+    """The ids of the ingest operators nearest upstream of ``task`` (the first level that has any), sorted."""
+    if task.get_dag() is None:
+        return []
+    seen: set[str] = set()
+    level = set(task.upstream_task_ids)
+    while level:
+        tasks = [task.dag.get_task(t) for t in sorted(level - seen)]
+        found = sorted(t.task_id for t in tasks if isinstance(t, WapIngestOperator))
+        if found:
+            return found
+        seen |= level
+        level = {u for t in tasks for u in t.upstream_task_ids} - seen
+    return []
 
 
 class WapIngestOperator(BaseOperator):  # type: ignore[misc]

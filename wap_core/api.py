@@ -79,6 +79,9 @@ from wap_core.workflow.batch import Batch, BatchTable
 from wap_core.workflow.batch import find_batch as _find_batch
 from wap_core.workflow.batch import load_batch as _load_batch
 from wap_core.workflow.batch import open_batches as _open_batches
+from wap_core.workflow.batch_publish import BatchDiscardResult, BatchPublishResult
+from wap_core.workflow.batch_publish import discard_batch as _discard_batch
+from wap_core.workflow.batch_publish import publish_batch as _publish_batch
 from wap_core.workflow.batch_status import BatchReadiness, TableReadiness
 from wap_core.workflow.batch_status import batch_readiness as _batch_readiness
 from wap_core.workflow.demo import seed_demo as _seed_demo
@@ -134,6 +137,8 @@ __all__ = [
     "AccessPolicy",
     "AuditResult",
     "Batch",
+    "BatchDiscardResult",
+    "BatchPublishResult",
     "BatchReadiness",
     "BatchTable",
     "BranchInfo",
@@ -641,3 +646,15 @@ def open_batches(ctx: Context) -> list[Batch]:
 def batch_readiness(ctx: Context, name: str) -> BatchReadiness:
     """Whether the batch ``name`` may be published now, table by table."""
     return _batch_readiness(ctx.lakehouse, name)
+
+
+def publish_batch(
+    ctx: Context, name: str, *, force: bool = False, reason: str | None = None
+) -> BatchPublishResult:
+    """Publish every table of the batch ``name``, all or none (``force`` needs a reason), as who acts."""
+    return _publish_batch(ctx, name, force=force, reason=reason)
+
+
+def discard_batch(ctx: Context, name: str, *, reason: str | None = None) -> BatchDiscardResult:
+    """Discard every table's branch of the batch ``name`` (mains untouched), as who acts."""
+    return _discard_batch(ctx, name, reason=reason)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from wap_core.actions.spec import BRANCH, JSON, TABLE, ActionSpec, CliCommand, EventSpec, PermissionSpec, arg
+from wap_core.actions.spec import JSON, ActionSpec, CliCommand, EventSpec, PermissionSpec, arg
 
 DISCARD = PermissionSpec("discard", "steward", "discard", "discard")
 DISCARDED = EventSpec("discarded", "Discarded", ":wastebasket:")
@@ -18,6 +18,14 @@ ACTION = ActionSpec(
     events=(DISCARDED,),
     function="discard",
     cli=CliCommand(
-        ("discard",), "drop an audit branch (main untouched)", (TABLE, BRANCH, arg("--reason"), JSON)
+        ("discard",),
+        "drop an audit branch (main untouched)",
+        (
+            arg("table", nargs="?"),
+            arg("branch", nargs="?"),
+            arg("--batch", help="discard every table's branch of this batch (instead of TABLE BRANCH)"),
+            arg("--reason"),
+            JSON,
+        ),
     ),
 )

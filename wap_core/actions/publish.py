@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from wap_core.actions.spec import BRANCH, JSON, TABLE, ActionSpec, CliCommand, EventSpec, PermissionSpec, arg
+from wap_core.actions.spec import JSON, ActionSpec, CliCommand, EventSpec, PermissionSpec, arg
 
 PUBLISH = PermissionSpec("publish", "approver", "publish", "publish")  # a branch whose audit passed
 PUBLISHED = EventSpec("published", "Published", ":white_check_mark:")
@@ -24,6 +24,13 @@ ACTION = ActionSpec(
     cli=CliCommand(
         ("publish",),
         "fast-forward main to an audited branch",
-        (TABLE, BRANCH, arg("--force", action="store_true"), arg("--reason"), JSON),
+        (
+            arg("table", nargs="?"),
+            arg("branch", nargs="?"),
+            arg("--batch", help="publish every table of this batch, all or none (instead of TABLE BRANCH)"),
+            arg("--force", action="store_true"),
+            arg("--reason"),
+            JSON,
+        ),
     ),
 )

@@ -184,8 +184,27 @@ def _diff(args: argparse.Namespace, ctx: Context) -> int:
     return EXIT_OK
 
 
-def _publish(args: argparse.Namespace, ctx: Context) -> int:
+def _table_branch_or_batch(args: argparse.Namespace, command: str) -> str | None:
+    """The batch a ``publish``/``discard`` names (``--batch NAME``), or None for ``TABLE BRANCH``; exactly one."""
+    given = args.table is not None or args.branch is not None
+    if args.batch is not None and given:
+        raise ValidationError(f"{command}: give TABLE BRANCH or --batch NAME, not both")
+    if args.batch is None and (args.table is None or args.branch is None):
+        raise ValidationError(f"{command}: give TABLE BRANCH, or --batch NAME for every table of a batch")
+    return str(args.batch) if args.batch is not None else None
 
+
+def _publish(args: argparse.Namespace, ctx: Context) -> int:
+    batch = _table_branch_or_batch(args, "publish")
+    if batch is not None:
+        b = api.publish_batch(ctx, batch, force=args.force, reason=args.reason)
+        moves = "; ".join(f"{t.table} main {t.main_before} -> {t.main_after}" for t in b.tables)
+        return print_result(
+            args,
+            b,
+            f"{b.outcome}: batch {b.batch} ({len(b.tables)} tables, tag {b.tag}): {moves}"
+            + (" (forced)" if b.forced else ""),
+        )
     r = api.publish(ctx, TableId.parse(args.table), args.branch, force=args.force, reason=args.reason)
     return print_result(
         args,
@@ -211,7 +230,11 @@ def _rebase(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _discard(args: argparse.Namespace, ctx: Context) -> int:
-
+    batch = _table_branch_or_batch(args, "discard")
+    if batch is not None:
+        b = api.discard_batch(ctx, batch, reason=args.reason)
+        gone = "; ".join(f"{t.table} (head {t.head})" for t in b.tables)
+        return print_result(args, b, f"discarded batch {b.batch}: {gone}; mains untouched")
     dr = api.discard(ctx, TableId.parse(args.table), args.branch, reason=args.reason)
     return print_result(args, dr, f"discarded {dr.table} {dr.branch} (head {dr.head}); main untouched")
 

@@ -30,7 +30,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import CommitFailedException
@@ -245,6 +245,8 @@ def _commit_rest(catalog: Catalog, ordered: Sequence[TableCommit], after_write: 
     after_write()
     url = catalog.url("transactions/commit", prefixed=True)
     response = catalog._session.post(url, json=body)
+    if response.status_code == 404 and (gone := _missing_table(response, ordered)) is not None:
+        raise MultiTableConflictError(gone, "the table does not exist on the catalog any more")
     if response.status_code in (404, 405, 501):
         raise ValidationError(
             f"the REST catalog at {catalog.properties.get('uri')} has no multi-table commit (POST {url} answered"
@@ -258,6 +260,25 @@ def _commit_rest(catalog: Catalog, ordered: Sequence[TableCommit], after_write: 
         now = catalog.load_table(c.table.tuple)
         moved.append(Committed(c.table, c.base.metadata_location, now.metadata_location))
     return moved
+
+
+_MISSING_TYPES = ("NoSuchTableException", "NoSuchNamespaceException", "NoSuchIcebergTableException")
+
+
+def _missing_table(response: Any, ordered: Sequence[TableCommit]) -> TableId | None:
+    """The table a 404 of the endpoint says is missing, or None when the 404 is the endpoint's own (no route).
+
+    The spec's error model (``{"error": {"message", "type", "code"}}``) names a missing table or namespace in
+    ``type``; a server without the endpoint answers its router's 404, with no such type.
+    """
+    try:
+        payload = response.json()
+    except ValueError:
+        return None
+    error = payload.get("error") if isinstance(payload, dict) else None
+    if not isinstance(error, dict) or str(error.get("type", "")) not in _MISSING_TYPES:
+        return None
+    return _loser(str(error.get("message", "")), ordered)
 
 
 def _loser(text_: str, ordered: Sequence[TableCommit]) -> TableId:

@@ -38,7 +38,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import Enum
@@ -203,6 +203,20 @@ class Intent:
     status: IntentStatus = IntentStatus.PENDING
     owner: str = ""
     heartbeat_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class IntentDraft:
+    """A ref move to announce (:meth:`Journal.begin_intents`): the fields of its intent row."""
+
+    user: str
+    action: Action
+    table: str
+    branch: str
+    expected_before: int | None = None
+    expected_after: int | None = None
+    reason: str | None = None
+    details: JsonObject | None = None
 
 
 @dataclass(frozen=True)
@@ -423,6 +437,114 @@ class Journal:
             owner=owner,
             heartbeat_at=now,
         )
+
+    def begin_intents(self, drafts: Sequence[IntentDraft]) -> list[Intent]:
+        """Commit the intent rows of several ref moves (a batch's tables) in ONE transaction: all or none.
+
+        One busy branch (another action pending on it) refuses every one of them: BranchBusyError naming it,
+        and no row is written.
+        """
+        now = utcnow()
+        owner = process_owner()
+        rows: list[tuple[IntentDraft, dict[str, Any]]] = []
+        for d in drafts:
+            action = Action(d.action)
+            if not action.moves_ref:
+                raise ValueError(f"not a ref-moving action: {action.value!r}")
+            rows.append(
+                (
+                    d,
+                    {
+                        "at": now,
+                        "user_name": d.user,
+                        "action": action.value,
+                        "table_name": d.table,
+                        "branch": d.branch,
+                        "expected_before": d.expected_before,
+                        "expected_after": d.expected_after,
+                        "reason": mask_secrets(d.reason) if d.reason else d.reason,
+                        "details": json.dumps(mask_values(d.details or {}), default=str),
+                        "status": IntentStatus.PENDING.value,
+                        "owner": owner,
+                        "heartbeat_at": now,
+                        "lock_key": _lock_key(d.table, d.branch),
+                    },
+                )
+            )
+        ids: list[int] = []
+        try:
+            with self.engine.begin() as conn:
+                for _, values in rows:
+                    pk = conn.execute(insert(intents_table).values(**values)).inserted_primary_key
+                    assert pk is not None
+                    ids.append(int(pk[0]))
+        except IntegrityError as exc:  # rolled back: none of them was announced
+            busy = next(
+                (d for d, _ in rows if self.pending_intent_on(d.table, d.branch) is not None), rows[0][0]
+            )
+            raise self._busy(busy.table, busy.branch) from exc
+        out = []
+        for intent_id, (d, _) in zip(ids, rows, strict=True):
+            _in_flight.add(self, intent_id)
+            out.append(
+                Intent(
+                    id=intent_id,
+                    at=now,
+                    user=d.user,
+                    action=Action(d.action),
+                    table=d.table,
+                    branch=d.branch,
+                    expected_before=d.expected_before,
+                    expected_after=d.expected_after,
+                    reason=d.reason,
+                    details=dict(d.details or {}),
+                    owner=owner,
+                    heartbeat_at=now,
+                )
+            )
+        return out
+
+    def resolve_intents(
+        self,
+        resolutions: Sequence[tuple[Intent, int | None]],
+        *,
+        outcome: Outcome,
+        done: bool,
+        reason: str | None = None,
+        details: JsonObject | None = None,
+        also: Callable[[Connection], object] | None = None,
+    ) -> list[JournalEntry]:
+        """Resolve several pending intents (a batch's tables: each with its ``snapshot_after``) with one outcome,
+        in ONE transaction, with ``also(conn)`` (e.g. closing the batch's memberships) in it; the outcome rows
+        written (an intent another resolver was first to is skipped)."""
+        now = utcnow()
+        outcome = Outcome(outcome)
+        status = IntentStatus.DONE if done else IntentStatus.ABANDONED
+        out: list[JournalEntry] = []
+        with self.engine.begin() as conn:
+            for intent, snapshot_after in resolutions:
+                if not _close_intent(conn, intent.id, status, now):
+                    continue
+                row: Record = {
+                    "at": now,
+                    "user": intent.user,
+                    "action": intent.action,
+                    "outcome": outcome,
+                    "table": intent.table,
+                    "branch": intent.branch,
+                    "snapshot_before": intent.expected_before,
+                    "snapshot_after": snapshot_after,
+                    "reason": intent.reason
+                    if reason is None
+                    else (mask_secrets(reason) if reason else reason),
+                    "details": {**intent.details, **(details or {})},
+                    "intent_id": intent.id,
+                    "reconciled": False,
+                }
+                out.append(JournalEntry(id=write_entry(conn, **row), **row))
+            if also is not None:
+                also(conn)
+        return out
 
     def _busy(self, table: str, branch: str) -> BranchBusyError:
         """The refusal of a ref move on a branch whose lock another pending intent holds, naming that one."""

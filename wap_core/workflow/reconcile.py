@@ -30,6 +30,11 @@ The rule, per pending intent not in flight in this process:
    Otherwise (precondition holds, owner alive or heartbeat fresh) it stays pending: an action
    in flight elsewhere is never declared abandoned prematurely.
 
+A batch publish (:mod:`wap_core.workflow.batch_publish`) announces one publish intent per table (details
+``batch``, ``tables``): each is judged as a one-table publish from its own table's metadata (the swap was one
+database transaction on the JDBC catalog, so the tables agree: all landed or none), and a landed one closes
+its table's batch membership (``published``).
+
 An abandoned rebase's temporary branch is removed. Two reconcilers never both record: the
 ``pending -> done/abandoned`` transition is a conditional UPDATE (see :mod:`wap_core.store.journal`).
 """
@@ -60,6 +65,7 @@ from wap_core.lake import catalog as cat
 from wap_core.lake.catalog import TEMP_MARK, is_temp_branch
 from wap_core.lake.refs import remove_branches
 from wap_core.states import Action, Outcome
+from wap_core.store import batches
 from wap_core.store.journal import Intent, JournalEntry, heartbeat_stale, owner_alive, process_owner
 from wap_core.values import JsonObject
 
@@ -253,6 +259,9 @@ def _decide(lh: Lakehouse, tbl: Table | None, intent: Intent) -> JournalEntry | 
     if v.landed:
         if v.cleanup:
             remove_branches(lh.catalog, intent.table, v.cleanup)
+        if isinstance(batch := intent.details.get("batch"), str) and intent.action is Action.PUBLISH:
+            # a batch publish that landed: its membership closes as the publisher would have closed it
+            batches.close_members(lh.journal.engine, batch, [intent.table], "published")
         return lh.journal.resolve_intent(
             intent,
             outcome=v.outcome,

@@ -1,0 +1,335 @@
+"""Publish (or force, or discard) a batch that spans tables: every table's main moves, or none.
+
+``publish_batch`` authorizes PUBLISH on every table (FORCE_PUBLISH too when forced over a refusal, with the
+one-table rules: a reason, and a second admin's approval where the table's policy asks for it), reads the
+batch's readiness (:func:`~wap_core.workflow.batch_status.batch_readiness`), then:
+
+1. announces ONE intent per table (journal word ``publish``, expected before = main, after = the branch
+   head; details: the batch, every table's before/after, ``forced``), all in ONE journal transaction
+   (:meth:`~wap_core.store.journal.Journal.begin_intents`): one busy branch refuses the whole batch;
+2. commits every table's fast-forward (main to its audited head, the branch removed, tag ``batch-<name>``
+   at the head) in one multi-table commit (:func:`~wap_core.lake.multitable.commit_tables`: one database
+   transaction of compare-and-swaps on the JDBC catalog; the spec's multi-table commit on REST);
+3. resolves every intent (``published``/``forced``) and closes the batch's memberships in ONE
+   transaction, then sends ONE notification listing the tables.
+
+A table whose pointer moved since it was loaded fails the whole commit: nothing moved, every intent is
+resolved ``refused`` naming the table that lost (:class:`~wap_core.exceptions.ConflictError`). A process
+killed in between leaves pending intents that :mod:`wap_core.workflow.reconcile` decides per table from
+the metadata, under the original user; on the JDBC catalog either every main moved or none did.
+
+The kill points (``WAP_FAULT``) are declared in :mod:`wap_core.actions.publish_batch`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pyiceberg.table import Table
+from sqlalchemy import Connection
+
+from wap_core import notify
+from wap_core.exceptions import (
+    BranchBusyError,
+    CommitConflictError,
+    ConflictError,
+    NotFoundError,
+    RefusedError,
+    ValidationError,
+)
+from wap_core.faults import fault_point, pause_point
+from wap_core.identifiers import MAIN, TableId, validate_branch
+from wap_core.lake import catalog as cat
+from wap_core.lake.multitable import (
+    Atomicity,
+    MultiTableConflictError,
+    atomicity,
+    commit_tables,
+    fast_forward,
+)
+from wap_core.lake.refs import remove_branch
+from wap_core.security.access import Permission
+from wap_core.session import Session
+from wap_core.states import Action, Outcome, PublishOutcome
+from wap_core.store import batches as store
+from wap_core.store.journal import Intent, IntentDraft
+from wap_core.values import JsonObject
+from wap_core.workflow.batch import Batch, load_batch
+from wap_core.workflow.batch_status import BatchReadiness, batch_readiness
+from wap_core.workflow.publish import DiscardResult, PublishResult
+from wap_core.workflow.reconcile import acting, reconcile
+from wap_core.workflow.refmove import Moved, RefMove
+from wap_core.workflow.review import review_state, second_admin_approval
+
+if TYPE_CHECKING:
+    from wap_core.lakehouse import Lakehouse
+
+log = logging.getLogger(__name__)
+
+
+def batch_tag(name: str) -> str:
+    """The tag every table of batch ``name`` gets at its new main: what a consumer reads them at together."""
+    return f"batch-{name}"
+
+
+@dataclass(frozen=True)
+class BatchPublishResult:
+    """The outcome of a batch publish: every table's main move (sorted by table), the batch tag."""
+
+    batch: str
+    outcome: PublishOutcome
+    tables: tuple[PublishResult, ...]
+    tag: str | None
+    atomicity: Atomicity
+    forced: bool = False
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class BatchDiscardResult:
+    """The outcome of a batch discard: every table's removed branch."""
+
+    batch: str
+    tables: tuple[DiscardResult, ...]
+    reason: str | None = None
+
+
+def _already_published(lh: Lakehouse, name: str) -> BatchPublishResult | None:
+    """The batch ``name`` was published before (every membership closed ``published``): say so, move nothing."""
+    closed = [m for m in store.members(lh.journal.engine, name) if m.closed_as == "published"]
+    if not closed or store.open_members(lh.journal.engine, name):
+        return None
+    results = []
+    for table in sorted({m.table for m in closed}):
+        main = cat.ref_snapshot_id(lh.table(TableId.parse(table)), MAIN)
+        results.append(PublishResult(table, name, PublishOutcome.ALREADY_PUBLISHED, main, main))
+    return BatchPublishResult(
+        name, PublishOutcome.ALREADY_PUBLISHED, tuple(results), batch_tag(name), atomicity(lh.catalog)
+    )
+
+
+def _open_batch(s: Session, name: str) -> Batch:
+    """The batch, its tables' crashed actions reconciled first (a dead process's intent neither blocks a
+    branch nor hides a move that already landed)."""
+    lh = s.lakehouse
+    for m in store.open_members(lh.journal.engine, name):
+        reconcile(lh, m.table)
+    return load_batch(lh, name)
+
+
+def _refuse_all(s: Session, batch: Batch, exc: RefusedError) -> RefusedError:
+    """Journal ``exc`` as a refused publish of every table of the batch (one notification); ``exc``."""
+    for n, t in enumerate(batch.tables):
+        s.refuse(Action.PUBLISH, exc, table=t.table, branch=batch.name, before=t.main, notify_it=n == 0)
+    return exc
+
+
+def _forced_or_refused(s: Session, batch: Batch, ready: BatchReadiness, force: bool) -> bool:
+    """Whether the batch publish is forced over refusals (refused, journaled for every table, unless it may
+    be): the one-table rules (:func:`wap_core.workflow.publish._forced_or_refused`) on every refused table."""
+    if ready.allowed:
+        return False
+    if not (force and ready.forceable):
+        tables = ", ".join(t.table for t in ready.refusals)
+        raise _refuse_all(
+            s,
+            batch,
+            RefusedError(f"publish of batch {batch.name} refused ({tables}): {ready.message}", ready.code),
+        )
+    lh = s.lakehouse
+    for t in ready.refusals:
+        s.authorize(Permission.FORCE_PUBLISH, table=TableId.parse(t.table), branch=batch.name)
+    for t in ready.refusals:
+        tid = TableId.parse(t.table)
+        rs = t.check.review if t.check.review is not None else review_state(lh, tid, batch.name)
+        if rs.policy.force_needs_second_admin and second_admin_approval(lh, rs, s.user) is None:
+            raise _refuse_all(
+                s,
+                batch,
+                RefusedError(
+                    f"forced publish of batch {batch.name} refused: {t.table}'s policy ({rs.policy.source}) needs an"
+                    f" approval of the head from an admin other than {s.user}",
+                    "second_admin_missing",
+                ),
+            )
+    return True
+
+
+def _bases(lh: Lakehouse, batch: Batch) -> dict[str, Table]:
+    """Every table's metadata as the commit starts from; each must still be where the readiness saw it."""
+    out = {}
+    for t in batch.tables:
+        tbl = lh.table(t.table)
+        if cat.ref_snapshot_id(tbl, MAIN) != t.main or cat.ref_snapshot_id(tbl, batch.name) != t.head:
+            raise ConflictError(
+                f"publish of batch {batch.name} lost a race: {t.table}'s main or branch changed since its"
+                " readiness was read; no table of the batch moved"
+            )
+        out[str(t.table)] = tbl
+    return out
+
+
+def publish_batch(
+    session: Session, name: str, *, force: bool = False, reason: str | None = None
+) -> BatchPublishResult:
+    """Publish every table of batch ``name`` (main to its audited head, the branch removed, tag
+    ``batch-<name>``), all or none; ``force`` overrides forceable refusals and needs a reason."""
+    s = session
+    lh = s.lakehouse
+    validate_branch(name)
+    if force and not (reason and reason.strip()):
+        raise ValidationError("--force needs a --reason: a forced publish is journaled with its reason")
+    try:
+        batch = _open_batch(s, name)
+    except NotFoundError:
+        done = _already_published(lh, name)
+        if done is not None:
+            return done
+        raise
+    for t in batch.tables:
+        s.authorize(Permission.PUBLISH, table=t.table, branch=name)
+    ready = batch_readiness(lh, batch)
+    forced = _forced_or_refused(s, batch, ready, force)
+    tag = batch_tag(name)
+    tables: JsonObject = {str(t.table): {"before": t.main, "after": t.head} for t in batch.tables}
+    details: JsonObject = {
+        "batch": name,
+        "tables": tables,
+        "forced": forced,
+        "refusal_overridden": ready.code if forced else None,
+        "tag": tag,
+    }
+    pause_point("before_publish_batch_intents")
+    try:
+        bases = _bases(lh, batch)
+    except ConflictError as exc:
+        raise _refuse_all(s, batch, exc) from exc
+    drafts = [
+        IntentDraft(s.user, Action.PUBLISH, str(t.table), name, t.main, t.head, reason, details)
+        for t in batch.tables
+    ]
+    try:
+        intents = lh.journal.begin_intents(drafts)
+    except BranchBusyError as exc:
+        raise _refuse_all(s, batch, BranchBusyError(f"publish of batch {name} refused: {exc}")) from exc
+    outcome = Outcome.FORCED if forced else Outcome.PUBLISHED
+    with _acting_all(lh, intents):
+        fault_point("after_publish_batch_intents")
+        pause_point("after_publish_batch_intents")
+        try:
+            commit_tables(
+                lh.catalog,
+                [
+                    fast_forward(t.table, bases[str(t.table)], to=t.head, branch=name, tag=tag)
+                    for t in batch.tables
+                ],
+                after_write=lambda: fault_point("after_publish_batch_write"),
+                in_transaction=lambda: fault_point("in_publish_batch_transaction"),
+            )
+        except (MultiTableConflictError, ConflictError) as exc:
+            raise _lost(s, batch, intents, exc) from exc
+        fault_point("after_publish_batch_commit")
+        fault_point("before_publish_batch_outcome")
+
+        def close(conn: Connection) -> None:
+            store.close_members(conn, name, [str(t) for t in batch.table_ids], "published")
+
+        lh.journal.resolve_intents(
+            [(i, i.expected_after) for i in intents], outcome=outcome, done=True, also=close
+        )
+    moves = "; ".join(f"{t.table} main {t.main} -> {t.head}" for t in batch.tables)
+    why = f"; forced over '{ready.message}': {reason}" if forced else ""
+    s.notify(
+        notify.Event.PUBLISHED,
+        table=", ".join(str(t) for t in batch.table_ids),
+        branch=name,
+        user=s.user,
+        status=outcome.value,
+        summary=f"batch {name} published, all {len(batch.tables)} tables in one commit (tag {tag}): {moves}{why}",
+        snapshot_id=None,
+    )
+    results = tuple(
+        PublishResult(str(t.table), name, PublishOutcome.PUBLISHED, t.main, t.head, forced, reason)
+        for t in batch.tables
+    )
+    return BatchPublishResult(name, PublishOutcome.PUBLISHED, results, tag, ready.atomicity, forced, reason)
+
+
+@contextmanager
+def _acting_all(lh: Lakehouse, intents: list[Intent]) -> Iterator[None]:
+    """:func:`~wap_core.workflow.reconcile.acting` over every intent of a batch: an exception escaping the
+    scope is settled per table from the metadata (unless already resolved); each intent is released."""
+    with ExitStack() as stack:
+        for intent in intents:
+            stack.enter_context(acting(lh, intent))
+        yield
+
+
+def _lost(s: Session, batch: Batch, intents: list[Intent], exc: Exception) -> ConflictError:
+    """A lost race: nothing moved; every intent resolved ``refused`` naming the table that lost, one notification."""
+    loser = exc.table if isinstance(exc, MultiTableConflictError) else None
+    why = f"{loser} lost: its main or branch changed since it was loaded" if loser is not None else str(exc)
+    err = ConflictError(
+        f"publish of batch {batch.name} lost a race ({why}); no table of the batch moved"
+        + (f" ({exc})" if loser is not None else "")
+    )
+    details: JsonObject = {"code": err.reason_code, "lost": str(loser) if loser is not None else None}
+    entries = s.lakehouse.journal.resolve_intents(
+        [(i, None) for i in intents], outcome=Outcome.REFUSED, done=False, reason=str(err), details=details
+    )
+    err.journaled = True
+    if entries:
+        s.notify(
+            notify.Event.REFUSED,
+            table=", ".join(str(t) for t in batch.table_ids),
+            branch=batch.name,
+            user=s.user,
+            status=err.reason_code,
+            summary=str(err),
+            snapshot_id=None,
+        )
+    return err
+
+
+def discard_batch(session: Session, name: str, *, reason: str | None = None) -> BatchDiscardResult:
+    """Remove every table's branch of batch ``name`` (journaled per table, one notification); mains untouched."""
+    s = session
+    lh = s.lakehouse
+    validate_branch(name)
+    batch = _open_batch(s, name)
+    for t in batch.tables:
+        s.authorize(Permission.DISCARD, table=t.table, branch=name)
+    out = []
+    for t in batch.tables:
+
+        def commit(_: Intent, table: TableId = t.table, head: int = t.head) -> Moved:
+            try:
+                removed = remove_branch(lh.catalog, table, name, head=head)
+            except CommitConflictError as exc:
+                removed, why = False, f" ({exc})"
+            else:
+                why = " (the branch moved or went)"
+            if not removed:
+                raise ConflictError(
+                    f"discard of {table} {name} lost a race with another change; nothing was discarded{why}"
+                )
+            return Moved(Outcome.DISCARDED)
+
+        RefMove(s, Action.DISCARD, t.table, name, t.head, reason=reason, details={"batch": name}).run(commit)
+        store.close_members(lh.journal.engine, name, [str(t.table)], "discarded")
+        out.append(DiscardResult(str(t.table), name, t.head, reason))
+    s.notify(
+        notify.Event.DISCARDED,
+        table=", ".join(str(t) for t in batch.table_ids),
+        branch=name,
+        user=s.user,
+        status=Outcome.DISCARDED.value,
+        summary=f"batch {name} discarded: the branches of {', '.join(map(str, batch.table_ids))} removed; mains untouched"
+        + (f": {reason}" if reason else ""),
+        snapshot_id=None,
+    )
+    return BatchDiscardResult(name, tuple(out), reason)

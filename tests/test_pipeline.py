@@ -308,6 +308,17 @@ def test_several_tables_are_one_batch(lake: Lakehouse) -> None:
     assert (a.passed, [x.table for x in a.tables]) == (True, [items, "demo.orders"])
     assert pl.wait_for_batch_decision("day_1", 5, 0.1, lh=lake) is pl.Decision.APPROVED
     assert pl.batch_review_url("day_1", lh=lake).endswith("/review?batch=day_1")
+    r = pl.publish_batch_if_passed("day_1", lh=lake)  # every table's main, in one commit
+    assert (r.outcome, r.tag, [x.table for x in r.tables]) == (
+        "published",
+        "batch-day_1",
+        [items, "demo.orders"],
+    )
+    for x in b.branches:
+        refs = lake.table(TableId.parse(x.table)).metadata.refs
+        assert refs["main"].snapshot_id == x.snapshot_id and refs["batch-day_1"].snapshot_id == x.snapshot_id
+    assert pl.batch_decision_now("day_1", lh=lake) is pl.Decision.PUBLISHED
+    assert pl.publish_batch_if_passed("day_1", lh=lake).outcome == "already_published"
 
     # a failing table holds the whole batch; a discard of the batch is the pipeline's rollback
     bad = pl.ingest_batch(

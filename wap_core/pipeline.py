@@ -20,7 +20,8 @@ A batch that spans tables (a day of flights with the airports they reference) is
 ``(table, sources)`` pairs: :func:`ingest_batch` writes each into a branch named like the batch (one
 :func:`ingest` with ``batch=NAME`` per pair, in the order given), then the batch's own steps take its name:
 :func:`audit_batch`, :func:`wait_for_batch_decision` (:func:`batch_decision_now`),
-:func:`publish_batch_if_passed` (every table's main moves, or none) and :func:`discard_batch`. A single
+:func:`publish_batch_if_passed` (every table's main moves, or none; each gets the tag ``batch-<name>``)
+and :func:`discard_batch`. A single
 pair is the one-table steps above, unchanged.
 
 Errors are :class:`wap_core.exceptions.WapError` with ``exit_code`` as the CLI's: 1 a refusal (failed audit,
@@ -47,7 +48,14 @@ from enum import Enum
 from urllib.parse import quote, urlencode
 
 from wap_core import api
-from wap_core.api import Lakehouse, PublishResult, ReviewState, Session, SourcePolicy
+from wap_core.api import (
+    BatchPublishResult,
+    Lakehouse,
+    PublishResult,
+    ReviewState,
+    Session,
+    SourcePolicy,
+)
 from wap_core.config import mask_secrets
 from wap_core.exceptions import (
     AuditFailedError,
@@ -492,14 +500,22 @@ def discard(
     return True
 
 
+def publish_batch_if_passed(batch: str, *, lh: Session | Lakehouse | None = None) -> BatchPublishResult:
+    """Publish every table of batch ``batch`` when every audit and review policy allow it (never forced):
+    every table's main moves in one multi-table commit, or none does (:func:`wap_core.api.publish_batch`).
+
+    A refusal raises :class:`wap_core.exceptions.RefusedError` (exit 1) and is journaled for every table; a
+    batch a person already published returns ``outcome == "already_published"``.
+    """
+    return api.publish_batch(context(lh), batch)
+
+
 def discard_batch(batch: str, *, reason: str | None = None, lh: Session | Lakehouse | None = None) -> bool:
     """Discard every open branch of batch ``batch`` (a pipeline's rollback); False when none is left."""
     ctx = context(lh)
-    b = api.find_batch(ctx, batch)
-    if b is None:
+    if api.find_batch(ctx, batch) is None:
         return False
-    for t in b.table_ids:
-        discard(t, batch, reason=reason, lh=ctx)
+    api.discard_batch(ctx, batch, reason=reason)
     return True
 
 

@@ -81,6 +81,14 @@ def renamed(dag):  # type: ignore[no-untyped-def]
     return airflow_dags.renamed
 
 
+@pytest.fixture(scope="module")
+def batch_dag(dag):  # type: ignore[no-untyped-def]
+    """Two ingest tasks into one batch, then one audit, sensor and publish of the whole batch."""
+    import airflow_dags
+
+    return airflow_dags.batch
+
+
 def _run(dag, table: TableId, rows, tmp_path: Path, person: Person | None = None):  # type: ignore[no-untyped-def]
     src = write_csv(tmp_path / f"{table.name}.csv", HEADER, rows)
     if person is not None:
@@ -197,3 +205,29 @@ def test_a_dag_whose_ingest_task_has_another_name_publishes(renamed, tmp_path: P
     assert _main_rows(ORDERS) == before + 2
     pub = as_user("observer").journal.history("demo.orders", branch=branch, action=Action.PUBLISH)
     assert [(e.user, e.outcome.value) for e in pub] == [(SERVICE, "published")]
+
+
+def test_two_ingest_tasks_write_one_batch_published_all_together(batch_dag, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 27 item 1: several (table, sources) pairs are one batch; the publish moves every main at once."""
+    items = TableId("demo", "items")
+    srcs = {
+        "item_sources": [write_csv(tmp_path / "items.csv", HEADER, [(1, "x"), (2, "y"), (3, "z")])],
+        "order_sources": [write_csv(tmp_path / "orders.csv", HEADER, GOOD)],
+    }
+    before = _main_rows(ORDERS)
+    dr = batch_dag.test(run_conf={"batch": "day_1", **srcs})
+    states = {ti.task_id: str(ti.state) for ti in dr.get_task_instances()}
+    assert str(dr.state) == "success", states
+    assert _xcom(dr, "write_items", "batch") == _xcom(dr, "write_orders", "batch") == "day_1"
+    assert _xcom(dr, "check", "return_value")["batch"] == "day_1"
+    assert [a["table"] for a in _xcom(dr, "check", "return_value")["tables"]] == ["demo.items", "demo.orders"]
+    assert _xcom(dr, "gate", "return_value") == {"batch": "day_1", "branch": "day_1", "decision": "approved"}
+    assert _xcom(dr, "gate", "_link_OpenReviewLink") == "http://console.test:8501/review?batch=day_1"
+    shipped = _xcom(dr, "ship", "return_value")
+    assert (shipped["outcome"], shipped["tag"]) == ("published", "batch-day_1")
+    assert _main_rows(ORDERS) == before + 2 and _main_rows(items) == 3
+    for task, table in (("write_items", items), ("write_orders", ORDERS)):
+        refs = as_user("observer").table(table).metadata.refs
+        assert refs["main"].snapshot_id == refs["batch-day_1"].snapshot_id == _xcom(dr, task, "snapshot_id")
+        pub = as_user("observer").journal.history(str(table), branch="day_1", action=Action.PUBLISH)
+        assert [(e.user, e.outcome.value) for e in pub] == [(SERVICE, "published")]

@@ -79,6 +79,8 @@ from wap_core.workflow.batch import Batch, BatchTable
 from wap_core.workflow.batch import find_batch as _find_batch
 from wap_core.workflow.batch import load_batch as _load_batch
 from wap_core.workflow.batch import open_batches as _open_batches
+from wap_core.workflow.batch_audit import BatchAuditResult
+from wap_core.workflow.batch_audit import audit_batch as _audit_batch
 from wap_core.workflow.batch_publish import BatchDiscardResult, BatchPublishResult
 from wap_core.workflow.batch_publish import discard_batch as _discard_batch
 from wap_core.workflow.batch_publish import publish_batch as _publish_batch
@@ -105,7 +107,7 @@ from wap_core.workflow.publish import publish_readiness as _publish_readiness
 from wap_core.workflow.publish import rebase as _rebase
 from wap_core.workflow.reconcile import Ticker
 from wap_core.workflow.reconcile import reconcile as _reconcile
-from wap_core.workflow.review import Comment, CommentKind, ReviewState, ReviewStatus
+from wap_core.workflow.review import BatchReview, Comment, CommentKind, ReviewState, ReviewStatus
 from wap_core.workflow.rollback import ReopenResult, RollbackResult, RolledBackSnapshot
 from wap_core.workflow.rollback import reopen as _reopen
 from wap_core.workflow.rollback import rollback as _rollback
@@ -137,9 +139,11 @@ __all__ = [
     "AccessPolicy",
     "AuditResult",
     "Batch",
+    "BatchAuditResult",
     "BatchDiscardResult",
     "BatchPublishResult",
     "BatchReadiness",
+    "BatchReview",
     "BatchTable",
     "BranchInfo",
     "ChangeGroup",
@@ -544,6 +548,11 @@ def run_audit(ctx: Context, table: TableId, branch: str) -> AuditResult:
     return _run_audit(ctx, table, branch)
 
 
+def audit_batch(ctx: Context, name: str) -> BatchAuditResult:
+    """(Re-)audit the open batch ``name`` as who acts: only its stale audits run; the worst table's status."""
+    return _audit_batch(ctx, name)
+
+
 def publish(
     ctx: Context, table: TableId, branch: str, *, force: bool = False, reason: str | None = None
 ) -> PublishResult:
@@ -569,6 +578,16 @@ def approve(ctx: Context, table: TableId, branch: str, *, comment: str | None = 
 def request_changes(ctx: Context, table: TableId, branch: str, *, comment: str) -> ReviewStatus:
     """Request changes on the branch's head, as who acts."""
     return _review.request_changes(ctx, table, branch, comment=comment)
+
+
+def approve_batch(ctx: Context, name: str, *, comment: str | None = None) -> BatchReview:
+    """Approve every table of the batch ``name`` at once, bound to its tables' heads, as who acts."""
+    return _review.approve_batch(ctx, name, comment=comment)
+
+
+def request_changes_batch(ctx: Context, name: str, *, comment: str) -> BatchReview:
+    """Request changes on every table of the batch ``name`` at once, as who acts."""
+    return _review.request_changes_batch(ctx, name, comment=comment)
 
 
 def add_comment(ctx: Context, table: TableId, branch: str, text: str, *, check: str | None = None) -> Comment:

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from wap_core.actions.spec import BRANCH, JSON, TABLE, ActionSpec, CliCommand, PermissionSpec, arg
+from wap_core.actions.spec import (
+    JSON,
+    OPTIONAL_BRANCH,
+    OPTIONAL_TABLE,
+    ActionSpec,
+    CliCommand,
+    PermissionSpec,
+    arg,
+)
 
 APPROVE = PermissionSpec("approve", "approver", "approve", "approve")  # approve and request changes
 
@@ -16,6 +24,16 @@ ACTION = ActionSpec(
     cli=CliCommand(
         ("approve",),
         "approve a branch's current head (approver role)",
-        (TABLE, BRANCH, arg("--comment"), JSON),
+        (
+            OPTIONAL_TABLE,
+            OPTIONAL_BRANCH,
+            arg(
+                "--batch",
+                help="approve every table of the open batch of this name at once (instead of TABLE BRANCH),"
+                " bound to its tables' heads",
+            ),
+            arg("--comment"),
+            JSON,
+        ),
     ),
 )

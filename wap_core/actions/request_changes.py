@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from wap_core.actions import approve
-from wap_core.actions.spec import BRANCH, JSON, TABLE, ActionSpec, CliCommand, EventSpec, arg
+from wap_core.actions.spec import (
+    JSON,
+    OPTIONAL_BRANCH,
+    OPTIONAL_TABLE,
+    ActionSpec,
+    CliCommand,
+    EventSpec,
+    arg,
+)
 
 CHANGES_REQUESTED = EventSpec("changes_requested", "Changes requested", ":memo:")
 
@@ -18,6 +26,16 @@ ACTION = ActionSpec(
     cli=CliCommand(
         ("request-changes",),
         "request changes on a branch's current head (approver role)",
-        (TABLE, BRANCH, arg("--comment", required=True), JSON),
+        (
+            OPTIONAL_TABLE,
+            OPTIONAL_BRANCH,
+            arg(
+                "--batch",
+                help="request changes on every table of the open batch of this name at once"
+                " (instead of TABLE BRANCH)",
+            ),
+            arg("--comment", required=True),
+            JSON,
+        ),
     ),
 )

@@ -23,6 +23,8 @@ def arg(*flags: str, **kw: Any) -> Arg:
 
 
 TABLE, BRANCH, JSON = arg("table"), arg("branch"), arg("--json", action="store_true")
+# a command that takes TABLE BRANCH or ``--batch NAME`` (its handler refuses one without the other)
+OPTIONAL_TABLE, OPTIONAL_BRANCH = arg("table", nargs="?"), arg("branch", nargs="?")
 
 
 @dataclass(frozen=True)

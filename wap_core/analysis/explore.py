@@ -23,6 +23,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from wap_core.analysis import sandbox
+from wap_core.analysis.batch_reads import batch_reads
 from wap_core.checks import CheckSpec, MainContext, suite_for
 from wap_core.exceptions import NotFoundError, ValidationError, WapError
 from wap_core.identifiers import MAIN, TableId, quote_column, validate_branch
@@ -518,13 +519,25 @@ class FailingRowsRequest:
         """Run it on ``lh``'s Spark (the caller sets up its job group)."""
         lin, table = self.lineage, self.table
 
+        inside = batch_reads(lh, table, self.branch, self.spec.other_tables())
+
         def read_main(t: TableId) -> DataFrame | None:
-            # as the audit reads: this table's main at the batch's fork, another table's current main
+            # as the audit reads: this table's main at the batch's fork, another table of the batch at its
+            # head there, any other table's current main
             if t == table:
                 return lh.read_snapshot(table, lin.fork) if lin.fork is not None else None
+            if str(t) in inside:
+                return lh.read_snapshot(t, inside[str(t)].snapshot_id)
             return lh.read_main(t)
 
-        ctx = MainContext(lh.spark, read_main, table, fork_snapshot_id=lin.fork, head_snapshot_id=lin.head)
+        ctx = MainContext(
+            lh.spark,
+            read_main,
+            table,
+            fork_snapshot_id=lin.fork,
+            head_snapshot_id=lin.head,
+            batch_reads=inside,
+        )
         try:
             frame = self.spec.failing_frame(batch_frame(lh.spark, lh.spark_name(table), lin), ctx)
             if frame is None:  # pragma: no cover - refused by failing_rows_request (selects_rows)

@@ -78,12 +78,30 @@ def summarize(results: Sequence[CheckResult]) -> CheckStatus:
 
 
 @dataclass(frozen=True)
+class OtherRead:
+    """Where a check reads another table that is in the audited branch's batch: that table's branch of
+    the batch's name at ``snapshot_id`` (its head), not its main. Plain values: the workflow layer
+    computes them (``batch_reads``), the checks only show them."""
+
+    snapshot_id: int
+    batch: str  # the batch's name (the branch the table is read at)
+
+    @property
+    def label(self) -> str:
+        """Where the read was, as a check's message says it: ``batch w2's head, snapshot 123``."""
+        return f"batch {self.batch}'s head, snapshot {self.snapshot_id}"
+
+
+@dataclass(frozen=True)
 class MainContext:
     """What a check may read besides the batch: main (at the fork) and stored history.
 
     ``read_main`` returns main of this or another table (this table's main at the batch's fork);
     ``snapshot_of`` the snapshot id that read would see (part of the result-cache key). ``stored``
     gives the stored profiles and batch metrics the history-aware checks compare with (no scan).
+    ``batch_reads``: the other tables of the audited branch's batch (``namespace.table`` -> where
+    ``read_main`` reads them: their branch head in the batch); a table not in it is read at its main.
+    Empty for a plain branch (a one-table batch).
     """
 
     spark: SparkSession
@@ -94,12 +112,21 @@ class MainContext:
     head_snapshot_id: int | None = None
     new_snapshot_summaries: tuple[Mapping[str, str], ...] = ()
     stored: Any = None  # wap_core.checks.history.StoredHistory (Any: keeps this module free of the journal)
+    batch_reads: Mapping[str, OtherRead] = field(default_factory=dict)
 
     def main_snapshot(self, table: TableId) -> int | None:
-        """The snapshot of ``table``'s main the check would read (this table: the batch's fork)."""
+        """The snapshot of ``table``'s main the check would read (this table: the batch's fork; a table of
+        the batch: its head in the batch)."""
         if table == self.table:
             return self.fork_snapshot_id
+        inside = self.batch_read(table)
+        if inside is not None:
+            return inside.snapshot_id
         return self.snapshot_of(table) if self.snapshot_of is not None else None
+
+    def batch_read(self, table: TableId) -> OtherRead | None:
+        """Where ``table`` is read when it is another table of the audited branch's batch, else None (main)."""
+        return None if table == self.table else self.batch_reads.get(str(table))
 
 
 # --------------------------------------------------------------------------- values
@@ -222,6 +249,11 @@ class CheckSpec:
 
     def reads(self, ctx: MainContext) -> tuple[Any, ...]:
         """What the measurement depends on besides the batch (snapshots of the tables it reads)."""
+        return ()
+
+    def other_tables(self) -> tuple[str, ...]:
+        """The other tables (``namespace.table``) this check reads: inside a batch, a new commit on one of
+        them makes this check's measurement stale (``references``: the referenced table)."""
         return ()
 
     def measure_more(self, m: Measurement, batch: DataFrame, ctx: MainContext) -> Measurement:

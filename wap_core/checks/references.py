@@ -1,5 +1,9 @@
 """``references: {column, table, ref_column}``: every non-NULL value exists in the other table's main.
 
+When the other table is in the audited branch's batch (a batch that spans tables), it is read at its
+head in the batch instead (:attr:`MainContext.batch_reads`): the airports added in the same batch as the
+flights that go there count. The result's message and observed values say where it was read.
+
 The batch's value range (from the one pass) is pushed into the scan of the referenced table, whose
 column is then streamed past the batch's broadcast distinct values
 (:func:`wap_core.checks.keys.values_missing`).
@@ -54,10 +58,16 @@ class References(CheckSpec):
     def reads(self, ctx: MainContext) -> tuple[Any, ...]:
         return (self.table, ctx.main_snapshot(TableId.parse(self.table)))
 
+    def other_tables(self) -> tuple[str, ...]:
+        return (self.table,)
+
     def measure_more(self, m: Measurement, batch: DataFrame, ctx: MainContext) -> Measurement:
         from pyspark.sql import functions as F
 
         ref_tid = TableId.parse(self.table)
+        inside = ctx.batch_read(ref_tid)
+        if inside is not None:  # the referenced table is in the batch: read at its head there
+            m = {**m, "read_at": inside.label}
         ref = ctx.read_main(ref_tid)
         if ref is None:
             return {**m, "no_main": True}
@@ -85,7 +95,8 @@ class References(CheckSpec):
         return self.table
 
     def failing_frame(self, batch: DataFrame, ctx: MainContext) -> DataFrame | None:
-        """The batch's rows whose non-NULL value is missing from the referenced table's main (a left anti join)."""
+        """The batch's rows whose non-NULL value is missing from the referenced table (its main, or its head
+        in the batch when it is in the audited branch's batch, as the audit reads it; a left anti join)."""
         from pyspark.sql import functions as F
 
         ref = ctx.read_main(TableId.parse(self.table))
@@ -98,6 +109,8 @@ class References(CheckSpec):
 
     def judge(self, m: Measurement, ctx: MainContext) -> CheckResult:
         col, target = self.columns[0], f"{self.table}.{self.ref_column}"
+        read_at = m.get("read_at")  # set when the referenced table is in the batch (else: its main)
+        where = f" (read {self.table} at {read_at})" if read_at else ""
         if m.get("no_main"):
             return self.result(False, None, None, f"referenced table {self.table} has no data on main")
         failing, values = int(m.get("missing_rows") or 0), int(m.get("missing_values") or 0)
@@ -106,10 +119,7 @@ class References(CheckSpec):
             if failing
             else f"every {col} exists in {target}"
         )
-        return self.result(
-            failing <= self.max_failing_rows,
-            {"missing_rows": failing, "missing_values": values},
-            failing,
-            msg,
-            m.get("sample"),
-        )
+        observed: JsonObject = {"missing_rows": failing, "missing_values": values}
+        if read_at:
+            observed["read_at"] = read_at
+        return self.result(failing <= self.max_failing_rows, observed, failing, msg + where, m.get("sample"))

@@ -15,6 +15,7 @@ from wap_core.cli.output import (
     json_default,
     print_audit,
     print_audit_err,
+    print_batch_review,
     print_json,
     print_result,
     print_review,
@@ -133,9 +134,34 @@ def _ingest(args: argparse.Namespace, ctx: Context) -> int:
     return EXIT_OK if res.audit.passed else EXIT_REFUSED
 
 
+def _branch_or_batch(args: argparse.Namespace) -> tuple[TableId, str] | None:
+    """``TABLE BRANCH`` (both) or ``--batch NAME`` (then neither): the branch, or None for the batch."""
+    given = [x for x in (args.table, args.branch) if x is not None]
+    if args.batch is not None:
+        if given:
+            raise ValidationError("give TABLE BRANCH or --batch NAME, not both")
+        return None
+    if len(given) != 2:
+        raise ValidationError("give both TABLE and BRANCH (or --batch NAME)")
+    return TableId.parse(args.table), args.branch
+
+
 def _audit(args: argparse.Namespace, ctx: Context) -> int:
 
-    audit = api.run_audit(ctx, TableId.parse(args.table), args.branch)
+    target = _branch_or_batch(args)
+    if target is None:
+        batch = api.audit_batch(ctx, args.batch)
+        if args.json:
+            print_json(to_jsonable(batch))
+        else:
+            print(
+                f"audit of batch {batch.batch}: {batch.status.upper()} ({len(batch.tables)} tables; "
+                f"audited now: {', '.join(batch.reaudited) or 'none, every audit is current'})"
+            )
+            for one in batch.tables:
+                print_audit(one)
+        return EXIT_OK if batch.passed else EXIT_REFUSED
+    audit = api.run_audit(ctx, *target)
     print_json(to_jsonable(audit)) if args.json else print_audit(audit)
     return EXIT_OK if audit.passed else EXIT_REFUSED
 
@@ -241,13 +267,20 @@ def _discard(args: argparse.Namespace, ctx: Context) -> int:
 
 def _approve(args: argparse.Namespace, ctx: Context) -> int:
 
-    rs = api.approve(ctx, TableId.parse(args.table), args.branch, comment=args.comment)
+    target = _branch_or_batch(args)
+    if target is None:
+        return print_batch_review(args, api.approve_batch(ctx, args.batch, comment=args.comment), "approved")
+    rs = api.approve(ctx, *target, comment=args.comment)
     return print_review(args, rs, "approved")
 
 
 def _request_changes(args: argparse.Namespace, ctx: Context) -> int:
 
-    rs = api.request_changes(ctx, TableId.parse(args.table), args.branch, comment=args.comment)
+    target = _branch_or_batch(args)
+    if target is None:
+        br = api.request_changes_batch(ctx, args.batch, comment=args.comment)
+        return print_batch_review(args, br, "changes requested on")
+    rs = api.request_changes(ctx, *target, comment=args.comment)
     return print_review(args, rs, "changes requested on")
 
 

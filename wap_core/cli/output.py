@@ -144,6 +144,21 @@ def print_review(args: argparse.Namespace, rs: Any, verb: str) -> int:
     return EXIT_OK
 
 
+def print_batch_review(args: argparse.Namespace, br: Any, verb: str) -> int:
+    """A verdict on a whole batch: the heads it binds to and each table's review state (JSON with ``--json``)."""
+    if args.json:
+        print_json(to_jsonable(br))
+    else:
+        heads = ", ".join(f"{t}@{h}" for t, h in br.heads.items())
+        print(f"{verb} batch {br.batch} at heads {heads}: review {br.state.value}")
+        for rs in br.tables:
+            print(
+                f"  {rs.table}: review {rs.state.value}, {len(rs.approvals)} of {rs.policy.approvals} required"
+                " approval(s)" + (f" ({rs.message})" if rs.message else "")
+            )
+    return EXIT_OK
+
+
 def print_audit_err(res: Any) -> None:
     """:func:`print_audit` on stderr (the JSON result keeps stdout)."""
     stdout = sys.stdout

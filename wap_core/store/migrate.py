@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 VERSION_TABLE = "wap_alembic_version"
 BASELINE = "0001"  # the schema of every lakehouse created before migrations existed
-HEAD = "0007"  # keep equal to the newest file in migrations/versions (a test checks it)
+HEAD = "0008"  # keep equal to the newest file in migrations/versions (a test checks it)
 _PG_LOCK_KEY = 0x7761705F6A726E6C  # "wap_jrnl": the advisory lock serializing upgraders
 _SQLITE_TIMEOUT_S = 60.0
 

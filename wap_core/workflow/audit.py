@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from wap_core import notify
+from wap_core.analysis.batch_reads import batch_reads, suite_reads
 from wap_core.analysis.diff import cached_main_profile
 from wap_core.checks import (
     CheckResult,
     CheckSpec,
     Evaluation,
     MainContext,
+    OtherRead,
     Suite,
     batch_builtins,
     evaluate,
@@ -48,6 +51,8 @@ if TYPE_CHECKING:
     from wap_core.lakehouse import Lakehouse
 
 log = logging.getLogger(__name__)
+
+BATCH_READS = "batch_reads"  # the stored result's key: {other table of the batch: the head its checks read}
 
 
 @dataclass
@@ -92,7 +97,14 @@ class AuditResult:
             at=d.get("at", ""),
             seconds=d.get("seconds", 0.0),
             checks_file=d.get("checks_file"),
+            extra={BATCH_READS: d[BATCH_READS]} if isinstance(d.get(BATCH_READS), dict) else {},
         )
+
+    @property
+    def batch_reads(self) -> dict[str, int]:
+        """The other tables of the branch's batch its checks read, at which head (``{}``: none, or a plain branch)."""
+        got = self.extra.get(BATCH_READS)
+        return {str(k): int(v) for k, v in got.items()} if isinstance(got, dict) else {}
 
     @classmethod
     def from_stored(cls, stored: StoredAudit) -> AuditResult:
@@ -173,10 +185,12 @@ def audit_branch(lh: Lakehouse, table: TableId, branch: str, **options: Unpack[A
     if observed is not None and observed[0] == lin.head and len(lin.new_snapshots) == 1:
         precomputed = observed[1]
     engine = lh.journal.engine
+    # the other tables of the branch's batch that the checks read, at their heads there ({} for a plain branch)
+    inside = batch_reads(lh, table, branch, suite_reads(suite.checks))
     evaluation = evaluate(
         batch_frame(lh.spark, lh.spark_name(table), lin),
         Suite(suite.table, (*builtin_checks(lin), *suite.checks), suite.source),
-        _main_context(lh, table, tbl, lin),
+        _main_context(lh, table, tbl, lin, inside),
         lh.settings.sample_rows,
         precomputed,
         cache=ResultCache(engine, str(table), lin.head) if options.get("use_cache", True) else None,
@@ -197,6 +211,7 @@ def audit_branch(lh: Lakehouse, table: TableId, branch: str, **options: Unpack[A
         at=at.isoformat(),
         seconds=time.perf_counter() - t0,
         checks_file=str(lh.settings.checks_file),
+        extra={BATCH_READS: {t: r.snapshot_id for t, r in inside.items()}} if inside else {},
     )
     _record(lh, result, at)
     if result.passed:
@@ -204,13 +219,18 @@ def audit_branch(lh: Lakehouse, table: TableId, branch: str, **options: Unpack[A
     return result
 
 
-def _main_context(lh: Lakehouse, table: TableId, tbl: Table, lin: cat.Lineage) -> MainContext:
-    """What checks compare the batch with: main at the batch's fork (where it would be published)."""
+def _main_context(
+    lh: Lakehouse, table: TableId, tbl: Table, lin: cat.Lineage, inside: Mapping[str, OtherRead]
+) -> MainContext:
+    """What checks compare the batch with: main at the batch's fork (where it would be published); another
+    table at its main, or at its head in the batch when it is in ``inside`` (the branch's batch)."""
     fork = lin.fork
 
     def read_main(t: TableId) -> DataFrame | None:
         if t == table:
             return lh.read_snapshot(table, fork) if fork is not None else None
+        if str(t) in inside:
+            return lh.read_snapshot(t, inside[str(t)].snapshot_id)
         return lh.read_main(t)
 
     def snapshot_of(t: TableId) -> int | None:
@@ -228,6 +248,7 @@ def _main_context(lh: Lakehouse, table: TableId, tbl: Table, lin: cat.Lineage) -
         head_snapshot_id=lin.head,
         new_snapshot_summaries=_summaries(lin),
         stored=StoredHistory(lh.journal.engine, str(table), tbl, fork, stored_main_profile),
+        batch_reads=dict(inside),
     )
 
 
@@ -241,7 +262,7 @@ def _record(lh: Lakehouse, result: AuditResult, at: datetime) -> None:
         snapshot_id=result.snapshot_id,
         fork_snapshot_id=result.fork_snapshot_id,
         status=status,
-        result=to_jsonable(result),
+        result={**to_jsonable(result), **result.extra},  # + the batch heads it read (audit_batch's staleness)
         at=at,
     )
     lh.journal.record(

@@ -52,6 +52,7 @@ from wap_core.store.journal import Intent
 from wap_core.values import JSON, JsonObject, JsonOrder, seconds_view
 from wap_core.workflow.audit import AuditResult, audit_branch
 from wap_core.workflow.batch import join as join_batch
+from wap_core.workflow.batch_audit import reaudit_stale
 from wap_core.workflow.readers import Prepared, read_source, resolve_sources
 from wap_core.workflow.reconcile import INTENT_PROPERTY, reconciled_table
 from wap_core.workflow.refmove import Moved, RefMove
@@ -306,6 +307,20 @@ def _no_progress(step: str, rows: int | None) -> None:
     return None
 
 
+def _reaudit_readers(lh: Lakehouse, batch: str, table: TableId, user: str) -> None:
+    """The batch's other tables whose checks read ``table`` (``references``) judged it at its previous head
+    (or at main, before it joined): their audits are re-run now, as part of the ingest (only those; each
+    re-measures only the checks that read ``table``, the rest comes from the result cache). The rows are
+    written and audited whatever happens here: a failure is logged, and ``wap audit --batch`` re-runs it."""
+    try:
+        done = reaudit_stale(lh, batch, user, reading=table)
+    except Exception as exc:  # noqa: BLE001 - the ingest stands; the stale audits stay stale (visible)
+        log.warning("batch %s: re-auditing the tables that read %s failed: %s", batch, table, _first(exc))
+        return
+    if done:
+        log.info("batch %s: re-audited %s (their checks read %s)", batch, ", ".join(done), table)
+
+
 def _ingest(
     s: Session,
     table: TableId,
@@ -375,6 +390,8 @@ def _ingest(
         suite=suite,
         observed=(lin.head, metrics) if metrics is not None and len(lin.new_snapshots) == 1 else None,
     )
+    if batch is not None:
+        _reaudit_readers(lh, batch, table, user)
     progress("done", prepared.rows)
     return IngestResult(
         table=str(table),

@@ -2,6 +2,11 @@
 
 * An approval (or a request for changes) is of the branch's **current head snapshot**. A later
   commit or a rebase moves the head, and every earlier review is *dismissed* (listed, never counted).
+* In a batch that spans tables (:mod:`wap_core.workflow.batch`) a review binds to the **set of heads**
+  of every table of the batch (``wap_reviews.heads``, migration 0008): a new commit on *any* table of
+  the batch dismisses it, on every table. :func:`approve_batch` / :func:`request_changes_batch` record
+  one review on every table of the batch in one transaction; ``author_cannot_approve`` counts every
+  author of every table of the batch. A plain branch (a one-table batch) binds to its own head, as before.
 * Each reviewer's latest review on the head counts: an approval replaces the same reviewer's
   earlier request for changes; an open request for changes blocks publish whatever the approvals.
 * Policies per table come from the access file's ``policies:`` section, with ``"*"`` as default::
@@ -43,9 +48,11 @@ from wap_core.notify import Event, emit
 from wap_core.security.access import AccessPolicy, Permission, Role, access_policy, decide
 from wap_core.session import Session, session_of
 from wap_core.states import Action, Outcome
+from wap_core.store import batches as batch_store
 from wap_core.store.journal import journal_table, utcnow
 from wap_core.store.schema import event_columns, from_row, metadata, snapshot_column
-from wap_core.values import JSON, JsonObject, JsonOrder
+from wap_core.values import JSON, OMIT, JsonObject, JsonOrder
+from wap_core.workflow.batch import Batch, batch_of, find_batch, load_batch
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -66,6 +73,8 @@ reviews_table = SqlTable(
     Column("verdict", String(32), nullable=False),  # approved | changes_requested
     Column("role", String(16), nullable=True),  # the reviewer's role when reviewing
     Column("comment", Text, nullable=True),
+    # migration 0008: a batch's heads the verdict binds to (JSON {table: snapshot}); NULL: its own head
+    Column("heads", Text, nullable=True),
     Index("ix_wap_reviews_table_branch", "table_name", "branch"),
 )
 
@@ -204,6 +213,16 @@ class Review:
     verdict: Verdict
     role: str | None
     comment: str | None
+    heads: Mapping[str, int] | None = None  # a batch's heads it binds to (None: the branch's own head)
+
+    @property
+    def bound_to(self) -> dict[str, int]:
+        """The heads this review is about: its batch's set, or ``{its table: its snapshot}``."""
+        return dict(self.heads) if self.heads is not None else {self.table: self.snapshot_id}
+
+
+def _heads_view(heads: Mapping[str, int] | None) -> Any:
+    return OMIT if heads is None else dict(heads)
 
 
 @dataclass(frozen=True)
@@ -230,6 +249,7 @@ class ReviewStatus:
         "table",
         "branch",
         "head",
+        "heads",
         "policy",
         "author",
         "authors",
@@ -259,6 +279,8 @@ class ReviewStatus:
         default=()
     )  # the authors' own approvals where the policy forbids them
     authors: tuple[str, ...] = field(default=())  # everyone who wrote the batch, first writer first
+    # a batch that spans tables: every table's head, what reviews bind to (None: a plain branch; not in JSON)
+    heads: Mapping[str, int] | None = field(default=None, metadata={JSON: _heads_view})
 
     @property
     def missing(self) -> int:
@@ -300,7 +322,9 @@ class ReviewStatus:
 
 
 def _review(r: Any) -> Review:
-    return from_row(Review, r, snapshot_id=int(r["snapshot_id"]), verdict=Verdict(r["verdict"]))
+    raw = r.get("heads")
+    heads = {str(k): int(v) for k, v in json.loads(str(raw)).items()} if raw else None
+    return from_row(Review, r, snapshot_id=int(r["snapshot_id"]), verdict=Verdict(r["verdict"]), heads=heads)
 
 
 def _comment(r: Any) -> Comment:
@@ -444,16 +468,26 @@ def evaluate(
     policy: ReviewPolicy,
     authors: Sequence[str] | str | None,
     all_reviews: list[Review],
+    *,
+    heads: Mapping[str, int] | None = None,
+    batch_authors: Sequence[str] | None = None,
 ) -> ReviewStatus:
-    """Pure: the review status of ``head`` from the branch's reviews (oldest first) and its authors."""
+    """Pure: the review status of ``head`` from the branch's reviews (oldest first) and its authors.
+
+    ``heads``: when the branch is in a batch that spans tables, every table's head: a review counts only
+    when it binds to exactly that set. ``batch_authors``: everyone who wrote any table of that batch (their
+    approvals are ignored under ``author_cannot_approve``; default: ``authors``).
+    """
     writers = (authors,) if isinstance(authors, str) else tuple(authors or ())
+    excluded = tuple(batch_authors) if batch_authors is not None else writers
+    current = dict(heads) if heads is not None else {table: head}
     latest: dict[str, Review] = {}
     for r in all_reviews:
         latest[r.user.casefold() if "@" in r.user else r.user] = r
-    on_head = [r for r in latest.values() if r.snapshot_id == head]
-    dismissed = tuple(r for r in latest.values() if r.snapshot_id != head)
+    on_head = [r for r in latest.values() if r.bound_to == current]
+    dismissed = tuple(r for r in latest.values() if r.bound_to != current)
     approvals = [r for r in on_head if r.verdict == Verdict.APPROVED]
-    ignored = tuple(r for r in approvals if policy.author_cannot_approve and is_author(r.user, writers))
+    ignored = tuple(r for r in approvals if policy.author_cannot_approve and is_author(r.user, excluded))
     counting = tuple(r for r in approvals if r not in ignored)
     changes = tuple(r for r in on_head if r.verdict == Verdict.CHANGES_REQUESTED)
     if changes:
@@ -466,35 +500,82 @@ def evaluate(
         state = ReviewState.NONE
     last_writer = writers[-1] if writers else None
     return ReviewStatus(
-        table, branch, head, policy, last_writer, state, counting, changes, dismissed, ignored, writers
+        table, branch, head, policy, last_writer, state, counting, changes, dismissed, ignored, writers, heads
     )
 
 
+def _batch_authors(
+    who: Mapping[tuple[str, str], Sequence[str]], tables: Sequence[str], branch: str
+) -> tuple[str, ...]:
+    """Every author of every one of ``tables``' ``branch`` (a batch's), first writers first."""
+    out: list[str] = []
+    for t in tables:
+        _add(out, who.get((t, branch), ()))
+    return tuple(out)
+
+
 def review_state(lh: Lakehouse, table: TableId, branch: str, tbl: Table | None = None) -> ReviewStatus:
-    """The review status of the branch's current head (no authorization: a read like ``branches``)."""
+    """The review status of the branch's current head (no authorization: a read like ``branches``).
+
+    A table of a batch that spans tables: reviews count only when bound to every table's current head,
+    and every author of every table of the batch is an author under ``author_cannot_approve``.
+    """
     tbl = tbl if tbl is not None else lh.table(table)
     head = cat.require_branch(tbl, table, branch)
+    batch = batch_of(lh, table, branch)
+    if batch is None:
+        return evaluate(
+            str(table),
+            branch,
+            head,
+            policy_for(lh, table),
+            authors_of(lh, table, branch),
+            reviews(lh, table, branch),
+        )
+    who = authors(lh)
     return evaluate(
         str(table),
         branch,
         head,
         policy_for(lh, table),
-        authors_of(lh, table, branch),
+        who.get((str(table), branch), ()),
         reviews(lh, table, branch),
+        heads=batch.heads,
+        batch_authors=_batch_authors(who, list(batch.heads), branch),
     )
 
 
 def review_states(
     lh: Lakehouse, table: str | None, heads: Mapping[tuple[str, str], int]
 ) -> dict[tuple[str, str], ReviewStatus]:
-    """Review status of many branch heads in two queries (``branches``)."""
+    """Review status of many branch heads in few queries (``branches``); a batch's tables as :func:`review_state`."""
     all_reviews = _all_reviews(lh, table)
-    who = authors(lh, table)
+    members: dict[str, set[str]] = {}
+    for m in batch_store.open_members(lh.journal.engine):
+        members.setdefault(m.batch, set()).add(m.table)
+    in_batch = {(t, b) for t, b in heads if t in members.get(b, set())}
+    who = authors(lh, None if in_batch else table)  # a batch's other tables' authors count too
+    batches = {b: find_batch(lh, b) for b in {b for _, b in in_batch}}
     policy = access_policy(lh.settings)
-    return {
-        (t, b): evaluate(t, b, head, policy_for(policy, t), who.get((t, b)), all_reviews.get((t, b), []))
-        for (t, b), head in heads.items()
-    }
+    out: dict[tuple[str, str], ReviewStatus] = {}
+    for (t, b), head in heads.items():
+        batch = batches.get(b) if (t, b) in in_batch else None
+        if batch is not None and t in batch:
+            out[(t, b)] = evaluate(
+                t,
+                b,
+                head,
+                policy_for(policy, t),
+                who.get((t, b)),
+                all_reviews.get((t, b), []),
+                heads=batch.heads,
+                batch_authors=_batch_authors(who, list(batch.heads), b),
+            )
+        else:
+            out[(t, b)] = evaluate(
+                t, b, head, policy_for(policy, t), who.get((t, b)), all_reviews.get((t, b), [])
+            )
+    return out
 
 
 def second_admin_approval(lh: Lakehouse, status: ReviewStatus, forcing_user: str) -> Review | None:
@@ -562,53 +643,81 @@ def _insert_branch_row(
 def _record_review(
     lh: Lakehouse,
     user: str,
-    table: TableId,
+    tables: Sequence[TableId],
     branch: str,
     verdict: Verdict,
     comment: str | None,
     role: Role | None,
-) -> tuple[Review, int]:
-    head = cat.require_branch(lh.table(table), table, branch)
+    batch_heads: Mapping[str, int] | None = None,
+) -> list[Review]:
+    """One review of each of ``tables``' ``branch`` in ONE transaction (journaled after). ``batch_heads``: the
+    batch's heads every one binds to (None: each table's own head, a plain branch)."""
     now = utcnow()
+    label = role.label if role is not None else None
+    bound = json.dumps(dict(sorted(batch_heads.items()))) if batch_heads is not None else None
+    done: list[Review] = []
     with lh.journal.engine.begin() as conn:
-        review_id = _insert_branch_row(
-            conn,
-            reviews_table,
-            now,
-            user,
-            table,
-            branch,
-            head,
-            verdict=verdict.value,
-            role=role.label if role is not None else None,
-            comment=comment,
+        for table in tables:
+            head = (
+                batch_heads[str(table)]
+                if batch_heads is not None
+                else cat.require_branch(lh.table(table), table, branch)
+            )
+            review_id = _insert_branch_row(
+                conn,
+                reviews_table,
+                now,
+                user,
+                table,
+                branch,
+                head,
+                verdict=verdict.value,
+                role=label,
+                comment=comment,
+                heads=bound,
+            )
+            _insert_comment(conn, now, user, table, branch, head, CommentKind(verdict.value), comment or "")
+            heads = dict(batch_heads) if batch_heads is not None else None
+            done.append(
+                Review(review_id, now, user, str(table), branch, head, verdict, label, comment, heads)
+            )
+    for rv in done:
+        details: JsonObject = {"batch": branch, "heads": dict(rv.heads)} if rv.heads is not None else {}
+        lh.journal.record(
+            user=user,
+            action=_VERDICT_ACTIONS[verdict],
+            table=rv.table,
+            branch=branch,
+            snapshot_after=rv.snapshot_id,
+            outcome=Outcome(verdict.value),
+            reason=comment,
+            details=details,
         )
-        _insert_comment(conn, now, user, table, branch, head, CommentKind(verdict.value), comment or "")
-    lh.journal.record(
-        user=user,
-        action=_VERDICT_ACTIONS[verdict],
-        table=str(table),
-        branch=branch,
-        snapshot_after=head,
-        outcome=Outcome(verdict.value),
-        reason=comment,
-    )
-    rv = Review(
-        review_id, now, user, str(table), branch, head, verdict, role.label if role else None, comment
-    )
-    return rv, head
+    return done
 
 
 _VERDICT_ACTIONS = {Verdict.APPROVED: Action.APPROVE, Verdict.CHANGES_REQUESTED: Action.REQUEST_CHANGES}
 
 
-def _refuse_self_approval(s: Session, table: TableId, branch: str) -> None:
+def _writers(lh: Lakehouse, table: TableId, branch: str, batch: Batch | None) -> tuple[str, ...]:
+    """Who counts as an author of ``table``'s ``branch`` for ``author_cannot_approve``: its own authors, or,
+    in a batch that spans tables, every author of every table of the batch."""
+    if batch is None:
+        return authors_of(lh, table, branch)
+    return _batch_authors(authors(lh), list(batch.heads), branch)
+
+
+def _refuse_self_approval(s: Session, table: TableId, branch: str, batch: Batch | None = None) -> None:
     """Refuse (journaled, through the session's one refusal path; not notified, as before) when the policy
-    forbids the branch's author to approve it and the acting user is one."""
+    forbids the branch's author to approve it and the acting user is one (of any table of its batch)."""
     lh, user = s.lakehouse, s.user
     policy = policy_for(lh, table)
-    if policy.author_cannot_approve and is_author(user, authors_of(lh, table, branch)):
-        msg = f"{user} may not approve {table} {branch}: the author of a branch cannot approve it (policy {policy.source})"
+    if policy.author_cannot_approve and is_author(user, _writers(lh, table, branch, batch)):
+        whose = "a branch" if batch is None else f"a table of batch {batch.name}"
+        msg = (
+            f"{user} may not approve {table} {branch}: the author of {whose} cannot approve it"
+            f" (policy {policy.source})"
+        )
         raise s.refuse(
             Action.APPROVE, RefusedError(msg, "self_approval"), table=table, branch=branch, notify_it=False
         )
@@ -637,9 +746,13 @@ def _review_head(
     text = _clean_text(
         comment, "the comment" if approving else "the comment (--comment)", required=not approving
     )
+    batch = batch_of(lh, table, branch)  # in a batch: the review binds to every table's head
     if approving:
-        _refuse_self_approval(s, table, branch)
-    _, head = _record_review(lh, user, table, branch, verdict, text, s.policy().role_of(user))
+        _refuse_self_approval(s, table, branch, batch)
+    (rv,) = _record_review(
+        lh, user, [table], branch, verdict, text, s.policy().role_of(user), batch.heads if batch else None
+    )
+    head = rv.snapshot_id
     if not approving:
         emit(
             lh.journal,
@@ -653,6 +766,89 @@ def _review_head(
             snapshot_id=head,
         )
     return review_state(lh, table, branch)
+
+
+@dataclass(frozen=True)
+class BatchReview:
+    """A verdict on a whole batch (``approve --batch``): the heads it binds to and every table's review status
+    after it, sorted by table. JSON keys: batch, verdict, review (the batch's state), heads, tables."""
+
+    __json__: ClassVar[JsonOrder] = ("batch", "verdict", "review", "heads", "tables")
+
+    batch: str
+    verdict: Verdict
+    heads: Mapping[str, int]
+    tables: tuple[ReviewStatus, ...]
+
+    @property
+    def review(self) -> ReviewState:
+        """The batch's review state (JSON ``review``), as :attr:`state`."""
+        return self.state
+
+    @property
+    def state(self) -> ReviewState:
+        """The batch's review state: changes requested on any table, else awaiting on any, else approved/none."""
+        states = {t.state for t in self.tables}
+        for st in (ReviewState.CHANGES_REQUESTED, ReviewState.AWAITING, ReviewState.APPROVED):
+            if st in states:
+                return st
+        return ReviewState.NONE
+
+
+def _review_batch(
+    session: Session | Lakehouse, name: str, verdict: Verdict, comment: str | None, user: str | None
+) -> BatchReview:
+    """Both verdicts on a batch: authorize on every table, refuse an author of any table (when a table's policy
+    says so), record one review per table bound to the batch's heads, in one transaction."""
+    s = session_of(session, user)
+    lh, user = s.lakehouse, s.user
+    batch = load_batch(lh, name)
+    approving = verdict is Verdict.APPROVED
+    for table in batch.table_ids:
+        s.authorize(
+            Permission.APPROVE,
+            table=table,
+            branch=batch.name,
+            action=None if approving else Action.REQUEST_CHANGES,
+        )
+    text = _clean_text(
+        comment, "the comment" if approving else "the comment (--comment)", required=not approving
+    )
+    if approving:
+        for table in batch.table_ids:
+            _refuse_self_approval(s, table, batch.name, batch)
+    _record_review(
+        lh, user, batch.table_ids, batch.name, verdict, text, s.policy().role_of(user), batch.heads
+    )
+    for table in [] if approving else batch.table_ids:  # each table's subscribers hear of it
+        emit(
+            lh.journal,
+            lh.settings,
+            Event.CHANGES_REQUESTED,
+            table=str(table),
+            branch=batch.name,
+            user=user,
+            status=ReviewState.CHANGES_REQUESTED.value,
+            summary=f"changes requested on batch {batch.name} by {user}: {text}"[:500],
+            snapshot_id=batch.heads[str(table)],
+        )
+    states = tuple(review_state(lh, t, batch.name) for t in batch.table_ids)
+    return BatchReview(batch.name, verdict, dict(batch.heads), states)
+
+
+def approve_batch(
+    session: Session | Lakehouse, name: str, *, comment: str | None = None, user: str | None = None
+) -> BatchReview:
+    """Approve the batch ``name``: one approval on every table, bound to the set of its tables' heads (a new
+    commit on any of them dismisses it). An author of any table is refused where a table's policy says so."""
+    return _review_batch(session, name, Verdict.APPROVED, comment, user)
+
+
+def request_changes_batch(
+    session: Session | Lakehouse, name: str, *, comment: str, user: str | None = None
+) -> BatchReview:
+    """Request changes on the batch ``name``: on every table, bound to its tables' heads; blocks its publish."""
+    return _review_batch(session, name, Verdict.CHANGES_REQUESTED, comment, user)
 
 
 def approve(
@@ -717,6 +913,8 @@ def approve_decision(lh: Lakehouse, table: TableId, branch: str, user: str) -> t
     if not d.allowed:
         return False, d.message
     policy = policy_for(lh, table)
-    if policy.author_cannot_approve and is_author(user, authors_of(lh, table, branch)):
+    if policy.author_cannot_approve and is_author(
+        user, _writers(lh, table, branch, batch_of(lh, table, branch))
+    ):
         return False, f"the author of a branch cannot approve it (policy {policy.source})"
     return True, d.message

@@ -322,11 +322,14 @@ def audit(
 def audit_batch(
     batch: str, *, require_pass: bool = False, lh: Session | Lakehouse | None = None
 ) -> BatchAudit:
-    """(Re-)audit every table of the open batch ``batch`` (checks that read another table of the batch read
-    it at the batch's head); ``require_pass``: a failed table raises :class:`AuditFailedError` (exit 1)."""
-    ctx = context(lh)
-    audits = tuple(audit(t.table, batch, lh=ctx) for t in api.batch(ctx, batch).tables)  # sorted by table
-    out = BatchAudit(batch, overall_status(a.status for a in audits), audits, tuple(a.table for a in audits))
+    """(Re-)audit the open batch ``batch`` (:func:`wap_core.api.audit_batch`: only the tables whose audit is
+    stale run again; a check that reads another table of the batch reads it at the batch's head);
+    ``require_pass``: a failed table raises :class:`AuditFailedError` (exit 1)."""
+    r = api.audit_batch(context(lh), batch)
+    audits = tuple(
+        Audit(a.table, a.branch, a.snapshot_id, a.status, tuple(a.failed_checks)) for a in r.tables
+    )
+    out = BatchAudit(r.batch, r.status, audits, tuple(r.reaudited))
     if require_pass and not out.passed:
         raise AuditFailedError(
             f"audit of batch {batch} failed: {', '.join(out.failed_checks)}", list(out.failed_checks)

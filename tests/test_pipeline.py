@@ -285,3 +285,62 @@ def test_bad_wait_arguments_and_a_refused_identity_are_one_line_exit_2(lake: Lak
     with pytest.raises(ValidationError):
         pl.wait_for_decision(R, b.branch, 1.0, 0, lh=lake)
     assert pl.wait_for_decision(R, b.branch, 0, lh=lake) is pl.Decision.TIMED_OUT
+
+
+def test_several_tables_are_one_batch(lake: Lakehouse) -> None:
+    """Issue 27 item 1: several ``(table, sources)`` pairs are one batch: each table on a branch of the
+    batch's name, audited, waited for and discarded as one; a single pair is the one-table steps, unchanged."""
+    items = "demo.items"
+    b = pl.ingest_batch(
+        [(ORD, [_src(lake, "o", [(1, "a")])]), (items, [_src(lake, "i", [(1, "x"), (2, "y")])])],
+        batch="day_1",
+        create=True,
+        lh=lake,
+    )
+    assert (b.batch, b.tables, b.passed) == ("day_1", ("demo.orders", items), True)
+    assert [(x.branch, x.batch, x.rows_written) for x in b.branches] == [
+        ("day_1", "day_1", 1),
+        ("day_1", "day_1", 2),
+    ]
+    assert pl.BatchBranches.from_dict(json.loads(json.dumps(to_jsonable(b)))) == b  # what XComs carry
+    assert pl.batch_tables("day_1", lh=lake) == (items, "demo.orders")  # the open batch, sorted
+    a = pl.audit_batch("day_1", require_pass=True, lh=lake)
+    assert (a.passed, [x.table for x in a.tables]) == (True, [items, "demo.orders"])
+    assert pl.wait_for_batch_decision("day_1", 5, 0.1, lh=lake) is pl.Decision.APPROVED
+    assert pl.batch_review_url("day_1", lh=lake).endswith("/review?batch=day_1")
+    r = pl.publish_batch_if_passed("day_1", lh=lake)  # every table's main, in one commit
+    assert (r.outcome, r.tag, [x.table for x in r.tables]) == (
+        "published",
+        "batch-day_1",
+        [items, "demo.orders"],
+    )
+    for x in b.branches:
+        refs = lake.table(TableId.parse(x.table)).metadata.refs
+        assert refs["main"].snapshot_id == x.snapshot_id and refs["batch-day_1"].snapshot_id == x.snapshot_id
+    assert pl.batch_decision_now("day_1", lh=lake) is pl.Decision.PUBLISHED
+    assert pl.publish_batch_if_passed("day_1", lh=lake).outcome == "already_published"
+
+    # a failing table holds the whole batch; a discard of the batch is the pipeline's rollback
+    bad = pl.ingest_batch(
+        [(ORD, [_src(lake, "o2", [(2, "")])]), (items, [_src(lake, "i2", [(3, "z")])])], lh=lake
+    )
+    assert bad.batch.startswith("batch_") and not bad.passed
+    with pytest.raises(AuditFailedError) as e:
+        pl.audit_batch(bad.batch, require_pass=True, lh=lake)
+    assert e.value.exit_code == 1 and "demo.orders: not_null(name)" in str(e.value)
+    assert pl.wait_for_batch_decision(bad.batch, 0, lh=lake) is pl.Decision.TIMED_OUT
+    assert pl.discard_batch(bad.batch, reason="rollback", lh=lake) is True
+    assert pl.batch_decision_now(bad.batch, lh=lake) is pl.Decision.DISCARDED
+    assert pl.discard_batch(bad.batch, lh=lake) is False  # gone already
+    env = _env(lake, WAP_USER="etl-bot")
+    wait = _wait_cli(env, "--batch", bad.batch, "--timeout", "0", "--json")
+    assert (wait.returncode, json.loads(wait.stdout)) == (1, {"batch": bad.batch, "decision": "discarded"})
+    wait = _wait_cli(env, "demo.orders", "--batch", bad.batch)
+    assert wait.returncode == 2 and wait.stderr.startswith("error: ") and len(wait.stderr.splitlines()) == 1
+
+    for pairs in ([], [(ORD, ["a.csv"]), ("demo.orders", ["b.csv"])], [(ORD, [])]):
+        with pytest.raises(ValidationError) as v:
+            pl.ingest_batch(pairs, lh=lake)
+        assert v.value.exit_code == 2
+    one = pl.ingest(ORD, [_src(lake, "o3", [(4, "d")])], lh=lake)  # one pair: a plain branch, as before
+    assert one.batch is None and one.branch.startswith("audit_")

@@ -16,6 +16,14 @@ orchestrator can call them, or the CLI (same exit codes).
   person already published, e.g. forced over a failed audit, is ``already_published``).
 * :func:`discard` removes the branch (a pipeline's rollback).
 
+A batch that spans tables (a day of flights with the airports they reference) is several
+``(table, sources)`` pairs: :func:`ingest_batch` writes each into a branch named like the batch (one
+:func:`ingest` with ``batch=NAME`` per pair, in the order given), then the batch's own steps take its name:
+:func:`audit_batch`, :func:`wait_for_batch_decision` (:func:`batch_decision_now`),
+:func:`publish_batch_if_passed` (every table's main moves, or none; each gets the tag ``batch-<name>``)
+and :func:`discard_batch`. A single
+pair is the one-table steps above, unchanged.
+
 Errors are :class:`wap_core.exceptions.WapError` with ``exit_code`` as the CLI's: 1 a refusal (failed audit,
 a batch rejected by a person, a publish the guard refused), 2 bad input or an error.
 
@@ -32,12 +40,22 @@ import logging
 import math
 import sys
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import Enum
+from urllib.parse import quote, urlencode
 
 from wap_core import api
-from wap_core.api import Lakehouse, PublishResult, ReviewState, Session, SourcePolicy
+from wap_core.api import (
+    BatchPublishResult,
+    Lakehouse,
+    PublishResult,
+    ReviewState,
+    Session,
+    SourcePolicy,
+)
 from wap_core.config import mask_secrets
 from wap_core.exceptions import (
     AuditFailedError,
@@ -50,7 +68,7 @@ from wap_core.exceptions import (
     printable,
 )
 from wap_core.identifiers import TableId
-from wap_core.states import Action, CheckStatus, Outcome
+from wap_core.states import Action, CheckStatus, Outcome, overall_status
 from wap_core.values import JsonObject
 
 log = logging.getLogger(__name__)
@@ -89,6 +107,7 @@ class Branch:
     rows_written: int
     status: CheckStatus  # the audit's status: passed | warned | failed
     failed_checks: tuple[str, ...] = ()
+    batch: str | None = None  # the batch the table joined (``batch=``); None: a one-table batch
 
     @property
     def passed(self) -> bool:
@@ -106,7 +125,36 @@ class Branch:
             rows_written=int(d.get("rows_written", 0)),
             status=CheckStatus(d["status"]),
             failed_checks=tuple(d.get("failed_checks", ())),
+            batch=None if d.get("batch") is None else str(d["batch"]),
         )
+
+
+@dataclass(frozen=True)
+class BatchBranches:
+    """A batch that spans tables, written by :func:`ingest_batch`: its name and each table's branch."""
+
+    batch: str
+    branches: tuple[Branch, ...]  # one per (table, sources) pair, in the order they were written
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        """The batch's tables, in the order they were written."""
+        return tuple(b.table for b in self.branches)
+
+    @property
+    def status(self) -> CheckStatus:
+        """The worst of the tables' audits (at their ingest)."""
+        return overall_status(b.status for b in self.branches)
+
+    @property
+    def passed(self) -> bool:
+        """Every table's audit passed (possibly with warnings)."""
+        return self.status.ok
+
+    @classmethod
+    def from_dict(cls, d: JsonObject) -> BatchBranches:
+        """Back from its JSON form (what XComs and task results carry)."""
+        return cls(str(d["batch"]), tuple(Branch.from_dict(b) for b in d["branches"]))
 
 
 @dataclass(frozen=True)
@@ -123,6 +171,26 @@ class Audit:
     def passed(self) -> bool:
         """The audit passed (possibly with warnings)."""
         return self.status.ok
+
+
+@dataclass(frozen=True)
+class BatchAudit:
+    """The outcome of :func:`audit_batch`: the batch's verdict (the worst of its tables') and each table's."""
+
+    batch: str
+    status: CheckStatus
+    tables: tuple[Audit, ...]  # each table's latest audit, sorted by table
+    reaudited: tuple[str, ...] = ()  # the tables whose audit ran now
+
+    @property
+    def passed(self) -> bool:
+        """Every table's audit passed (possibly with warnings)."""
+        return self.status.ok
+
+    @property
+    def failed_checks(self) -> tuple[str, ...]:
+        """``table: check`` of every failed check, tables in order."""
+        return tuple(f"{a.table}: {c}" for a in self.tables for c in a.failed_checks)
 
 
 def lakehouse(lh: Session | Lakehouse | None = None) -> Lakehouse:
@@ -159,17 +227,20 @@ def ingest(
     fmt: str | None = None,
     create: bool = False,
     lh: Session | Lakehouse | None = None,
+    batch: str | None = None,
 ) -> Branch:
     """Write ``sources`` into a new audit branch of ``table`` and audit it (as the service user).
 
     Sources are read as the CLI reads them (any path the process can read). A failed audit is not an
-    error here: the batch waits in its branch for a person (see :func:`wait_for_decision`).
+    error here: the batch waits in its branch for a person (see :func:`wait_for_decision`). ``batch``:
+    the table joins the open batch of that name (created on first use), its branch named like it.
     """
     r = api.ingest(
         context(lh),
         _tid(table),
         list(sources),
         branch=branch,
+        batch=batch,
         fmt=fmt,
         create=create,
         source_policy=SourcePolicy.ANY,
@@ -182,7 +253,56 @@ def ingest(
         rows_written=r.rows_written,
         status=r.audit.status,
         failed_checks=tuple(r.audit.failed_checks),
+        batch=r.batch,
     )
+
+
+Pairs = Sequence[tuple[TableId | str, Sequence[str]]]  # (table, sources) of each table of a batch
+
+
+def new_batch_name() -> str:
+    """A new batch name ``batch_<UTC time>_<6 hex>`` (unique: pipelines may run at the same second)."""
+    return f"batch_{datetime.now(UTC):%Y%m%d_%H%M%S}_{uuid.uuid4().hex[:6]}"
+
+
+def check_pairs(pairs: Pairs) -> list[tuple[str, list[str]]]:
+    """``pairs`` as ``(table, sources)`` lists; :class:`ValidationError` (exit 2) when empty, a table is
+    given twice, or a table has no source."""
+    out = [(str(_tid(t)), [str(x) for x in ([srcs] if isinstance(srcs, str) else srcs)]) for t, srcs in pairs]
+    if not out:
+        raise ValidationError("a batch needs at least one (table, sources) pair")
+    tables = [t for t, _ in out]
+    twice = sorted({t for t in tables if tables.count(t) > 1})
+    if twice:
+        raise ValidationError(f"a table may appear once in a batch: {', '.join(twice)} appears twice")
+    empty = [t for t, srcs in out if not srcs]
+    if empty:
+        raise ValidationError(f"no source given for {', '.join(empty)}")
+    return out
+
+
+def ingest_batch(
+    pairs: Pairs,
+    *,
+    batch: str | None = None,
+    fmt: str | None = None,
+    create: bool = False,
+    lh: Session | Lakehouse | None = None,
+) -> BatchBranches:
+    """Write several tables into one batch: each ``(table, sources)`` pair by :func:`ingest` with
+    ``batch=NAME``, in the order given (a table the others reference first: each table is audited at its
+    ingest; :func:`audit_batch` audits the whole batch once all are written).
+
+    ``batch`` is the batch's name (default: :func:`new_batch_name`). When one ingest fails, the tables
+    written before it stay in the open batch (:func:`discard_batch` rolls them back) and the error is
+    raised.
+    """
+    checked = check_pairs(pairs)
+    name = batch or new_batch_name()
+    ctx = context(lh)
+    out = tuple(ingest(t, srcs, fmt=fmt, create=create, batch=name, lh=ctx) for t, srcs in checked)
+    log.info("batch %s: %s written", name, ", ".join(b.table for b in out))
+    return BatchBranches(name, out)
 
 
 def audit(
@@ -195,6 +315,24 @@ def audit(
         raise AuditFailedError(
             f"audit of {out.table} {out.branch} failed: {', '.join(out.failed_checks)}",
             list(out.failed_checks),
+        )
+    return out
+
+
+def audit_batch(
+    batch: str, *, require_pass: bool = False, lh: Session | Lakehouse | None = None
+) -> BatchAudit:
+    """(Re-)audit the open batch ``batch`` (:func:`wap_core.api.audit_batch`: only the tables whose audit is
+    stale run again; a check that reads another table of the batch reads it at the batch's head);
+    ``require_pass``: a failed table raises :class:`AuditFailedError` (exit 1)."""
+    r = api.audit_batch(context(lh), batch)
+    audits = tuple(
+        Audit(a.table, a.branch, a.snapshot_id, a.status, tuple(a.failed_checks)) for a in r.tables
+    )
+    out = BatchAudit(r.batch, r.status, audits, tuple(r.reaudited))
+    if require_pass and not out.passed:
+        raise AuditFailedError(
+            f"audit of batch {batch} failed: {', '.join(out.failed_checks)}", list(out.failed_checks)
         )
     return out
 
@@ -241,6 +379,70 @@ def decision_now(
     return None
 
 
+def batch_tables(batch: str, *, lh: Session | Lakehouse | None = None) -> tuple[str, ...]:
+    """The tables of batch ``batch``: its open members, else (all gone: published or discarded) every table
+    the journal has an entry of on a branch of that name; :class:`NotFoundError` (exit 2) when none."""
+    ctx = context(lh)
+    b = api.find_batch(ctx, batch)
+    if b is not None:
+        return tuple(str(t) for t in b.table_ids)
+    tables = sorted({e.table for e in api.history(ctx, branch=batch, limit=500) if e.table})
+    if not tables:
+        raise NotFoundError(f"no batch {batch}: no table has a branch of that name")
+    return tuple(tables)
+
+
+def batch_decision_now(batch: str, *, lh: Session | Lakehouse | None = None) -> Decision | None:
+    """One look at a batch that spans tables: :func:`decision_now` of each of its tables, combined.
+
+    DISCARDED when a table's branch was discarded, CHANGES_REQUESTED when a reviewer asked for changes on
+    one, None while any is undecided, PUBLISHED when every table was published, else APPROVED (every
+    table publishable now, or published already: the batch's publish moves the rest).
+    """
+    ctx = context(lh)
+    looks = [decision_now(t, batch, lh=ctx) for t in batch_tables(batch, lh=ctx)]
+    for d in (Decision.DISCARDED, Decision.CHANGES_REQUESTED):
+        if d in looks:
+            return d
+    if None in looks:
+        return None
+    return Decision.PUBLISHED if all(d is Decision.PUBLISHED for d in looks) else Decision.APPROVED
+
+
+def _wait(
+    look: Callable[[], Decision | None],
+    what: str,
+    timeout: float,
+    poll: float,
+    sleep: Callable[[float], None],
+) -> Decision:
+    """Look once per ``poll`` seconds until ``look`` decides or ``timeout`` passed (checked by the caller)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        d = look()
+        if d is not None:
+            log.info("decision on %s: %s", what, d)
+            return d
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return Decision.TIMED_OUT
+        sleep(min(poll, left))
+
+
+def wait_for_batch_decision(
+    batch: str,
+    timeout: float,
+    poll: float = DEFAULT_POLL,
+    *,
+    lh: Session | Lakehouse | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Decision:
+    """:func:`wait_for_decision` for a batch that spans tables (:func:`batch_decision_now`, once per poll)."""
+    check_wait(timeout, poll)
+    s = session(lh)
+    return _wait(lambda: batch_decision_now(batch, lh=s), f"batch {batch}", timeout, poll, sleep)
+
+
 def wait_for_decision(
     table: TableId | str,
     branch: str,
@@ -258,17 +460,7 @@ def wait_for_decision(
     """
     check_wait(timeout, poll)
     s = session(lh)
-    lh = s.lakehouse
-    deadline = time.monotonic() + timeout
-    while True:
-        d = decision_now(table, branch, lh=s)
-        if d is not None:
-            log.info("decision on %s %s: %s", table, branch, d)
-            return d
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return Decision.TIMED_OUT
-        sleep(min(poll, left))
+    return _wait(lambda: decision_now(table, branch, lh=s), f"{table} {branch}", timeout, poll, sleep)
 
 
 def check_wait(timeout: float, poll: float) -> None:
@@ -311,9 +503,34 @@ def discard(
     return True
 
 
+def publish_batch_if_passed(batch: str, *, lh: Session | Lakehouse | None = None) -> BatchPublishResult:
+    """Publish every table of batch ``batch`` when every audit and review policy allow it (never forced):
+    every table's main moves in one multi-table commit, or none does (:func:`wap_core.api.publish_batch`).
+
+    A refusal raises :class:`wap_core.exceptions.RefusedError` (exit 1) and is journaled for every table; a
+    batch a person already published returns ``outcome == "already_published"``.
+    """
+    return api.publish_batch(context(lh), batch)
+
+
+def discard_batch(batch: str, *, reason: str | None = None, lh: Session | Lakehouse | None = None) -> bool:
+    """Discard every open branch of batch ``batch`` (a pipeline's rollback); False when none is left."""
+    ctx = context(lh)
+    if api.find_batch(ctx, batch) is None:
+        return False
+    api.discard_batch(ctx, batch, reason=reason)
+    return True
+
+
 def review_url(table: TableId | str, branch: str, *, lh: Session | Lakehouse | None = None) -> str:
     """The console's Review page of the branch (``console_url`` of the notifications file)."""
     return api.review_url(context(lh), table, branch)
+
+
+def batch_review_url(batch: str, *, lh: Session | Lakehouse | None = None) -> str:
+    """The console's Review page of a batch that spans tables: ``<console_url>/review?batch=NAME``."""
+    console = api.review_url(context(lh), "-", "-").split("/review?", 1)[0]
+    return f"{console}/review?{urlencode({'batch': batch}, quote_via=quote)}"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -325,18 +542,20 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m wap_core.pipeline wait TABLE BRANCH``: the wait for any other orchestrator (a shell step).
+    """``python -m wap_core.pipeline wait TABLE BRANCH`` (or ``wait --batch NAME``): the wait for any other
+    orchestrator (a shell step).
 
-    Prints the decision (``--json``: ``{"table", "branch", "decision"}``); exit 0 when the pipeline may
+    Prints the decision (``--json``: ``{"table", "branch", "decision"}``, or ``{"batch", "decision"}``); exit 0 when the pipeline may
     publish (approved, published), 1 when not (discarded, changes requested, timed out), 2 on an error:
     bad arguments, a refused identity (an unknown, expired or revoked ``WAP_TOKEN``) or any other failure,
     always one line. Exit 1 is only ever a decision, so an orchestrator never takes an error for a rejection.
     """
     p = _Parser(prog="python -m wap_core.pipeline", description=main.__doc__)
     sub = p.add_subparsers(dest="command", required=True)
-    w = sub.add_parser("wait", help="wait for a decision on a branch in the console")
-    w.add_argument("table")
-    w.add_argument("branch")
+    w = sub.add_parser("wait", help="wait for a decision on a branch (or a batch) in the console")
+    w.add_argument("table", nargs="?")
+    w.add_argument("branch", nargs="?")
+    w.add_argument("--batch", help="wait for the batch of that name (all its tables) instead of one branch")
     w.add_argument("--timeout", type=float, default=86400.0, help="seconds, finite, >= 0 (default one day)")
     w.add_argument(
         "--poll",
@@ -346,8 +565,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     w.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
+    if (args.batch is None) == (args.table is None or args.branch is None) or (args.batch and args.table):
+        p.error("give TABLE BRANCH or --batch NAME")
     try:
-        d = wait_for_decision(args.table, args.branch, args.timeout, args.poll)
+        if args.batch is not None:
+            d = wait_for_batch_decision(args.batch, args.timeout, args.poll)
+        else:
+            d = wait_for_decision(args.table, args.branch, args.timeout, args.poll)
     except WapError as exc:  # a refusal here (the identity) is an error too: exit 1 is a decision
         # one line, no control byte (a table or branch name is user text)
         print(printable(one_line(mask_secrets(f"error: {exc}"))), file=sys.stderr)
@@ -360,7 +584,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     if args.json:
-        print(json.dumps({"table": args.table, "branch": args.branch, "decision": d.value}))
+        where = (
+            {"batch": args.batch} if args.batch is not None else {"table": args.table, "branch": args.branch}
+        )
+        print(json.dumps({**where, "decision": d.value}))
     else:
         print(d.value)
     return 0 if d.go else 1

@@ -1,6 +1,7 @@
 """One pipeline process for tests/pipelines/test_dbos.py: launch DBOS, start (or resume) the workflow, print its result.
 
-``python dbos_run.py <system-db-url> <workflow-id> <table> <source> <timeout> <poll>``. When the workflow
+``python dbos_run.py <system-db-url> <workflow-id> <table> <source> <timeout> <poll>``; tables and sources
+joined by ``+`` (``demo.items+demo.orders a.csv+b.csv``) run the batch workflow of those pairs. When the workflow
 exists already (a killed earlier process started it), ``DBOS.launch()`` recovers it and this process only
 waits for its result. Prints one JSON line: {"result": ...} or {"error": type, "decision": ...}.
 """
@@ -13,7 +14,7 @@ import sys
 from dbos import DBOS, SetWorkflowID
 
 from wap_core.exceptions import BatchRejectedError
-from wap_core.integrations.dbos import wap_workflow
+from wap_core.integrations.dbos import wap_batch_workflow, wap_workflow
 
 
 def main() -> int:
@@ -23,7 +24,15 @@ def main() -> int:
     try:
         if DBOS.get_workflow_status(wfid) is None:
             with SetWorkflowID(wfid):
-                handle = DBOS.start_workflow(wap_workflow, table, [source], True, float(timeout), float(poll))
+                if "+" in table:
+                    pairs = [(t, [x]) for t, x in zip(table.split("+"), source.split("+"), strict=True)]
+                    handle = DBOS.start_workflow(
+                        wap_batch_workflow, pairs, None, True, float(timeout), float(poll)
+                    )
+                else:
+                    handle = DBOS.start_workflow(
+                        wap_workflow, table, [source], True, float(timeout), float(poll)
+                    )
             print(json.dumps({"started": wfid}), flush=True)
         else:
             handle = DBOS.retrieve_workflow(wfid)

@@ -37,9 +37,9 @@ def sysdb(postgres: str, tmp_path_factory: pytest.TempPathFactory, spark_session
     return create_pg_database(postgres, f"dbos_{os.getpid()}")
 
 
-def _start(sysdb: str, wfid: str, src: str) -> subprocess.Popen[str]:
+def _start(sysdb: str, wfid: str, src: str, table: str = str(REVIEWED)) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, str(RUN), sysdb, wfid, str(REVIEWED), src, "600", "1"],
+        [sys.executable, str(RUN), sysdb, wfid, table, src, "600", "1"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -134,3 +134,21 @@ def test_a_discard_while_waiting_ends_the_workflow_rejected(sysdb: str, tmp_path
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
     assert res == {"started": wfid, "error": "BatchRejectedError", "decision": "discarded"}
+
+
+def test_a_batch_of_two_tables_publishes_both_mains_at_once(sysdb: str, tmp_path: Path) -> None:
+    """Issue 27 item 1: ``wap_batch_workflow`` takes several (table, sources) pairs: one batch, one publish."""
+    items = write_csv(tmp_path / "items.csv", HEADER, [(1, "x")])
+    orders = write_csv(tmp_path / "orders.csv", HEADER, GOOD)
+    wfid = "two-tables-1"
+    res = _result(_start(sysdb, wfid, f"{items}+{orders}", table="demo.items+demo.orders"))
+    r = res["result"]
+    assert (r["outcome"], [t["table"] for t in r["tables"]]) == ("published", ["demo.items", "demo.orders"])
+    batch = r["batch"]
+    assert r["tag"] == f"batch-{batch}" and batch.startswith("batch_")
+    for t in r["tables"]:
+        tbl = as_user("observer").table(TableId.parse(t["table"]))
+        assert tbl.metadata.refs["main"].snapshot_id == t["main_after"] and batch not in tbl.metadata.refs
+    steps = _steps(sysdb, wfid)
+    assert steps.count("batch_name_step") == 1 and steps.count("ingest_into_batch_step") == 2
+    assert steps.count("publish_batch_step") == 1 and steps[-1] == "publish_batch_step"

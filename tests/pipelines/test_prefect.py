@@ -28,6 +28,7 @@ os.environ.update(
 import pytest  # noqa: E402
 from common import APPROVER, BAD, GOOD, HEADER, SERVICE, Person, as_user, env_of  # noqa: E402
 from helpers import write_csv  # noqa: E402
+from pyiceberg.table.refs import SnapshotRefType  # noqa: E402
 
 from wap_core import TableId  # noqa: E402
 from wap_core.exceptions import BatchRejectedError  # noqa: E402
@@ -53,7 +54,8 @@ def _main(table: TableId) -> int | None:
 
 
 def _branches(table: TableId) -> set[str]:
-    return {r for r in as_user("observer").table(table).metadata.refs if r != MAIN}
+    refs = as_user("observer").table(table).metadata.refs
+    return {r for r, ref in refs.items() if r != MAIN and ref.snapshot_ref_type == SnapshotRefType.BRANCH}
 
 
 def _src(tmp_path: Path, rows) -> str:  # type: ignore[no-untyped-def]
@@ -101,3 +103,33 @@ def test_a_person_rejects_while_the_flow_waits_and_it_rolls_back(flow, tmp_path:
         for x in as_user("observer").journal.history(str(REVIEWED), branch=person.branch)
     ]
     assert ("discard", "discarded") in kinds and ("publish", "published") not in kinds
+
+
+def test_a_batch_of_two_tables_publishes_together_or_rolls_back(flow, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 27 item 1: ``wap_batch_flow`` takes several (table, sources) pairs: one batch, both mains or
+    neither; a failure after the writes discards every branch written."""
+    from wap_core.integrations.prefect import wap_batch_flow
+
+    items = TableId("demo", "items")
+    good = write_csv(tmp_path / "items.csv", HEADER, [(1, "x")])
+    r = wap_batch_flow([(str(items), [good]), (str(ORDERS), [_src(tmp_path, GOOD)])], batch="p1", create=True)
+    assert (r["outcome"], r["tag"], [t["table"] for t in r["tables"]]) == (
+        "published",
+        "batch-p1",
+        ["demo.items", "demo.orders"],
+    )
+    for t in r["tables"]:
+        assert _main(TableId.parse(t["table"])) == t["main_after"]
+    assert _branches(items) == _branches(ORDERS) == set()
+
+    mains = (_main(items), _main(ORDERS))
+    with pytest.raises(BatchRejectedError) as e:
+        wap_batch_flow(
+            [(str(items), [good]), (str(ORDERS), [_src(tmp_path, BAD)])],
+            batch="p2",
+            wait_timeout=1.0,
+            poll=0.5,
+        )
+    assert e.value.decision == "timed_out"
+    assert (_main(items), _main(ORDERS)) == mains  # neither moved
+    assert _branches(items) == _branches(ORDERS) == set()  # both writes undone

@@ -13,6 +13,10 @@ ingest, no second branch; it goes on waiting where it was and publishes once::
     with SetWorkflowID("orders-2026-11-24"):  # one id per batch: starting it twice runs it once
         DBOS.start_workflow(wap_workflow, "demo.orders", ["/landing/orders.csv"], timeout=86400, poll=60)
 
+A batch that spans tables: ``wap_batch_workflow([(table, sources), ...], batch=None, ...)``: each pair
+ingested into the batch (one step each), then the batch's audit, durable wait and publish (every table's
+main, or none). The batch's name is recorded (a step) so a resumed workflow finds the same batch.
+
 The wait is durable too: one recorded look at the journal (``decision_step``) then a durable
 ``DBOS.sleep(poll)``, at most ``timeout / poll`` times. Steps act as the service identity ``WAP_USER``.
 """
@@ -32,6 +36,39 @@ from wap_core.values import JsonObject, to_jsonable
 def ingest_step(table: str, sources: Sequence[str], create: bool = False) -> JsonObject:
     """Write the batch into a new audit branch (and audit it)."""
     return to_jsonable(pipeline.ingest(table, list(sources), create=create))
+
+
+@DBOS.step()  # type: ignore[untyped-decorator]
+def ingest_into_batch_step(
+    table: str, sources: Sequence[str], batch: str, create: bool = False
+) -> JsonObject:
+    """Write one table of the batch into its branch named like the batch (and audit it)."""
+    return to_jsonable(pipeline.ingest(table, list(sources), create=create, batch=batch))
+
+
+@DBOS.step()  # type: ignore[untyped-decorator]
+def batch_name_step(batch: str | None) -> str:
+    """The batch's name: given, else a new one (recorded: a resumed workflow gets the same)."""
+    return batch or pipeline.new_batch_name()
+
+
+@DBOS.step()  # type: ignore[untyped-decorator]
+def audit_batch_step(batch: str) -> JsonObject:
+    """(Re-)audit every table of the batch."""
+    return to_jsonable(pipeline.audit_batch(batch))
+
+
+@DBOS.step()  # type: ignore[untyped-decorator]
+def batch_decision_step(batch: str) -> str | None:
+    """One look at the journal and the reviews of every table of the batch: the decision so far, or None."""
+    d = pipeline.batch_decision_now(batch)
+    return None if d is None else d.value
+
+
+@DBOS.step()  # type: ignore[untyped-decorator]
+def publish_batch_step(batch: str) -> JsonObject:
+    """Publish every table of the batch if allowed (never forced): all or none."""
+    return to_jsonable(pipeline.publish_batch_if_passed(batch))
 
 
 @DBOS.step()  # type: ignore[untyped-decorator]
@@ -75,4 +112,33 @@ def wap_workflow(
     d = pipeline.Decision(decision) if decision is not None else pipeline.Decision.TIMED_OUT
     pipeline.require_go(d, b["table"], b["branch"])
     result: JsonObject = publish_step(b["table"], b["branch"])
+    return result
+
+
+@DBOS.workflow()  # type: ignore[untyped-decorator]
+def wap_batch_workflow(
+    pairs: list[tuple[str, list[str]]],
+    batch: str | None = None,
+    create: bool = False,
+    timeout: float = 86400.0,
+    poll: float = pipeline.DEFAULT_POLL,
+) -> JsonObject:
+    """Several ``(table, sources)`` pairs as one batch: ingest each → audit the batch → wait (durably) →
+    publish every table's main or none; a rejected batch ends the workflow in error."""
+    checked = pipeline.check_pairs(pairs)
+    name: str = batch_name_step(batch)
+    for table, sources in checked:
+        ingest_into_batch_step(table, sources, name, create)
+    audit_batch_step(name)
+    looks = max(1, math.ceil(timeout / poll)) + 1
+    decision: str | None = None
+    for n in range(looks):
+        decision = batch_decision_step(name)
+        if decision is not None:
+            break
+        if n < looks - 1:
+            DBOS.sleep(poll)
+    d = pipeline.Decision(decision) if decision is not None else pipeline.Decision.TIMED_OUT
+    pipeline.require_go(d, "batch", name)
+    result: JsonObject = publish_batch_step(name)
     return result

@@ -10,6 +10,9 @@ transaction rolls back and the ingest task's rollback hook discards the branch, 
     from wap_core.integrations.prefect import wap_flow
     wap_flow("demo.orders", ["/landing/orders.csv"], wait_timeout=3600, poll=60)
 
+A batch that spans tables, ``wap_batch_flow([(table, sources), ...])``: one ingest task per pair (each
+rolled back on its own), then the batch's audit, wait and publish (every table's main, or none).
+
 Each task acts as the service identity ``WAP_USER`` on the lakehouse of the environment.
 """
 
@@ -32,10 +35,16 @@ BRANCH_KEY = "wap_branch"  # the ingest task's transaction value its rollback ho
 
 @task(name="wap-ingest", cache_policy=NO_CACHE)  # type: ignore[untyped-decorator]
 def ingest_task(
-    table: str, sources: Sequence[str], create: bool = False, branch: str | None = None
+    table: str,
+    sources: Sequence[str],
+    create: bool = False,
+    branch: str | None = None,
+    batch: str | None = None,
 ) -> JsonObject:
-    """Write the batch into a new audit branch (and audit it); its rollback discards the branch."""
-    b = pipeline.ingest(table, list(sources), create=create, branch=branch)
+    """Write the batch into a new audit branch (and audit it); its rollback discards the branch.
+
+    ``batch``: the table joins the open batch of that name (its branch named like it)."""
+    b = pipeline.ingest(table, list(sources), create=create, branch=branch, batch=batch)
     txn = get_transaction()
     if txn is not None:
         txn.set(BRANCH_KEY, to_jsonable(b))
@@ -90,4 +99,45 @@ def wap_flow(
         audit_task(b["table"], b["branch"])
         decision_task(b["table"], b["branch"], wait_timeout, poll)
         result: JsonObject = publish_task(b["table"], b["branch"])
+        return result
+
+
+@task(name="wap-audit-batch", cache_policy=NO_CACHE)  # type: ignore[untyped-decorator]
+def audit_batch_task(batch: str, require_pass: bool = False) -> JsonObject:
+    """(Re-)audit every table of the batch; ``require_pass`` raises on a failed table (exit code 1)."""
+    return to_jsonable(pipeline.audit_batch(batch, require_pass=require_pass))
+
+
+@task(name="wap-decision-batch", cache_policy=NO_CACHE)  # type: ignore[untyped-decorator]
+def batch_decision_task(batch: str, timeout: float, poll: float) -> str:
+    """Wait for the console's decision on the whole batch; raises unless it may be published."""
+    d = pipeline.wait_for_batch_decision(batch, timeout, poll)
+    get_run_logger().info("decision on batch %s: %s", batch, d)
+    return pipeline.require_go(d, "batch", batch).value
+
+
+@task(name="wap-publish-batch", cache_policy=NO_CACHE)  # type: ignore[untyped-decorator]
+def publish_batch_task(batch: str) -> JsonObject:
+    """Publish every table of the batch if their audits and review policies allow it: all or none."""
+    return to_jsonable(pipeline.publish_batch_if_passed(batch))
+
+
+@flow(name="wap-batch")  # type: ignore[untyped-decorator]
+def wap_batch_flow(
+    pairs: list[tuple[str, list[str]]],
+    batch: str | None = None,
+    create: bool = False,
+    wait_timeout: float = 0.0,
+    poll: float = pipeline.DEFAULT_POLL,
+) -> JsonObject:
+    """Several ``(table, sources)`` pairs as one batch: ingest each (in order) → audit the batch → wait
+    → publish every table's main or none; a failure after a write discards every branch written."""
+    checked = pipeline.check_pairs(pairs)
+    name = batch or pipeline.new_batch_name()
+    with transaction():
+        for table, sources in checked:
+            ingest_task(table, sources, create=create, batch=name)
+        audit_batch_task(name)
+        batch_decision_task(name, wait_timeout, poll)
+        result: JsonObject = publish_batch_task(name)
         return result

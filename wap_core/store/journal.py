@@ -446,7 +446,7 @@ class Journal:
         """
         now = utcnow()
         owner = process_owner()
-        rows: list[tuple[IntentDraft, dict[str, Any]]] = []
+        rows: list[tuple[IntentDraft, Record]] = []
         for d in drafts:
             action = Action(d.action)
             if not action.moves_ref:

@@ -47,6 +47,7 @@ from wap_core.workflow.review import (
     request_changes_batch,
     review_state,
 )
+from wap_core.workflow.status import list_branches
 
 AIR, CAR, FLT = TableId("air", "airports"), TableId("air", "carriers"), TableId("air", "flights")
 BATCH = "w2"
@@ -212,6 +213,12 @@ def test_approvals_bind_to_the_batch_heads(lake: Lakehouse) -> None:
         assert rs.state is ReviewState.APPROVED and rs.approved_by == [BOB] and rs.heads == heads
     ready = batch_readiness(lake, BATCH)
     assert ready.allowed, ready.message
+    assert {
+        (b.table, b.review) for b in list_branches(lake) if b.branch == BATCH and b.table != str(CAR)
+    } == {
+        (str(AIR), ReviewState.APPROVED),
+        (str(FLT), ReviewState.APPROVED),
+    }
     entries = [e for e in lake.journal.history(limit=10) if e.action.value == "approve" and e.user == BOB]
     assert {e.table for e in entries[:2]} == {str(AIR), str(FLT)}
     assert all(e.details == {"batch": BATCH, "heads": heads} for e in entries[:2])
@@ -222,6 +229,8 @@ def test_approvals_bind_to_the_batch_heads(lake: Lakehouse) -> None:
     rs = review_state(lake, FLT, BATCH)
     assert rs.head == flights_head and rs.state is ReviewState.AWAITING
     assert [r.user for r in rs.dismissed] == [BOB]
+    # branches (many heads in few queries) binds the same way, also when listing one table
+    assert [b.review for b in list_branches(lake, FLT) if b.branch == BATCH] == [ReviewState.AWAITING]
     # the flights' audit read the airports' previous head: stale in effect, the batch may not be published
     ready = batch_readiness(lake, BATCH)
     assert [(t.table, t.check.code) for t in ready.refusals][-1] == (str(FLT), "stale"), ready.message

@@ -47,6 +47,7 @@ from wap_core.workflow.review import (
     request_changes_batch,
     review_state,
 )
+from wap_core.workflow.status import list_branches
 
 AIR, CAR, FLT = TableId("air", "airports"), TableId("air", "carriers"), TableId("air", "flights")
 BATCH = "w2"
@@ -212,6 +213,12 @@ def test_approvals_bind_to_the_batch_heads(lake: Lakehouse) -> None:
         assert rs.state is ReviewState.APPROVED and rs.approved_by == [BOB] and rs.heads == heads
     ready = batch_readiness(lake, BATCH)
     assert ready.allowed, ready.message
+    assert {
+        (b.table, b.review) for b in list_branches(lake) if b.branch == BATCH and b.table != str(CAR)
+    } == {
+        (str(AIR), ReviewState.APPROVED),
+        (str(FLT), ReviewState.APPROVED),
+    }
     entries = [e for e in lake.journal.history(limit=10) if e.action.value == "approve" and e.user == BOB]
     assert {e.table for e in entries[:2]} == {str(AIR), str(FLT)}
     assert all(e.details == {"batch": BATCH, "heads": heads} for e in entries[:2])
@@ -222,6 +229,11 @@ def test_approvals_bind_to_the_batch_heads(lake: Lakehouse) -> None:
     rs = review_state(lake, FLT, BATCH)
     assert rs.head == flights_head and rs.state is ReviewState.AWAITING
     assert [r.user for r in rs.dismissed] == [BOB]
+    # branches (many heads in few queries) binds the same way, also when listing one table
+    assert [b.review for b in list_branches(lake, FLT) if b.branch == BATCH] == [ReviewState.AWAITING]
+    # the flights' audit read the airports' previous head: stale in effect, the batch may not be published
+    ready = batch_readiness(lake, BATCH)
+    assert [(t.table, t.check.code) for t in ready.refusals][-1] == (str(FLT), "stale"), ready.message
     audit_batch(lake, BATCH, user=SAM)
     ready = batch_readiness(lake, BATCH)
     assert not ready.allowed and ready.code == "approvals_missing", ready.message
@@ -274,3 +286,39 @@ def test_cli_audit_and_reviews_of_a_batch(lake: Lakehouse) -> None:
     # a plain branch keeps its command line
     code, out, err = cli_as(lake, SAM, "audit", str(CAR), BATCH, "--json")
     assert code == 0 and json.loads(out)["branch"] == BATCH, err
+
+
+@pytest.mark.postgres
+def test_batch_audit_and_review_on_postgresql(postgres: str, tmp_path: Path, spark_session: None) -> None:
+    """The same on a PostgreSQL catalog and journal: the batch's reads, its audit, reviews bound to its heads
+    (migration 0008's column, one transaction over both tables)."""
+    home = tmp_path / "lh"
+    settings = lake_settings(
+        home,
+        "pg_batch_audit",
+        CHECKS.replace("air.", "pgb."),
+        catalog_uri=postgres,
+        access_path=home / "access.yml",
+        ingest_roots=(tmp_path,),
+    )
+    lh = Lakehouse(settings)
+    air, flt = TableId("pgb", "airports"), TableId("pgb", "flights")
+    seed_tables(lh, [air], home / "src", ("faa", "name"), (("JFK", "Kennedy"),))
+    seed_tables(lh, [TableId("pgb", "carriers")], home / "src", ("code", "name"), (("AA", "American"),))
+    seed_tables(lh, [flt], home / "src", ("id", "dest", "carrier"), ((1, "JFK", "AA"),))
+    settings.access_file.write_text(ACCESS.replace("air.*", "pgb.*"))
+    f = write_csv(tmp_path / "f.csv", ("id", "dest", "carrier"), [(10, "SJU", "AA")])
+    assert ingest(lh, flt, [f], batch="pw", user=SAM).audit.status is CheckStatus.FAILED
+    a = write_csv(tmp_path / "a.csv", ("faa", "name"), [("SJU", "San Juan")])
+    assert ingest(lh, air, [a], batch="pw", user=ANN).audit.passed
+    res = audit_batch(lh, "pw", user=SAM)
+    assert res.reaudited == () and res.status is CheckStatus.PASSED  # the ingest re-audited the flights
+    with pytest.raises(RefusedError, match="author of a table of batch pw"):
+        approve_batch(lh, "pw", user=ANN)
+    assert approve_batch(lh, "pw", user=BOB).state is ReviewState.APPROVED
+    assert batch_readiness(lh, "pw").allowed
+    lh.spark.createDataFrame([("PSE", "Ponce")], "faa string, name string").writeTo(
+        lh.spark_name(air, "pw")
+    ).append()
+    assert review_state(lh, flt, "pw").state is ReviewState.AWAITING
+    assert audit_batch(lh, "pw", user=SAM).reaudited == (str(air), str(flt))

@@ -17,9 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from wap_core.identifiers import TableId
 from wap_core.lake.multitable import Atomicity, atomicity
 from wap_core.states import BranchStatus, worst_branch_status
 from wap_core.workflow.batch import Batch, load_batch, open_batches
+from wap_core.workflow.batch_audit import stale_tables
 from wap_core.workflow.publish import PublishCheck, publish_readiness
 from wap_core.workflow.review import ReviewState
 from wap_core.workflow.status import BranchInfo, list_branches
@@ -73,12 +75,33 @@ class BatchReadiness:
         return "; ".join(f"{t.table}: {t.check.message}" for t in self.refusals)
 
 
+_JUDGED = ("ok", "audit_failed", "changes_requested", "approvals_missing")  # codes past the audit's freshness
+
+
 def batch_readiness(lh: Lakehouse, batch: Batch | str) -> BatchReadiness:
-    """Each table's publish readiness and the batch's (``batch``: an open batch or its name)."""
+    """Each table's publish readiness and the batch's (``batch``: an open batch or its name).
+
+    A table whose checks read another table of the batch at a head that moved since (its audit is stale
+    in effect though its own head did not move, see :func:`~wap_core.workflow.batch_audit.stale_tables`)
+    is refused as ``stale`` too: ``audit --batch`` re-audits it.
+    """
     b = load_batch(lh, batch) if isinstance(batch, str) else batch
-    tables = tuple(
-        TableReadiness(str(t.table), t.head, publish_readiness(lh, t.table, b.name)) for t in b.tables
-    )
+    stale = {str(t) for t in stale_tables(lh, b)}
+
+    def check(table: TableId) -> PublishCheck:
+        got = publish_readiness(lh, table, b.name)
+        # judged after the table's own staleness, before its verdict and review (as publish_readiness does)
+        if str(table) in stale and got.code in _JUDGED:
+            return PublishCheck(
+                False,
+                "stale",
+                f"its checks read another table of batch {b.name} at an older head: audit the batch again",
+                True,
+                got.review,
+            )
+        return got
+
+    tables = tuple(TableReadiness(str(t.table), t.head, check(t.table)) for t in b.tables)
     return BatchReadiness(b.name, tables, atomicity(lh.catalog))
 
 

@@ -91,6 +91,7 @@ class Lake:
 
 
 def bench_publish(lake: Lake, rows: int, repeat: int) -> dict[str, Any]:
+    from wap_core.session import session_of
     from wap_core.workflow.batch_publish import publish_batch
     from wap_core.workflow.publish import publish
 
@@ -102,7 +103,7 @@ def bench_publish(lake: Lake, rows: int, repeat: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         publish(lake.lh, lake.tids[0], f"p1_{i}")
         t1 = time.perf_counter()
-        publish_batch(lake.lh, f"p4_{i}")
+        publish_batch(session_of(lake.lh), f"p4_{i}")
         t2 = time.perf_counter()
         written += len(lake.files() - before)
         if i:  # the first pair warms up

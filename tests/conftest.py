@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from helpers import free_port
+from helpers import BackendRun, free_port
 from s3_server import SeaweedS3
 
 from wap_core import Lakehouse, Settings
@@ -95,6 +95,36 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     keep = [i for i in items if "backend" in getattr(getattr(i, "callspec", None), "params", {})]
     config.hook.pytest_deselected(items=[i for i in items if i not in keep])
     items[:] = keep
+
+
+# ----- runs started when the suite is collected ------------------------------------------------------
+# A test module may declare ``EARLY_START = {test function name: start(tmp) -> BackendRun}``: a subprocess run
+# that mostly waits (tests/test_s3.py's store failures) starts as soon as the suite is collected, beside the
+# rest of the suite, and its test collects it through the ``early_run`` fixture.
+_EARLY_RUNS = pytest.StashKey[dict[str, "BackendRun"]]()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    runs: dict[str, BackendRun] = {}
+    session.config.stash[_EARLY_RUNS] = runs
+    if session.config.getoption("backend") != "local-sqlite" or session.config.getoption("collectonly"):
+        return
+    for item in session.items:
+        module = getattr(item, "module", None)
+        start = getattr(module, "EARLY_START", {}).get(getattr(item, "originalname", item.name))
+        if start is not None:
+            runs[item.nodeid] = start(Path(tempfile.mkdtemp(prefix="wap-early-run-")))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    for run in session.config.stash.get(_EARLY_RUNS, {}).values():
+        run.kill()  # never left running by a session that stopped before its test
+
+
+@pytest.fixture
+def early_run(request: pytest.FixtureRequest) -> BackendRun | None:
+    """The run this test declared in its module's ``EARLY_START``, started at collection (None: not started)."""
+    return request.config.stash.get(_EARLY_RUNS, {}).get(request.node.nodeid)
 
 
 # ----- PostgreSQL -------------------------------------------------------------------------------

@@ -208,6 +208,66 @@ def junit_counts(junit: Path) -> dict[str, int]:
     return {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
 
 
+class BackendRun:
+    """``pytest SELECTION --backend BACKEND`` started in a new process group (the project's root its working
+    directory, ``env`` its whole environment, its junit report and base temp under ``tmp``); :meth:`finish`
+    waits for it and judges it."""
+
+    def __init__(self, selection: Sequence[str], backend: str, *, env: Mapping[str, str], tmp: Path) -> None:
+        self.junit = tmp / "junit.xml"
+        cmd = [sys.executable, "-m", "pytest", *selection, "--backend", backend, "-q", "-ra"]
+        cmd += ["-p", "no:cacheprovider", f"--junitxml={self.junit}", f"--basetemp={tmp / 'run'}"]
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(
+            cmd,
+            cwd=ROOT,
+            env=dict(env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+
+    def kill(self) -> None:
+        """Kill the run with its process group (a session that ends before its test collected it)."""
+        if self.proc.poll() is None:
+            with suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.communicate()
+
+    def finish(
+        self,
+        *,
+        timeout: float,
+        run: str,
+        failed_on: str,
+        min_tests: int,
+        logs: Callable[[], str] = lambda: "",
+    ) -> dict[str, int]:
+        """Wait for the run (killed with its group after ``timeout`` s from its start). The calling test fails
+        naming ``run`` when it did not finish (the output's tail, then ``logs()``), and ``failed_on`` (what
+        failed where) with the run's failures by test id when any test failed, or when fewer than
+        ``min_tests`` ran or any was skipped; the report's counts otherwise."""
+        left = max(1.0, timeout - (time.monotonic() - self.started))
+        try:
+            output, _ = self.proc.communicate(timeout=left)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            output, _ = self.proc.communicate()
+            pytest.fail("\n".join([f"the {run} did not finish in {timeout:.0f} s", output[-4000:], logs()]))
+        elapsed = time.monotonic() - self.started
+        failed = junit_failures(self.junit)
+        assert self.proc.returncode == 0 and not failed, (
+            f"the lifecycle failed on {failed_on} (exit {self.proc.returncode}):\n  "
+            + "\n  ".join(failed or ["(no junit report)"])
+            + f"\n--- pytest output (tail)\n{output[-6000:]}"
+        )
+        counts = junit_counts(self.junit)
+        assert counts["tests"] >= min_tests and counts["skipped"] == 0, counts
+        print(f"{run}: {counts['tests']} tests passed in {elapsed:.0f} s")
+        return counts
+
+
 def pytest_on_backend(
     selection: Sequence[str],
     backend: str,
@@ -220,52 +280,10 @@ def pytest_on_backend(
     min_tests: int,
     logs: Callable[[], str] = lambda: "",
 ) -> dict[str, int]:
-    """``pytest SELECTION --backend BACKEND`` in a new process group (the project's root its working directory,
-    ``env`` its whole environment, its junit report and base temp under ``tmp``), killed with its group after
-    ``timeout`` s. The calling test fails naming ``run`` when it did not finish (the output's tail, then
-    ``logs()``), and ``failed_on`` (what failed where) with the subprocess's failures by test id when any test
-    failed, or when fewer than ``min_tests`` ran or any was skipped; the report's counts otherwise."""
-    junit = tmp / "junit.xml"
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        *selection,
-        "--backend",
-        backend,
-        "-q",
-        "-ra",
-        "-p",
-        "no:cacheprovider",
-    ]
-    cmd += [f"--junitxml={junit}", f"--basetemp={tmp / 'run'}"]
-    started = time.monotonic()
-    proc = subprocess.Popen(
-        cmd,
-        cwd=ROOT,
-        env=dict(env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
+    """:class:`BackendRun` started now and finished (see :meth:`BackendRun.finish`)."""
+    return BackendRun(selection, backend, env=env, tmp=tmp).finish(
+        timeout=timeout, run=run, failed_on=failed_on, min_tests=min_tests, logs=logs
     )
-    try:
-        output, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        output, _ = proc.communicate()
-        pytest.fail("\n".join([f"the {run} did not finish in {timeout:.0f} s", output[-4000:], logs()]))
-    elapsed = time.monotonic() - started
-    failed = junit_failures(junit)
-    assert proc.returncode == 0 and not failed, (
-        f"the lifecycle failed on {failed_on} (exit {proc.returncode}):\n  "
-        + "\n  ".join(failed or ["(no junit report)"])
-        + f"\n--- pytest output (tail)\n{output[-6000:]}"
-    )
-    counts = junit_counts(junit)
-    assert counts["tests"] >= min_tests and counts["skipped"] == 0, counts
-    print(f"{run}: {counts['tests']} tests passed in {elapsed:.0f} s")
-    return counts
 
 
 def cli_as(lh: Any, user: str, *args: str) -> tuple[int, str, str]:

@@ -8,6 +8,12 @@ SeaweedFS itself (tests/conftest.py ``seaweed``; tests/s3_server.py) on free loo
 stops it by its process group. tests/test_s3_store.py (collected on those backends only) adds what
 only an object store has: nothing outside the bucket, gc deleting from the bucket, secrets, and the
 store's failures. The subprocess's failures are reported here by test id.
+
+The store's failures (``FAILURES``) mostly wait: Iceberg retries a metadata read of a store that is gone
+20 times with backoff (``BaseMetastoreTableOperations.refreshFromMetadataLocation``, about 90 s a read,
+not configurable), CLI processes start their JVMs. So they run in a second subprocess that starts when the
+suite is collected (``EARLY_START``, tests/conftest.py) and runs beside the rest of the suite; their test
+collects it at its turn.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import pytest_on_backend
+from helpers import BackendRun, pytest_on_backend
 
 from wap_core.config import Settings
 from wap_core.lake import s3
@@ -61,21 +67,44 @@ FAILURES = [
 ]
 
 
+def _env() -> dict[str, str]:
+    s3.s3a_jars(Settings())  # make setup-s3 installed them (a clear error naming the fix otherwise)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WAP_")}
+    env["PYSPARK_PYTHON"] = sys.executable
+    return env
+
+
 def test_lifecycle_on_seaweedfs_s3_and_its_iceberg_rest_catalog(
     tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     if request.config.getoption("backend") != "local-sqlite":
         pytest.skip("this test starts the object-store run itself")
-    s3.s3a_jars(Settings())  # make setup-s3 installed them (a clear error naming the fix otherwise)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WAP_")}
-    env["PYSPARK_PYTHON"] = sys.executable
     pytest_on_backend(
-        BOTH + FAILURES,  # a node id without a parameter runs on both backends
+        BOTH,  # a node id without a parameter runs on both backends
         "s3-seaweedfs,rest-seaweedfs",
-        env=env,
+        env=_env(),
         tmp=tmp_path,
         timeout=1500,
         run="object-store run",
         failed_on="SeaweedFS (S3 / REST catalog)",
-        min_tests=2 * len(BOTH) + len(FAILURES),
+        min_tests=2 * len(BOTH),
+    )
+
+
+def _start_failures(tmp: Path) -> BackendRun:
+    return BackendRun(FAILURES, "s3-seaweedfs,rest-seaweedfs", env=_env(), tmp=tmp)
+
+
+# started when the suite is collected (tests/conftest.py), collected by its test
+EARLY_START = {"test_the_stores_failures_on_seaweedfs": _start_failures}
+
+
+def test_the_stores_failures_on_seaweedfs(early_run: BackendRun | None) -> None:
+    if early_run is None:
+        pytest.skip("this test starts the object-store run itself (on the local-sqlite backend)")
+    early_run.finish(
+        timeout=1500,
+        run="object-store failures run",
+        failed_on="SeaweedFS (the store's failures)",
+        min_tests=len(FAILURES),
     )

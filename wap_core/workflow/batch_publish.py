@@ -2,7 +2,8 @@
 
 ``publish_batch`` authorizes PUBLISH on every table (FORCE_PUBLISH too when forced over a refusal, with the
 one-table rules: a reason, and a second admin's approval where the table's policy asks for it), reads the
-batch's readiness (:func:`~wap_core.workflow.batch_status.batch_readiness`), then:
+batch's readiness (:func:`~wap_core.workflow.batch_status.batch_readiness`), then, on the ref-move path of a
+batch (:class:`~wap_core.workflow.refmove.BatchMove`):
 
 1. announces ONE intent per table (journal word ``publish``, expected before = main, after = the branch
    head; details: the batch, every table's before/after, ``forced``), all in ONE journal transaction
@@ -24,8 +25,6 @@ The kill points (``WAP_FAULT``) are declared in :mod:`wap_core.actions.publish_b
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -34,19 +33,17 @@ from sqlalchemy import Connection
 
 from wap_core import notify
 from wap_core.exceptions import (
-    BranchBusyError,
     CommitConflictError,
     ConflictError,
     NotFoundError,
     RefusedError,
     ValidationError,
 )
-from wap_core.faults import fault_point, pause_point
+from wap_core.faults import fault_point
 from wap_core.identifiers import MAIN, TableId, validate_branch
 from wap_core.lake import catalog as cat
 from wap_core.lake.multitable import (
     Atomicity,
-    MultiTableConflictError,
     atomicity,
     commit_tables,
     fast_forward,
@@ -56,13 +53,13 @@ from wap_core.security.access import Permission
 from wap_core.session import Session
 from wap_core.states import Action, Outcome, PublishOutcome
 from wap_core.store import batches as store
-from wap_core.store.journal import Intent, IntentDraft
+from wap_core.store.journal import Intent
 from wap_core.values import JsonObject
 from wap_core.workflow.batch import Batch, load_batch
 from wap_core.workflow.batch_status import BatchReadiness, batch_readiness
 from wap_core.workflow.publish import DiscardResult, PublishResult
-from wap_core.workflow.reconcile import acting, reconcile
-from wap_core.workflow.refmove import Moved, RefMove
+from wap_core.workflow.reconcile import reconcile
+from wap_core.workflow.refmove import BatchMove, Moved, Notice, RefMove, TableMove
 from wap_core.workflow.review import review_state, second_admin_approval
 
 if TYPE_CHECKING:
@@ -123,9 +120,10 @@ def _open_batch(s: Session, name: str) -> Batch:
 
 def _refuse_all(s: Session, batch: Batch, exc: RefusedError) -> RefusedError:
     """Journal ``exc`` as a refused publish of every table of the batch (one notification); ``exc``."""
-    for n, t in enumerate(batch.tables):
-        s.refuse(Action.PUBLISH, exc, table=t.table, branch=batch.name, before=t.main, notify_it=n == 0)
-    return exc
+    move = BatchMove(
+        s, Action.PUBLISH, batch.name, tuple(TableMove(t.table, t.main, t.head) for t in batch.tables)
+    )
+    return move.refuse(exc)
 
 
 def _forced_or_refused(s: Session, batch: Batch, ready: BatchReadiness, force: bool) -> bool:
@@ -196,103 +194,51 @@ def publish_batch(
     forced = _forced_or_refused(s, batch, ready, force)
     tag = batch_tag(name)
     tables: JsonObject = {str(t.table): {"before": t.main, "after": t.head} for t in batch.tables}
-    details: JsonObject = {
-        "batch": name,
-        "tables": tables,
-        "forced": forced,
-        "refusal_overridden": ready.code if forced else None,
-        "tag": tag,
-    }
-    pause_point("before_publish_batch_intents")
+    move = BatchMove(
+        s,
+        Action.PUBLISH,
+        name,
+        tuple(TableMove(t.table, t.main, t.head) for t in batch.tables),
+        reason,
+        {
+            "batch": name,
+            "tables": tables,
+            "forced": forced,
+            "refusal_overridden": ready.code if forced else None,
+            "tag": tag,
+        },
+    )
     try:
         bases = _bases(lh, batch)
     except ConflictError as exc:
-        raise _refuse_all(s, batch, exc) from exc
-    drafts = [
-        IntentDraft(s.user, Action.PUBLISH, str(t.table), name, t.main, t.head, reason, details)
-        for t in batch.tables
-    ]
-    try:
-        intents = lh.journal.begin_intents(drafts)
-    except BranchBusyError as exc:
-        raise _refuse_all(s, batch, BranchBusyError(f"publish of batch {name} refused: {exc}")) from exc
-    outcome = Outcome.FORCED if forced else Outcome.PUBLISHED
-    with _acting_all(lh, intents):
-        fault_point("after_publish_batch_intents")
-        pause_point("after_publish_batch_intents")
-        try:
-            commit_tables(
-                lh.catalog,
-                [
-                    fast_forward(t.table, bases[str(t.table)], to=t.head, branch=name, tag=tag)
-                    for t in batch.tables
-                ],
-                after_write=lambda: fault_point("after_publish_batch_write"),
-                in_transaction=lambda: fault_point("in_publish_batch_transaction"),
-            )
-        except (MultiTableConflictError, ConflictError) as exc:
-            raise _lost(s, batch, intents, exc) from exc
-        fault_point("after_publish_batch_commit")
-        fault_point("before_publish_batch_outcome")
+        raise move.refuse(exc) from exc
 
-        def close(conn: Connection) -> None:
-            store.close_members(conn, name, [str(t) for t in batch.table_ids], "published")
-
-        lh.journal.resolve_intents(
-            [(i, i.expected_after) for i in intents], outcome=outcome, done=True, also=close
+    def commit(_: list[Intent]) -> None:  # a MultiTableConflictError (the table that lost) is a lost race
+        commit_tables(
+            lh.catalog,
+            [
+                fast_forward(t.table, bases[str(t.table)], to=t.head, branch=name, tag=tag)
+                for t in batch.tables
+            ],
+            after_write=lambda: fault_point("after_publish_batch_write"),
+            in_transaction=lambda: fault_point("in_publish_batch_transaction"),
         )
+
+    def close(conn: Connection) -> None:
+        store.close_members(conn, name, [str(t) for t in batch.table_ids], "published")
+
+    outcome = Outcome.FORCED if forced else Outcome.PUBLISHED
     moves = "; ".join(f"{t.table} main {t.main} -> {t.head}" for t in batch.tables)
     why = f"; forced over '{ready.message}': {reason}" if forced else ""
-    s.notify(
-        notify.Event.PUBLISHED,
-        table=", ".join(str(t) for t in batch.table_ids),
-        branch=name,
-        user=s.user,
-        status=outcome.value,
-        summary=f"batch {name} published, all {len(batch.tables)} tables in one commit (tag {tag}): {moves}{why}",
-        snapshot_id=None,
+    summary = (
+        f"batch {name} published, all {len(batch.tables)} tables in one commit (tag {tag}): {moves}{why}"
     )
+    move.run(commit, outcome, Notice(notify.Event.PUBLISHED, summary, None), also=close)
     results = tuple(
         PublishResult(str(t.table), name, PublishOutcome.PUBLISHED, t.main, t.head, forced, reason)
         for t in batch.tables
     )
     return BatchPublishResult(name, PublishOutcome.PUBLISHED, results, tag, ready.atomicity, forced, reason)
-
-
-@contextmanager
-def _acting_all(lh: Lakehouse, intents: list[Intent]) -> Iterator[None]:
-    """:func:`~wap_core.workflow.reconcile.acting` over every intent of a batch: an exception escaping the
-    scope is settled per table from the metadata (unless already resolved); each intent is released."""
-    with ExitStack() as stack:
-        for intent in intents:
-            stack.enter_context(acting(lh, intent))
-        yield
-
-
-def _lost(s: Session, batch: Batch, intents: list[Intent], exc: Exception) -> ConflictError:
-    """A lost race: nothing moved; every intent resolved ``refused`` naming the table that lost, one notification."""
-    loser = exc.table if isinstance(exc, MultiTableConflictError) else None
-    why = f"{loser} lost: its main or branch changed since it was loaded" if loser is not None else str(exc)
-    err = ConflictError(
-        f"publish of batch {batch.name} lost a race ({why}); no table of the batch moved"
-        + (f" ({exc})" if loser is not None else "")
-    )
-    details: JsonObject = {"code": err.reason_code, "lost": str(loser) if loser is not None else None}
-    entries = s.lakehouse.journal.resolve_intents(
-        [(i, None) for i in intents], outcome=Outcome.REFUSED, done=False, reason=str(err), details=details
-    )
-    err.journaled = True
-    if entries:
-        s.notify(
-            notify.Event.REFUSED,
-            table=", ".join(str(t) for t in batch.table_ids),
-            branch=batch.name,
-            user=s.user,
-            status=err.reason_code,
-            summary=str(err),
-            snapshot_id=None,
-        )
-    return err
 
 
 def discard_batch(session: Session, name: str, *, reason: str | None = None) -> BatchDiscardResult:

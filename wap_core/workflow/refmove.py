@@ -16,21 +16,30 @@ commit step. Everything else lives here, once:
   ``refused`` with the reason it lost, never with the winner's outcome;
 * the **notification** of a move that landed (:class:`Notice`), after the outcome row.
 
+:class:`BatchMove` is the same path for a batch that spans tables (several tables' refs that land together
+in one multi-table commit): one intent per table, all announced in ONE journal transaction (one busy branch
+refuses them all), the points ``after_<action>_batch_intents`` / ``after_<action>_batch_commit`` /
+``before_<action>_batch_outcome``, every outcome in ONE transaction, ONE notification.
+
 Retries of the Iceberg commit itself are :mod:`wap_core.lake.refs`' one policy, used by the steps.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from sqlalchemy import Connection
+
 from wap_core import notify
-from wap_core.exceptions import BranchBusyError, RefusedError
+from wap_core.exceptions import BranchBusyError, ConflictError, RefusedError
 from wap_core.faults import FAULT_POINTS, PAUSE_POINTS, fault_point, pause_point
 from wap_core.identifiers import TableId
+from wap_core.lake.multitable import MultiTableConflictError
 from wap_core.states import Action, Outcome
-from wap_core.store.journal import Intent
+from wap_core.store.journal import Intent, IntentDraft, JournalEntry
 from wap_core.values import JsonObject
 from wap_core.workflow.reconcile import acting
 
@@ -164,3 +173,140 @@ class RefMove:
     def _point(known: tuple[str, ...], name: str, hit: Callable[[str], None]) -> None:
         if name in known:  # not every action has every point (wap_core.actions declares them)
             hit(name)
+
+
+@dataclass(frozen=True)
+class TableMove:
+    """One table's part of a :class:`BatchMove`: its ref before and after (the intent's expected snapshots)."""
+
+    table: TableId
+    before: int | None
+    after: int | None
+
+
+@dataclass(frozen=True)
+class BatchMove:
+    """Several tables' ref moves that land together (a batch that spans tables, on its branch ``branch``).
+
+    :meth:`run` announces one intent per table in ONE journal transaction, commits, records every outcome in
+    ONE transaction and sends ONE notification. A lost race (a :class:`ConflictError` from the commit step,
+    e.g. :class:`~wap_core.lake.multitable.MultiTableConflictError` naming the table that lost) resolves every
+    intent ``refused``; any other exception is settled per table from the metadata
+    (:func:`~wap_core.workflow.reconcile.acting`).
+    """
+
+    session: Session
+    action: Action
+    branch: str  # the batch's name: every table's branch
+    tables: tuple[TableMove, ...]
+    reason: str | None = None
+    details: JsonObject = field(default_factory=dict)
+
+    @property
+    def lh(self) -> Lakehouse:
+        """The session's lakehouse."""
+        return self.session.lakehouse
+
+    @property
+    def where(self) -> str:
+        """The batch's tables, for a notification's ``table``."""
+        return ", ".join(str(t.table) for t in self.tables)
+
+    def refuse(self, exc: RefusedError) -> RefusedError:
+        """Journal ``exc`` as a refusal of every table's move (the session's one refusal path; one notification)."""
+        for n, t in enumerate(self.tables):
+            self.session.refuse(
+                self.action, exc, table=t.table, branch=self.branch, before=t.before, notify_it=n == 0
+            )
+        return exc
+
+    def begin(self) -> list[Intent]:
+        """Commit every table's intent row in ONE transaction; a busy branch refuses them all (journaled)."""
+        RefMove._point(PAUSE_POINTS, f"before_{self.action}_batch_intents", pause_point)
+        drafts = [
+            IntentDraft(
+                self.session.user,
+                self.action,
+                str(t.table),
+                self.branch,
+                t.before,
+                t.after,
+                self.reason,
+                self.details,
+            )
+            for t in self.tables
+        ]
+        try:
+            return self.lh.journal.begin_intents(drafts)
+        except BranchBusyError as exc:
+            raise self.refuse(
+                BranchBusyError(f"{self.action} of batch {self.branch} refused (nothing announced): {exc}")
+            ) from exc
+
+    def run(
+        self,
+        commit: Callable[[list[Intent]], None],
+        outcome: Outcome,
+        notice: Notice,
+        *,
+        also: Callable[[Connection], object] | None = None,
+    ) -> list[JournalEntry]:
+        """Announce, commit (``commit`` moves every ref or raises), record ``outcome`` for every table with
+        ``also(conn)`` in the same transaction, notify ``notice``; the outcome rows."""
+        intents = self.begin()
+        with ExitStack() as stack:
+            for intent in intents:
+                stack.enter_context(acting(self.lh, intent))
+            self._points(f"after_{self.action}_batch_intents")
+            try:
+                commit(intents)
+            except ConflictError as exc:
+                raise self._lost(intents, exc) from exc
+            self._points(f"after_{self.action}_batch_commit")
+            self._points(f"before_{self.action}_batch_outcome")
+            entries = self.lh.journal.resolve_intents(
+                [(i, i.expected_after) for i in intents], outcome=outcome, done=True, also=also
+            )
+        self.session.notify(
+            notice.event,
+            table=self.where,
+            branch=self.branch if notice.branch is None else notice.branch,
+            user=self.session.user,
+            status=outcome.value,
+            summary=notice.summary,
+            snapshot_id=notice.snapshot_id,
+        )
+        return entries
+
+    def _lost(self, intents: list[Intent], exc: ConflictError) -> ConflictError:
+        """A lost race: nothing moved; every intent resolved ``refused`` naming the table that lost, one notification."""
+        loser = str(exc.table) if isinstance(exc, MultiTableConflictError) else None
+        err = ConflictError(
+            f"{self.action} of batch {self.branch} lost a race"
+            + (f" ({loser} lost: its ref changed since it was loaded)" if loser else "")
+            + f"; no table of the batch moved ({exc})"
+        )
+        entries = self.lh.journal.resolve_intents(
+            [(i, None) for i in intents],
+            outcome=Outcome.REFUSED,
+            done=False,
+            reason=str(err),
+            details={"code": err.reason_code, "lost": loser},
+        )
+        err.journaled = True
+        if entries:
+            self.session.notify(
+                notify.Event.REFUSED,
+                table=self.where,
+                branch=self.branch,
+                user=self.session.user,
+                status=err.reason_code,
+                summary=str(err),
+                snapshot_id=None,
+            )
+        return err
+
+    @staticmethod
+    def _points(name: str) -> None:
+        RefMove._point(FAULT_POINTS, name, fault_point)
+        RefMove._point(PAUSE_POINTS, name, pause_point)

@@ -4,7 +4,8 @@ Order, as the one-branch Review's: the evidence first: the batch's verdict (its 
 table, then the cross-table checks (the checks that read another table, e.g. ``references``: they decide
 whether the tables belong together), then the batch's readiness (every table's publish check, the batch's
 message), what a publish guarantees on this catalog (atomic: yes / only against failures, not crashes) and
-the batch's actions; then each table: its verdict, its other failing checks with their rows, what its branch
+the batch's actions (Re-run audit, Publish, Discard, Force), its review (approvals and requests for changes bound
+to every table's head, Approve batch, Request changes); then each table: its verdict, its other failing checks with their rows, what its branch
 changes (metadata), every check of its audit; last, each table's diff against main (Spark). The parts are the
 one-branch Review's (:mod:`pages._review_parts`), per table.
 """
@@ -24,6 +25,8 @@ from pages import _workflow as wf
 from wap_core import api
 from wap_core.api import (
     AuditResult,
+    Batch,
+    BatchAuditResult,
     BatchDiscardResult,
     BatchPublishResult,
     BatchReadiness,
@@ -32,15 +35,15 @@ from wap_core.api import (
     MetadataDiff,
     Permission,
     PublishCheck,
+    ReviewState,
+    ReviewStatus,
 )
 from wap_core.exceptions import ValidationError, WapError
 from wap_core.identifiers import TableId, validate_branch
 from wap_core.states import BranchStatus, branch_status, worst_branch_status
 
 CLOSED = "batch_review_closed"  # the batch this session just published or discarded
-DIALOG = (
-    "batch_review_dialog"  # the open dialog: {"kind": "publish" | "discard", "batch": NAME, "force": bool}
-)
+DIALOG = "batch_review_dialog"  # the open dialog: {"kind": "publish" | "discard" | "approve" | "changes", "batch": NAME, ...}
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,7 @@ def render(ctx: Context, name_q: str) -> None:
     _cross_table(name, parts)
     _readiness(ready)
     _actions(ctx, name, ready, parts)
+    _review(ctx, batch)
     for p in parts:
         _table(name, p)
     _diffs(ctx, name, parts)
@@ -232,13 +236,27 @@ def _actions(ctx: Context, name: str, ready: BatchReadiness, parts: list[_Part])
     """Publish (every table or none) and Discard of the batch, role-gated (disabled with the core's reason; the
     core refuses anyway); Force with a reason for admins when every refusal may be overridden. Each asks for
     Confirm in a dialog (a form: one submit carries the text and the click)."""
-    can = {p: ui.may(ctx, p) for p in (Permission.PUBLISH, Permission.FORCE_PUBLISH, Permission.DISCARD)}
+    can = {
+        p: ui.may(ctx, p)
+        for p in (Permission.AUDIT, Permission.PUBLISH, Permission.FORCE_PUBLISH, Permission.DISCARD)
+    }
 
     def _help(permission: Permission, default: str) -> str:
         d = can[permission]
         return default if d.allowed else ui.md(d.message)
 
-    a1, a2 = st.columns(2)
+    a0, a1, a2 = st.columns(3)
+    rerun_audit = a0.button(
+        "Re-run audit",
+        icon=":material/replay:",
+        width="stretch",
+        disabled=not can[Permission.AUDIT].allowed,
+        help=_help(
+            Permission.AUDIT,
+            "Audit again every table whose audit is stale (its head, or a table its checks read, moved)",
+        ),
+        key="batch_rerun_audit",
+    )
     if a1.button(
         "Publish batch",
         icon=":material/publish:",
@@ -262,9 +280,13 @@ def _actions(ctx: Context, name: str, ready: BatchReadiness, parts: list[_Part])
     ):
         st.session_state[DIALOG] = {"kind": "discard", "batch": name}
     for reason in dict.fromkeys(
-        can[p].message for p in (Permission.PUBLISH, Permission.DISCARD) if not can[p].allowed
+        can[p].message
+        for p in (Permission.AUDIT, Permission.PUBLISH, Permission.DISCARD)
+        if not can[p].allowed
     ):
         st.caption(f":material/lock: {ui.md(reason)}")
+    if rerun_audit:
+        _rerun_audit(ctx, name)
     if not ready.allowed and ready.forceable:
         with st.expander("Force publish the batch (admins only, journaled with your reason)"):
             st.caption(
@@ -287,6 +309,50 @@ def _actions(ctx: Context, name: str, ready: BatchReadiness, parts: list[_Part])
             _publish_dialog(ctx, name, ready, parts, bool(dialog.get("force")))
         elif dialog["kind"] == "discard":
             _discard_dialog(ctx, name, parts)
+
+
+def _rerun_audit(ctx: Context, name: str) -> None:
+    """Re-audit the batch's stale tables (the core decides which), inside a status naming them; one message."""
+    try:
+        with st.status(
+            f"Re-auditing the stale tables of batch {ui.md(name)} with Spark…", expanded=True
+        ) as s:
+            st.write(
+                "Auditing every table whose head, or the head of a table its checks read, moved since its audit…"
+            )
+            res = api.audit_batch(ctx, name)
+            s.update(label=_audited_label(res), state="complete")
+    except WapError as exc:
+        ui.show_error(exc)
+        return
+    ui.writes_done()
+    ui.flash(*_audited(ctx.user, res))
+    st.rerun()
+
+
+def _audited_label(res: BatchAuditResult) -> str:
+    if not res.reaudited:
+        return f"No stale audit: nothing re-run (batch {ui.md(res.status)})"
+    return f"Re-audited {ui.md(', '.join(res.reaudited))}: batch {ui.md(res.status)}"
+
+
+def _audited(user: str, res: BatchAuditResult) -> tuple[str, str]:
+    """The one message of a batch's re-run: which tables were audited now, with their status."""
+    if not res.reaudited:
+        return (
+            "info",
+            f"Nothing to re-run in batch {ui.md(res.batch)}: every table's audit is at its head "
+            f"(batch {ui.md(res.status)}).",
+        )
+    ran = ", ".join(
+        f"{ui.md(t)} ({ui.md(a.status) if (a := res.table(t)) is not None else 'no audit'})"
+        for t in res.reaudited
+    )
+    return (
+        "success" if res.passed else "warning",
+        f"Batch {ui.md(res.batch)} re-audited by {ui.md(user)}: {ran}; the other tables' audits stand. "
+        f"Batch {ui.md(res.status)}.",
+    )
 
 
 def _act(name: str, action: Callable[[], Any], message: Callable[[Any], str]) -> None:
@@ -368,6 +434,168 @@ def _discard_dialog(ctx: Context, name: str, parts: list[_Part]) -> None:
     )
     if reason is not None:
         _act(name, lambda: api.discard_batch(ctx, name, reason=reason), lambda res: _discarded(res, parts))
+
+
+# ----------------------------------------------------------------------------- the batch's review
+_REVIEW_LABEL = {
+    ReviewState.NONE: "No review needed",
+    ReviewState.AWAITING: "Awaiting approval",
+    ReviewState.APPROVED: "Approved",
+    ReviewState.CHANGES_REQUESTED: "Changes requested",
+}
+# the batch's review state: the worst of its tables' (as the Branches row's, BatchRow.review)
+_REVIEW_ORDER = (
+    ReviewState.CHANGES_REQUESTED,
+    ReviewState.AWAITING,
+    ReviewState.APPROVED,
+    ReviewState.NONE,
+)
+
+
+def _approve_decision(ctx: Context, batch: Batch) -> tuple[bool, str]:
+    """The core's word on approving the batch: allowed only when who acts may approve every table (the role,
+    and ``author_cannot_approve`` counting every author of every table); else the first table's reason."""
+    for table in batch.table_ids:
+        allowed, why = api.approve_decision(ctx, table, batch.name)
+        if not allowed:
+            return False, why
+    return True, ""
+
+
+def _review(ctx: Context, batch: Batch) -> None:
+    """The batch's review: each table's approvals and requests for changes (bound to the set of the batch's
+    heads: a new commit on any table dismisses them), then Approve batch / Request changes, role-gated."""
+    name = batch.name
+    st.markdown("#### Review of the batch")
+    try:
+        states = [api.review_state(ctx, t, name) for t in batch.table_ids]
+    except WapError as exc:
+        ui.show_error(exc)
+        return
+    _review_lines(batch, states)
+    allowed, why = _approve_decision(ctx, batch)
+    d = ui.may(ctx, Permission.APPROVE)
+    c1, c2 = st.columns(2)
+    if c1.button(
+        "Approve batch",
+        icon=":material/thumb_up:",
+        width="stretch",
+        disabled=not allowed,
+        help="Approve every table at its current head, as one review" if allowed else ui.md(why),
+        key="batch_approve",
+    ):
+        st.session_state[DIALOG] = {"kind": "approve", "batch": name}
+    if c2.button(
+        "Request changes",
+        icon=":material/rate_review:",
+        width="stretch",
+        disabled=not d.allowed,
+        help="Block the batch's publish until you approve it" if d.allowed else ui.md(d.message),
+        key="batch_changes",
+    ):
+        st.session_state[DIALOG] = {"kind": "changes", "batch": name}
+    for reason in dict.fromkeys(r for ok, r in ((allowed, why), (d.allowed, d.message)) if not ok):
+        st.caption(f":material/lock: {ui.md(reason)}")
+    dialog = st.session_state.get(DIALOG)
+    if dialog and dialog.get("batch") == name:
+        if dialog["kind"] == "approve":
+            _approve_dialog(ctx, batch)
+        elif dialog["kind"] == "changes":
+            _changes_dialog(ctx, batch)
+
+
+def _heads_text(batch: Batch) -> str:
+    return ", ".join(f"{ui.md(t.table)} at {t.head}" for t in batch.tables)
+
+
+def _review_lines(batch: Batch, states: list[ReviewStatus]) -> None:
+    """The batch's state (its worst table's), a line per table, and the reviews not counted or dismissed."""
+    worst = next(s for s in _REVIEW_ORDER if s in {r.state for r in states})
+    box = {
+        ReviewState.APPROVED: st.success,
+        ReviewState.CHANGES_REQUESTED: st.error,
+        ReviewState.AWAITING: st.warning,
+    }.get(worst, st.info)
+    box(f"**{_REVIEW_LABEL[worst]}** (the batch: its least advanced table's review)")
+    for rs in states:
+        line = (
+            f"**{ui.md(rs.table)}**: {_REVIEW_LABEL[rs.state]} · {len(rs.approvals)} of {rs.required} "
+            "required approval(s)"
+        )
+        if rs.approvals:
+            line += f" · approved by {ui.md(', '.join(rs.approved_by))}"
+        for r in rs.changes_requested:
+            line += f" · changes requested by {ui.md(r.user)}" + (
+                f": {ui.md(r.comment)}" if r.comment else ""
+            )
+        st.markdown(line)
+    st.caption(
+        f"Reviews count for this set of heads only ({_heads_text(batch)}): a new commit on any table of the "
+        "batch dismisses them, on every table."
+    )
+    ignored = dict.fromkeys(r.user for rs in states for r in rs.ignored)
+    for user in ignored:
+        st.caption(f"Not counted: {ui.md(user)} is an author of a table of this batch.")
+    dismissed = dict.fromkeys((r.user, r.verdict.value) for rs in states for r in rs.dismissed)
+    for user, verdict in dismissed:
+        st.caption(
+            f":material/history: Dismissed: {ui.md(user)}'s review ({ui.md(verdict.replace('_', ' '))}) of "
+            "earlier heads: a table of the batch moved since (a new commit or a rebase)."
+        )
+
+
+def _reviewed(message: str) -> None:
+    """A recorded review of the batch (the batch stays open): close the dialog, clear the caches, one message."""
+    _close()
+    ui.writes_done()
+    ui.flash("success", message)
+    st.rerun()
+
+
+@st.dialog("Approve the batch", on_dismiss=_close)
+def _approve_dialog(ctx: Context, batch: Batch) -> None:
+    st.write(
+        f"Approve batch {ui.md(batch.name, code=True)} as {ui.md(ctx.user)}: one approval on every table, "
+        f"bound to these heads: {_heads_text(batch)}. A new commit on any table dismisses it."
+    )
+    comment = wf.text_form("batch_approve_comment", "Comment (optional)", submit="Confirm", cancel=_close)
+    if comment is None:
+        return
+    try:
+        res = api.approve_batch(ctx, batch.name, comment=comment or None)
+    except WapError as exc:
+        ui.show_error(exc)
+        return
+    _reviewed(
+        f"Approved batch {ui.md(res.batch)} on every table's head ({ui.md(', '.join(res.heads))}): "
+        f"review {ui.md(_REVIEW_LABEL[res.state].lower())}."
+    )
+
+
+@st.dialog("Request changes on the batch", on_dismiss=_close)
+def _changes_dialog(ctx: Context, batch: Batch) -> None:
+    st.write(
+        f"Request changes on batch {ui.md(batch.name, code=True)} (every table, at {_heads_text(batch)}): its "
+        "publish is blocked until you approve it."
+    )
+    comment = wf.text_form(
+        "batch_changes_comment",
+        "What must change",
+        submit="Confirm",
+        required="Say what must change.",
+        cancel=_close,
+    )
+    if comment is None:
+        return
+    try:
+        res = api.request_changes_batch(ctx, batch.name, comment=comment)
+    except WapError as exc:
+        ui.show_error(exc)
+        return
+    _reviewed(
+        f"Changes requested on batch {ui.md(res.batch)} ({ui.md(', '.join(res.heads))}): {ui.md(comment)}. "
+        "Its publish is blocked until you approve it."
+    )
 
 
 def _table(name: str, p: _Part) -> None:

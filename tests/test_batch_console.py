@@ -9,7 +9,9 @@ One module-scoped lakehouse on the shared SparkSession: ``shop.orders`` (id, nam
 - ``solo``: a plain branch of ``shop.orders`` (a one-table batch: listed as today).
 
 Tests run in file order and change that state (Ingest starts ``wk3``, which is then discarded; ``wk2`` is
-published last, which moves main under ``wk1``).
+published, which moves main under ``wk1``; then ``wk1`` is reviewed, gets a commit on ``shop.items`` and is
+re-audited). The review tests run under an access file of their own (``review-access.yml``: a viewer, a
+steward, two approvers of whom ann wrote a table of ``wk1``; one approval, no author may approve).
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
-from helpers import ANN, SAM, app_test, lake_env, lake_settings, refs, use_env, write_csv
+from helpers import ANN, BOB, SAM, app_test, lake_env, lake_settings, refs, use_env, write_csv
 from streamlit.testing.v1 import AppTest
 
 from wap_core import Lakehouse, TableId, api
@@ -42,6 +45,15 @@ shop.items:
 """
 REFS = "references(order_id -> shop.orders.id)"
 USER = "steward-anna"
+VIEWER = "vic"
+REVIEW_ACCESS = f"""\
+roles:
+  viewer: ["*"]
+  steward: [{USER}, {SAM}]
+  approver: [{ANN}, {BOB}]
+policies:
+  "*": {{approvals: 1, author_cannot_approve: true}}
+"""
 
 
 def _orders(lh: Lakehouse, name: str, rows: list[tuple[object, ...]]) -> str:
@@ -235,3 +247,88 @@ def test_batch_review_publish_moves_every_main(env: Lakehouse) -> None:
     assert env.journal.history(str(ORD), action="publish")[0].user == USER
     wk1 = next(r for r in batch_rows(env) if r.batch == "wk1")  # main moved under both of wk1's tables
     assert wk1.main_moved and all(b.main_moved for b in wk1.branches)
+
+
+# ----------------------------------------------------------------------------- the batch's review actions
+def _as(lake: Lakehouse, monkeypatch: pytest.MonkeyPatch, user: str) -> None:
+    """The console as ``user`` under the review tests' access file (the other tests run without one)."""
+    import streamlit as st
+
+    access = Path(lake.settings.home) / "review-access.yml"
+    if not access.exists():
+        access.write_text(REVIEW_ACCESS)
+    use_env(monkeypatch, lake_env(lake.settings, user, roots=True, WAP_ACCESS=str(access)))
+    st.cache_data.clear()
+
+
+def test_batch_review_actions_are_role_gated(env: Lakehouse, monkeypatch: pytest.MonkeyPatch) -> None:
+    _as(env, monkeypatch, VIEWER)  # a viewer: no re-run, no approval, no request for changes
+    at = app_test("pages/review.py", batch="wk1")
+    assert all(_button(at, b).disabled for b in ("Re-run audit", "Approve batch", "Request changes"))
+    _as(env, monkeypatch, USER)  # a steward may re-run the audit, not review
+    at = app_test("pages/review.py", batch="wk1")
+    assert not _button(at, "Re-run audit").disabled
+    assert _button(at, "Approve batch").disabled and _button(at, "Request changes").disabled
+    _as(
+        env, monkeypatch, ANN
+    )  # an approver who wrote shop.orders may not approve the batch (its every table)
+    at = app_test("pages/review.py", batch="wk1")
+    assert _button(at, "Approve batch").disabled and not _button(at, "Request changes").disabled
+    assert "the author of a branch cannot approve it" in _texts(at.caption)
+    assert "**Awaiting approval**" in _texts(at.warning)
+
+
+def test_batch_review_approve_and_request_changes(env: Lakehouse, monkeypatch: pytest.MonkeyPatch) -> None:
+    _as(env, monkeypatch, BOB)
+    at = app_test("pages/review.py", batch="wk1")
+    _button(at, "Request changes").click().run()
+    _button(at, "Confirm").click().run()  # a request for changes needs a comment
+    assert "Say what must change." in _texts(at.error)
+    ctx = api.open_context(env)
+    assert all(not api.review_state(ctx, t, "wk1").changes_requested for t in (ORD, ITM))
+    at.text_input(key="batch_changes_comment").input("order 99 is <b>unknown</b>")
+    _button(at, "Confirm").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "Changes requested on batch wk1 (shop.items, shop.orders): order 99 is <b>unknown</b>" in _texts(
+        at.success
+    )
+    assert all(api.review_state(ctx, t, "wk1").state is ReviewState.CHANGES_REQUESTED for t in (ORD, ITM))
+    assert "**Changes requested**" in _texts(at.error)
+
+    _button(at, "Approve batch").click().run()
+    _button(at, "Confirm").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "Approved batch wk1 on every table's head (shop.items, shop.orders)" in _texts(at.success)
+    heads = load_batch(env, "wk1").heads
+    for t in (ORD, ITM):  # each table's review: bob's approval, bound to the batch's set of heads
+        rs = api.review_state(ctx, t, "wk1")
+        assert rs.approved_by == [BOB] and not rs.changes_requested, rs
+        assert rs.approvals[0].bound_to == heads
+    shown = _texts([*at.success, *at.markdown])
+    assert "**Approved**" in shown and f"approved by {BOB}" in shown
+
+
+def test_batch_review_rerun_audit_reaudits_the_table_that_moved(
+    env: Lakehouse, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    items = env.table(ITM)  # a new commit on shop.items' branch (PyIceberg), not audited
+    items.append(
+        pa.Table.from_pylist([{"id": 15, "order_id": 3}], schema=items.schema().as_arrow()), branch="wk1"
+    )
+    ctx = api.open_context(env)
+    rs = api.review_state(ctx, ORD, "wk1")  # bob's approval is dismissed on every table, also shop.orders
+    assert not rs.approvals and [r.user for r in rs.dismissed] == [BOB]
+    _as(env, monkeypatch, USER)
+    at = app_test("pages/review.py", batch="wk1")
+    assert f"Dismissed: {BOB}'s review (approved)" in _texts(at.caption)
+    before = env.journal.latest_audit(str(ORD), "wk1")
+    _button(at, "Re-run audit").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    msg = _texts([*at.success, *at.warning])
+    assert f"Batch wk1 re-audited by {USER}: shop.items (failed)" in msg, msg
+    assert "shop.orders" not in msg.split("re-audited")[1].split(";")[0]
+    after = env.journal.latest_audit(str(ITM), "wk1")
+    assert after is not None and after.snapshot_id == refs(env, ITM)["wk1"]  # audited at its new head
+    assert env.journal.latest_audit(str(ORD), "wk1") == before  # shop.orders' audit stands
+    _button(at, "Re-run audit").click().run()  # nothing stale now: one line says so
+    assert "Nothing to re-run in batch wk1" in _texts(at.info)

@@ -12,15 +12,17 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import SAM, TWO_PERSON_ACCESS, cli_as, guarded_lake, refs, write_csv
+from helpers import ANN, ROOT_, SAM, TWO_PERSON_ACCESS, cli_as, guarded_lake, refs, write_csv
 
 from wap_core import Lakehouse, TableId
-from wap_core.exceptions import ValidationError
+from wap_core.exceptions import RefusedError, ValidationError
 from wap_core.lake.multitable import Atomicity
+from wap_core.states import Action, Outcome
 from wap_core.store import batches as store
 from wap_core.workflow.batch import batch_of, load_batch, open_batches
 from wap_core.workflow.batch_status import batch_readiness
 from wap_core.workflow.ingest import ingest
+from wap_core.workflow.publish import publish, publish_readiness
 
 ORD, ITM = TableId("shop", "orders"), TableId("shop", "items")
 
@@ -94,3 +96,15 @@ def test_batch_readiness_is_every_tables(lake: Lakehouse) -> None:
     ready = batch_readiness(lake, "b1")
     assert not ready.allowed and ready.forceable and ready.code == "stale"
     assert [t.table for t in ready.refusals] == [str(ORD)] and str(ORD) in ready.message
+
+
+def test_a_table_of_a_batch_is_not_published_alone(lake: Lakehouse) -> None:
+    main = refs(lake, ORD)["main"]
+    for user, force in ((ANN, False), (ROOT_, True)):  # not forceable either: all tables or none
+        with pytest.raises(RefusedError, match=r"belongs to batch w2 with shop\.items"):
+            publish(lake, ORD, "w2", user=user, force=force, reason="alone" if force else None)
+    assert refs(lake, ORD)["main"] == main and "w2" in refs(lake, ORD)
+    refused = lake.journal.history(str(ORD), branch="w2", action=Action.PUBLISH)
+    assert [e.outcome for e in refused] == [Outcome.REFUSED, Outcome.REFUSED]
+    assert batch_readiness(lake, "w2").allowed  # the batch itself may be published
+    assert publish_readiness(lake, ORD, "b3").allowed  # a batch of one table is a branch

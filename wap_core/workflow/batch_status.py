@@ -89,7 +89,7 @@ def batch_readiness(lh: Lakehouse, batch: Batch | str) -> BatchReadiness:
     stale = {str(t) for t in stale_tables(lh, b)}
 
     def check(table: TableId) -> PublishCheck:
-        got = publish_readiness(lh, table, b.name)
+        got = publish_readiness(lh, table, b.name, alone=False)
         # judged after the table's own staleness, before its verdict and review (as publish_readiness does)
         if str(table) in stale and got.code in _JUDGED:
             return PublishCheck(

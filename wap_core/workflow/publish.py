@@ -42,6 +42,7 @@ from wap_core.session import Session, session_of
 from wap_core.states import Action, BranchStatus, Outcome, PublishOutcome, RebaseOutcome, branch_status
 from wap_core.store.journal import Intent
 from wap_core.workflow.audit import AuditResult, audit_branch, latest_audit
+from wap_core.workflow.batch import batch_of
 from wap_core.workflow.reconcile import INTENT_PROPERTY, reconciled_table, temp_branch_name, temp_branches_of
 from wap_core.workflow.refmove import Moved, Notice, RefMove
 from wap_core.workflow.review import ReviewStatus, review_state, second_admin_approval
@@ -102,7 +103,7 @@ class PublishCheck:
     """Whether a branch may be published now, and if not, why (for the console's disabled button)."""
 
     allowed: bool
-    code: str  # ok | not_audited | stale | audit_failed | main_moved | empty | changes_requested | approvals_missing
+    code: str  # ok | in_batch | not_audited | stale | audit_failed | main_moved | empty | changes_requested | approvals_missing
     message: str
     forceable: bool
     review: ReviewStatus | None = (
@@ -110,10 +111,26 @@ class PublishCheck:
     )
 
 
-def publish_readiness(lh: Lakehouse, table: TableId, branch: str, tbl: Table | None = None) -> PublishCheck:
-    """Whether the branch can be published now and, if not, why (metadata and journal only)."""
+def publish_readiness(
+    lh: Lakehouse, table: TableId, branch: str, tbl: Table | None = None, *, alone: bool = True
+) -> PublishCheck:
+    """Whether the branch can be published now and, if not, why (metadata and journal only).
+
+    ``alone`` (a one-table publish): a branch of a batch that spans several tables is refused (``in_batch``,
+    not forceable): its tables are published together or not at all (``wap publish --batch``). The batch's
+    own readiness asks with ``alone=False``.
+    """
     tbl = tbl if tbl is not None else lh.table(table)
     cat.require_branch(tbl, table, branch)
+    if alone and (b := batch_of(lh, table, branch)) is not None and len(b.tables) > 1:
+        others = ", ".join(str(t) for t in b.table_ids if t != table)
+        return PublishCheck(
+            False,
+            "in_batch",
+            f"branch {branch} of {table} belongs to batch {b.name} with {others}: its tables are published"
+            f" together or not at all (publish the batch: wap publish --batch {b.name})",
+            False,
+        )
     lin = cat.lineage(tbl, branch)
     if lin.published:
         return PublishCheck(False, "empty", "the branch has no commits since main: nothing to publish", False)

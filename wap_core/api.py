@@ -402,9 +402,11 @@ def latest_audit(ctx: Context, table: TableId, branch: str) -> AuditResult | Non
     return _latest_audit(ctx.lakehouse, table, branch)
 
 
-def publish_readiness(ctx: Context, table: TableId, branch: str, tbl: Table | None = None) -> PublishCheck:
-    """Whether ``branch`` may be published now, and why not."""
-    return _publish_readiness(ctx.lakehouse, table, branch, tbl)
+def publish_readiness(
+    ctx: Context, table: TableId, branch: str, tbl: Table | None = None, *, alone: bool = True
+) -> PublishCheck:
+    """Whether ``branch`` may be published now, and why not (``alone=False``: as a table of its batch)."""
+    return _publish_readiness(ctx.lakehouse, table, branch, tbl, alone=alone)
 
 
 def review_state(ctx: Context, table: TableId, branch: str, tbl: Table | None = None) -> ReviewStatus:

@@ -338,9 +338,12 @@ def audit_batch(
 
 
 def decision_now(
-    table: TableId | str, branch: str, *, lh: Session | Lakehouse | None = None
+    table: TableId | str, branch: str, *, lh: Session | Lakehouse | None = None, alone: bool = True
 ) -> Decision | None:
     """One look: the decision on ``branch`` if there is one yet, else None (metadata and journal only).
+
+    ``alone=False``: the branch is judged as a table of its batch (a table of a batch of several tables is
+    never published alone: :func:`batch_decision_now`).
 
     The look first settles the pending intents of the branch (:func:`~wap_core.workflow.reconcile.reconcile`
     of this table and branch only; one indexed query when none is pending). Reads never repair, but this is
@@ -371,7 +374,7 @@ def decision_now(
                 return Decision.DISCARDED
         api.require_branch(tbl, tid, branch)  # raises NotFoundError naming the open branches
         raise NotFoundError(f"branch {branch} of {tid} is gone")  # pragma: no cover - require_branch raised
-    ready = api.publish_readiness(ctx, tid, branch, tbl)
+    ready = api.publish_readiness(ctx, tid, branch, tbl, alone=alone)
     if ready.allowed:
         return Decision.APPROVED
     if ready.review is not None and ready.review.state is ReviewState.CHANGES_REQUESTED:
@@ -400,7 +403,7 @@ def batch_decision_now(batch: str, *, lh: Session | Lakehouse | None = None) -> 
     table publishable now, or published already: the batch's publish moves the rest).
     """
     ctx = context(lh)
-    looks = [decision_now(t, batch, lh=ctx) for t in batch_tables(batch, lh=ctx)]
+    looks = [decision_now(t, batch, lh=ctx, alone=False) for t in batch_tables(batch, lh=ctx)]
     for d in (Decision.DISCARDED, Decision.CHANGES_REQUESTED):
         if d in looks:
             return d

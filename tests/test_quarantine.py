@@ -30,6 +30,7 @@ from wap_core.workflow.ingest import ingest
 from wap_core.workflow.publish import publish
 from wap_core.workflow.quarantine import quarantine, quarantine_table_id
 from wap_core.workflow.reconcile import reconcile
+from wap_core.workflow.review import authors_of
 
 ORD, ITM = TableId("shop", "orders"), TableId("shop", "items")
 QORD = quarantine_table_id(ORD)
@@ -168,12 +169,13 @@ def test_the_batch_publishes_both_tables_together(lake: Lakehouse) -> None:
 def test_cli_quarantine_json(lake: Lakehouse) -> None:
     failed_branch(lake, "w3", [(20, None, 1), (21, "ok", 1)])
     code, out, err = cli_as(
-        lake, SAM, "quarantine", str(ORD), "w3", "--check", "not_null(name)", "--reason", "nulls", "--json"
+        lake, "root", "quarantine", str(ORD), "w3", "--check", "not_null(name)", "--reason", "nulls", "--json"
     )
     assert code == 0, err
     got = json.loads(out)
     assert (got["quarantined"], got["checks"], got["rows_after"]) == (1, {"not_null(name)": 1}, 1)
     assert got["quarantine_table"] == str(QORD) and got["audit"]["status"] == "passed"
+    assert authors_of(lake, ORD, "w3") == (SAM, "root")  # who repaired the batch is one of its authors
 
 
 @pytest.fixture(scope="module")
@@ -220,6 +222,12 @@ def test_refusals_of_a_passed_and_a_moved_branch(lake: Lakehouse, refused_branch
         quarantine(lake, ORD, "r1", reason="why", user=SAM)
     code, _, err = cli_as(lake, SAM, "quarantine", str(ORD), "r1", "--reason", "why")
     assert code == 1 and "moved since its audit" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_blank_reason_is_bad_input(lake: Lakehouse, refused_branch: str) -> None:
+    before = refs(lake, ORD)
+    code, _, err = cli_as(lake, SAM, "quarantine", str(ORD), refused_branch, "--reason", "  ")
+    assert code == 2 and "needs a reason" in err and refs(lake, ORD) == before
 
 
 def test_refused_when_the_quarantine_table_does_not_fit(lake: Lakehouse) -> None:

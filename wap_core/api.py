@@ -106,6 +106,8 @@ from wap_core.workflow.publish import discard as _discard
 from wap_core.workflow.publish import publish as _publish
 from wap_core.workflow.publish import publish_readiness as _publish_readiness
 from wap_core.workflow.publish import rebase as _rebase
+from wap_core.workflow.quarantine import QuarantineResult
+from wap_core.workflow.quarantine import quarantine as _quarantine
 from wap_core.workflow.reconcile import Ticker
 from wap_core.workflow.reconcile import reconcile as _reconcile
 from wap_core.workflow.review import BatchReview, Comment, CommentKind, ReviewState, ReviewStatus
@@ -176,6 +178,7 @@ __all__ = [
     "Progress",
     "PublishCheck",
     "PublishResult",
+    "QuarantineResult",
     "RebaseResult",
     "ReopenResult",
     "ResolvedRef",
@@ -567,6 +570,13 @@ def publish(
 def rebase(ctx: Context, table: TableId, branch: str) -> RebaseResult:
     """Rebase the branch onto main's head and audit the new head, as who acts."""
     return _rebase(ctx, table, branch)
+
+
+def quarantine(
+    ctx: Context, table: TableId, branch: str, *, checks: Sequence[str] = (), reason: str
+) -> QuarantineResult:
+    """Move the failing rows of the branch's batch to the table's quarantine table, then re-audit, as who acts."""
+    return _quarantine(ctx, table, branch, checks=tuple(checks), reason=reason)
 
 
 def discard(ctx: Context, table: TableId, branch: str, *, reason: str | None = None) -> DiscardResult:

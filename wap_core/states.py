@@ -173,6 +173,7 @@ class Action(_JournalWord):
     AUDIT = "audit"
     PUBLISH = "publish"
     REBASE = "rebase"
+    QUARANTINE = "quarantine"
     DISCARD = "discard"
     COMMENT = "comment"
     APPROVE = "approve"
@@ -211,6 +212,7 @@ class Outcome(_JournalWord):
     PUBLISHED = "published"
     FORCED = "forced"
     REBASED = "rebased"
+    QUARANTINED = "quarantined"  # failing rows of a batch moved to its quarantine table
     DISCARDED = "discarded"
     ROLLED_BACK = "rolled_back"
     REOPENED = "reopened"

@@ -255,6 +255,20 @@ def _rebase(args: argparse.Namespace, ctx: Context) -> int:
     )
 
 
+def _quarantine(args: argparse.Namespace, ctx: Context) -> int:
+    q = api.quarantine(ctx, TableId.parse(args.table), args.branch, checks=args.check, reason=args.reason)
+    per = ", ".join(f"{name} {n}" for name, n in q.checks.items())
+    line = (
+        f"quarantined {q.quarantined} of {q.rows_before} rows of {q.table} {q.branch} into {q.quarantine_table} "
+        f"({per}); head {q.old_head} -> {q.new_head}"
+    )
+    if q.audit is not None:
+        line += f"; audit {q.audit.status}" + (
+            f": {', '.join(q.audit.failed_checks)}" if q.audit.failed_checks else ""
+        )
+    return print_result(args, q, line)
+
+
 def _discard(args: argparse.Namespace, ctx: Context) -> int:
     batch = _table_branch_or_batch(args, "discard")
     if batch is not None:
@@ -415,6 +429,7 @@ COMMANDS: dict[str, Handler] = {
     "diff": _diff,
     "publish": _publish,
     "rebase": _rebase,
+    "quarantine": _quarantine,
     "discard": _discard,
     "query": _query,
     "gc": _gc,

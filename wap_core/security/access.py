@@ -85,6 +85,7 @@ class Permission(str, Enum):
     INGEST = "ingest"
     AUDIT = "audit"  # re-run an audit (the audit inside an ingest is part of the ingest)
     REBASE = "rebase"
+    QUARANTINE = "quarantine"  # move a failed batch's failing rows to its quarantine table
     DISCARD = "discard"
     COMMENT = "comment"
     PUBLISH = "publish"  # a branch whose audit passed

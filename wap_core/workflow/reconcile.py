@@ -227,6 +227,39 @@ def _judge_ingest(tbl: Table, intent: Intent, head: int | None) -> Verdict:
     )
 
 
+def _judge_quarantine(tbl: Table, intent: Intent, head: int | None) -> Verdict:
+    tmp = intent.details.get("tmp")
+    cleanup = (tmp,) if isinstance(tmp, str) and tmp in tbl.metadata.refs else ()
+    if head is not None and head != intent.expected_before and _marked(tbl, head, intent) is not None:
+        return Verdict(
+            True, Outcome.QUARANTINED, head, False, "the branch holds the kept rows", cleanup=cleanup
+        )
+    never = head is None or head != intent.expected_before
+    why = "the branch was not swapped to its kept rows"
+    return Verdict(False, Outcome.ABANDONED, None, never, why, cleanup=cleanup)
+
+
+def undo_kept(lh: Lakehouse, intent: Intent) -> None:
+    """A quarantine that did not land: the rows it kept leave the quarantine table's branch again (a retry
+    never keeps them twice). Its branch goes back to where the intent found it (removed if it had none)."""
+    qname = intent.details.get("quarantine_table")
+    if intent.action is not Action.QUARANTINE or not isinstance(qname, str):
+        return
+    qt = _load(lh, qname)
+    ref = qt.metadata.refs.get(intent.branch) if qt is not None else None
+    if qt is None or ref is None:
+        return
+    snap = qt.metadata.snapshot_by_id(ref.snapshot_id)
+    if snap is None or cat.summary_get(snap, INTENT_PROPERTY) != str(intent.id):
+        return
+    before = intent.details.get("kept_before")
+    if isinstance(before, int):
+        qt.manage_snapshots().create_branch(before, intent.branch).commit()
+    else:
+        remove_branches(lh.catalog, qname, [intent.branch])
+    log.warning("quarantine intent %d did not land: its kept rows were removed from %s", intent.id, qname)
+
+
 # How each ref-moving action is judged from the metadata: (table, intent, the branch's head or None).
 # How a pending intent is judged, by the journal word of each action declared as moving a ref
 # (``wap_core.actions``; tests/test_action_registry.py checks every such word has its judge here).
@@ -237,6 +270,7 @@ JUDGES: dict[str, Callable[[Table, Intent, int | None], Verdict]] = {
     Action.REOPEN: _judge_reopen,
     Action.REBASE: _judge_rebase,
     Action.INGEST: _judge_ingest,
+    Action.QUARANTINE: _judge_quarantine,
 }
 
 
@@ -275,6 +309,7 @@ def _decide(lh: Lakehouse, tbl: Table | None, intent: Intent) -> JournalEntry | 
         return None  # still in flight elsewhere: leave it pending
     if v.cleanup:
         remove_branches(lh.catalog, intent.table, v.cleanup)
+    undo_kept(lh, intent)
     why = v.why + ("; it can no longer happen" if v.never else "; the process that announced it is gone")
     return lh.journal.resolve_intent(
         intent,
@@ -359,6 +394,7 @@ def settle(lh: Lakehouse, intent: Intent, exc: BaseException | None) -> JournalE
     else:
         if v.cleanup:
             remove_branches(lh.catalog, intent.table, v.cleanup)
+        undo_kept(lh, intent)
         details: JsonObject = {"why": v.why}
         if intent.reason:
             details["intent_reason"] = intent.reason

@@ -361,6 +361,7 @@ _AUTHOR_OUTCOMES = (
     (Action.INGEST, Outcome.INCOMPLETE),
     (Action.REBASE, Outcome.REBASED),
     (Action.REOPEN, Outcome.REOPENED),
+    (Action.QUARANTINE, Outcome.QUARANTINED),  # the steward who repaired the batch wrote its new head
 )
 # pairs that end a branch: a later ingest under the same name is a new batch with new authors
 _END_OUTCOMES = (

@@ -1,0 +1,459 @@
+"""Quarantine: repair a failed batch by moving its failing rows to the table's quarantine table.
+
+``wap quarantine TABLE BRANCH [--check NAME]... --reason TEXT`` (steward). The rows of the branch's
+**batch** (its rows since the fork, :func:`wap_core.lake.batch.batch_frame`) that fail the chosen row-level
+checks of its latest audit (default: every failing one) leave the branch and are kept, with why, in
+``<namespace>.<table>__quarantine`` (:func:`quarantine_table_id`), on a branch of the same name: that table
+joins the batch (:func:`wap_core.workflow.batch.join`), so its rows publish with the batch or are discarded
+with it.
+
+How the rows leave, without touching main's files: the batch's kept rows are appended onto a temporary
+branch at the fork, which then replaces the branch (one ref move, as a rebase swaps). Main's data files are
+never rewritten nor referenced by a delete file (the new head is the fork plus one appended snapshot), so
+main's own rows that also fail a check (a plain ``DELETE`` would remove them) stay. The cost follows the
+batch: only the batch's rows are read and written again.
+
+Crash safety (one intent, journaled; fault points in :mod:`wap_core.actions.quarantine`): the kept rows are
+written first, stamped with the intent; then the branch swaps. A quarantine that did not land (killed,
+lost a race) has its kept rows removed again by reconcile (:func:`wap_core.workflow.reconcile.undo_kept`):
+never rows deleted without being kept, never kept twice.
+
+``unique``: of the rows sharing a key within the batch, the FIRST by the order the batch is read (its data
+files in commit order, rows in file order) stays; the others are quarantined, and so is every row whose key
+main already holds (at the fork). Aggregate checks (``row_count``, ``freshness``, ``anomaly``, ``drift``,
+``schema``) cannot be repaired by removing rows, and ``malformed_rows`` counts lines that never became rows:
+both are refused when named, skipped by default.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from wap_core.analysis.batch_reads import batch_reads
+from wap_core.checks import CheckSpec, MainContext, suite_for
+from wap_core.checks.unique import Unique
+from wap_core.exceptions import CommitConflictError, ConflictError, RefusedError, ValidationError
+from wap_core.faults import fault_point
+from wap_core.identifiers import MAIN, TableId, quote_column, validate_branch
+from wap_core.lake import catalog as cat
+from wap_core.lake.batch import batch_frame
+from wap_core.lake.refs import commit_conflicts, remove_branch_quietly, with_commit_retry
+from wap_core.security.access import Permission
+from wap_core.session import Session, session_of
+from wap_core.states import Action, CheckStatus, Outcome
+from wap_core.store.journal import Intent
+from wap_core.workflow.audit import AuditResult, audit_branch, latest_audit
+from wap_core.workflow.batch import join
+from wap_core.workflow.reconcile import INTENT_PROPERTY, reconciled_table, temp_branch_name, undo_kept
+from wap_core.workflow.refmove import Moved, RefMove
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+
+    from wap_core.lakehouse import Lakehouse
+
+log = logging.getLogger(__name__)
+
+SUFFIX = "__quarantine"
+ROW = "__wap_row"  # the batch row's number while the rows are sorted out (never written)
+# the columns a quarantine table adds to its table's, with their Spark SQL types
+EXTRA_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("_wap_batch", "string"),
+    ("_wap_checks", "array<string>"),
+    ("_wap_reason", "string"),
+    ("_wap_user", "string"),
+    ("_wap_quarantined_at", "timestamp"),
+)
+_NO_ROWS_IN_TABLE = frozenset({"malformed_rows"})  # its failing "rows" are source lines never written
+
+
+@dataclass(frozen=True)
+class QuarantineResult:
+    """What a quarantine did (JSON keys: table, branch, quarantine_table, checks, quarantined, rows_before,
+    rows_after, old_head, new_head, reason, audit)."""
+
+    table: str
+    branch: str
+    quarantine_table: str
+    checks: dict[str, int]  # check name -> rows quarantined failing it (a row failing two counts in both)
+    quarantined: int  # rows quarantined (each once)
+    rows_before: int  # the batch's rows before
+    rows_after: int  # the batch's rows after: rows_before - quarantined
+    old_head: int
+    new_head: int
+    reason: str
+    audit: AuditResult | None = None  # the branch's re-audit, right after
+
+
+def quarantine_table_id(table: TableId) -> TableId:
+    """The quarantine table of ``table``: ``<namespace>.<table>__quarantine``."""
+    return TableId(table.namespace, f"{table.name}{SUFFIX}")
+
+
+def _ddl_type(spark_type: str) -> str:
+    return spark_type.lower().replace(" ", "")
+
+
+def schema_problems(table_schema: StructType, quarantine_schema: StructType) -> list[str]:
+    """The columns of an existing quarantine table that do not fit ``table_schema`` plus the extra columns."""
+    want = {f.name: _ddl_type(f.dataType.simpleString()) for f in table_schema.fields}
+    want.update({n: _ddl_type(t) for n, t in EXTRA_COLUMNS})
+    have = {f.name: _ddl_type(f.dataType.simpleString()) for f in quarantine_schema.fields}
+    out = [f"{n} (missing)" for n in want if n not in have]
+    out += [f"{n} ({have[n]}, not {want[n]})" for n in want if n in have and have[n] != want[n]]
+    out += [f"{n} (not in the table)" for n in have if n not in want]
+    return out
+
+
+def _failing_rows(spec: CheckSpec, batch: DataFrame, ctx: MainContext) -> DataFrame:
+    """The row numbers (``ROW``) of ``batch`` quarantined for ``spec``."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    if isinstance(spec, Unique):
+        keys = [F.col(quote_column(c)) for c in spec.columns]
+        ranked = batch.withColumn("__wap_rank", F.row_number().over(Window.partitionBy(*keys).orderBy(ROW)))
+        failing = F.col("__wap_rank") > 1
+        main = ctx.read_main(ctx.table) if spec.against_main else None
+        if main is not None:
+            found = main.select(*keys).distinct().withColumn("__wap_main", F.lit(True))
+            ranked = ranked.join(found, on=list(spec.columns), how="left")
+            failing = failing | F.col("__wap_main").isNotNull()
+        return ranked.where(failing).select(ROW)
+    frame = spec.failing_frame(batch, ctx)
+    if frame is None:  # refused before (selects_rows)
+        raise ValidationError(f"check {spec.name!r} judges no rows")
+    return frame.select(ROW)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The sorted-out batch: the rows to keep on the branch and the rows to quarantine, materialized."""
+
+    kept: DataFrame
+    quarantined: DataFrame  # the table's columns plus _wap_checks
+    counts: dict[str, int]
+    total: int
+    before: int
+
+
+def _plan(lh: Lakehouse, table: TableId, branch: str, lin: cat.Lineage, specs: list[CheckSpec]) -> _Plan:
+    from pyspark.sql import functions as F
+
+    inside = batch_reads(lh, table, branch, [t for s in specs for t in s.other_tables()])
+
+    def read_main(t: TableId) -> DataFrame | None:
+        if t == table:
+            return lh.read_snapshot(table, lin.fork) if lin.fork is not None else None
+        if str(t) in inside:
+            return lh.read_snapshot(t, inside[str(t)].snapshot_id)
+        return lh.read_main(t)
+
+    ctx = MainContext(
+        lh.spark, read_main, table, fork_snapshot_id=lin.fork, head_snapshot_id=lin.head, batch_reads=inside
+    )
+    raw = batch_frame(lh.spark, lh.spark_name(table), lin)
+    columns = raw.columns
+    batch = raw.withColumn(ROW, F.monotonically_increasing_id()).localCheckpoint(eager=True)
+    flagged = None
+    for spec in specs:
+        part = _failing_rows(spec, batch, ctx).withColumn("__wap_check", F.lit(spec.name))
+        flagged = part if flagged is None else flagged.unionByName(part)
+    assert flagged is not None
+    flagged = flagged.distinct().localCheckpoint(eager=True)
+    counts = {
+        str(r["__wap_check"]): int(r["count"]) for r in flagged.groupBy("__wap_check").count().collect()
+    }
+    per_row = flagged.groupBy(ROW).agg(F.sort_array(F.collect_set("__wap_check")).alias("_wap_checks"))
+    quarantined = (
+        batch.join(per_row, on=ROW, how="inner").select(*columns, "_wap_checks").localCheckpoint(eager=True)
+    )
+    kept = batch.join(per_row, on=ROW, how="left_anti").select(*columns).localCheckpoint(eager=True)
+    return _Plan(
+        kept, quarantined, {s.name: counts.get(s.name, 0) for s in specs}, quarantined.count(), batch.count()
+    )
+
+
+def _choose(
+    move: RefMove, suite_specs: dict[str, CheckSpec], audit: AuditResult, named: list[str]
+) -> list[CheckSpec]:
+    """The checks to apply (refusals journaled): the named ones, else every failing row-level one."""
+    table, branch = move.table, move.branch
+    if named:
+        out = []
+        for name in dict.fromkeys(named):
+            spec = suite_specs.get(name)
+            if spec is None:
+                raise move.refuse(
+                    RefusedError(
+                        f"quarantine of {table} {branch} refused: {table} has no check named {name!r}",
+                        "unknown_check",
+                    )
+                )
+            if spec.type in _NO_ROWS_IN_TABLE:
+                raise move.refuse(
+                    RefusedError(
+                        f"quarantine of {table} {branch} refused: {name} counts source lines that never became "
+                        "rows: there are no rows to remove",
+                        "no_rows",
+                    )
+                )
+            if not spec.selects_rows:
+                raise move.refuse(
+                    RefusedError(
+                        f"quarantine of {table} {branch} refused: {name} ({spec.type}) judges the batch as a "
+                        "whole: it cannot be repaired by removing rows",
+                        "aggregate_check",
+                    )
+                )
+            out.append(spec)
+        return out
+    failing = [c.name for c in audit.checks if c.status is CheckStatus.FAILED or (c.failing_rows or 0) > 0]
+    out = [
+        s
+        for n in failing
+        if (s := suite_specs.get(n)) is not None and s.selects_rows and s.type not in _NO_ROWS_IN_TABLE
+    ]
+    if not out:
+        raise move.refuse(
+            RefusedError(
+                f"quarantine of {table} {branch} refused: no row-level check of its audit fails "
+                f"(audit {audit.status}): nothing to quarantine",
+                "nothing_to_quarantine",
+            )
+        )
+    return out
+
+
+def _refuse_unrepairable(
+    lh: Lakehouse, move: RefMove, lin: cat.Lineage, qid: TableId, target: StructType, qexists: bool
+) -> None:
+    """Refuse (journaled) a branch with non-append commits and an existing quarantine table that does not fit."""
+    table, branch = move.table, move.branch
+    ops = {cat.snapshot_operation(x) for x in lin.new_snapshots}
+    if lin.fork is None or ops - {"append"}:
+        raise move.refuse(
+            RefusedError(
+                f"quarantine of {table} {branch} refused: the branch holds non-append commits or no fork; "
+                "only appended batches can be repaired",
+                "not_append",
+            )
+        )
+    if qexists:
+        bad = schema_problems(target, lh.spark.table(lh.spark_name(qid)).schema)
+        if bad:
+            raise move.refuse(
+                RefusedError(
+                    f"quarantine of {table} {branch} refused: {qid} exists with an incompatible schema: "
+                    + ", ".join(bad),
+                    "quarantine_schema",
+                )
+            )
+
+
+def quarantine(
+    session: Session | Lakehouse,
+    table: TableId,
+    branch: str,
+    *,
+    checks: Sequence[str] = (),
+    reason: str,
+    user: str | None = None,
+) -> QuarantineResult:
+    """Move the batch's rows failing ``checks`` (default: every failing row-level check of the latest audit)
+    to the quarantine table on a branch of the batch, in one journaled step, then re-audit the branch."""
+    s = session_of(session, user)
+    lh, user = s.lakehouse, s.user
+    if not reason or not reason.strip():
+        raise ValidationError("quarantine needs a reason (--reason TEXT)")
+    reason = reason.strip()
+    s.authorize(Permission.QUARANTINE, table=table, branch=branch)
+    if branch.lower() == MAIN:
+        raise s.refuse(
+            Action.QUARANTINE,
+            RefusedError(
+                f"quarantine of {table} main refused: only an audit branch's batch is quarantined", "main"
+            ),
+            table=table,
+            branch=branch,
+        )
+    validate_branch(branch)
+    tbl = reconciled_table(lh, table)
+    head = cat.require_branch(tbl, table, branch)
+    move = RefMove(s, Action.QUARANTINE, table, branch, head, reason=reason)
+    audit = latest_audit(lh, table, branch)
+    if audit is None or audit.snapshot_id != head:
+        raise move.refuse(
+            RefusedError(
+                f"quarantine of {table} {branch} refused: the branch moved since its audit "
+                f"(head {head}, audited {audit.snapshot_id if audit else 'never'}); audit it first",
+                "stale_audit",
+            )
+        )
+    suite_specs = {c.name: c for c in suite_for(lh.settings.checks_file, table).checks}
+    specs = _choose(move, suite_specs, audit, list(checks))
+    lin = cat.lineage(tbl, branch)
+    qid = quarantine_table_id(table)
+    qexists = cat.table_exists(lh.catalog, qid)
+    target = lh.spark.table(lh.spark_name(table)).schema
+    _refuse_unrepairable(lh, move, lin, qid, target, qexists)
+    plan = _plan(lh, table, branch, lin, specs)
+    if plan.total == 0:
+        raise move.refuse(
+            RefusedError(
+                f"quarantine of {table} {branch} refused: no row of the batch fails "
+                + ", ".join(s.name for s in specs)
+                + ": nothing to quarantine",
+                "nothing_to_quarantine",
+            )
+        )
+    # the quarantine table joins the batch (a plain branch becomes a batch of the table and its quarantine)
+    join(lh, branch, qid, user)
+    kept_before = cat.ref_snapshot_id(lh.table(qid), branch) if qexists else None
+    tmp = temp_branch_name(branch, uuid.uuid4().hex[:8])
+    move = RefMove(
+        s,
+        Action.QUARANTINE,
+        table,
+        branch,
+        head,
+        reason=reason,
+        details={
+            "tmp": tmp,
+            "quarantine_table": str(qid),
+            "kept_before": kept_before,
+            "checks": plan.counts,
+            "quarantined": plan.total,
+            "rows_before": plan.before,
+        },
+    )
+
+    def commit(intent: Intent) -> Moved:
+        try:
+            _keep(lh, qid, branch, plan, target, intent, reason, user, created=not qexists)
+            fault_point("after_quarantine_keep")
+            new_head = _swap(lh, table, branch, lin, tmp, plan, intent)
+        except CommitConflictError as exc:
+            remove_branch_quietly(lh.catalog, table, tmp)
+            undo_kept(lh, intent)
+            raise ConflictError(
+                f"quarantine of {table} {branch} lost a race with another change; nothing was changed ({exc})"
+            ) from exc
+        except ConflictError:
+            remove_branch_quietly(lh.catalog, table, tmp)
+            undo_kept(lh, intent)
+            raise
+        return Moved(
+            Outcome.QUARANTINED,
+            new_head,
+            details={"checks": plan.counts, "quarantined": plan.total, "quarantine_table": str(qid)},
+        )
+
+    new_head = move.run(commit).snapshot_after
+    assert new_head is not None
+    # the new head needs its audit (publish asks for one); the quarantine table's branch too (no checks of its own)
+    reaudit = audit_branch(lh, table, branch, user=user)
+    audit_branch(lh, qid, branch, user=user)
+    return QuarantineResult(
+        str(table),
+        branch,
+        str(qid),
+        plan.counts,
+        plan.total,
+        plan.before,
+        plan.before - plan.total,
+        head,
+        new_head,
+        reason,
+        reaudit,
+    )
+
+
+def _keep(
+    lh: Lakehouse,
+    qid: TableId,
+    branch: str,
+    plan: _Plan,
+    target: StructType,
+    intent: Intent,
+    reason: str,
+    user: str,
+    *,
+    created: bool,
+) -> None:
+    """Append the quarantined rows (with why) to the quarantine table's branch ``branch``, stamped with the intent."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, StringType, StructField, TimestampType
+
+    if created and not cat.table_exists(lh.catalog, qid):
+        schema = target
+        for name, typ in (
+            ("_wap_batch", StringType()),
+            ("_wap_checks", ArrayType(StringType())),
+            ("_wap_reason", StringType()),
+            ("_wap_user", StringType()),
+            ("_wap_quarantined_at", TimestampType()),
+        ):
+            schema = schema.add(StructField(name, typ, True))
+        lh.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS `{lh.settings.catalog_name}`.`{qid.namespace}`")
+        lh.spark.createDataFrame([], schema).writeTo(lh.spark_name(qid)).using("iceberg").create()
+        lh.journal.record(
+            user=user,
+            action=Action.CREATE,
+            table=str(qid),
+            outcome=Outcome.CREATED,
+            details={"columns": [f.name for f in schema.fields], "quarantine_of": intent.table},
+        )
+    if branch not in lh.table(qid).metadata.refs:
+        with_commit_retry(lambda: lh.spark.sql(f"ALTER TABLE {lh.sql_name(qid)} CREATE BRANCH `{branch}`"))
+    rows = (
+        plan.quarantined.withColumn("_wap_batch", F.lit(branch))
+        .withColumn("_wap_reason", F.lit(reason))
+        .withColumn("_wap_user", F.lit(user))
+        .withColumn("_wap_quarantined_at", F.lit(time.time()).cast("timestamp"))
+    )
+    qcols = lh.spark.table(lh.spark_name(qid)).columns
+    writer = rows.select(*[F.col(quote_column(c)) for c in qcols]).writeTo(lh.spark_name(qid, branch))
+    for k, v in {INTENT_PROPERTY: str(intent.id), "wap.batch": branch, "wap.user": user}.items():
+        writer = writer.option(f"snapshot-property.{k}", v)
+    with_commit_retry(writer.append)
+
+
+def _swap(
+    lh: Lakehouse, table: TableId, branch: str, lin: cat.Lineage, tmp: str, plan: _Plan, intent: Intent
+) -> int:
+    """The kept rows appended onto ``tmp`` (at the fork), then swapped in as ``branch``; the new head."""
+    assert lin.fork is not None
+    tbl = lh.table(table)
+    with commit_conflicts():
+        tbl.manage_snapshots().create_branch(lin.fork, tmp).commit()
+    props = {INTENT_PROPERTY: str(intent.id), "wap.quarantined-from": str(lin.head), "wap.user": intent.user}
+    for snap in lin.new_snapshots:  # the batch's provenance, carried over (as a rebase does)
+        for key in (
+            "wap.source",
+            "wap.format",
+            "wap.batch-id",
+            "wap.branch",
+            "wap.batch",
+            "wap.malformed-rows",
+        ):
+            if (val := cat.summary_get(snap, key)) is not None:
+                props[key] = val
+    writer = plan.kept.writeTo(lh.spark_name(table, tmp))
+    for k, v in props.items():
+        writer = writer.option(f"snapshot-property.{k}", v)
+    with_commit_retry(writer.append)
+    fault_point("after_quarantine_write")
+    now = lh.table(table)
+    if cat.ref_snapshot_id(now, branch) != lin.head:
+        raise ConflictError(f"branch {branch} of {table} changed during the quarantine; nothing was changed")
+    new_head = now.metadata.refs[tmp].snapshot_id
+    with commit_conflicts():
+        now.manage_snapshots().create_branch(new_head, branch).remove_branch(tmp).commit()
+    return new_head

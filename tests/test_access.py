@@ -158,6 +158,7 @@ def test_one_table_decides_every_permission() -> None:
         Permission.REBASE: Role.STEWARD,
         Permission.DISCARD: Role.STEWARD,
         Permission.COMMENT: Role.STEWARD,
+        Permission.QUARANTINE: Role.STEWARD,
         Permission.PUBLISH: Role.APPROVER,
         Permission.APPROVE: Role.APPROVER,
         Permission.FORCE_PUBLISH: Role.ADMIN,

@@ -48,6 +48,8 @@ from wap_core.workflow.refmove import Moved, Notice, RefMove
 from wap_core.workflow.review import ReviewStatus, review_state, second_admin_approval
 
 if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
     from wap_core.lakehouse import Lakehouse
 
 _LINEAGE_SCAN = 1000  # newest main snapshots searched for a published branch
@@ -428,14 +430,33 @@ def _replay_and_swap(
 ) -> int:
     """Append the branch's batch onto the temp branch ``tmp`` (at main), then swap it in as ``branch``; the new head."""
     batch = batch_frame(lh.spark, lh.spark_name(table), lin)
-    writer = batch.writeTo(lh.spark_name(table, tmp))
+    return append_and_swap(lh, table, branch, lin.head, tmp, batch, props, "rebase")
+
+
+def append_and_swap(
+    lh: Lakehouse,
+    table: TableId,
+    branch: str,
+    head: int,
+    tmp: str,
+    rows: DataFrame,
+    props: dict[str, str],
+    action: str,
+) -> int:
+    """Append ``rows`` (with snapshot ``props``) onto the temp branch ``tmp``, then swap ``tmp`` in as
+    ``branch`` in one metadata commit, provided ``branch`` is still at ``head``; the new head.
+
+    The replacement of a branch's history (rebase, quarantine): fault point ``after_<action>_write``
+    between the append and the swap; a branch that moved meanwhile is a :class:`ConflictError`, nothing
+    changed (the caller removes ``tmp``)."""
+    writer = rows.writeTo(lh.spark_name(table, tmp))
     for k, v in props.items():
         writer = writer.option(f"snapshot-property.{k}", v)
     with_commit_retry(writer.append)
-    fault_point("after_rebase_write")
+    fault_point(f"after_{action}_write")
     now = lh.table(table)
-    if cat.ref_snapshot_id(now, branch) != lin.head:
-        raise ConflictError(f"branch {branch} of {table} changed during the rebase; nothing was changed")
+    if cat.ref_snapshot_id(now, branch) != head:
+        raise ConflictError(f"branch {branch} of {table} changed during the {action}; nothing was changed")
     new_head = now.metadata.refs[tmp].snapshot_id
     with commit_conflicts():
         now.manage_snapshots().create_branch(new_head, branch).remove_branch(tmp).commit()

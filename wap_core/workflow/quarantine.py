@@ -49,6 +49,7 @@ from wap_core.states import Action, CheckStatus, Outcome
 from wap_core.store.journal import Intent
 from wap_core.workflow.audit import AuditResult, audit_branch, latest_audit
 from wap_core.workflow.batch import join
+from wap_core.workflow.publish import append_and_swap
 from wap_core.workflow.reconcile import INTENT_PROPERTY, reconciled_table, temp_branch_name, undo_kept
 from wap_core.workflow.refmove import Moved, RefMove
 
@@ -445,15 +446,4 @@ def _swap(
         ):
             if (val := cat.summary_get(snap, key)) is not None:
                 props[key] = val
-    writer = plan.kept.writeTo(lh.spark_name(table, tmp))
-    for k, v in props.items():
-        writer = writer.option(f"snapshot-property.{k}", v)
-    with_commit_retry(writer.append)
-    fault_point("after_quarantine_write")
-    now = lh.table(table)
-    if cat.ref_snapshot_id(now, branch) != lin.head:
-        raise ConflictError(f"branch {branch} of {table} changed during the quarantine; nothing was changed")
-    new_head = now.metadata.refs[tmp].snapshot_id
-    with commit_conflicts():
-        now.manage_snapshots().create_branch(new_head, branch).remove_branch(tmp).commit()
-    return new_head
+    return append_and_swap(lh, table, branch, lin.head, tmp, plan.kept, props, "quarantine")

@@ -284,8 +284,10 @@ def test_every_fault_point_has_a_kill_case() -> None:
     # the rollback and reopen points are killed in tests/test_workflow.py
     # (test_rollback_killed_at_its_fault_points_is_reconciled, test_reopen_killed_at_its_fault_points_is_reconciled),
     # a batch's publish in tests/test_batch_publish.py (test_killed_batch_publish_is_all_or_none_after_reconcile),
-    # quarantine in tests/test_quarantine.py (test_kill_at_each_point_then_reconcile)
-    elsewhere = ("rollback", "reopen", "publish_batch", "quarantine")
+    # quarantine in tests/test_quarantine.py (test_kill_at_each_point_then_reconcile), a batch's discard,
+    # rollback and rebase in tests/test_batch_moves.py (test_killed_batch_discard_is_all_or_none_after_reconcile,
+    # test_killed_batch_rollback_is_all_or_none_after_reconcile, test_killed_batch_rebase_is_all_or_none_after_reconcile)
+    elsewhere = ("rollback", "reopen", "publish_batch", "quarantine", "discard_batch", "rebase_batch")
     assert sorted(c.point for c in CASES) == sorted(
         p for p in FAULT_POINTS if not any(w in p for w in elsewhere)
     )

@@ -81,6 +81,9 @@ from wap_core.workflow.batch import load_batch as _load_batch
 from wap_core.workflow.batch import open_batches as _open_batches
 from wap_core.workflow.batch_audit import BatchAuditResult
 from wap_core.workflow.batch_audit import audit_batch as _audit_batch
+from wap_core.workflow.batch_moves import BatchRebaseResult, BatchRollbackResult
+from wap_core.workflow.batch_moves import rebase_batch as _rebase_batch
+from wap_core.workflow.batch_moves import rollback_batch as _rollback_batch
 from wap_core.workflow.batch_publish import BatchDiscardResult, BatchPublishResult
 from wap_core.workflow.batch_publish import discard_batch as _discard_batch
 from wap_core.workflow.batch_publish import publish_batch as _publish_batch
@@ -146,7 +149,9 @@ __all__ = [
     "BatchDiscardResult",
     "BatchPublishResult",
     "BatchReadiness",
+    "BatchRebaseResult",
     "BatchReview",
+    "BatchRollbackResult",
     "BatchRow",
     "BatchTable",
     "BranchInfo",
@@ -572,6 +577,11 @@ def rebase(ctx: Context, table: TableId, branch: str) -> RebaseResult:
     return _rebase(ctx, table, branch)
 
 
+def rebase_batch(ctx: Context, name: str) -> BatchRebaseResult:
+    """Rebase every table's branch of the batch ``name`` onto its main, all or none, then re-audit it, as who acts."""
+    return _rebase_batch(ctx, name)
+
+
 def quarantine(
     ctx: Context, table: TableId, branch: str, *, checks: Sequence[str] = (), reason: str
 ) -> QuarantineResult:
@@ -614,6 +624,12 @@ def rollback(
 ) -> RollbackResult:
     """Move main back to ``to_snapshot`` (admin), as who acts."""
     return _rollback(ctx, table, to_snapshot, reason=reason, expected_main=expected_main)
+
+
+def rollback_batch(ctx: Context, name: str, *, reason: str) -> BatchRollbackResult:
+    """Move every table of the published batch ``name`` back to its main before that publish, all or none
+    (admin), as who acts."""
+    return _rollback_batch(ctx, name, reason=reason)
 
 
 def reopen(

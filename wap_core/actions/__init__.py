@@ -32,10 +32,12 @@ from wap_core.actions import (
     publish_batch,
     quarantine,
     rebase,
+    rebase_batch,
     reopen,
     request_changes,
     revoke_token,
     rollback,
+    rollback_batch,
 )
 from wap_core.actions.spec import ActionSpec, CliCommand, EventSpec, PermissionSpec
 
@@ -50,7 +52,9 @@ REGISTRY: tuple[ActionSpec, ...] = (
     discard.ACTION,
     publish_batch.ACTION,
     discard_batch.ACTION,
+    rebase_batch.ACTION,
     rollback.ACTION,
+    rollback_batch.ACTION,
     reopen.ACTION,
     gc.ACTION,
     approve.ACTION,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from wap_core.actions import common
-from wap_core.actions.spec import JSON, TABLE, ActionSpec, CliCommand, EventSpec, arg
+from wap_core.actions.spec import JSON, OPTIONAL_TABLE, ActionSpec, CliCommand, EventSpec, arg
 
 ROLLED_BACK = EventSpec("rolled_back", "Rolled back", ":rewind:")
 
@@ -20,8 +20,13 @@ ACTION = ActionSpec(
         ("rollback",),
         "move main back to a snapshot in its own history (admin role)",
         (
-            TABLE,
-            arg("--to", required=True, type=int, metavar="SNAPSHOT_ID"),
+            OPTIONAL_TABLE,
+            arg("--to", type=int, metavar="SNAPSHOT_ID", help="the snapshot to move TABLE's main back to"),
+            arg(
+                "--batch",
+                help="move every table of this published batch back to its main before the batch's publish,"
+                " all or none (instead of TABLE --to)",
+            ),
             arg("--reason", required=True),
             JSON,
         ),

@@ -240,7 +240,12 @@ def _publish(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _rebase(args: argparse.Namespace, ctx: Context) -> int:
-
+    batch = _table_branch_or_batch(args, "rebase")
+    if batch is not None:
+        br = api.rebase_batch(ctx, batch)
+        moves = "; ".join(f"{t.table} {t.outcome} {t.old_head} -> {t.new_head}" for t in br.tables)
+        audit = f"; audit {br.audit.status}" if br.audit is not None else ""
+        return print_result(args, br, f"{br.outcome}: batch {br.batch}: {moves}{audit}")
     rb = api.rebase(ctx, TableId.parse(args.table), args.branch)
     return print_result(
         args,
@@ -312,7 +317,16 @@ def _comments(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _rollback(args: argparse.Namespace, ctx: Context) -> int:
-
+    if args.batch is not None:
+        if args.table is not None or args.to is not None:
+            raise ValidationError("rollback: give TABLE --to SNAPSHOT_ID or --batch NAME, not both")
+        bb = api.rollback_batch(ctx, args.batch, reason=args.reason)
+        moves = "; ".join(f"{t.table} main {t.main_before} -> {t.main_after}" for t in bb.tables)
+        return print_result(args, bb, f"rolled back batch {bb.batch} ({len(bb.tables)} tables): {moves}")
+    if args.table is None or args.to is None:
+        raise ValidationError(
+            "rollback: give TABLE --to SNAPSHOT_ID, or --batch NAME for every table of a batch"
+        )
     rr = api.rollback(ctx, TableId.parse(args.table), args.to, reason=args.reason)
     return print_result(
         args,

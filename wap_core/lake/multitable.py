@@ -27,7 +27,7 @@ single-table commit declares them; :func:`fast_forward` builds the ones of a bat
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any
@@ -287,3 +287,39 @@ def _loser(text_: str, ordered: Sequence[TableCommit]) -> TableId:
         if str(c.table) in text_ or c.table.name in text_:
             return c.table
     return ordered[0].table
+
+
+def ref_changes(
+    table: TableId,
+    base: Table,
+    *,
+    expect: Mapping[str, int | None],
+    set_branches: Mapping[str, int] | None = None,
+    remove: Sequence[str] = (),
+) -> TableCommit:
+    """A table's ref changes in a multi-table commit (a batch's discard, rollback or rebase swap): the
+    branches ``set_branches`` pointed at their snapshots (an existing branch keeps its retention settings),
+    the refs ``remove`` removed; required: the same table and every ref of ``expect`` where ``base`` saw it
+    (``None``: absent). No snapshot is written."""
+    meta = base.metadata
+    updates: list[TableUpdate] = []
+    for name, snapshot_id in (set_branches or {}).items():
+        ref: JsonObject = {"ref-name": name, "type": SnapshotRefType.BRANCH, "snapshot-id": snapshot_id}
+        if (old := meta.refs.get(name)) is not None:
+            ref.update(
+                {
+                    "max-ref-age-ms": old.max_ref_age_ms,
+                    "max-snapshot-age-ms": old.max_snapshot_age_ms,
+                    "min-snapshots-to-keep": old.min_snapshots_to_keep,
+                }
+            )
+        updates.append(SetSnapshotRefUpdate.model_validate(ref))
+    updates.extend(RemoveSnapshotRefUpdate.model_validate({"ref-name": name}) for name in remove)
+    requirements: tuple[TableRequirement, ...] = (
+        AssertTableUUID(uuid=meta.table_uuid),
+        *(
+            AssertRefSnapshotId.model_validate({"ref": name, "snapshot-id": sid})
+            for name, sid in expect.items()
+        ),
+    )
+    return TableCommit(table=table, base=base, requirements=requirements, updates=tuple(updates))

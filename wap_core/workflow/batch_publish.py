@@ -19,7 +19,10 @@ resolved ``refused`` naming the table that lost (:class:`~wap_core.exceptions.Co
 killed in between leaves pending intents that :mod:`wap_core.workflow.reconcile` decides per table from
 the metadata, under the original user; on the JDBC catalog either every main moved or none did.
 
-The kill points (``WAP_FAULT``) are declared in :mod:`wap_core.actions.publish_batch`.
+``discard_batch`` takes the same path: every table's branch removed in one multi-table commit, all or none.
+
+The kill points (``WAP_FAULT``) are declared in :mod:`wap_core.actions.publish_batch` and
+:mod:`wap_core.actions.discard_batch`.
 """
 
 from __future__ import annotations
@@ -33,7 +36,6 @@ from sqlalchemy import Connection
 
 from wap_core import notify
 from wap_core.exceptions import (
-    CommitConflictError,
     ConflictError,
     NotFoundError,
     RefusedError,
@@ -47,8 +49,8 @@ from wap_core.lake.multitable import (
     atomicity,
     commit_tables,
     fast_forward,
+    ref_changes,
 )
-from wap_core.lake.refs import remove_branch
 from wap_core.security.access import Permission
 from wap_core.session import Session
 from wap_core.states import Action, Outcome, PublishOutcome
@@ -59,7 +61,7 @@ from wap_core.workflow.batch import Batch, load_batch
 from wap_core.workflow.batch_status import BatchReadiness, batch_readiness
 from wap_core.workflow.publish import DiscardResult, PublishResult
 from wap_core.workflow.reconcile import reconcile
-from wap_core.workflow.refmove import BatchMove, Moved, Notice, RefMove, TableMove
+from wap_core.workflow.refmove import BatchMove, Notice, TableMove
 from wap_core.workflow.review import review_state, second_admin_approval
 
 if TYPE_CHECKING:
@@ -242,40 +244,60 @@ def publish_batch(
 
 
 def discard_batch(session: Session, name: str, *, reason: str | None = None) -> BatchDiscardResult:
-    """Remove every table's branch of batch ``name`` (journaled per table, one notification); mains untouched."""
+    """Remove every table's branch of batch ``name``, all or none, in one multi-table commit (mains untouched).
+
+    The path of a batch publish (:class:`~wap_core.workflow.refmove.BatchMove`): one ``discard`` intent per
+    table in one journal transaction, every branch removal in ONE :func:`~wap_core.lake.multitable.commit_tables`
+    (each required still at the head the batch was read at), every outcome and the memberships' closing in one
+    transaction, one notification. A branch that moved since it was read refuses the whole discard (journaled
+    ``refused`` naming the table): no branch went.
+    """
     s = session
     lh = s.lakehouse
     validate_branch(name)
     batch = _open_batch(s, name)
     for t in batch.tables:
         s.authorize(Permission.DISCARD, table=t.table, branch=name)
-    out = []
-    for t in batch.tables:
-
-        def commit(_: Intent, table: TableId = t.table, head: int = t.head) -> Moved:
-            try:
-                removed = remove_branch(lh.catalog, table, name, head=head)
-            except CommitConflictError as exc:
-                removed, why = False, f" ({exc})"
-            else:
-                why = " (the branch moved or went)"
-            if not removed:
-                raise ConflictError(
-                    f"discard of {table} {name} lost a race with another change; nothing was discarded{why}"
-                )
-            return Moved(Outcome.DISCARDED)
-
-        RefMove(s, Action.DISCARD, t.table, name, t.head, reason=reason, details={"batch": name}).run(commit)
-        store.close_members(lh.journal.engine, name, [str(t.table)], "discarded")
-        out.append(DiscardResult(str(t.table), name, t.head, reason))
-    s.notify(
-        notify.Event.DISCARDED,
-        table=", ".join(str(t) for t in batch.table_ids),
-        branch=name,
-        user=s.user,
-        status=Outcome.DISCARDED.value,
-        summary=f"batch {name} discarded: the branches of {', '.join(map(str, batch.table_ids))} removed; mains untouched"
-        + (f": {reason}" if reason else ""),
-        snapshot_id=None,
+    move = BatchMove(
+        s,
+        Action.DISCARD,
+        name,
+        tuple(TableMove(t.table, t.head, None) for t in batch.tables),
+        reason,
+        {"batch": name, "tables": {str(t.table): {"head": t.head} for t in batch.tables}},
     )
-    return BatchDiscardResult(name, tuple(out), reason)
+    bases: dict[str, Table] = {}
+    for t in batch.tables:
+        tbl = lh.table(t.table)
+        if cat.ref_snapshot_id(tbl, name) != t.head:
+            exc = ConflictError(
+                f"discard of batch {name} refused: {t.table}'s branch moved since the batch was read;"
+                " no branch of the batch was removed"
+            )
+            raise move.refuse(exc)
+        bases[str(t.table)] = tbl
+
+    def commit(
+        _: list[Intent],
+    ) -> None:  # a MultiTableConflictError (the table whose branch moved) refuses all
+        commit_tables(
+            lh.catalog,
+            [
+                ref_changes(t.table, bases[str(t.table)], expect={name: t.head}, remove=(name,))
+                for t in batch.tables
+            ],
+            after_write=lambda: fault_point("after_discard_batch_write"),
+            in_transaction=lambda: fault_point("in_discard_batch_transaction"),
+        )
+
+    def close(conn: Connection) -> None:
+        store.close_members(conn, name, [str(t) for t in batch.table_ids], "discarded")
+
+    tables = ", ".join(map(str, batch.table_ids))
+    summary = (
+        f"batch {name} discarded, all {len(batch.tables)} tables in one commit: the branches of {tables} removed; mains untouched"
+        + (f": {reason}" if reason else "")
+    )
+    move.run(commit, Outcome.DISCARDED, Notice(notify.Event.DISCARDED, summary, None), also=close)
+    out = tuple(DiscardResult(str(t.table), name, t.head, reason) for t in batch.tables)
+    return BatchDiscardResult(name, out, reason)

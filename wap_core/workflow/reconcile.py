@@ -293,9 +293,10 @@ def _decide(lh: Lakehouse, tbl: Table | None, intent: Intent) -> JournalEntry | 
     if v.landed:
         if v.cleanup:
             remove_branches(lh.catalog, intent.table, v.cleanup)
-        if isinstance(batch := intent.details.get("batch"), str) and intent.action is Action.PUBLISH:
-            # a batch publish that landed: its membership closes as the publisher would have closed it
-            batches.close_members(lh.journal.engine, batch, [intent.table], "published")
+        closed_as = {Action.PUBLISH: "published", Action.DISCARD: "discarded"}.get(intent.action)
+        if isinstance(batch := intent.details.get("batch"), str) and closed_as is not None:
+            # a batch publish / discard that landed: its membership closes as the actor would have closed it
+            batches.close_members(lh.journal.engine, batch, [intent.table], closed_as)
         return lh.journal.resolve_intent(
             intent,
             outcome=v.outcome,

@@ -182,6 +182,9 @@ class TableMove:
     table: TableId
     before: int | None
     after: int | None
+    details: JsonObject = field(
+        default_factory=dict
+    )  # this table's own intent details (merged over the batch's)
 
 
 @dataclass(frozen=True)
@@ -201,11 +204,17 @@ class BatchMove:
     tables: tuple[TableMove, ...]
     reason: str | None = None
     details: JsonObject = field(default_factory=dict)
+    ref: str | None = None  # the ref each table's intent moves (and locks), when not the batch's branch: main
 
     @property
     def lh(self) -> Lakehouse:
         """The session's lakehouse."""
         return self.session.lakehouse
+
+    @property
+    def moved_ref(self) -> str:
+        """The ref every table's intent names: ``ref``, else the batch's branch."""
+        return self.ref if self.ref is not None else self.branch
 
     @property
     def where(self) -> str:
@@ -216,7 +225,7 @@ class BatchMove:
         """Journal ``exc`` as a refusal of every table's move (the session's one refusal path; one notification)."""
         for n, t in enumerate(self.tables):
             self.session.refuse(
-                self.action, exc, table=t.table, branch=self.branch, before=t.before, notify_it=n == 0
+                self.action, exc, table=t.table, branch=self.moved_ref, before=t.before, notify_it=n == 0
             )
         return exc
 
@@ -228,11 +237,11 @@ class BatchMove:
                 self.session.user,
                 self.action,
                 str(t.table),
-                self.branch,
+                self.moved_ref,
                 t.before,
                 t.after,
                 self.reason,
-                self.details,
+                {**self.details, **t.details},
             )
             for t in self.tables
         ]
@@ -245,28 +254,33 @@ class BatchMove:
 
     def run(
         self,
-        commit: Callable[[list[Intent]], None],
+        commit: Callable[[list[Intent]], dict[int, int] | None],
         outcome: Outcome,
-        notice: Notice,
+        notice: Notice | None,
         *,
         also: Callable[[Connection], object] | None = None,
     ) -> list[JournalEntry]:
         """Announce, commit (``commit`` moves every ref or raises), record ``outcome`` for every table with
-        ``also(conn)`` in the same transaction, notify ``notice``; the outcome rows."""
+        ``also(conn)`` in the same transaction, notify ``notice`` (None: not notified); the outcome rows."""
         intents = self.begin()
         with ExitStack() as stack:
             for intent in intents:
                 stack.enter_context(acting(self.lh, intent))
             self._points(f"after_{self.action}_batch_intents")
             try:
-                commit(intents)
+                landed = commit(intents) or {}  # intent id -> the snapshot it moved to, when not its expected
             except ConflictError as exc:
                 raise self._lost(intents, exc) from exc
             self._points(f"after_{self.action}_batch_commit")
             self._points(f"before_{self.action}_batch_outcome")
             entries = self.lh.journal.resolve_intents(
-                [(i, i.expected_after) for i in intents], outcome=outcome, done=True, also=also
+                [(i, landed.get(i.id, i.expected_after)) for i in intents],
+                outcome=outcome,
+                done=True,
+                also=also,
             )
+        if notice is None:  # a move that is not notified (a rebase)
+            return entries
         self.session.notify(
             notice.event,
             table=self.where,

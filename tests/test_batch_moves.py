@@ -1,0 +1,366 @@
+"""Discard, roll back and rebase a batch that spans tables: every table's ref moves, or none (issue 27, item 4).
+
+Real Spark + Iceberg on a JDBC catalog in SQLite and in PostgreSQL (one module-scoped lakehouse each, seeded
+once). Each batch move is ONE multi-table commit: a table that lost a race (its branch or main moved since it
+was read) refuses the whole move, journaled ``refused`` naming it; kill -9 (a CLI subprocess with
+``WAP_FAULT``) at every commit point of a batch's discard and rollback (and the rebase's on SQLite), then
+``reconcile``: every table's ref moved or none did, the journal says which under the original user.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from conftest import create_pg_database
+from helpers import ANN, ROOT, ROOT_, SAM, TWO_PERSON_ACCESS, lake_env, lake_settings, run_cli, seed_tables
+from test_batch_publish import ARROW, cli, cli_env, mains, stage
+
+from wap_core import Lakehouse, TableId
+from wap_core.exceptions import AccessDeniedError, ConflictError, RefusedError
+from wap_core.faults import FAULT_EXIT_CODE, PAUSE_ENV
+from wap_core.identifiers import MAIN
+from wap_core.session import Identity, Session
+from wap_core.states import Action, Outcome, RebaseOutcome
+from wap_core.store import batches as store
+from wap_core.workflow.batch_moves import rebase_batch, rollback_batch
+from wap_core.workflow.batch_publish import discard_batch, publish_batch
+from wap_core.workflow.reconcile import reconcile
+
+T1, T2, T3 = (TableId("bm", n) for n in ("airports", "flights", "planes"))
+TABLES = (T1, T2, T3)
+SUITE = "".join(f"{t}:\n  checks:\n    - not_null: [name]\n" for t in TABLES)
+
+
+@pytest.fixture(params=["sqlite", "postgres"], scope="module")
+def lake(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, spark_session: None
+) -> Lakehouse:
+    home = tmp_path_factory.mktemp(f"bm_{request.param}")
+    kw: dict[str, Any] = {}
+    if request.param == "postgres":
+        kw["catalog_uri"] = create_pg_database(request.getfixturevalue("postgres"), f"bm_{os.getpid()}")
+    settings = lake_settings(
+        home, f"bm_{request.param}", SUITE, access_path=home / "access.yml", ingest_roots=(home,), **kw
+    )
+    lh = Lakehouse(settings)
+    seed_tables(lh, TABLES, home / "src")
+    settings.access_file.write_text(TWO_PERSON_ACCESS)
+    return lh
+
+
+def as_(lh: Lakehouse, user: str) -> Session:
+    return Session(lh, Identity(user))
+
+
+def cli_as(lh: Lakehouse, user: str, *args: str) -> tuple[int, str, str]:
+    more = {"WAP_CATALOG_URI": lh.settings.catalog_uri} if lh.settings.catalog_uri else {}
+    return run_cli(lake_env(lh.settings, user, access=True, roots=True, **more), *args)
+
+
+def branches(lh: Lakehouse, name: str, tables: tuple[TableId, ...] = TABLES) -> dict[TableId, int | None]:
+    """Every table's ref ``name``, raw from the catalog (no reconciliation)."""
+    out = {}
+    for t in tables:
+        ref = lh.catalog.load_table(t.tuple).metadata.refs.get(name)
+        out[t] = ref.snapshot_id if ref is not None else None
+    return out
+
+
+def rows_of(lh: Lakehouse, branch: str, action: Action, *, ref: str | None = None) -> list[Any]:
+    """The outcome rows of intents of ``action`` of batch ``branch`` (on ``ref``: main for a rollback)."""
+    return [
+        e
+        for e in lh.journal.history(branch=ref or branch, action=action)
+        if e.intent_id is not None and e.details.get("batch") == branch
+    ]
+
+
+def append_on(lh: Lakehouse, t: TableId, branch: str, value: int) -> int:
+    """A row appended on ``t``'s ``branch`` by PyIceberg (another writer); the branch's new head."""
+    lh.catalog.load_table(t.tuple).append(
+        pa.table({"id": [value], "name": [f"x{value}"]}, schema=ARROW), branch=branch
+    )
+    return lh.catalog.load_table(t.tuple).metadata.refs[branch].snapshot_id
+
+
+def published(lh: Lakehouse, tables: list[TableId], name: str, value: int) -> dict[TableId, int]:
+    """Batch ``name`` staged on ``tables`` and published (forced by root: no audit needed); the new mains."""
+    heads = stage(lh, tables, name, value, audit=False)
+    publish_batch(as_(lh, ROOT_), name, force=True, reason="test batch")
+    return heads
+
+
+def held(lh: Lakehouse, point: str, *args: str, seconds: int = 10) -> subprocess.Popen[str]:
+    """``wap ARGS`` as root in a subprocess held at ``point`` (``WAP_PAUSE``) for ``seconds``."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "wap_core", *args],
+        cwd=ROOT,
+        env=cli_env(lh, ROOT_, **{PAUSE_ENV: f"{point}={seconds}"}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_pending(lh: Lakehouse, ref: str, n: int) -> None:
+    deadline = time.monotonic() + 120
+    while len([i for i in lh.journal.pending_intents() if i.branch == ref]) < n:
+        assert time.monotonic() < deadline, f"no pending intents on {ref}"
+        time.sleep(0.2)
+
+
+# --------------------------------------------------------------------------- discard --batch
+
+
+def test_discard_batch_is_all_or_none_when_a_branch_moved(lake: Lakehouse) -> None:
+    heads = stage(lake, [T1, T2], "dx1", 10, audit=False)
+    before = mains(lake, TABLES)
+    p = held(lake, "after_discard_batch_intents", "discard", "--batch", "dx1", "--reason", "wrong day")
+    wait_pending(lake, "dx1", 2)  # read and announced; not committed
+    moved = append_on(lake, T2, "dx1", 11)  # flights' branch moves meanwhile
+    _, err = p.communicate(timeout=300)
+    assert p.returncode == 1, err
+    assert "bm.flights lost" in err and len(err.strip().splitlines()) == 1
+    # nothing went: airports' branch is still there (table by table, it would have been removed)
+    assert branches(lake, "dx1", (T1, T2)) == {T1: heads[T1], T2: moved}
+    assert mains(lake, TABLES) == before
+    rows = rows_of(lake, "dx1", Action.DISCARD)
+    assert {(e.table, e.outcome, e.user) for e in rows} == {
+        (str(T1), Outcome.REFUSED, ROOT_),
+        (str(T2), Outcome.REFUSED, ROOT_),
+    }
+    assert all(e.details.get("lost") == str(T2) for e in rows)
+    assert {m.closed_as for m in store.members(lake.journal.engine, "dx1")} == {None}
+    # again: every branch goes in one commit, each intent resolved discarded, the memberships closed
+    code, out, err = cli_as(lake, SAM, "discard", "--batch", "dx1", "--reason", "wrong day", "--json")
+    assert code == 0, err
+    assert [t["table"] for t in json.loads(out)["tables"]] == [str(T1), str(T2)]
+    assert branches(lake, "dx1", (T1, T2)) == {T1: None, T2: None}
+    done = [e for e in rows_of(lake, "dx1", Action.DISCARD) if e.outcome is Outcome.DISCARDED]
+    assert {(e.table, e.user, e.reason) for e in done} == {
+        (str(T1), SAM, "wrong day"),
+        (str(T2), SAM, "wrong day"),
+    }
+    assert {m.closed_as for m in store.members(lake.journal.engine, "dx1")} == {"discarded"}
+    assert mains(lake, TABLES) == before
+
+
+DISCARD_NOTHING = ("after_discard_batch_intents", "after_discard_batch_write", "in_discard_batch_transaction")
+DISCARD_ALL = ("after_discard_batch_commit", "before_discard_batch_outcome")
+
+
+@pytest.mark.parametrize("point", DISCARD_NOTHING + DISCARD_ALL)
+def test_killed_batch_discard_is_all_or_none_after_reconcile(lake: Lakehouse, point: str) -> None:
+    n = (DISCARD_NOTHING + DISCARD_ALL).index(point)
+    name = f"dk{n}"
+    heads = stage(lake, [T1, T3], name, 20 + n, audit=False)
+    p = cli(cli_env(lake, ROOT_, WAP_FAULT=point), "discard", "--batch", name, "--reason", "killed")
+    assert p.returncode == FAULT_EXIT_CODE, p.stderr[-2000:]
+    gone = point in DISCARD_ALL
+    assert branches(lake, name, (T1, T3)) == (
+        {T1: None, T3: None} if gone else {T1: heads[T1], T3: heads[T3]}
+    )
+    assert len([i for i in lake.journal.pending_intents() if i.branch == name]) == 2
+    reconcile(lake)  # another process decides, under the original user
+    rows = rows_of(lake, name, Action.DISCARD)
+    assert len(rows) == 2 and {e.user for e in rows} == {ROOT_} and all(e.reconciled for e in rows)
+    assert {e.outcome for e in rows} == ({Outcome.DISCARDED} if gone else {Outcome.ABANDONED})
+    closed = {m.closed_as for m in store.members(lake.journal.engine, name)}
+    if gone:
+        assert closed == {"discarded"}
+    else:  # the batch is whole on its branches: discardable again
+        assert closed == {None}
+        discard_batch(as_(lake, ROOT_), name, reason="again")
+        assert branches(lake, name, (T1, T3)) == {T1: None, T3: None}
+
+
+# --------------------------------------------------------------------------- rollback --batch
+
+
+def test_rollback_batch_moves_every_main_back_or_none(lake: Lakehouse) -> None:
+    before = mains(lake, TABLES)
+    heads = published(lake, [T1, T2], "rb1", 30)
+    assert mains(lake, TABLES) == {**before, T1: heads[T1], T2: heads[T2]}
+    # admin only, and a reason
+    with pytest.raises(AccessDeniedError, match="may not rollback:"):
+        rollback_batch(as_(lake, ANN), "rb1", reason="bad day")
+    code, _, err = cli_as(lake, ROOT_, "rollback", "--batch", "rb1", "--to", "1", "--reason", "x")
+    assert code == 2 and "not both" in err and len(err.strip().splitlines()) == 1
+    code, out, err = cli_as(lake, ROOT_, "rollback", "--batch", "rb1", "--reason", "bad day", "--json")
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["batch"] == "rb1" and [t["table"] for t in res["tables"]] == [str(T1), str(T2)]
+    assert {t["table"]: [r["snapshot_id"] for r in t["rolled_back"]] for t in res["tables"]} == {
+        str(T1): [heads[T1]],
+        str(T2): [heads[T2]],
+    }
+    assert mains(lake, TABLES) == before  # every main back where the batch found it
+    rows = rows_of(lake, "rb1", Action.ROLLBACK, ref=MAIN)
+    assert {(e.table, e.outcome, e.user, e.snapshot_after) for e in rows} == {
+        (str(T1), Outcome.ROLLED_BACK, ROOT_, before[T1]),
+        (str(T2), Outcome.ROLLED_BACK, ROOT_, before[T2]),
+    }
+    assert {e.table: e.details["rolled_back"] for e in rows} == {str(T1): [heads[T1]], str(T2): [heads[T2]]}
+    # the batch tag stays (what was published); again: refused, nothing moves
+    assert lake.catalog.load_table(T1.tuple).metadata.refs["batch-rb1"].snapshot_id == heads[T1]
+    with pytest.raises(RefusedError, match="already where it was"):
+        rollback_batch(as_(lake, ROOT_), "rb1", reason="again")
+    assert mains(lake, TABLES) == before
+    code, _, err = cli_as(lake, ROOT_, "rollback", "--batch", "never_was", "--reason", "x")
+    assert code == 2 and "never published" in err
+
+
+def test_rollback_batch_is_refused_when_a_main_moved_since(lake: Lakehouse) -> None:
+    published(lake, [T1, T3], "rb2", 40)
+    later = published(lake, [T3], "rb2_later", 41)  # planes' main moves on after the batch
+    now = mains(lake, TABLES)
+    with pytest.raises(ConflictError, match=r"bm\.planes's main moved since the batch's publish"):
+        rollback_batch(as_(lake, ROOT_), "rb2", reason="bad day")
+    assert mains(lake, TABLES) == now and now[T3] == later[T3]
+    refused = lake.journal.history(branch=MAIN, action=Action.ROLLBACK, limit=5)
+    assert {(e.table, e.outcome) for e in refused[:2]} == {
+        (str(T1), Outcome.REFUSED),
+        (str(T3), Outcome.REFUSED),
+    }
+    # a main that moves between the read and the commit: the whole rollback lost, journaled naming it
+    before = mains(lake, TABLES)
+    heads = published(lake, [T1, T2], "rb3", 42)
+    p = held(lake, "after_rollback_batch_intents", "rollback", "--batch", "rb3", "--reason", "bad day")
+    wait_pending(lake, MAIN, 2)
+    won = published(lake, [T2], "rb3_race", 43)
+    _, err = p.communicate(timeout=300)
+    assert p.returncode == 1 and "bm.flights lost" in err, err
+    assert mains(lake, TABLES) == {**before, T1: heads[T1], T2: won[T2]}
+    rows = rows_of(lake, "rb3", Action.ROLLBACK, ref=MAIN)
+    assert {(e.table, e.outcome) for e in rows} == {(str(T1), Outcome.REFUSED), (str(T2), Outcome.REFUSED)}
+    assert all(e.details.get("lost") == str(T2) for e in rows)
+
+
+ROLLBACK_NOTHING = (
+    "after_rollback_batch_intents",
+    "after_rollback_batch_write",
+    "in_rollback_batch_transaction",
+)
+ROLLBACK_ALL = ("after_rollback_batch_commit", "before_rollback_batch_outcome")
+
+
+@pytest.mark.parametrize("point", ROLLBACK_NOTHING + ROLLBACK_ALL)
+def test_killed_batch_rollback_is_all_or_none_after_reconcile(lake: Lakehouse, point: str) -> None:
+    n = (ROLLBACK_NOTHING + ROLLBACK_ALL).index(point)
+    name = f"rk{n}"
+    before = mains(lake, TABLES)
+    heads = published(lake, [T2, T3], name, 50 + n)
+    p = cli(cli_env(lake, ROOT_, WAP_FAULT=point), "rollback", "--batch", name, "--reason", "killed")
+    assert p.returncode == FAULT_EXIT_CODE, p.stderr[-2000:]
+    back = point in ROLLBACK_ALL
+    assert mains(lake, TABLES) == (before if back else {**before, T2: heads[T2], T3: heads[T3]})
+    assert len([i for i in lake.journal.pending_intents() if i.branch == MAIN]) == 2
+    reconcile(lake)
+    rows = rows_of(lake, name, Action.ROLLBACK, ref=MAIN)
+    assert len(rows) == 2 and {e.user for e in rows} == {ROOT_} and all(e.reconciled for e in rows)
+    assert {e.outcome for e in rows} == ({Outcome.ROLLED_BACK} if back else {Outcome.ABANDONED})
+    if not back:  # nothing moved: the rollback can run again
+        rollback_batch(as_(lake, ROOT_), name, reason="again")
+        assert mains(lake, TABLES) == before
+
+
+# --------------------------------------------------------------------------- rebase --batch
+
+
+def test_rebase_batch_swaps_every_branch_in_one_commit(lake: Lakehouse) -> None:
+    heads = stage(lake, [T1, T2], "rx1", 60, audit=False)
+    with pytest.raises(AccessDeniedError, match="may not rebase:"):
+        rebase_batch(as_(lake, "vic@corp.test"), "rx1")  # a viewer
+    published(lake, [T1], "rx1_main", 61)  # airports' main moves on: the batch must be rebased
+    with pytest.raises(RefusedError):
+        publish_batch(as_(lake, ROOT_), "rx1")  # not a fast-forward of airports' main (nor audited)
+    res = rebase_batch(as_(lake, SAM), "rx1")
+    assert res.outcome is RebaseOutcome.REBASED
+    by = {r.table: r for r in res.tables}
+    assert by[str(T1)].outcome is RebaseOutcome.REBASED and by[str(T2)].outcome is RebaseOutcome.UP_TO_DATE
+    new = branches(lake, "rx1", (T1, T2))
+    assert new[T2] == heads[T2] and new[T1] == by[str(T1)].new_head != heads[T1]
+    tbl = lake.catalog.load_table(T1.tuple)
+    assert tbl.snapshot_by_id(new[T1]).parent_snapshot_id == tbl.metadata.refs["main"].snapshot_id
+    assert not [r for r in tbl.metadata.refs if "__rebase_" in r]  # the temp branch went with the swap
+    rows = [e for e in lake.journal.history(branch="rx1", action=Action.REBASE) if e.intent_id]
+    assert [(e.table, e.outcome, e.user, e.snapshot_after) for e in rows] == [
+        (str(T1), Outcome.REBASED, SAM, new[T1])
+    ]
+    assert res.audit is not None and res.audit.passed
+    ids = {r.id for r in lake.spark.table(lake.spark_name(T1, "rx1")).select("id").collect()}
+    assert {60, 61} <= ids
+    assert publish_batch(as_(lake, ANN), "rx1").tag == "batch-rx1"  # now a fast-forward, audited
+
+
+def test_rebase_batch_is_refused_as_a_whole_when_a_branch_moved(lake: Lakehouse) -> None:
+    heads = stage(lake, [T1, T3], "rx2", 70, audit=False)
+    published(lake, [T1], "rx2_m1", 71)
+    published(lake, [T3], "rx2_m3", 72)  # both mains moved: both tables are replayed
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            rebase_batch(as_(lake, SAM), "rx2")
+        except Exception as exc:
+            errors.append(exc)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(PAUSE_ENV, "after_rebase_batch_intents=6")
+        th = threading.Thread(target=run)
+        th.start()
+        wait_pending(lake, "rx2", 2)
+        moved = append_on(lake, T3, "rx2", 73)  # planes' branch moves while the rebase replays
+        th.join(300)
+    assert len(errors) == 1 and isinstance(errors[0], ConflictError), errors
+    assert "bm.planes lost" in str(errors[0])
+    assert branches(lake, "rx2", (T1, T3)) == {
+        T1: heads[T1],
+        T3: moved,
+    }  # airports' branch not swapped either
+    for t in (T1, T3):
+        assert not [r for r in lake.catalog.load_table(t.tuple).metadata.refs if "__rebase_" in r]
+    rows = [e for e in lake.journal.history(branch="rx2", action=Action.REBASE) if e.intent_id]
+    assert {(e.table, e.outcome) for e in rows} == {(str(T1), Outcome.REFUSED), (str(T3), Outcome.REFUSED)}
+    discard_batch(as_(lake, SAM), "rx2", reason="cleanup")
+
+
+REBASE_POINTS = (
+    "after_rebase_batch_temp_branches",
+    "in_rebase_batch_transaction",
+    "after_rebase_batch_commit",
+)
+
+
+@pytest.mark.parametrize("point", REBASE_POINTS)
+def test_killed_batch_rebase_is_all_or_none_after_reconcile(lake: Lakehouse, point: str) -> None:
+    if lake.settings.catalog_uri:
+        pytest.skip(
+            "a Spark subprocess per point: killed on SQLite only (the swap is the same commit_tables)"
+        )
+    n = REBASE_POINTS.index(point)
+    name = f"rq{n}"
+    heads = stage(lake, [T1, T2], name, 80 + n, audit=False)
+    published(lake, [T1], f"{name}_m1", 90 + n)
+    published(lake, [T2], f"{name}_m2", 95 + n)
+    p = cli(cli_env(lake, SAM, WAP_FAULT=point), "rebase", "--batch", name)
+    assert p.returncode == FAULT_EXIT_CODE, p.stderr[-2000:]
+    swapped = point == "after_rebase_batch_commit"
+    now = branches(lake, name, (T1, T2))
+    assert (now != {T1: heads[T1], T2: heads[T2]}) is swapped and all(now.values())
+    if swapped:
+        assert all(now[t] != heads[t] for t in (T1, T2))
+    reconcile(lake)
+    rows = [e for e in lake.journal.history(branch=name, action=Action.REBASE) if e.intent_id]
+    assert len(rows) == 2 and {e.user for e in rows} == {SAM} and all(e.reconciled for e in rows)
+    assert {e.outcome for e in rows} == ({Outcome.REBASED} if swapped else {Outcome.ABANDONED})
+    for t in (T1, T2):  # no temp branch is left behind either way
+        assert not [r for r in lake.catalog.load_table(t.tuple).metadata.refs if "__rebase_" in r]

@@ -7,8 +7,9 @@ Time is real: tiny TTLs through the table property (``wap.branch-ttl = 1s``) plu
 from __future__ import annotations
 
 import json
+import threading
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -17,7 +18,13 @@ import pytest
 from helpers import lake_env, refs, use_env, write_csv
 
 from wap_core import TableId
+from wap_core.exceptions import ConflictError
+from wap_core.faults import PAUSE_ENV
 from wap_core.lake import catalog as cat
+from wap_core.lake.catalog import file_io_properties
+from wap_core.lake.orphans import orphan_metadata_files, referenced_metadata
+from wap_core.session import Identity, Session
+from wap_core.workflow.batch_publish import discard_batch, publish_batch
 from wap_core.workflow.gc import collect_garbage, iceberg_would_remove
 from wap_core.workflow.ingest import ingest
 from wap_core.workflow.publish import discard, publish
@@ -243,3 +250,94 @@ def test_cli_gc_exit_codes_json_keys_and_text(seeded, tmp_path: Path, monkeypatc
     assert lh.journal.history("demo.people", action="discard")[0].user == "admin"
     assert main(["gc", "--older-than", "soon"]) == 2
     assert "invalid --older-than 'soon'" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- batches (issue 27)
+
+BATCH_SUITE = "".join(f"demo.{n}:\n  checks:\n    - not_null: [name]\n" for n in ("people", "pets"))
+
+
+def test_gc_removes_a_lost_batch_race_s_metadata_files_and_ages_batch_tags_out(  # type: ignore[no-untyped-def]
+    make_lakehouse, tmp_path: Path
+) -> None:
+    lh = make_lakehouse(BATCH_SUITE)
+    a, b = TableId("demo", "people"), TableId("demo", "pets")
+    root = Session(lh, Identity("root"))
+    props = file_io_properties(lh.settings)
+    for t in (a, b):
+        _seed(lh, t, tmp_path)
+    future = time.time() + 3600
+
+    def unreferenced() -> set[str]:
+        when = datetime.fromtimestamp(future, tz=UTC)
+        return {
+            f.path for t in (a, b) for f in orphan_metadata_files(lh.table(t), props, written_before=when)
+        }
+
+    def batch(name: str, value: int) -> None:
+        for t in (a, b):
+            path = write_csv(tmp_path / f"{t.name}_{name}.csv", HEADER, [(value, f"n{value}")])
+            assert ingest(lh, t, [path], batch=name).audit.passed
+
+    batch("b1", 10)
+    publish_batch(root, "b1")  # both tables tagged batch-b1
+    b1 = {t: lh.table(t).metadata.refs["batch-b1"].snapshot_id for t in (a, b)}
+    assert unreferenced() == set()  # a clean lakehouse: every metadata file is referenced
+    # lose a race on purpose: batch b2 reads both tables, is held after its intents; a one-table publish of
+    # pets wins; b2's commit writes both tables' next metadata files, then its swap fails: two orphans
+    batch("b2", 20)
+    _branch(lh, b, tmp_path, "solo", [(21, "solo")])
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            publish_batch(root, "b2")
+        except Exception as exc:
+            errors.append(exc)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(PAUSE_ENV, "after_publish_batch_intents=5")
+        th = threading.Thread(target=run)
+        th.start()
+        deadline = time.monotonic() + 60
+        while len([i for i in lh.journal.pending_intents() if i.branch == "b2"]) < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        publish(lh, b, "solo")
+        th.join(120)
+    assert len(errors) == 1 and isinstance(errors[0], ConflictError) and "demo.pets lost" in str(errors[0])
+    lost = unreferenced()
+    assert len(lost) == 2  # listed: they are stored
+    referenced = {t: referenced_metadata(lh.table(t)) for t in (a, b)}
+
+    # within the grace (default 1h) and the default retention: nothing of it goes
+    first = collect_garbage(lh)
+    assert all(t.orphan_metadata_files == () and t.expired_tags == () for t in first.tables)
+    assert unreferenced() == lost
+    dry = collect_garbage(lh, dry_run=True, grace=timedelta(0))
+    assert {p for t in dry.tables for p in t.orphan_metadata_files} == lost and unreferenced() == lost
+
+    discard_batch(root, "b2", reason="lost its race")  # its branches no longer hold b1's snapshot
+    res = collect_garbage(lh, older_than="0s", grace=timedelta(0))
+    by = {t.table: t for t in res.tables}
+    assert {p for t in res.tables for p in t.orphan_metadata_files} == lost
+    assert unreferenced() == set()  # the loser's files went
+    for t in (a, b):  # and nothing else: every file the tables reference is still there, both read
+        assert referenced[t] <= referenced_metadata(lh.table(t))
+        tbl = lh.table(t)
+        for entry in [tbl.metadata_location, *(e.metadata_file for e in tbl.metadata.metadata_log)]:
+            assert _stored(lh, entry), entry
+    assert _ids(lh, a) == {1, 2, 10} and _ids(lh, b) == {1, 2, 10, 21}
+    assert res.totals()["orphan_metadata_files"] == 2
+    gc_rows = lh.journal.history(action="gc")
+    assert {p for e in gc_rows for p in e.details.get("orphan_metadata_files", [])} == lost
+    # pets' main moved on past b1: its tag aged out with b1's snapshot; people's main is still b1: kept
+    assert by[str(b)].expired_tags == ("batch-b1",) and "batch-b1" not in refs(lh, b)
+    assert b1[b] in by[str(b)].expired_snapshot_ids
+    assert by[str(a)].expired_tags == () and refs(lh, a)["batch-b1"] == b1[a]
+    tag_row = lh.journal.history(str(b), branch="batch-b1", action="discard")[0]
+    assert (tag_row.outcome, tag_row.details["kind"], tag_row.snapshot_before) == (
+        "expired",
+        "batch_tag",
+        b1[b],
+    )

@@ -16,6 +16,16 @@ Per table, in this order:
    (Iceberg's own name), else ``Settings.snapshot_retention`` (``WAP_SNAPSHOT_RETENTION``, 30d);
    the newest ``history.expire.min-snapshots-to-keep`` (default 1) of main always stay.
 
+3. **Batch tags.** A ``batch-<name>`` tag (what a batch's publish tags every table with) ages out with the
+   batch's snapshots: a tag whose snapshot the retention would expire were the tag not there is removed
+   first (a ref move journaled as a ``discard`` of the tag, outcome ``expired``), so its snapshot expires
+   with the rest. A tag on a snapshot still kept (main's head, an open branch's fork, young) stays. Other
+   tags keep their snapshots as before.
+4. **Orphan metadata files.** ``*.metadata.json`` files in the table's metadata folder that neither the
+   current metadata nor its metadata-log references (a lost race's, a killed commit's: see
+   :mod:`wap_core.lake.orphans`), older than ``grace`` (a younger one may belong to a commit in flight), are
+   deleted, on the local file system or S3; journaled (action ``gc``, outcome ``removed``, their names).
+
 Iceberg keeps every snapshot a ref points at, but of a branch's ancestry only what is younger than
 ``older_than`` (and ``retain_last`` snapshots): an open branch's fork is an ancestor of its head, so
 Iceberg alone would expire an old fork, and with it the branch's link to main (the newest common
@@ -49,7 +59,9 @@ from wap_core.durations import format_duration, parse_duration
 from wap_core.exceptions import BranchBusyError, CommitConflictError, ValidationError
 from wap_core.identifiers import MAIN, TableId
 from wap_core.lake import catalog as cat
-from wap_core.lake.refs import remove_branch
+from wap_core.lake.catalog import file_io_properties
+from wap_core.lake.orphans import delete_orphans, orphan_metadata_files
+from wap_core.lake.refs import commit_conflicts, remove_branch
 from wap_core.notify import Event
 from wap_core.security.access import Permission
 from wap_core.session import Session, session_of
@@ -70,6 +82,7 @@ MAX_SNAPSHOT_AGE_PROPERTY = "history.expire.max-snapshot-age-ms"  # Iceberg's ta
 MIN_SNAPSHOTS_PROPERTY = "history.expire.min-snapshots-to-keep"  # Iceberg's table property
 MAX_REF_AGE_PROPERTY = "history.expire.max-ref-age-ms"  # Iceberg's table property
 TEMP_MARKER = "__rebase_"
+BATCH_TAG_PREFIX = "batch-"  # a batch publish's tag (workflow.batch_publish.batch_tag)
 DEFAULT_GRACE = timedelta(hours=1)
 _FOREVER_MS = 2**63 - 1
 
@@ -124,6 +137,10 @@ class TableGc:
     manifest_lists_deleted: int
     bytes_reclaimed: int  # data + delete files
     skipped: str | None = None  # why snapshots were not expired on this table
+    expired_tags: tuple[str, ...] = ()  # batch-<name> tags aged out with their snapshots
+    orphan_metadata_files: tuple[
+        str, ...
+    ] = ()  # unreferenced *.metadata.json files removed (older than grace)
 
 
 @dataclass(frozen=True)
@@ -148,6 +165,8 @@ class GcResult:
         )
         out = {k: sum(int(getattr(t, k)) for t in self.tables) for k in keys}
         out["expired_branches"] = sum(len(t.expired_branches) for t in self.tables)
+        out["expired_tags"] = sum(len(t.expired_tags) for t in self.tables)
+        out["orphan_metadata_files"] = sum(len(t.orphan_metadata_files) for t in self.tables)
         out["removed_branches"] = sum(len(t.removed_branches) for t in self.tables)
         return out
 
@@ -166,6 +185,10 @@ class GcResult:
                 )
             for b in t.kept_branches:
                 out.append(f"  {b.branch}: kept: {b.reason}")
+            if t.expired_tags:
+                out.append(f"  batch tags {would}aged out with their snapshots: {', '.join(t.expired_tags)}")
+            if t.orphan_metadata_files:
+                out.append(f"  orphan metadata files {would}removed: {len(t.orphan_metadata_files)}")
             if t.skipped:
                 out.append(f"  snapshots: skipped: {t.skipped}")
             else:
@@ -473,6 +496,11 @@ def _gc_table(
     refs = {n: r for n, r in tbl.metadata.refs.items() if n not in gone}
     snapshots = {s.snapshot_id: s for s in tbl.metadata.snapshots}
     cutoff_ms = now_ms - int(retention.total_seconds() * 1000)
+    # 2a. batch tags whose snapshot would expire but for the tag: removed first, so it expires with the rest
+    aged = aged_batch_tags(snapshots, refs, cutoff_ms, retain_last)
+    if aged and not dry_run:
+        aged = tuple(n for n in aged if _expire_tag(lh, user, table, n, refs[n].snapshot_id, retention))
+    refs = {n: r for n, r in refs.items() if n not in aged}
     plan = plan_expiry(snapshots, refs, cutoff_ms, retain_last)
     skipped = _why_not_expire(snapshots, refs, props, plan, retain_last, now_ms)
     expire = plan.expire if skipped is None else ()
@@ -491,6 +519,8 @@ def _gc_table(
         if not dry_run:
             why = f"snapshot retention {format_duration(retention)} ({retention_source}): expired snapshots older than {_iso(cutoff_ms)}"
             counts = _expire(lh, table, plan, expire, retain_last, before, cache, user, why)
+    # 3. metadata files nothing references (a lost race's, a killed commit's), older than the grace
+    orphans = _orphans(lh, table, now_ms, grace, dry_run, user)
     return TableGc(
         table=str(table),
         branch_ttl=format_duration(ttl),
@@ -511,7 +541,88 @@ def _gc_table(
         manifest_lists_deleted=counts["lists"],
         bytes_reclaimed=counts["bytes"],
         skipped=skipped,
+        expired_tags=aged,
+        orphan_metadata_files=orphans,
     )
+
+
+def aged_batch_tags(
+    snapshots: Mapping[int, Snapshot], refs: Mapping[str, SnapshotRef], cutoff_ms: int, retain_last: int
+) -> tuple[str, ...]:
+    """The ``batch-<name>`` tags whose snapshot the retention expires were the tag not there (sorted)."""
+    tags = {n for n, r in refs.items() if n.startswith(BATCH_TAG_PREFIX) and not _is_branch(r)}
+    if not tags:
+        return ()
+    plan = plan_expiry(snapshots, {n: r for n, r in refs.items() if n not in tags}, cutoff_ms, retain_last)
+    expire = set(plan.expire)
+    return tuple(sorted(n for n in tags if refs[n].snapshot_id in expire))
+
+
+def _expire_tag(
+    lh: Lakehouse, user: str, table: TableId, name: str, snapshot_id: int, retention: timedelta
+) -> bool:
+    """Remove the batch tag ``name`` while it is at ``snapshot_id``, as a ref move (journaled as a discard of
+    the tag, outcome ``expired``; reconciled like one after a crash); whether it went."""
+    reason = f"batch tag aged out with its snapshot (snapshot retention {format_duration(retention)})"
+    move = RefMove(
+        session_of(lh, user),
+        Action.DISCARD,
+        table,
+        name,
+        snapshot_id,
+        reason=reason,
+        details={"gc": True, "kind": "batch_tag"},
+    )
+    try:
+        intent = move.begin(journal_busy=False)
+    except BranchBusyError:
+        return False
+
+    def commit(_: Intent) -> Moved:
+        t = lh.table(table)
+        ref = t.metadata.refs.get(name)
+        if ref is None or ref.snapshot_id != snapshot_id:
+            return Moved(
+                Outcome.ABANDONED, done=False, details={"why": "the tag changed while gc looked at it"}
+            )
+        try:
+            with commit_conflicts():
+                t.manage_snapshots().remove_tag(name).commit()
+        except CommitConflictError as exc:  # another change won: the tag stays until the next run
+            log.warning("gc could not remove tag %s of %s: %s", name, table, exc)
+            return Moved(Outcome.ABANDONED, done=False, details={"why": f"lost a race: {exc}"})
+        return Moved(Outcome.EXPIRED)
+
+    return move.run(commit, intent=intent).done
+
+
+def _orphans(
+    lh: Lakehouse, table: TableId, now_ms: int, grace: timedelta, dry_run: bool, user: str
+) -> tuple[str, ...]:
+    """The table's orphan metadata files older than ``grace``, deleted unless ``dry_run`` (journaled)."""
+    tbl = lh.table(table)
+    props = file_io_properties(lh.settings)
+    written_before = datetime.fromtimestamp(now_ms / 1000, tz=UTC) - grace
+    try:
+        found = orphan_metadata_files(tbl, props, written_before=written_before)
+        if dry_run or not found:
+            return tuple(f.path for f in found)
+        done = delete_orphans(lh.table(table), props, found)
+    except (
+        OSError
+    ) as exc:  # the folder cannot be listed or a file deleted here: reported, tried again next run
+        log.warning("gc could not clean the orphan metadata files of %s: %s", table, exc)
+        return ()
+    if done:
+        lh.journal.record(
+            user=user,
+            action=Action.GC,
+            table=str(table),
+            outcome=Outcome.REMOVED,
+            reason=f"metadata files no pointer references, older than the grace {format_duration(grace)}",
+            details={"gc": True, "orphan_metadata_files": [f.path for f in done]},
+        )
+    return tuple(f.path for f in done)
 
 
 @dataclass(frozen=True)

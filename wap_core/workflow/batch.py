@@ -84,25 +84,42 @@ def _member_table(tbl: Table, table: TableId, name: str, added_by: str) -> Batch
     return BatchTable(table, lin.head, cat.ref_snapshot_id(tbl, MAIN), lin.fork, added_by)
 
 
-def _build(lh: Lakehouse, name: str, members: Iterable[store.Member]) -> Batch:
+def _build(
+    lh: Lakehouse, name: str, members: Iterable[store.Member], loaded: dict[str, Table] | None = None
+) -> Batch:
+    """The batch from its members: ONE metadata load per table (a dropped table is left out); each member's
+    loaded metadata is put in ``loaded`` when given (what a publish commits from)."""
     out: dict[str, BatchTable] = {}
     for m in members:
         table = TableId.parse(m.table)
-        if str(table) in out or not cat.table_exists(lh.catalog, table):
+        if str(table) in out:
             continue
-        bt = _member_table(lh.table(table), table, name, m.added_by)
+        try:
+            tbl = lh.table(table)
+        except NotFoundError:
+            continue
+        bt = _member_table(tbl, table, name, m.added_by)
         if bt is not None:
             out[str(table)] = bt
+            if loaded is not None:
+                loaded[str(table)] = tbl
     return Batch(name, tuple(sorted(out.values(), key=lambda t: (t.table.namespace, t.table.name))))
 
 
 def load_batch(lh: Lakehouse, name: str) -> Batch:
     """The open batch ``name`` (its members that still have their branch); NotFoundError if none has."""
+    return load_batch_tables(lh, name)[0]
+
+
+def load_batch_tables(lh: Lakehouse, name: str) -> tuple[Batch, dict[str, Table]]:
+    """:func:`load_batch` and the metadata each member table was read from (``namespace.table`` -> table):
+    one load per table, shared by a publish's readiness and its commit."""
     validate_branch(name)
-    batch = _build(lh, name, store.open_members(lh.journal.engine, name))
+    loaded: dict[str, Table] = {}
+    batch = _build(lh, name, store.open_members(lh.journal.engine, name), loaded)
     if not batch.tables:
         raise NotFoundError(f"no open batch {name!r}: no table has an open branch of a batch of that name")
-    return batch
+    return batch, loaded
 
 
 def find_batch(lh: Lakehouse, name: str) -> Batch | None:

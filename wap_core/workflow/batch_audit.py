@@ -19,11 +19,13 @@ measured against the airports' new head.
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from wap_core.analysis.batch_reads import suite_reads
-from wap_core.checks import suite_for
+from wap_core.checks import Suite, load_checks, suite_for
 from wap_core.identifiers import TableId
 from wap_core.lake import jobs
 from wap_core.security.access import Permission
@@ -58,10 +60,33 @@ class BatchAuditResult:
         return next((a for a in self.tables if a.table == str(name)), None)
 
 
+_parsed_suites: dict[str, tuple[tuple[int, int, int], dict[str, Suite]]] = {}
+_parsed_lock = threading.Lock()
+
+
+def _suites(path: Path) -> dict[str, Suite]:
+    """The checks file's suites by table, parsed again only when the file changed (mtime, size, inode: as
+    the access file is, :func:`~wap_core.security.access.load_access`): every batch publish reads them."""
+    try:
+        st = path.stat()
+    except OSError:
+        return load_checks(path)  # a missing file: no suites; an unreadable one: its error
+    stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+    with _parsed_lock:
+        hit = _parsed_suites.get(str(path))
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
+    suites = load_checks(path)
+    with _parsed_lock:
+        _parsed_suites[str(path)] = (stamp, suites)
+    return suites
+
+
 def stale_tables(lh: Lakehouse, batch: Batch) -> tuple[TableId, ...]:
     """The tables of ``batch`` whose latest audit no longer stands (see the module's docstring), in order."""
     members = {str(t) for t in batch.table_ids}
     heads = batch.heads
+    suites = _suites(lh.settings.checks_file)
     out: list[TableId] = []
     for bt in batch.tables:
         name = str(bt.table)
@@ -69,7 +94,8 @@ def stale_tables(lh: Lakehouse, batch: Batch) -> tuple[TableId, ...]:
         if stored is None or stored.snapshot_id != bt.head:
             out.append(bt.table)
             continue
-        reads = suite_reads(suite_for(lh.settings.checks_file, bt.table).checks) & members - {name}
+        suite = suites.get(name)
+        reads = suite_reads(suite.checks if suite is not None else ()) & members - {name}
         expected = {t: heads[t] for t in sorted(reads)}
         if AuditResult.from_stored(stored).batch_reads != expected:
             out.append(bt.table)

@@ -14,8 +14,12 @@ batch (:class:`~wap_core.workflow.refmove.BatchMove`):
 3. resolves every intent (``published``/``forced``) and closes the batch's memberships in ONE
    transaction, then sends ONE notification listing the tables.
 
-A table whose pointer moved since it was loaded fails the whole commit: nothing moved, every intent is
-resolved ``refused`` naming the table that lost (:class:`~wap_core.exceptions.ConflictError`). A process
+Every table's metadata is loaded ONCE per publish, with the batch
+(:func:`~wap_core.workflow.batch.load_batch_tables`): the readiness reads it and the commit starts from it,
+so the commit's compare-and-swap guards everything checked in between. A table whose pointer moved since it
+was loaded fails the whole commit: nothing moved, every intent is resolved ``refused`` naming the table that
+lost (:class:`~wap_core.exceptions.ConflictError`); only when every main and branch is still where the
+readiness saw it (another ref's commit moved a pointer) is the commit tried once more on fresh metadata. A process
 killed in between leaves pending intents that :mod:`wap_core.workflow.reconcile` decides per table from
 the metadata, under the original user; on the JDBC catalog either every main moved or none did.
 
@@ -46,6 +50,7 @@ from wap_core.identifiers import MAIN, TableId, validate_branch
 from wap_core.lake import catalog as cat
 from wap_core.lake.multitable import (
     Atomicity,
+    MultiTableConflictError,
     atomicity,
     commit_tables,
     fast_forward,
@@ -57,7 +62,7 @@ from wap_core.states import Action, Outcome, PublishOutcome
 from wap_core.store import batches as store
 from wap_core.store.journal import Intent
 from wap_core.values import JsonObject
-from wap_core.workflow.batch import Batch, load_batch
+from wap_core.workflow.batch import Batch, load_batch_tables
 from wap_core.workflow.batch_status import BatchReadiness, batch_readiness
 from wap_core.workflow.publish import DiscardResult, PublishResult
 from wap_core.workflow.reconcile import reconcile
@@ -114,10 +119,16 @@ def _already_published(lh: Lakehouse, name: str) -> BatchPublishResult | None:
 def _open_batch(s: Session, name: str) -> Batch:
     """The batch, its tables' crashed actions reconciled first (a dead process's intent neither blocks a
     branch nor hides a move that already landed)."""
+    return _open_batch_tables(s, name)[0]
+
+
+def _open_batch_tables(s: Session, name: str) -> tuple[Batch, dict[str, Table]]:
+    """:func:`_open_batch` and the metadata each table was read from: ONE load per table, which the
+    publish's readiness reads and its commit starts from."""
     lh = s.lakehouse
     for m in store.open_members(lh.journal.engine, name):
         reconcile(lh, m.table)
-    return load_batch(lh, name)
+    return load_batch_tables(lh, name)
 
 
 def _refuse_all(s: Session, batch: Batch, exc: RefusedError) -> RefusedError:
@@ -159,16 +170,14 @@ def _forced_or_refused(s: Session, batch: Batch, ready: BatchReadiness, force: b
     return True
 
 
-def _bases(lh: Lakehouse, batch: Batch) -> dict[str, Table]:
-    """Every table's metadata as the commit starts from; each must still be where the readiness saw it."""
+def _reloaded_bases(lh: Lakehouse, batch: Batch) -> dict[str, Table] | None:
+    """Every table's metadata loaded afresh when each main and branch is still where the readiness saw it
+    (another commit of a table, e.g. another branch's ingest, moved its pointer: retry on these); else None."""
     out = {}
     for t in batch.tables:
         tbl = lh.table(t.table)
         if cat.ref_snapshot_id(tbl, MAIN) != t.main or cat.ref_snapshot_id(tbl, batch.name) != t.head:
-            raise ConflictError(
-                f"publish of batch {batch.name} lost a race: {t.table}'s main or branch changed since its"
-                " readiness was read; no table of the batch moved"
-            )
+            return None
         out[str(t.table)] = tbl
     return out
 
@@ -184,7 +193,7 @@ def publish_batch(
     if force and not (reason and reason.strip()):
         raise ValidationError("--force needs a --reason: a forced publish is journaled with its reason")
     try:
-        batch = _open_batch(s, name)
+        batch, bases = _open_batch_tables(s, name)  # the one load of every table, passed down
     except NotFoundError:
         done = _already_published(lh, name)
         if done is not None:
@@ -192,7 +201,7 @@ def publish_batch(
         raise
     for t in batch.tables:
         s.authorize(Permission.PUBLISH, table=t.table, branch=name)
-    ready = batch_readiness(lh, batch)
+    ready = batch_readiness(lh, batch, bases)
     forced = _forced_or_refused(s, batch, ready, force)
     tag = batch_tag(name)
     tables: JsonObject = {str(t.table): {"before": t.main, "after": t.head} for t in batch.tables}
@@ -210,21 +219,31 @@ def publish_batch(
             "tag": tag,
         },
     )
-    try:
-        bases = _bases(lh, batch)
-    except ConflictError as exc:
-        raise move.refuse(exc) from exc
 
-    def commit(_: list[Intent]) -> None:  # a MultiTableConflictError (the table that lost) is a lost race
+    def attempt(base: dict[str, Table]) -> None:
         commit_tables(
             lh.catalog,
             [
-                fast_forward(t.table, bases[str(t.table)], to=t.head, branch=name, tag=tag)
+                fast_forward(t.table, base[str(t.table)], to=t.head, branch=name, tag=tag)
                 for t in batch.tables
             ],
             after_write=lambda: fault_point("after_publish_batch_write"),
             in_transaction=lambda: fault_point("in_publish_batch_transaction"),
         )
+
+    def commit(_: list[Intent]) -> None:
+        # from the metadata the batch and its readiness were read from: each table's compare-and-swap fails
+        # if its pointer moved since. A MultiTableConflictError (the table that lost) is a lost race, unless
+        # every main and branch is still where the readiness saw it (another branch's commit moved a
+        # pointer): then once more from fresh metadata, as a one-table publish retries.
+        try:
+            attempt(bases)
+        except MultiTableConflictError:
+            fresh = _reloaded_bases(lh, batch)
+            if fresh is None:
+                raise
+            log.info("batch %s: a table's metadata moved on another ref; committing again", name)
+            attempt(fresh)
 
     def close(conn: Connection) -> None:
         store.close_members(conn, name, [str(t) for t in batch.table_ids], "published")

@@ -13,9 +13,11 @@ the journal, never Spark).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from pyiceberg.table import Table
 
 from wap_core.identifiers import TableId
 from wap_core.lake.multitable import Atomicity, atomicity
@@ -78,18 +80,24 @@ class BatchReadiness:
 _JUDGED = ("ok", "audit_failed", "changes_requested", "approvals_missing")  # codes past the audit's freshness
 
 
-def batch_readiness(lh: Lakehouse, batch: Batch | str) -> BatchReadiness:
+def batch_readiness(
+    lh: Lakehouse, batch: Batch | str, tables: Mapping[str, Table] | None = None
+) -> BatchReadiness:
     """Each table's publish readiness and the batch's (``batch``: an open batch or its name).
+
+    ``tables``: the metadata ``batch`` was read from (``namespace.table`` -> table, see
+    :func:`~wap_core.workflow.batch.load_batch_tables`): read from it, not loaded again.
 
     A table whose checks read another table of the batch at a head that moved since (its audit is stale
     in effect though its own head did not move, see :func:`~wap_core.workflow.batch_audit.stale_tables`)
     is refused as ``stale`` too: ``audit --batch`` re-audits it.
     """
     b = load_batch(lh, batch) if isinstance(batch, str) else batch
+    loaded = tables if tables is not None and not isinstance(batch, str) else {}
     stale = {str(t) for t in stale_tables(lh, b)}
 
     def check(table: TableId) -> PublishCheck:
-        got = publish_readiness(lh, table, b.name, alone=False)
+        got = publish_readiness(lh, table, b.name, loaded.get(str(table)), alone=False, batch=b)
         # judged after the table's own staleness, before its verdict and review (as publish_readiness does)
         if str(table) in stale and got.code in _JUDGED:
             return PublishCheck(
@@ -101,8 +109,8 @@ def batch_readiness(lh: Lakehouse, batch: Batch | str) -> BatchReadiness:
             )
         return got
 
-    tables = tuple(TableReadiness(str(t.table), t.head, check(t.table)) for t in b.tables)
-    return BatchReadiness(b.name, tables, atomicity(lh.catalog))
+    readiness = tuple(TableReadiness(str(t.table), t.head, check(t.table)) for t in b.tables)
+    return BatchReadiness(b.name, readiness, atomicity(lh.catalog))
 
 
 # The review of a batch is its worst table's: a request for changes on any table blocks it, then a table

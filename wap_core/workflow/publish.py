@@ -42,7 +42,7 @@ from wap_core.session import Session, session_of
 from wap_core.states import Action, BranchStatus, Outcome, PublishOutcome, RebaseOutcome, branch_status
 from wap_core.store.journal import Intent
 from wap_core.workflow.audit import AuditResult, audit_branch, latest_audit
-from wap_core.workflow.batch import batch_of
+from wap_core.workflow.batch import Batch, batch_of
 from wap_core.workflow.reconcile import INTENT_PROPERTY, reconciled_table, temp_branch_name, temp_branches_of
 from wap_core.workflow.refmove import Moved, Notice, RefMove
 from wap_core.workflow.review import ReviewStatus, review_state, second_admin_approval
@@ -114,13 +114,19 @@ class PublishCheck:
 
 
 def publish_readiness(
-    lh: Lakehouse, table: TableId, branch: str, tbl: Table | None = None, *, alone: bool = True
+    lh: Lakehouse,
+    table: TableId,
+    branch: str,
+    tbl: Table | None = None,
+    *,
+    alone: bool = True,
+    batch: Batch | None = None,
 ) -> PublishCheck:
     """Whether the branch can be published now and, if not, why (metadata and journal only).
 
     ``alone`` (a one-table publish): a branch of a batch that spans several tables is refused (``in_batch``,
     not forceable): its tables are published together or not at all (``wap publish --batch``). The batch's
-    own readiness asks with ``alone=False``.
+    own readiness asks with ``alone=False`` and its ``batch`` already loaded (``tbl`` too: no reload).
     """
     tbl = tbl if tbl is not None else lh.table(table)
     cat.require_branch(tbl, table, branch)
@@ -154,7 +160,7 @@ def publish_readiness(
             f"the branch moved since its last audit (audited snapshot {audit.snapshot_id}, head {lin.head}): audit it again",
             True,
         )
-    rs = review_state(lh, table, branch, tbl)
+    rs = review_state(lh, table, branch, tbl, batch=batch)
     if status.blocks_publish:
         bad = audit.failed_checks
         also = f"; {rs.message}" if rs.message else ""

@@ -515,15 +515,19 @@ def _batch_authors(
     return tuple(out)
 
 
-def review_state(lh: Lakehouse, table: TableId, branch: str, tbl: Table | None = None) -> ReviewStatus:
+def review_state(
+    lh: Lakehouse, table: TableId, branch: str, tbl: Table | None = None, *, batch: Batch | None = None
+) -> ReviewStatus:
     """The review status of the branch's current head (no authorization: a read like ``branches``).
 
     A table of a batch that spans tables: reviews count only when bound to every table's current head,
-    and every author of every table of the batch is an author under ``author_cannot_approve``.
+    and every author of every table of the batch is an author under ``author_cannot_approve``. ``batch``:
+    the open batch the caller already loaded (``branch``'s, with ``table`` in it), else it is looked up.
     """
     tbl = tbl if tbl is not None else lh.table(table)
     head = cat.require_branch(tbl, table, branch)
-    batch = batch_of(lh, table, branch)
+    if batch is None or batch.name != branch or table not in batch:
+        batch = batch_of(lh, table, branch)
     if batch is None:
         return evaluate(
             str(table),

@@ -208,9 +208,7 @@ def test_api_and_pipeline_replay(lake: Lakehouse) -> None:
 
 def test_an_old_quarantine_table_is_upgraded(lake: Lakehouse) -> None:
     old = ", ".join(f"{n} {t}" for n, t in EXTRA_COLUMNS if n not in LATER_COLUMNS)
-    lake.spark.sql(
-        f"CREATE TABLE {lake.sql_name(QITM)} (id BIGINT, name STRING, qty BIGINT, {old}) USING iceberg"
-    )
+    lake.spark.sql(f"CREATE TABLE {lake.sql_name(QITM)} (id INT, name STRING, qty INT, {old}) USING iceberg")
     ingest(lake, ITM, [src(lake, "items-u1", [(40, None, 1), (41, "ok", 1)])], branch="u1", user=SAM)
     q = quarantine(lake, ITM, "u1", reason="nulls", user=SAM)
     assert q.quarantined == 1

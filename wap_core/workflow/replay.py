@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from wap_core.checks import suite_for
 from wap_core.checks.unique import Unique
-from wap_core.exceptions import ConflictError, RefusedError
+from wap_core.exceptions import ConflictError, RefusedError, WapError, first_line
 from wap_core.identifiers import MAIN, TableId, quote_column, validate_branch
 from wap_core.lake import catalog as cat
 from wap_core.lake.batch import batch_frame
@@ -183,7 +183,22 @@ def _keys(lh: Lakehouse, plan: ReplayPlan, replay: DataFrame) -> list[KeyMatch]:
 
 def mark(s: Session, plan: ReplayPlan, branch: str) -> ReplayResult:
     """After the ingest wrote ``branch``: the quarantine table joins that batch and the rows of the replayed
-    batch are marked replayed on its branch (one journaled commit); the keys are matched (flagged, not refused)."""
+    batch are marked replayed on its branch (one journaled commit); the keys are matched (flagged, not refused).
+
+    A failure says, in one line, that the new branch stays written and audited but unmarked."""
+    try:
+        return _mark(s, plan, branch)
+    except WapError as exc:
+        out = WapError(
+            f"replay of {plan.replay_of}: branch {branch} of {plan.table} is written and audited, but the "
+            f"quarantined rows were not marked replayed ({first_line(exc)}); discard it or replay again"
+        )
+        out.exit_code = exc.exit_code
+        out.journaled = True  # the mark's intent (or its refusal) is its journal row
+        raise out from exc
+
+
+def _mark(s: Session, plan: ReplayPlan, branch: str) -> ReplayResult:
     import pyarrow as pa
     from pyiceberg.expressions import EqualTo
 

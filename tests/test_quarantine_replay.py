@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from helpers import SAM, cli_as, lake_settings, refs, write_csv
 
@@ -227,3 +229,16 @@ def test_only_the_later_columns_are_upgradable() -> None:
     assert upgradable(["_wap_source_line (missing)", "name (int, not string)"]) == []
     assert upgradable(["qty (missing)"]) == []
     assert callable(schema_problems)
+
+
+def test_a_parquet_rows_line_is_its_position_in_the_file(lake: Lakehouse) -> None:
+    path = Path(lake.settings.home) / "src" / "w4.parquet"
+    ids, names = [60, 61, 62], ["ok", None, "ok"]
+    pq.write_table(
+        pa.table({"id": pa.array(ids, pa.int32()), "name": names, "qty": pa.array([1, 1, 1], pa.int32())}),
+        path,
+    )
+    ingest(lake, ORD, [str(path)], branch="w4", user=SAM)
+    quarantine(lake, ORD, "w4", reason="nulls", user=SAM)
+    kept = rows_of(lake, QORD, "w4", "_wap_batch = 'w4'")
+    assert [(r["id"], r["_wap_source_line"]) for r in kept] == [(61, 2)]

@@ -535,8 +535,11 @@ def ingest(
     create: bool = False,
     source_policy: SourcePolicy = SourcePolicy.CONFINED,
     progress: Progress | None = None,
+    replay_of: str | None = None,
 ) -> IngestResult:
-    """Write ``sources`` into a new audit branch of ``table`` (of the batch ``batch``) and audit it, as who acts."""
+    """Write ``sources`` into a new audit branch of ``table`` (of the batch ``batch``) and audit it, as who acts.
+
+    ``replay_of``: the batch whose quarantined rows these sources replace (marked replayed with this batch)."""
     return _ingest(
         ctx,
         table,
@@ -547,6 +550,7 @@ def ingest(
         create=create,
         source_policy=source_policy,
         progress=progress,
+        replay_of=replay_of,
     )
 
 

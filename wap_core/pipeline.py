@@ -228,12 +228,14 @@ def ingest(
     create: bool = False,
     lh: Session | Lakehouse | None = None,
     batch: str | None = None,
+    replay_of: str | None = None,
 ) -> Branch:
     """Write ``sources`` into a new audit branch of ``table`` and audit it (as the service user).
 
     Sources are read as the CLI reads them (any path the process can read). A failed audit is not an
     error here: the batch waits in its branch for a person (see :func:`wait_for_decision`). ``batch``:
     the table joins the open batch of that name (created on first use), its branch named like it.
+    ``replay_of``: the batch whose quarantined rows the sources replace (``wap ingest --replay-of``).
     """
     r = api.ingest(
         context(lh),
@@ -244,6 +246,7 @@ def ingest(
         fmt=fmt,
         create=create,
         source_policy=SourcePolicy.ANY,
+        replay_of=replay_of,
     )
     return Branch(
         table=r.table,

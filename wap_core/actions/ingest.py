@@ -30,6 +30,12 @@ ACTION = ActionSpec(
                 " audited, reviewed and published with the batch's other tables",
             ),
             arg("--format", choices=["csv", "parquet", "json"]),
+            arg(
+                "--replay-of",
+                metavar="BATCH",
+                help="the sources replace the rows BATCH quarantined: they are marked replayed by this batch"
+                " (in the quarantine table, on this batch's branch: published or discarded with it)",
+            ),
             arg("--create", action="store_true", help="create the table from the source's schema if missing"),
             JSON,
         ),

@@ -118,6 +118,7 @@ def _ingest(args: argparse.Namespace, ctx: Context) -> int:
         fmt=args.format,
         create=args.create,
         source_policy=api.SourcePolicy.ANY,
+        replay_of=args.replay_of,
     )
     if args.json:
         print_json(to_jsonable(res))
@@ -130,6 +131,18 @@ def _ingest(args: argparse.Namespace, ctx: Context) -> int:
         )
         for note in res.narrowing:  # the schema check's notes (values that do not fit are malformed)
             print(f"narrowing: {note}", file=sys.stderr)
+        if res.replay is not None:
+            rp = res.replay
+            print(
+                f"replay: {rp.replayed} quarantined rows of {rp.replay_of} marked replayed", file=sys.stderr
+            )
+            for k in rp.keys:
+                if k.flagged:
+                    print(
+                        f"replay: {k.check}: {k.unmatched} keys not among the quarantined rows', "
+                        f"{k.missing} quarantined keys missing",
+                        file=sys.stderr,
+                    )
         print_audit_err(res.audit)
     return EXIT_OK if res.audit.passed else EXIT_REFUSED
 

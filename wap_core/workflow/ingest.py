@@ -49,13 +49,14 @@ from wap_core.security.paths import (
 from wap_core.session import Session, session_of
 from wap_core.states import Action, CheckStatus, Outcome
 from wap_core.store.journal import Intent
-from wap_core.values import JSON, JsonObject, JsonOrder, seconds_view
+from wap_core.values import JSON, JsonObject, JsonOrder, omit_none, seconds_view
 from wap_core.workflow.audit import AuditResult, audit_branch
 from wap_core.workflow.batch import join as join_batch
 from wap_core.workflow.batch_audit import reaudit_stale
 from wap_core.workflow.readers import Prepared, read_source, resolve_sources
 from wap_core.workflow.reconcile import INTENT_PROPERTY, reconciled_table
 from wap_core.workflow.refmove import Moved, RefMove
+from wap_core.workflow.replay import ReplayResult, mark, prepare
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -79,6 +80,7 @@ class IngestResult:
         "rows_written",
         "malformed_rows",
         "narrowing",
+        "replay",
         "snapshot_id",
         "fork_snapshot_id",
         "sources",
@@ -101,6 +103,8 @@ class IngestResult:
     narrowing: list[str] = field(default_factory=list)
     """The schema check's notes: columns whose source type the table's type cannot hold for every value
     (e.g. ``bigint`` into ``int``); their values that do not fit exactly are malformed rows."""
+    replay: ReplayResult | None = field(default=None, metadata={JSON: omit_none})
+    """``--replay-of BATCH``: the quarantined rows of BATCH this batch replaces, marked (workflow.replay)."""
 
     @property
     def status(self) -> CheckStatus:
@@ -260,6 +264,7 @@ def ingest(
     user: str | None = None,
     source_policy: SourcePolicy = SourcePolicy.CONFINED,
     progress: Progress | None = None,
+    replay_of: str | None = None,
 ) -> IngestResult:
     """Write ``sources`` into a new audit branch of ``table`` and audit it.
 
@@ -270,6 +275,10 @@ def ingest(
 
     ``batch``: add ``table`` to the open batch of that name (created on first use; see
     :mod:`wap_core.workflow.batch`): the branch is named like the batch. ``branch`` is a one-table batch.
+
+    ``replay_of``: the batch whose quarantined rows of ``table`` these sources replace (checked before
+    anything is written; the rows are marked replayed on this batch's branch of the quarantine table:
+    :mod:`wap_core.workflow.replay`).
     """
     t0 = time.perf_counter()
     s = session_of(session, user)
@@ -289,7 +298,13 @@ def ingest(
         local, origin = fetch_url_sources(lh.settings, sources, source_policy)
         files, fmt = resolve_sources(local, fmt, policy=source_policy, roots=roots)
         files, origin = hadoop_readable(lh.settings, files, origin)  # a ':' in a file's path: linked apart
-        return _ingest(s, table, files, fmt, branch, create, t0, progress or _no_progress, origin, batch)
+        plan = prepare(s, table, replay_of, branch) if replay_of is not None else None
+        res = _ingest(
+            s, table, files, fmt, branch, create, t0, progress or _no_progress, origin, batch, replay_of
+        )
+        if plan is not None:
+            res.replay = mark(s, plan, res.branch)
+        return res
     except WapError as exc:
         if not exc.journaled:  # an error after the intent is already its outcome row
             s.record(
@@ -332,6 +347,7 @@ def _ingest(
     progress: Progress,
     origin: dict[str, str] | None = None,
     batch: str | None = None,
+    replay_of: str | None = None,
 ) -> IngestResult:
     lh, user = s.lakehouse, s.user
     progress("reading", None)
@@ -361,6 +377,7 @@ def _ingest(
         "create_table": not exists,
         **({"narrowing": prepared.narrowing} if prepared.narrowing else {}),
         **({"batch": batch} if batch is not None else {}),
+        **({"replay_of": replay_of} if replay_of is not None else {}),
     }
     move, intent = _announce(s, table, tbl, branch, main_before, intent_details)
     if batch is not None:  # the branch is reserved (the intent holds it): the table joins the batch
@@ -372,6 +389,7 @@ def _ingest(
         CONTENT_HASH_PROPERTY: digest,
         "wap.branch": move.branch,
         **({"wap.batch": batch} if batch is not None else {}),
+        **({"wap.replay-of": replay_of} if replay_of is not None else {}),
         "wap.user": user,
         "wap.malformed-rows": str(prepared.malformed),
         "wap.malformed-sample": sample_json(prepared.sample),  # trimmed before serialising: valid JSON

@@ -52,6 +52,7 @@ from wap_core.workflow.batch import join
 from wap_core.workflow.publish import append_and_swap
 from wap_core.workflow.reconcile import INTENT_PROPERTY, reconciled_table, temp_branch_name, undo_kept
 from wap_core.workflow.refmove import Moved, RefMove
+from wap_core.workflow.source_lines import LINE, with_source_lines
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -70,7 +71,15 @@ EXTRA_COLUMNS: tuple[tuple[str, str], ...] = (
     ("_wap_reason", "string"),
     ("_wap_user", "string"),
     ("_wap_quarantined_at", "timestamp"),
+    (
+        "_wap_source_line",
+        "bigint",
+    ),  # the row's line in its source file (NULL: unknown; wap_core.workflow.source_lines)
+    ("_wap_replayed_by", "string"),  # the batch that replayed the row (NULL until replayed; workflow.replay)
+    ("_wap_replayed_at", "timestamp"),
 )
+# the extra columns added after quarantine tables existed: a table lacking only these is upgraded, not refused
+LATER_COLUMNS = frozenset({"_wap_source_line", "_wap_replayed_by", "_wap_replayed_at"})
 _NO_ROWS_IN_TABLE = frozenset({"malformed_rows"})  # its failing "rows" are source lines never written
 
 
@@ -112,6 +121,41 @@ def schema_problems(table_schema: StructType, quarantine_schema: StructType) -> 
     return out
 
 
+def upgradable(problems: Sequence[str]) -> list[str]:
+    """The columns an existing quarantine table lacks that :func:`upgrade` may add (empty: none, or the
+    table has other problems, which are refused)."""
+    missing = [p.removesuffix(" (missing)") for p in problems if p.endswith(" (missing)")]
+    if len(missing) != len(problems) or not set(missing) <= LATER_COLUMNS:
+        return []
+    return missing
+
+
+def upgrade(lh: Lakehouse, qid: TableId, columns: Sequence[str]) -> None:
+    """Add the later extra ``columns`` to the quarantine table ``qid`` (its schema only, every branch:
+    old rows read them as NULL). Never applied to a table's own schema."""
+    if not columns:
+        return
+    if not qid.name.endswith(SUFFIX):
+        raise ValidationError(f"{qid} is not a quarantine table: its schema is never evolved here")
+    types = dict(EXTRA_COLUMNS)
+    added = ", ".join(f"{quote_column(c)} {types[c]}" for c in columns)
+    with_commit_retry(lambda: lh.spark.sql(f"ALTER TABLE {lh.sql_name(qid)} ADD COLUMNS ({added})"))
+    log.info("quarantine table %s upgraded: added %s", qid, ", ".join(columns))
+
+
+def fit_quarantine_table(lh: Lakehouse, table: TableId, qid: TableId) -> list[str]:
+    """The problems of the existing quarantine table ``qid`` of ``table`` once upgraded: empty when it fits
+    (the later extra columns added if it lacked only those), else the columns that do not fit."""
+    bad = schema_problems(
+        lh.spark.table(lh.spark_name(table)).schema, lh.spark.table(lh.spark_name(qid)).schema
+    )
+    later = upgradable(bad)
+    if later:
+        upgrade(lh, qid, later)
+        return []
+    return bad
+
+
 def _failing_rows(spec: CheckSpec, batch: DataFrame, ctx: MainContext) -> DataFrame:
     """The row numbers (``ROW``) of ``batch`` quarantined for ``spec``."""
     from pyspark.sql import Window
@@ -138,7 +182,7 @@ class _Plan:
     """The sorted-out batch: the rows to keep on the branch and the rows to quarantine, materialized."""
 
     kept: DataFrame
-    quarantined: DataFrame  # the table's columns plus _wap_checks
+    quarantined: DataFrame  # the table's columns plus _wap_checks and _wap_source_line
     counts: dict[str, int]
     total: int
     before: int
@@ -172,9 +216,10 @@ def _plan(lh: Lakehouse, table: TableId, branch: str, lin: cat.Lineage, specs: l
         str(r["__wap_check"]): int(r["count"]) for r in flagged.groupBy("__wap_check").count().collect()
     }
     per_row = flagged.groupBy(ROW).agg(F.sort_array(F.collect_set("__wap_check")).alias("_wap_checks"))
-    quarantined = (
-        batch.join(per_row, on=ROW, how="inner").select(*columns, "_wap_checks").localCheckpoint(eager=True)
+    quarantined = with_source_lines(
+        lh, lin, batch.join(per_row, on=ROW, how="inner").select(ROW, *columns, "_wap_checks"), columns, ROW
     )
+    quarantined = quarantined.select(*columns, "_wap_checks", LINE).localCheckpoint(eager=True)
     kept = batch.join(per_row, on=ROW, how="left_anti").select(*columns).localCheckpoint(eager=True)
     return _Plan(
         kept, quarantined, {s.name: counts.get(s.name, 0) for s in specs}, quarantined.count(), batch.count()
@@ -248,7 +293,7 @@ def _refuse_unrepairable(
         )
     if qexists:
         bad = schema_problems(target, lh.spark.table(lh.spark_name(qid)).schema)
-        if bad:
+        if bad and not upgradable(bad):
             raise move.refuse(
                 RefusedError(
                     f"quarantine of {table} {branch} refused: {qid} exists with an incompatible schema: "
@@ -314,6 +359,8 @@ def quarantine(
                 "nothing_to_quarantine",
             )
         )
+    if qexists:  # lacking only the later extra columns: upgraded (refused above otherwise)
+        upgrade(lh, qid, upgradable(schema_problems(target, lh.spark.table(lh.spark_name(qid)).schema)))
     # the quarantine table joins the batch (a plain branch becomes a batch of the table and its quarantine)
     join(lh, branch, qid, user)
     kept_before = cat.ref_snapshot_id(lh.table(qid), branch) if qexists else None
@@ -390,18 +437,12 @@ def _keep(
 ) -> None:
     """Append the quarantined rows (with why) to the quarantine table's branch ``branch``, stamped with the intent."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import ArrayType, StringType, StructField, TimestampType
+    from pyspark.sql.types import StructField, _parse_datatype_string
 
     if created and not cat.table_exists(lh.catalog, qid):
         schema = target
-        for name, typ in (
-            ("_wap_batch", StringType()),
-            ("_wap_checks", ArrayType(StringType())),
-            ("_wap_reason", StringType()),
-            ("_wap_user", StringType()),
-            ("_wap_quarantined_at", TimestampType()),
-        ):
-            schema = schema.add(StructField(name, typ, True))
+        for name, typ in EXTRA_COLUMNS:
+            schema = schema.add(StructField(name, _parse_datatype_string(typ), True))
         lh.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS `{lh.settings.catalog_name}`.`{qid.namespace}`")
         lh.spark.createDataFrame([], schema).writeTo(lh.spark_name(qid)).using("iceberg").create()
         lh.journal.record(
@@ -418,6 +459,8 @@ def _keep(
         .withColumn("_wap_reason", F.lit(reason))
         .withColumn("_wap_user", F.lit(user))
         .withColumn("_wap_quarantined_at", F.lit(time.time()).cast("timestamp"))
+        .withColumn("_wap_replayed_by", F.lit(None).cast("string"))
+        .withColumn("_wap_replayed_at", F.lit(None).cast("timestamp"))
     )
     qcols = lh.spark.table(lh.spark_name(qid)).columns
     writer = rows.select(*[F.col(quote_column(c)) for c in qcols]).writeTo(lh.spark_name(qid, branch))
@@ -439,6 +482,7 @@ def _swap(
         for key in (
             "wap.source",
             "wap.format",
+            "wap.content-hash",  # the sources' sha256: their lines are found again (source_lines)
             "wap.batch-id",
             "wap.branch",
             "wap.batch",

@@ -1,0 +1,244 @@
+"""Replay of quarantined rows and ``_wap_source_line`` (issue 29 item 4) on real Spark + Iceberg.
+
+One module-scoped lakehouse: ``shop.orders`` (id, name, qty; checks not_null(name), range(qty), unique(id))
+under an access file (sam is steward). Its failing batch ``w1`` is ingested from a CSV whose failing rows sit
+on known lines (one record spans two lines), quarantined and published once. Proved here: each kept row's
+``_wap_source_line``; ``wap ingest --replay-of w1`` marks the kept rows replayed on the NEW batch's branch of
+the quarantine table (joined to that batch, published with it), journaled, its keys flagged where they do not
+match; the refusals (unknown batch, nothing quarantined, not yet published, already replayed); an old
+quarantine table lacking only the new columns is upgraded; the API and the pipeline API replay too.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from helpers import SAM, cli_as, lake_settings, refs, write_csv
+
+from wap_core import Lakehouse, TableId, api, pipeline
+from wap_core.exceptions import RefusedError
+from wap_core.session import session_of
+from wap_core.states import Action, CheckStatus, Outcome
+from wap_core.workflow.batch import load_batch
+from wap_core.workflow.batch_publish import publish_batch
+from wap_core.workflow.ingest import ingest
+from wap_core.workflow.publish import publish
+from wap_core.workflow.quarantine import (
+    EXTRA_COLUMNS,
+    LATER_COLUMNS,
+    quarantine,
+    quarantine_table_id,
+    schema_problems,
+    upgradable,
+)
+
+ORD, ITM = TableId("shop", "orders"), TableId("shop", "items")
+QORD, QITM = quarantine_table_id(ORD), quarantine_table_id(ITM)
+HEADER = ("id", "name", "qty")
+CHECKS = """\
+shop.orders:
+  checks:
+    - not_null: [name]
+    - range: {column: qty, min: 0}
+    - unique: [id]
+shop.items:
+  checks:
+    - not_null: [name]
+"""
+ACCESS = f"""\
+roles:
+  steward: [{SAM}]
+  admin: [root]
+policies:
+  "*": {{approvals: 0}}
+"""
+# line 1 is the header; the record of id 16 spans lines 8-9
+W1 = (
+    "id,name,qty\n"
+    "10,a,1\n"  # 2
+    "11,,2\n"  # 3 NULL name
+    "12,b,-5\n"  # 4 negative qty
+    "13,,-1\n"  # 5 both
+    "14,c,1\n"  # 6
+    "14,d,2\n"  # 7 duplicate key: quarantined (the first stays)
+    '16,"two\nlines",4\n'  # 8-9
+    "17,,1\n"  # 10 NULL name
+)
+LINES = {11: 3, 12: 4, 13: 5, 14: 7, 17: 10}
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Lakehouse:
+    home = tmp_path_factory.mktemp("replay")
+    settings = lake_settings(home, "replay", "{}\n", access_path=home / "access.yml", ingest_roots=(home,))
+    lh = Lakehouse(settings)
+    for t in (ORD, ITM):
+        ingest(
+            lh,
+            t,
+            [write_csv(home / "src" / f"{t.name}0.csv", HEADER, [(1, "ann", 5)])],
+            create=True,
+            branch="first",
+        )
+        publish(lh, t, "first")
+    settings.checks_file.write_text(CHECKS)
+    settings.access_file.write_text(ACCESS)
+    # the failing batch w1, quarantined (its kept rows carry their lines) and published
+    path = home / "src" / "w1.csv"
+    path.write_text(W1)
+    r = ingest(lh, ORD, [str(path)], branch="w1", user=SAM)
+    assert r.audit.status is CheckStatus.FAILED
+    q = quarantine(lh, ORD, "w1", reason="vendor sent bad rows", user=SAM)
+    assert q.quarantined == 5, q
+    publish_batch(session_of(lh, "root"), "w1")
+    return lh
+
+
+def src(lh: Lakehouse, name: str, rows: list[tuple[object, ...]]) -> str:
+    return write_csv(Path(lh.settings.home) / "src" / f"{name}.csv", HEADER, rows)
+
+
+def rows_of(lh: Lakehouse, table: TableId, ref: str, where: str = "true") -> list[dict[str, object]]:
+    return [
+        r.asDict() for r in lh.spark.sql(f"SELECT * FROM {lh.sql_name(table, ref)} WHERE {where}").collect()
+    ]
+
+
+def test_each_kept_row_carries_its_source_line(lake: Lakehouse) -> None:
+    kept = rows_of(lake, QORD, "main", "_wap_batch = 'w1'")
+    assert {r["id"]: r["_wap_source_line"] for r in kept} == LINES
+    assert all(r["_wap_replayed_by"] is None and r["_wap_replayed_at"] is None for r in kept)
+
+
+def test_source_line_is_null_when_the_file_changed(lake: Lakehouse) -> None:
+    path = Path(src(lake, "w2", [(20, None, 1), (21, "ok", 1)]))
+    ingest(lake, ORD, [str(path)], branch="w2", user=SAM)
+    path.write_text(path.read_text() + "22,late,1\n")  # no longer the file that was ingested
+    quarantine(lake, ORD, "w2", reason="nulls", user=SAM)
+    kept = rows_of(lake, QORD, "w2", "_wap_batch = 'w2'")
+    assert [(r["id"], r["_wap_source_line"]) for r in kept] == [(20, None)]
+
+
+def test_cli_replay_marks_the_kept_rows_on_the_new_batch(lake: Lakehouse) -> None:
+    fixed = src(lake, "w1-fixed", [(11, "a2", 2), (12, "b", 5), (13, "x", 1), (18, "new", 1)])
+    code, out, err = cli_as(
+        lake, SAM, "ingest", str(ORD), fixed, "--branch", "fix1", "--replay-of", "w1", "--json"
+    )
+    assert code == 0, err
+    got = json.loads(out)
+    rp = got["replay"]
+    assert (rp["replay_of"], rp["replayed_by"], rp["replayed"], rp["flagged"]) == ("w1", "fix1", 5, True)
+    # keys: 18 is not among the kept rows' keys; 14 and 17 are not replayed (a warning, not a refusal)
+    assert rp["keys"] == [
+        {"check": "unique(id)", "columns": ["id"], "unmatched": 1, "missing": 2, "sample": [{"id": 18}]}
+    ]
+    # marked on the new batch's branch of the quarantine table only; main still unmarked
+    marked = rows_of(lake, QORD, "fix1", "_wap_batch = 'w1'")
+    assert len(marked) == 5 and {r["_wap_replayed_by"] for r in marked} == {"fix1"}
+    assert all(r["_wap_replayed_at"] is not None for r in marked)
+    assert {r["id"]: r["_wap_source_line"] for r in marked} == LINES  # the rest of each row is kept
+    assert {r["_wap_replayed_by"] for r in rows_of(lake, QORD, "main", "_wap_batch = 'w1'")} == {None}
+    # the quarantine table joined the new batch; journaled with the replayed batch and counts
+    assert load_batch(lake, "fix1").table_ids == (ORD, QORD)
+    mark = lake.journal.history(str(QORD), branch="fix1", action=Action.INGEST)[0]
+    assert mark.outcome == Outcome.WRITTEN and mark.details["replay_of"] == "w1"
+    assert mark.details["replayed"] == 5 and mark.details["flagged"] is True
+    wrote = lake.journal.history(str(ORD), branch="fix1", action=Action.INGEST)[0]
+    assert wrote.details["replay_of"] == "w1"
+
+
+def test_a_second_replay_while_the_first_is_open_is_refused(lake: Lakehouse) -> None:
+    before = refs(lake, ORD)
+    fixed = src(lake, "w1-again", [(11, "z", 2)])
+    code, _, err = cli_as(lake, SAM, "ingest", str(ORD), fixed, "--branch", "fix2", "--replay-of", "w1")
+    assert (
+        code == 1
+        and "already replayed by fix1 (open batch fix1" in err
+        and len(err.strip().splitlines()) == 1
+    )
+    assert refs(lake, ORD) == before
+
+
+def test_the_mark_publishes_with_the_replay(lake: Lakehouse) -> None:
+    res = publish_batch(session_of(lake, "root"), "fix1")
+    assert {t.table for t in res.tables} == {str(ORD), str(QORD)}
+    main = rows_of(lake, QORD, "main", "_wap_batch = 'w1'")
+    assert len(main) == 5 and {r["_wap_replayed_by"] for r in main} == {"fix1"}
+    assert rows_of(lake, ORD, "main", "id = 18")  # the replayed rows are on main too
+
+
+@pytest.mark.parametrize(
+    ("batch", "message", "code"),
+    [
+        ("nosuch", "no batch nosuch of shop.orders is known", "replay_unknown"),
+        ("first", "nothing of batch first is quarantined", "replay_nothing"),
+        ("w2", "not published yet: publish the batch first", "replay_unpublished"),
+        ("w1", "already replayed by fix1", "replay_done"),
+    ],
+    ids=["unknown", "nothing-quarantined", "unpublished", "already-replayed"],
+)
+def test_refusals(lake: Lakehouse, batch: str, message: str, code: str) -> None:
+    before = refs(lake, ORD)
+    fixed = src(lake, f"refused-{batch}", [(30, "x", 1)])
+    rc, _, err = cli_as(lake, SAM, "ingest", str(ORD), fixed, "--replay-of", batch)
+    assert rc == 1 and message in err and len(err.strip().splitlines()) == 1, err
+    assert refs(lake, ORD) == before  # nothing written
+    last = lake.journal.history(str(ORD), action=Action.INGEST)[0]
+    assert last.outcome == Outcome.REFUSED and last.details["code"] == code
+    assert last.details["replay_of"] == batch
+
+
+def test_api_and_pipeline_replay(lake: Lakehouse) -> None:
+    ingest(lake, ORD, [src(lake, "w3", [(50, None, 1), (51, "ok", 1)])], branch="w3", user=SAM)
+    quarantine(lake, ORD, "w3", reason="nulls", user=SAM)
+    publish_batch(session_of(lake, "root"), "w3")  # w3's kept row (id 50) is on main now
+    r = api.ingest(
+        session_of(lake, SAM), ORD, [src(lake, "w3-fixed", [(50, "fixed", 1)])], branch="fix3", replay_of="w3"
+    )
+    assert r.replay is not None and (r.replay.replayed, r.replay.flagged) == (1, False)
+    assert [x["_wap_replayed_by"] for x in rows_of(lake, QORD, "fix3", "_wap_batch = 'w3'")] == ["fix3"]
+    # the pipeline API passes it on (here: refused, fix3 replays w3 already)
+    with pytest.raises(RefusedError, match="already replayed by fix3"):
+        pipeline.ingest(
+            ORD, [src(lake, "w3-fixed2", [(50, "again", 1)])], lh=session_of(lake, SAM), replay_of="w3"
+        )
+
+
+def test_an_old_quarantine_table_is_upgraded(lake: Lakehouse) -> None:
+    old = ", ".join(f"{n} {t}" for n, t in EXTRA_COLUMNS if n not in LATER_COLUMNS)
+    lake.spark.sql(f"CREATE TABLE {lake.sql_name(QITM)} (id INT, name STRING, qty INT, {old}) USING iceberg")
+    ingest(lake, ITM, [src(lake, "items-u1", [(40, None, 1), (41, "ok", 1)])], branch="u1", user=SAM)
+    q = quarantine(lake, ITM, "u1", reason="nulls", user=SAM)
+    assert q.quarantined == 1
+    cols = lake.spark.table(lake.spark_name(QITM)).columns
+    assert set(LATER_COLUMNS) <= set(cols) and cols[:3] == ["id", "name", "qty"]
+    assert lake.spark.table(lake.spark_name(ITM)).columns == list(HEADER)  # the table's own schema untouched
+    kept = rows_of(lake, QITM, "u1")
+    assert [(r["id"], r["_wap_source_line"]) for r in kept] == [(40, 2)]
+
+
+def test_only_the_later_columns_are_upgradable() -> None:
+    assert upgradable(["_wap_source_line (missing)", "_wap_replayed_by (missing)"]) == [
+        "_wap_source_line",
+        "_wap_replayed_by",
+    ]
+    assert upgradable(["_wap_source_line (missing)", "name (int, not string)"]) == []
+    assert upgradable(["qty (missing)"]) == []
+    assert callable(schema_problems)
+
+
+def test_a_parquet_rows_line_is_its_position_in_the_file(lake: Lakehouse) -> None:
+    path = Path(lake.settings.home) / "src" / "w4.parquet"
+    ids, names = [60, 61, 62], ["ok", None, "ok"]
+    pq.write_table(
+        pa.table({"id": pa.array(ids, pa.int32()), "name": names, "qty": pa.array([1, 1, 1], pa.int32())}),
+        path,
+    )
+    ingest(lake, ORD, [str(path)], branch="w4", user=SAM)
+    quarantine(lake, ORD, "w4", reason="nulls", user=SAM)
+    kept = rows_of(lake, QORD, "w4", "_wap_batch = 'w4'")
+    assert [(r["id"], r["_wap_source_line"]) for r in kept] == [(61, 2)]

@@ -49,10 +49,11 @@ from wap_core.security.paths import (
 from wap_core.session import Session, session_of
 from wap_core.states import Action, CheckStatus, Outcome
 from wap_core.store.journal import Intent
-from wap_core.values import JSON, JsonObject, JsonOrder, seconds_view
+from wap_core.values import JSON, JsonObject, JsonOrder, omit_none, seconds_view
 from wap_core.workflow.audit import AuditResult, audit_branch
 from wap_core.workflow.batch import join as join_batch
 from wap_core.workflow.batch_audit import reaudit_stale
+from wap_core.workflow.quarantine_policy import PolicyQuarantine, announces_at_once, apply_policy
 from wap_core.workflow.readers import Prepared, read_source, resolve_sources
 from wap_core.workflow.reconcile import INTENT_PROPERTY, reconciled_table
 from wap_core.workflow.refmove import Moved, RefMove
@@ -84,6 +85,7 @@ class IngestResult:
         "sources",
         "status",
         "audit",
+        "quarantine",
         "seconds",
     )
 
@@ -101,6 +103,9 @@ class IngestResult:
     narrowing: list[str] = field(default_factory=list)
     """The schema check's notes: columns whose source type the table's type cannot hold for every value
     (e.g. ``bigint`` into ``int``); their values that do not fit exactly are malformed rows."""
+    quarantine: PolicyQuarantine | None = field(default=None, metadata={JSON: omit_none})
+    """What the checks with ``on_fail: quarantine`` did (:mod:`wap_core.workflow.quarantine_policy`): then
+    ``snapshot_id`` and ``audit`` are the repaired branch's; None (no key): no such check failed."""
 
     @property
     def status(self) -> CheckStatus:
@@ -389,7 +394,9 @@ def _ingest(
         user=user,
         suite=suite,
         observed=(lin.head, metrics) if metrics is not None and len(lin.new_snapshots) == 1 else None,
+        announce=announces_at_once(suite),
     )
+    audit, kept = apply_policy(s, table, branch, suite, audit)  # on_fail: quarantine (None: nothing to do)
     if batch is not None:
         _reaudit_readers(lh, batch, table, user)
     progress("done", prepared.rows)
@@ -399,13 +406,14 @@ def _ingest(
         created_table=created,
         rows_written=prepared.rows,
         malformed_rows=prepared.malformed,
-        snapshot_id=lin.head,
+        snapshot_id=audit.snapshot_id,
         fork_snapshot_id=lin.fork,
         sources=shown,
         audit=audit,
         seconds=time.perf_counter() - t0,
         batch=batch,
         narrowing=prepared.narrowing,
+        quarantine=kept,
     )
 
 

@@ -241,6 +241,12 @@ def test_cli_ingest_json_other_failing_checks_still_fail(lake: Lake) -> None:
     assert by["quarantined"]["status"] == "failed" and by["quarantined"]["failed_checks"] == ["unique(id)"]
     assert by["audit_failed"]["failed_checks"] == ["unique(id)"]  # the re-audit, on the Review page
     assert by["audit_failed"]["link"] == f"{CONSOLE}/review?table=shop.orders&branch=c1"
+    # without --json: one more line on stderr
+    code, out, err = cli_as(
+        lh, SAM, "ingest", str(ORD), src(lh, "c2", [(23, None, 1), (24, "ok", 1)]), "--branch", "c2"
+    )
+    assert code == 0 and out.strip() == "c2", err
+    assert f"on_fail: quarantine: quarantined 1 of 2 rows into {QORD} (not_null(name) 1); head " in err
     # a JSON without a policy quarantine has no quarantine key
     code, out, _ = cli_as(
         lh, SAM, "ingest", str(ITM), src(lh, "i1", [(5, "x", 1)]), "--branch", "i1", "--json"

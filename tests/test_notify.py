@@ -231,7 +231,7 @@ delivery: {{attempts: 4, backoff_seconds: 0.5, timeout_seconds: 3, exit_grace_se
     assert cfg.exists and cfg.console_url == "https://wap.corp.test/console"
     a, b = cfg.webhooks
     assert (a.format, a.tables, a.source) == (WebhookFormat.JSON, ("demo.*",), f"{path}:3")
-    assert a.events == frozenset(Event) - {Event.EXPIRED, Event.TEST}
+    assert a.events == frozenset(Event) - {Event.EXPIRED, Event.QUARANTINED, Event.TEST}
     assert (b.format, b.tables, b.events) == (WebhookFormat.SLACK, ("*",), frozenset(notify.NOTIFIABLE))
     assert cfg.delivery == notify.DeliveryPolicy(
         attempts=4, backoff_seconds=0.5, timeout_seconds=3, exit_grace_seconds=2

@@ -111,6 +111,8 @@ from wap_core.workflow.publish import publish_readiness as _publish_readiness
 from wap_core.workflow.publish import rebase as _rebase
 from wap_core.workflow.quarantine import QuarantineResult
 from wap_core.workflow.quarantine import quarantine as _quarantine
+from wap_core.workflow.quarantine_policy import PolicyQuarantine
+from wap_core.workflow.quarantine_policy import with_its_quarantine as _with_its_quarantine
 from wap_core.workflow.reconcile import Ticker
 from wap_core.workflow.reconcile import reconcile as _reconcile
 from wap_core.workflow.review import BatchReview, Comment, CommentKind, ReviewState, ReviewStatus
@@ -180,6 +182,7 @@ __all__ = [
     "MetadataDiff",
     "NotifyConfig",
     "Permission",
+    "PolicyQuarantine",
     "Progress",
     "PublishCheck",
     "PublishResult",
@@ -591,6 +594,12 @@ def quarantine(
 ) -> QuarantineResult:
     """Move the failing rows of the branch's batch to the table's quarantine table, then re-audit, as who acts."""
     return _quarantine(ctx, table, branch, checks=tuple(checks), reason=reason)
+
+
+def with_its_quarantine(ctx: Context, table: TableId, branch: str) -> bool:
+    """Whether the branch is a one-table batch only its own quarantine table joined (published, waited for
+    and discarded as that batch)."""
+    return _with_its_quarantine(ctx.lakehouse, table, branch)
 
 
 def discard(ctx: Context, table: TableId, branch: str, *, reason: str | None = None) -> DiscardResult:

@@ -108,6 +108,10 @@ class Branch:
     status: CheckStatus  # the audit's status: passed | warned | failed
     failed_checks: tuple[str, ...] = ()
     batch: str | None = None  # the batch the table joined (``batch=``); None: a one-table batch
+    # rows the checks with ``on_fail: quarantine`` moved to ``quarantine_table`` (then ``snapshot_id`` and
+    # ``status`` are the repaired branch's, and the one-table steps act on the branch with its quarantine table)
+    quarantined: int = 0
+    quarantine_table: str | None = None
 
     @property
     def passed(self) -> bool:
@@ -126,6 +130,8 @@ class Branch:
             status=CheckStatus(d["status"]),
             failed_checks=tuple(d.get("failed_checks", ())),
             batch=None if d.get("batch") is None else str(d["batch"]),
+            quarantined=int(d.get("quarantined") or 0),
+            quarantine_table=None if d.get("quarantine_table") is None else str(d["quarantine_table"]),
         )
 
 
@@ -236,6 +242,10 @@ def ingest(
     error here: the batch waits in its branch for a person (see :func:`wait_for_decision`). ``batch``:
     the table joins the open batch of that name (created on first use), its branch named like it.
     ``replay_of``: the batch whose quarantined rows the sources replace (``wap ingest --replay-of``).
+
+    Checks with ``on_fail: quarantine`` that failed had their failing rows moved to the table's quarantine
+    table (``quarantined`` rows, ``quarantine_table``): the branch returned is the repaired one, and the
+    steps below (wait, publish, discard) act on it together with its quarantine table's branch.
     """
     r = api.ingest(
         context(lh),
@@ -248,6 +258,7 @@ def ingest(
         source_policy=SourcePolicy.ANY,
         replay_of=replay_of,
     )
+    kept = r.quarantine if r.quarantine is not None and r.quarantine.quarantined else None
     return Branch(
         table=r.table,
         branch=r.branch,
@@ -257,6 +268,8 @@ def ingest(
         status=r.audit.status,
         failed_checks=tuple(r.audit.failed_checks),
         batch=r.batch,
+        quarantined=kept.quarantined if kept is not None else 0,
+        quarantine_table=kept.quarantine_table if kept is not None else None,
     )
 
 
@@ -357,12 +370,16 @@ def decision_now(
     An open branch is APPROVED once it is publishable (audit passed on the head, review policy
     satisfied), CHANGES_REQUESTED while a reviewer's request is open on the head. A branch that is gone
     was PUBLISHED or DISCARDED, as the journal says; gone without either raises :class:`NotFoundError`.
+    A branch only its own quarantine table joined (``on_fail: quarantine``) is judged with it, as that
+    batch (:func:`batch_decision_now`).
     """
     ctx = context(lh)
     tid = _tid(table)
     api.recover(
         ctx, tid, branch=branch
     )  # a crashed publish/discard of this branch is recorded before deciding
+    if alone and api.with_its_quarantine(ctx, tid, branch):
+        return batch_decision_now(branch, lh=ctx)
     tbl = api.table(ctx, tid)
     if api.ref_snapshot_id(tbl, branch) is None:
         # A publish or discard commits its ref move, then journals its outcome and releases its intent in
@@ -492,19 +509,30 @@ def publish_if_passed(
     """Publish ``branch`` when its audit and the table's review policy allow it (never forced).
 
     A refusal raises :class:`wap_core.exceptions.RefusedError` (exit 1) and is journaled; a branch a
-    person already published returns ``outcome == "already_published"``.
+    person already published returns ``outcome == "already_published"``. A branch only its own quarantine
+    table joined (``on_fail: quarantine``) is published with it, both mains or neither
+    (:func:`publish_batch_if_passed`); the table's own result is returned.
     """
-    return api.publish(context(lh), _tid(table), branch)
+    ctx = context(lh)
+    tid = _tid(table)
+    if api.with_its_quarantine(ctx, tid, branch):
+        both = api.publish_batch(ctx, branch)
+        return next(r for r in both.tables if r.table == str(tid))
+    return api.publish(ctx, tid, branch)
 
 
 def discard(
     table: TableId | str, branch: str, *, reason: str | None = None, lh: Session | Lakehouse | None = None
 ) -> bool:
-    """Discard ``branch`` (a pipeline's rollback); False when it is gone already (published or discarded)."""
+    """Discard ``branch`` (a pipeline's rollback); False when it is gone already (published or discarded).
+    A branch only its own quarantine table joined is discarded with it (the kept rows go too)."""
     ctx = context(lh)
     tid = _tid(table)
     if api.ref_snapshot_id(api.table(ctx, tid), branch) is None:
         return False
+    if api.with_its_quarantine(ctx, tid, branch):
+        api.discard_batch(ctx, branch, reason=reason)
+        return True
     api.discard(ctx, tid, branch, reason=reason)
     return True
 

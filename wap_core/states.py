@@ -65,6 +65,18 @@ def overall_status(statuses: Iterable[CheckStatus | str]) -> CheckStatus:
     return CheckStatus.PASSED
 
 
+class OnFail(_Word):
+    """What a failing check does to its batch (``on_fail:`` of a check in the checks file).
+
+    ``fail`` (the default): the check fails the audit, as always. ``quarantine`` (row-level checks only): an
+    ingest whose audit fails the check moves the check's failing rows to the table's quarantine table
+    (:mod:`wap_core.workflow.quarantine_policy`) and audits the branch again; nothing is dropped.
+    """
+
+    FAIL = "fail"
+    QUARANTINE = "quarantine"
+
+
 class BranchStatus(_Word):
     """Where an open branch stands (``wap branches``, the console's badges)."""
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from wap_core.actions.spec import BRANCH, JSON, TABLE, ActionSpec, CliCommand, PermissionSpec, arg
+from wap_core.actions.spec import BRANCH, JSON, TABLE, ActionSpec, CliCommand, EventSpec, PermissionSpec, arg
 
 QUARANTINE = PermissionSpec("quarantine", "steward", "quarantine", "quarantine")
+# an ingest's checks with ``on_fail: quarantine`` moved its failing rows (wap_core.workflow.quarantine_policy)
+QUARANTINED = EventSpec("quarantined", "Rows quarantined", ":package:")
 
 ACTION = ActionSpec(
     name="quarantine",
@@ -20,6 +22,9 @@ ACTION = ActionSpec(
         "after_quarantine_write",
         "after_quarantine_commit",
     ),
+    # the race test holds a quarantine's intent while a second one of the same branch is refused
+    pauses=("after_quarantine_intent",),
+    events=(QUARANTINED,),
     function="quarantine",
     cli=CliCommand(
         ("quarantine",),

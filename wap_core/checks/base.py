@@ -32,7 +32,7 @@ from wap_core import values
 from wap_core.exceptions import ChecksFileError, first_line
 from wap_core.identifiers import TableId
 from wap_core.lake.errors import spark_error_line
-from wap_core.states import CheckStatus, overall_status
+from wap_core.states import CheckStatus, OnFail, overall_status
 from wap_core.values import JsonObject, Record
 
 if TYPE_CHECKING:
@@ -171,7 +171,7 @@ def row_dict(row: Any) -> JsonObject:
 
 # --------------------------------------------------------------------------- the spec base class
 
-_BASE_FIELDS = ("name", "columns", "level", "line", "max_failing_rows")
+_BASE_FIELDS = ("name", "columns", "level", "line", "max_failing_rows", "on_fail")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -183,6 +183,9 @@ class CheckSpec:
     level: Level = Level.FAIL
     line: int | None = None
     max_failing_rows: int = 0
+    # what its failure does to an ingest's batch (``on_fail:``; only row-level checks may quarantine):
+    # not measured, not judged, so not part of the fingerprint (:attr:`args` leaves it out)
+    on_fail: OnFail = OnFail.FAIL
 
     type: ClassVar[str] = ""  # the YAML key, set by each check type
     row_level: ClassVar[bool] = False  # a per-row predicate counted in the one pass (and sampled)

@@ -9,7 +9,7 @@ from __future__ import annotations
 __all__ = ["Args", "Suite", "load_checks", "parse_check", "parse_checks", "suite_for"]
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from wap_core.checks.base import CheckSpec, Level
 from wap_core.checks.registry import AVAILABLE_CHECKS, yaml_types
 from wap_core.exceptions import ChecksFileError, ValidationError
 from wap_core.identifiers import TableId
+from wap_core.states import OnFail
 from wap_core.values import JsonObject
 from wap_core.yamlnodes import line as _line
 
@@ -142,4 +143,35 @@ def parse_check(node: yaml.Node, source: str) -> list[CheckSpec]:
         raise ChecksFileError(source, line, f"{ctype}: max_failing_rows must be a non-negative integer")
     if name is not None and (not isinstance(name, str) or not name.strip()):
         raise ChecksFileError(source, line, f"{ctype}: name must be a non-empty string")
-    return cls.parse(Args(ctype, opts, source, line, name, level, max_failing))
+    on_fail = _on_fail(opts.pop("on_fail", OnFail.FAIL.value), ctype, level, source, line)
+    specs = cls.parse(Args(ctype, opts, source, line, name, level, max_failing))
+    if on_fail is OnFail.FAIL:
+        return specs
+    for spec in specs:
+        if not spec.selects_rows:
+            raise ChecksFileError(
+                source,
+                line,
+                f"{ctype}: on_fail: quarantine is only for row-level checks (not_null, accepted_values, range, "
+                f"pattern, expression, references, unique); {ctype} judges the batch as a whole: it cannot be "
+                "repaired by removing rows",
+            )
+    return [replace(spec, on_fail=on_fail) for spec in specs]
+
+
+def _on_fail(raw: Any, ctype: str, level: Level, source: str, line: int) -> OnFail:
+    """``on_fail:`` of a check: ``fail`` (default) or ``quarantine`` (a fail-level check's only: a ``warn`` check
+    never fails its audit, so its rows stay)."""
+    try:
+        on_fail = OnFail(raw) if isinstance(raw, str) else None
+    except ValueError:
+        on_fail = None
+    if on_fail is None:
+        raise ChecksFileError(source, line, f"{ctype}: on_fail must be 'fail' or 'quarantine', not {raw!r}")
+    if on_fail is OnFail.QUARANTINE and level is Level.WARN:
+        raise ChecksFileError(
+            source,
+            line,
+            f"{ctype}: on_fail: quarantine needs level: fail (a warn-level check never fails its audit)",
+        )
+    return on_fail

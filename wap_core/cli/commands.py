@@ -143,6 +143,15 @@ def _ingest(args: argparse.Namespace, ctx: Context) -> int:
                         f"{k.missing} quarantined keys missing",
                         file=sys.stderr,
                     )
+        if (q := res.quarantine) is not None:  # the checks with on_fail: quarantine
+            per = ", ".join(f"{name} {n}" for name, n in q.checks.items())
+            print(
+                f"{q.policy}: quarantined {q.quarantined} of {q.rows_before} rows into {q.quarantine_table} "
+                f"({per}); head {q.old_head} -> {q.new_head}"
+                if q.refused is None
+                else f"{q.policy} not applied: {q.refused}",
+                file=sys.stderr,
+            )
         print_audit_err(res.audit)
     return EXIT_OK if res.audit.passed else EXIT_REFUSED
 

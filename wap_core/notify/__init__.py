@@ -55,6 +55,7 @@ from wap_core.notify.config import (
     load_config,
     mask_url,
     parse_notify_text,
+    quarantine_link,
     review_link,
     slack_escape,
 )
@@ -103,6 +104,7 @@ __all__ = [
     "outbox",
     "parse_notify_text",
     "post",
+    "quarantine_link",
     "review_link",
     "send_now",
     "slack_escape",

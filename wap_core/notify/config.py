@@ -49,6 +49,7 @@ class Event(str, Enum):
     REFUSED = "refused"
     ROLLED_BACK = "rolled_back"
     EXPIRED = "expired"
+    QUARANTINED = "quarantined"  # an ingest's on_fail: quarantine checks moved its failing rows
     TEST = "test"
 
 
@@ -366,8 +367,16 @@ def history_link(console_url: str, table: str | None) -> str:
     return f"{console_url}/history" + (f"?{urlencode({'table': table}, quote_via=quote)}" if table else "")
 
 
+def quarantine_link(console_url: str, table: str, batch: str) -> str:
+    """The Quarantine page's deep link of a table's rows kept from a batch (query URL-encoded)."""
+    return f"{console_url}/quarantine?{urlencode({'table': table, 'batch': batch}, quote_via=quote)}"
+
+
 def link_for(console_url: str, event: Event, table: str | None, branch: str | None) -> str:
-    """Review of the branch; History of the table for a rollback (or when there is no branch)."""
+    """Review of the branch; the Quarantine page of the table's rows kept from the branch's batch for
+    ``quarantined``; History of the table for a rollback (or when there is no branch)."""
+    if event is Event.QUARANTINED and table and branch:
+        return quarantine_link(console_url, table, branch)
     if event is Event.ROLLED_BACK or not table or not branch:
         return history_link(console_url, table) if table or event is not Event.TEST else f"{console_url}/"
     return review_link(console_url, table, branch)

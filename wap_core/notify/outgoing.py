@@ -57,10 +57,13 @@ class Notification:
     summary: str
     link: str
     snapshot_id: int | None = None
+    # ``quarantined`` only: what was kept (``checks`` {check: rows}, ``quarantined``, ``quarantine_table``)
+    quarantine: JsonObject | None = None
 
     def payload(self) -> JsonObject:
-        """The ``json`` format: exactly :data:`PAYLOAD_KEYS`, secrets masked."""
-        body = {
+        """The ``json`` format: exactly :data:`PAYLOAD_KEYS` (plus ``quarantine`` on a ``quarantined`` event),
+        secrets masked."""
+        body: JsonObject = {
             "event": self.event.value,
             "table": self.table,
             "branch": self.branch,
@@ -71,6 +74,8 @@ class Notification:
             "summary": self.summary,
             "link": self.link,
         }
+        if self.quarantine is not None:
+            body["quarantine"] = self.quarantine
         masked: JsonObject = mask_values(body)
         return masked
 
@@ -84,9 +89,12 @@ class Notification:
         summary = (
             p["summary"] if len(p["summary"]) <= _MAX_SUMMARY else p["summary"][: _MAX_SUMMARY - 1] + "…"
         )
+        page = self.link.split("?", 1)[0]
         label = (
             "Open history"
-            if "/history" in self.link.split("?", 1)[0]
+            if "/history" in page
+            else "Open quarantine"
+            if "/quarantine" in page
             else ("Open review" if p["branch"] else "Open console")
         )
         facts = [f"*By:* {e(p['user'])}", f"*At:* {e(p['at'])}"]
@@ -127,7 +135,8 @@ class Notification:
 
 class NoticeFields(TypedDict, total=False):
     """What a notification tells beside its event: where (``table``, ``branch``; ``""`` or None for none),
-    who, and optionally the status, the failed checks, a summary and the snapshot."""
+    who, and optionally the status, the failed checks, a summary, the snapshot and (``quarantined``) what
+    was kept."""
 
     table: Required[str | None]
     branch: Required[str | None]
@@ -136,6 +145,7 @@ class NoticeFields(TypedDict, total=False):
     failed_checks: Sequence[str]
     summary: str
     snapshot_id: int | None
+    quarantine: JsonObject
 
 
 def build(
@@ -155,6 +165,7 @@ def build(
         summary=fields.get("summary", ""),
         link=link_for(cfg.console_url, event, table, branch),
         snapshot_id=fields.get("snapshot_id"),
+        quarantine=fields.get("quarantine"),
     )
 
 

@@ -139,13 +139,16 @@ class AuditOptions(TypedDict, total=False):
 
     ``user`` (default: the lakehouse's), ``suite`` (default: the table's suite in the checks file),
     ``observed`` (``(snapshot_id, metrics)`` collected by ingest while it wrote that snapshot) and
-    ``use_cache`` (default true: reuse the measurements of checks that did not change).
+    ``use_cache`` (default true: reuse the measurements of checks that did not change) and ``announce``
+    (default true: notify a failed audit, or a passed one awaiting approval; false: the caller does it later
+    with :func:`announce_audit`, as an ingest whose checks may quarantine does).
     """
 
     user: str | None
     suite: Suite | None
     observed: tuple[int, JsonObject] | None
     use_cache: bool
+    announce: bool
 
 
 def run_audit(
@@ -214,9 +217,20 @@ def audit_branch(lh: Lakehouse, table: TableId, branch: str, **options: Unpack[A
         extra={BATCH_READS: {t: r.snapshot_id for t, r in inside.items()}} if inside else {},
     )
     _record(lh, result, at)
-    if result.passed:
-        _announce_awaiting(lh, table, branch, user, lin.head, tbl)
+    if options.get("announce", True):
+        announce_audit(lh, result, tbl)
     return result
+
+
+def announce_audit(lh: Lakehouse, result: AuditResult, tbl: Table | None = None) -> None:
+    """Notify an audit's result: its failure, or a pass awaiting approvals (what :func:`audit_branch` sends
+    unless told ``announce=False``)."""
+    if result.status is CheckStatus.FAILED:
+        _announce_failure(lh, result)
+    elif result.passed:
+        table = TableId.parse(result.table)
+        tbl = tbl if tbl is not None else lh.table(table)
+        _announce_awaiting(lh, table, result.branch, result.user, result.snapshot_id, tbl)
 
 
 def _main_context(
@@ -253,7 +267,7 @@ def _main_context(
 
 
 def _record(lh: Lakehouse, result: AuditResult, at: datetime) -> None:
-    """The audit stored (the branch's latest), journaled, and a failure notified."""
+    """The audit stored (the branch's latest) and journaled."""
     table, branch, status, failed = result.table, result.branch, result.status, result.failed_checks
     lh.journal.save_audit(
         user=result.user,
@@ -275,20 +289,24 @@ def _record(lh: Lakehouse, result: AuditResult, at: datetime) -> None:
         outcome=Outcome(status.value),
         details={"failed_checks": failed, "checks": len(result.checks), "rows": result.rows_checked},
     )
-    if status is CheckStatus.FAILED:
-        notify.emit(
-            lh.journal,
-            lh.settings,
-            notify.Event.AUDIT_FAILED,
-            table=table,
-            branch=branch,
-            user=result.user,
-            status=status.value,
-            failed_checks=failed,
-            summary=f"audit of {table} {branch} failed: {len(failed)} of {len(result.checks)} checks failed on "
-            f"{result.rows_checked} new rows ({', '.join(failed)})",
-            snapshot_id=result.snapshot_id,
-        )
+
+
+def _announce_failure(lh: Lakehouse, result: AuditResult) -> None:
+    """The audit failed: notify it, with the failed checks."""
+    table, branch, failed = result.table, result.branch, result.failed_checks
+    notify.emit(
+        lh.journal,
+        lh.settings,
+        notify.Event.AUDIT_FAILED,
+        table=table,
+        branch=branch,
+        user=result.user,
+        status=result.status.value,
+        failed_checks=failed,
+        summary=f"audit of {table} {branch} failed: {len(failed)} of {len(result.checks)} checks failed on "
+        f"{result.rows_checked} new rows ({', '.join(failed)})",
+        snapshot_id=result.snapshot_id,
+    )
 
 
 def _announce_awaiting(lh: Lakehouse, table: TableId, branch: str, user: str, head: int, tbl: Table) -> None:

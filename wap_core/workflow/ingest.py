@@ -53,6 +53,7 @@ from wap_core.values import JSON, JsonObject, JsonOrder, omit_none, seconds_view
 from wap_core.workflow.audit import AuditResult, audit_branch
 from wap_core.workflow.batch import join as join_batch
 from wap_core.workflow.batch_audit import reaudit_stale
+from wap_core.workflow.quarantine_policy import PolicyQuarantine, announces_at_once, apply_policy
 from wap_core.workflow.readers import Prepared, read_source, resolve_sources
 from wap_core.workflow.reconcile import INTENT_PROPERTY, reconciled_table
 from wap_core.workflow.refmove import Moved, RefMove
@@ -86,6 +87,7 @@ class IngestResult:
         "sources",
         "status",
         "audit",
+        "quarantine",
         "seconds",
     )
 
@@ -105,6 +107,9 @@ class IngestResult:
     (e.g. ``bigint`` into ``int``); their values that do not fit exactly are malformed rows."""
     replay: ReplayResult | None = field(default=None, metadata={JSON: omit_none})
     """``--replay-of BATCH``: the quarantined rows of BATCH this batch replaces, marked (workflow.replay)."""
+    quarantine: PolicyQuarantine | None = field(default=None, metadata={JSON: omit_none})
+    """What the checks with ``on_fail: quarantine`` did (:mod:`wap_core.workflow.quarantine_policy`): then
+    ``snapshot_id`` and ``audit`` are the repaired branch's; None (no key): no such check failed."""
 
     @property
     def status(self) -> CheckStatus:
@@ -407,7 +412,9 @@ def _ingest(
         user=user,
         suite=suite,
         observed=(lin.head, metrics) if metrics is not None and len(lin.new_snapshots) == 1 else None,
+        announce=announces_at_once(suite),
     )
+    audit, kept = apply_policy(s, table, branch, suite, audit)  # on_fail: quarantine (None: nothing to do)
     if batch is not None:
         _reaudit_readers(lh, batch, table, user)
     progress("done", prepared.rows)
@@ -417,13 +424,14 @@ def _ingest(
         created_table=created,
         rows_written=prepared.rows,
         malformed_rows=prepared.malformed,
-        snapshot_id=lin.head,
+        snapshot_id=audit.snapshot_id,
         fork_snapshot_id=lin.fork,
         sources=shown,
         audit=audit,
         seconds=time.perf_counter() - t0,
         batch=batch,
         narrowing=prepared.narrowing,
+        quarantine=kept,
     )
 
 

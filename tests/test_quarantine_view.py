@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from helpers import SAM, cli_as, lake_settings, write_csv
+from helpers import SAM, app_test, cli_as, lake_env, lake_settings, use_env, write_csv
 
 from wap_core import Lakehouse, TableId
 from wap_core.session import session_of
@@ -167,3 +167,24 @@ def test_cli_quarantine_table_branch_still_quarantines(lake: Lakehouse) -> None:
     assert code == 0, err
     assert json.loads(out)["quarantined"] == 1
     assert quarantine_rows(lake, ORD, batch="w3").total == 1
+
+
+def test_review_offers_the_quarantine_to_who_may_only(
+    lake: Lakehouse, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Review's Quarantine button (AppTest, the real page): a steward sees it, a viewer does not."""
+    r = ingest(
+        lake,
+        ORD,
+        [write_csv(Path(lake.settings.home) / "src" / "w5.csv", HEADER, [(50, None, 1)])],
+        branch="w5",
+        user=SAM,
+    )
+    assert r.audit is not None and r.audit.status is CheckStatus.FAILED
+    shown = {}
+    for user in (SAM, "viewer@corp.test"):
+        with monkeypatch.context() as mp:
+            use_env(mp, lake_env(lake.settings, user, access=True, roots=True, WAP_SPARK_EAGER="0"))
+            at = app_test("pages/review.py", table=str(ORD), branch="w5")
+            shown[user] = [b.label for b in at.button if b.label == "Quarantine failing rows"]
+    assert shown == {SAM: ["Quarantine failing rows"], "viewer@corp.test": []}

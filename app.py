@@ -36,6 +36,9 @@ PAGES = {
     "Records": [
         st.Page("pages/history.py", title="History", icon=":material/history:", url_path="history"),
         st.Page("pages/checks.py", title="Checks", icon=":material/checklist:", url_path="checks"),
+        st.Page(
+            "pages/quarantine.py", title="Quarantine", icon=":material/inventory_2:", url_path="quarantine"
+        ),
     ],
 }
 

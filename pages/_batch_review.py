@@ -20,6 +20,7 @@ from typing import Any
 import streamlit as st
 
 from pages import _common as ui
+from pages import _quarantine_parts as qp
 from pages import _review_parts as rv
 from pages import _workflow as wf
 from wap_core import api
@@ -120,7 +121,7 @@ def render(ctx: Context, name_q: str) -> None:
     _actions(ctx, name, ready, parts)
     _review(ctx, batch)
     for p in parts:
-        _table(name, p)
+        _table(ctx, name, p)
     _diffs(ctx, name, parts)
 
 
@@ -598,8 +599,9 @@ def _changes_dialog(ctx: Context, batch: Batch) -> None:
     )
 
 
-def _table(name: str, p: _Part) -> None:
-    """One table of the batch: its verdict, its other failing checks, what it changes, every check."""
+def _table(ctx: Context, name: str, p: _Part) -> None:
+    """One table of the batch: its verdict, its other failing checks, its quarantines (and the Quarantine
+    dialog), what it changes, every check."""
     st.markdown(f"### {ui.md(p.table)}")
     st.page_link(
         "pages/review.py",
@@ -617,6 +619,7 @@ def _table(name: str, p: _Part) -> None:
         heading=f"Failing checks of {ui.md(p.table)}",
         batch=name,
     )
+    qp.section(ctx, p.table, name, p.audit, p.head, p.guides)
     st.markdown(f"#### What {ui.md(p.table)}'s branch changes (metadata)")
     rv.metadata_summary(p.meta)
     rv.audit_details(p.audit, p.head)

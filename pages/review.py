@@ -16,6 +16,7 @@ import streamlit as st
 
 from pages import _batch_review as br
 from pages import _common as ui
+from pages import _quarantine_parts as qp
 from pages import _review_parts as rv
 from pages import _workflow as wf
 from wap_core import api
@@ -108,6 +109,7 @@ try:  # the checks file's word on each check: all its failing rows in Explore, t
 except WapError as exc:
     ui.show_error(exc)
 rv.failing_checks(audit, str(tid), branch, guides)
+qp.section(ctx, tid, branch, audit, head, guides)  # the batch's quarantines; Quarantine failing rows (dialog)
 
 # ----------------------------------------------------------------------------- actions
 

@@ -113,6 +113,11 @@ from wap_core.workflow.quarantine import QuarantineResult
 from wap_core.workflow.quarantine import quarantine as _quarantine
 from wap_core.workflow.quarantine_policy import PolicyQuarantine
 from wap_core.workflow.quarantine_policy import with_its_quarantine as _with_its_quarantine
+from wap_core.workflow.quarantine_view import ExportResult, QuarantineRows, QuarantineSummary
+from wap_core.workflow.quarantine_view import export_bytes as _export_bytes
+from wap_core.workflow.quarantine_view import export_quarantine as _export_quarantine
+from wap_core.workflow.quarantine_view import quarantine_rows as _quarantine_rows
+from wap_core.workflow.quarantine_view import quarantine_summary as _quarantine_summary
 from wap_core.workflow.reconcile import Ticker
 from wap_core.workflow.reconcile import reconcile as _reconcile
 from wap_core.workflow.review import BatchReview, Comment, CommentKind, ReviewState, ReviewStatus
@@ -171,6 +176,7 @@ __all__ = [
     "DiffResult",
     "DiscardResult",
     "Duplicate",
+    "ExportResult",
     "FailingRows",
     "GcResult",
     "Identity",
@@ -187,6 +193,8 @@ __all__ = [
     "PublishCheck",
     "PublishResult",
     "QuarantineResult",
+    "QuarantineRows",
+    "QuarantineSummary",
     "RebaseResult",
     "ReopenResult",
     "ResolvedRef",
@@ -600,6 +608,42 @@ def with_its_quarantine(ctx: Context, table: TableId, branch: str) -> bool:
     """Whether the branch is a one-table batch only its own quarantine table joined (published, waited for
     and discarded as that batch)."""
     return _with_its_quarantine(ctx.lakehouse, table, branch)
+
+
+def quarantine_summary(ctx: Context, table: TableId) -> QuarantineSummary:
+    """Per batch and check, how many rows the quarantine table of ``table`` keeps (READ on the table)."""
+    ctx.authorize(Permission.READ, table=table)
+    return _quarantine_summary(ctx.lakehouse, table)
+
+
+def quarantine_rows(
+    ctx: Context, table: TableId, *, batch: str | None = None, check: str | None = None, limit: int = 1000
+) -> QuarantineRows:
+    """The first ``limit`` quarantined rows of ``table`` (of ``batch``, failing ``check``), newest first."""
+    ctx.authorize(Permission.READ, table=table)
+    return _quarantine_rows(ctx.lakehouse, table, batch=batch, check=check, limit=limit)
+
+
+def export_quarantine(
+    ctx: Context,
+    table: TableId,
+    *,
+    fmt: str,
+    path: str | Path,
+    batch: str | None = None,
+    check: str | None = None,
+) -> ExportResult:
+    """Write the quarantined rows of ``table`` (of ``batch``) to ``path`` as CSV or Parquet (READ on the table)."""
+    ctx.authorize(Permission.READ, table=table)
+    return _export_quarantine(ctx.lakehouse, table, fmt=fmt, path=path, batch=batch, check=check)
+
+
+def quarantine_export_bytes(
+    ctx: Context, table: TableId, *, fmt: str, batch: str | None = None, check: str | None = None
+) -> bytes:
+    """The quarantined rows of ``table`` (of ``batch``, failing ``check``) as one CSV or Parquet file's bytes."""
+    ctx.authorize(Permission.READ, table=table)
+    return _export_bytes(ctx.lakehouse, table, fmt=fmt, batch=batch, check=check)
 
 
 def discard(ctx: Context, table: TableId, branch: str, *, reason: str | None = None) -> DiscardResult:

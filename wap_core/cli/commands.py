@@ -296,6 +296,17 @@ def _quarantine(args: argparse.Namespace, ctx: Context) -> int:
     return print_result(args, q, line)
 
 
+def _quarantine_export(args: argparse.Namespace, ctx: Context) -> int:
+    r = api.export_quarantine(
+        ctx, TableId.parse(args.table), fmt=args.fmt, path=args.file, batch=args.batch, check=args.check
+    )
+    of = f" of batch {r.batch}" if r.batch else ""
+    of += f" failing {r.check}" if r.check else ""
+    return print_result(
+        args, r, f"exported {r.rows} quarantined rows of {r.table}{of} to {r.path} ({r.format})"
+    )
+
+
 def _discard(args: argparse.Namespace, ctx: Context) -> int:
     batch = _table_branch_or_batch(args, "discard")
     if batch is not None:
@@ -482,3 +493,6 @@ COMMANDS: dict[str, Handler] = {
 
 
 """One handler per subcommand of :func:`build_parser` (the same names)."""
+
+# Commands that are a word under another command (parsed by their own parser: cli.parser.parse_args).
+SUBCOMMANDS: dict[str, Handler] = {"quarantine export": _quarantine_export}

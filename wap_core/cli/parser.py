@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from wap_core import actions
@@ -113,7 +114,44 @@ def build_parser() -> argparse.ArgumentParser:
         for flags, kw in args:
             command.add_argument(*flags, **kw)
     _add_token_parser(sub)
+    sub.choices["quarantine"].epilog = f"Export the kept rows: {EXPORT_USAGE}"
     return p
+
+
+EXPORT_USAGE = "wap quarantine export TABLE [--batch B] [--check NAME] --format csv|parquet FILE"
+EXPORT_COMMAND = "quarantine export"
+
+
+def build_export_parser() -> argparse.ArgumentParser:
+    """``quarantine export TABLE [--batch B] [--check NAME] --format csv|parquet FILE``: the quarantined rows of
+    TABLE (its quarantine table's main and its open batches' branches) written to one file."""
+    p = _Parser(
+        prog="python -m wap_core quarantine export",
+        description="Write the quarantined rows of TABLE (of batch B, failing check NAME) to FILE.",
+    )
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    p.add_argument("--home", help="lakehouse directory (default $WAP_HOME or ./lakehouse)")
+    p.add_argument("table", metavar="TABLE")
+    p.add_argument("--batch", metavar="B", help="only the rows of this batch")
+    p.add_argument("--check", metavar="NAME", help="only the rows failing this check")
+    p.add_argument("--format", required=True, choices=["csv", "parquet"], dest="fmt")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--json", action="store_true", help="print what was written as JSON")
+    return p
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """The parsed command line. ``quarantine export ...`` is the export (a TABLE is ``ns.table``, so it is
+    never the word ``export``); every other command line goes to :func:`build_parser`."""
+    argv = list(argv)
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):  # the global options before the command
+        i += 2 if argv[i] == "--home" else 1
+    if argv[i : i + 2] == ["quarantine", "export"]:
+        args = build_export_parser().parse_args(argv[:i] + argv[i + 2 :])
+        args.command = EXPORT_COMMAND
+        return args
+    return build_parser().parse_args(argv)
 
 
 def _add_token_parser(sub: Any) -> None:

@@ -9,9 +9,9 @@ import sys
 from collections.abc import Sequence
 
 from wap_core import api
-from wap_core.cli.commands import COMMANDS
+from wap_core.cli.commands import COMMANDS, SUBCOMMANDS
 from wap_core.cli.output import EXIT_ERROR, EXIT_OK, print_traceback, printable_streams
-from wap_core.cli.parser import build_parser
+from wap_core.cli.parser import parse_args
 from wap_core.config import mask_secrets
 from wap_core.exceptions import WapError, one_line
 
@@ -26,7 +26,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(sys.argv[1:] if argv is None else argv)
 
     api.set_spark_log_level("warn" if args.debug else "error")
     _log_to_stderr(args.debug)
@@ -102,7 +102,7 @@ def _run(args: argparse.Namespace) -> int:
     ctx = api.open_context(api.start(args.home), service=True)
     if args.command not in _NO_RECONCILE:
         api.recover(ctx)  # recovery is a step: crashed actions are resolved once, before the command reads
-    return COMMANDS[args.command](args, ctx)
+    return {**COMMANDS, **SUBCOMMANDS}[args.command](args, ctx)
 
 
 # Commands that read no table nor the journal: no recovery step before them.

@@ -242,3 +242,19 @@ def test_a_parquet_rows_line_is_its_position_in_the_file(lake: Lakehouse) -> Non
     quarantine(lake, ORD, "w4", reason="nulls", user=SAM)
     kept = rows_of(lake, QORD, "w4", "_wap_batch = 'w4'")
     assert [(r["id"], r["_wap_source_line"]) for r in kept] == [(61, 2)]
+
+
+def test_replay_into_a_misfit_quarantine_table_is_refused_naming_the_columns(lake: Lakehouse) -> None:
+    parts = TableId("shop", "parts")
+    lake.spark.sql(f"CREATE TABLE {lake.sql_name(parts)} (id INT, name STRING, qty INT) USING iceberg")
+    qparts = quarantine_table_id(parts)
+    lake.spark.sql(
+        f"CREATE TABLE {lake.sql_name(qparts)} (id INT, name INT, _wap_batch STRING) USING iceberg"
+    )
+    rc, _, err = cli_as(
+        lake, SAM, "ingest", str(parts), src(lake, "parts", [(1, "x", 1)]), "--replay-of", "w1"
+    )
+    assert rc == 1 and len(err.strip().splitlines()) == 1, err
+    assert "incompatible schema" in err and "qty (missing)" in err and "name (int, not string)" in err
+    assert lake.spark.table(lake.spark_name(qparts)).columns == ["id", "name", "_wap_batch"]  # not upgraded
+    assert refs(lake, parts) == {}

@@ -282,12 +282,14 @@ def test_rebase_batch_swaps_every_branch_in_one_commit(lake: Lakehouse) -> None:
     published(lake, [T1], "rx1_main", 61)  # airports' main moves on: the batch must be rebased
     with pytest.raises(RefusedError):
         publish_batch(as_(lake, ROOT_), "rx1")  # not a fast-forward of airports' main (nor audited)
-    res = rebase_batch(as_(lake, SAM), "rx1")
-    assert res.outcome is RebaseOutcome.REBASED
-    by = {r.table: r for r in res.tables}
-    assert by[str(T1)].outcome is RebaseOutcome.REBASED and by[str(T2)].outcome is RebaseOutcome.UP_TO_DATE
+    code, out, err = cli_as(lake, SAM, "rebase", "--batch", "rx1", "--json")
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["outcome"] == "rebased" and res["audit"]["status"] == "passed"
+    by = {r["table"]: r for r in res["tables"]}
+    assert by[str(T1)]["outcome"] == "rebased" and by[str(T2)]["outcome"] == "up_to_date"
     new = branches(lake, "rx1", (T1, T2))
-    assert new[T2] == heads[T2] and new[T1] == by[str(T1)].new_head != heads[T1]
+    assert new[T2] == heads[T2] and new[T1] == by[str(T1)]["new_head"] != heads[T1]
     tbl = lake.catalog.load_table(T1.tuple)
     assert tbl.snapshot_by_id(new[T1]).parent_snapshot_id == tbl.metadata.refs["main"].snapshot_id
     assert not [r for r in tbl.metadata.refs if "__rebase_" in r]  # the temp branch went with the swap
@@ -295,9 +297,11 @@ def test_rebase_batch_swaps_every_branch_in_one_commit(lake: Lakehouse) -> None:
     assert [(e.table, e.outcome, e.user, e.snapshot_after) for e in rows] == [
         (str(T1), Outcome.REBASED, SAM, new[T1])
     ]
-    assert res.audit is not None and res.audit.passed
     ids = {r.id for r in lake.spark.table(lake.spark_name(T1, "rx1")).select("id").collect()}
     assert {60, 61} <= ids
+    again = rebase_batch(as_(lake, SAM), "rx1")  # nothing left to replay
+    assert again.outcome is RebaseOutcome.UP_TO_DATE and again.audit is None
+    assert branches(lake, "rx1", (T1, T2)) == new
     assert publish_batch(as_(lake, ANN), "rx1").tag == "batch-rx1"  # now a fast-forward, audited
 
 

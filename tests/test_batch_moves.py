@@ -15,6 +15,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -22,14 +24,16 @@ import pytest
 from conftest import create_pg_database
 from helpers import ANN, ROOT, ROOT_, SAM, TWO_PERSON_ACCESS, lake_env, lake_settings, run_cli, seed_tables
 from test_batch_publish import ARROW, cli, cli_env, mains, stage
+from test_notify import FAST, Receiver, meta_lakehouse, pyiceberg_branch
 
-from wap_core import Lakehouse, TableId
+from wap_core import Lakehouse, TableId, notify
 from wap_core.exceptions import AccessDeniedError, ConflictError, RefusedError
 from wap_core.faults import FAULT_EXIT_CODE, PAUSE_ENV
 from wap_core.identifiers import MAIN
 from wap_core.session import Identity, Session
 from wap_core.states import Action, Outcome, RebaseOutcome
 from wap_core.store import batches as store
+from wap_core.workflow.batch import join
 from wap_core.workflow.batch_moves import rebase_batch, rollback_batch
 from wap_core.workflow.batch_publish import discard_batch, publish_batch
 from wap_core.workflow.reconcile import reconcile
@@ -368,3 +372,44 @@ def test_killed_batch_rebase_is_all_or_none_after_reconcile(lake: Lakehouse, poi
     assert {e.outcome for e in rows} == ({Outcome.REBASED} if swapped else {Outcome.ABANDONED})
     for t in (T1, T2):  # no temp branch is left behind either way
         assert not [r for r in lake.catalog.load_table(t.tuple).metadata.refs if "__rebase_" in r]
+
+
+# --------------------------------------------------------------------------- one notification per batch
+
+
+@pytest.fixture
+def hook() -> Iterator[Receiver]:
+    """A real HTTP receiver of the notifications (tests/test_notify.py's)."""
+    r = Receiver()
+    yield r
+    r.close()
+
+
+def test_a_batch_discard_and_rollback_send_one_notification_each(tmp_path: Path, hook: Receiver) -> None:
+    """Metadata only (PyIceberg tables, no Spark), a real HTTP receiver: every batch move is ONE event naming
+    every table of the batch."""
+    lh = meta_lakehouse(tmp_path, f"webhooks:\n  - url: {hook.url('/hook')}\n{FAST}")
+    root = as_(lh, ROOT_)
+    try:
+        for table in ("demo.a", "demo.b"):
+            pyiceberg_branch(lh, table, "nb")  # main and a branch nb on each
+        join(lh, "nb", TableId("demo", "a"), SAM)  # demo.b's open branch nb is adopted
+        publish_batch(root, "nb", force=True, reason="no audit here")
+        rollback_batch(root, "nb", reason="bad day")
+        for table in ("demo.a", "demo.b"):
+            tbl = lh.catalog.load_table(table)
+            tbl.manage_snapshots().create_branch(tbl.metadata.refs["main"].snapshot_id, "nd").commit()
+        join(lh, "nd", TableId("demo", "a"), SAM)
+        discard_batch(root, "nd", reason="not needed")
+        bodies = [r.json for r in hook.wait_for("/hook", 3)]
+        time.sleep(1)  # nothing more comes
+        bodies = [r.json for r in hook.on("/hook")]
+        assert [(b["event"], b["table"], b["branch"], b["user"]) for b in bodies] == [
+            ("published", "demo.a, demo.b", "nb", ROOT_),
+            ("rolled_back", "demo.a, demo.b", "nb", ROOT_),
+            ("discarded", "demo.a, demo.b", "nd", ROOT_),
+        ]
+        assert "rolled back, all 2 tables in one commit" in bodies[1]["summary"]
+        assert "bad day" in bodies[1]["summary"]
+    finally:
+        notify.stop_all()

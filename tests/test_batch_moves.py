@@ -3,7 +3,7 @@
 Real Spark + Iceberg on a JDBC catalog in SQLite and in PostgreSQL (one module-scoped lakehouse each, seeded
 once). Each batch move is ONE multi-table commit: a table that lost a race (its branch or main moved since it
 was read) refuses the whole move, journaled ``refused`` naming it; kill -9 (a CLI subprocess with
-``WAP_FAULT``) at every commit point of a batch's discard and rollback (and the rebase's on SQLite), then
+``WAP_FAULT``) at the commit points of a batch's discard, rollback and rebase, then
 ``reconcile``: every table's ref moved or none did, the journal says which under the original user.
 """
 
@@ -350,10 +350,6 @@ REBASE_POINTS = (
 
 @pytest.mark.parametrize("point", REBASE_POINTS)
 def test_killed_batch_rebase_is_all_or_none_after_reconcile(lake: Lakehouse, point: str) -> None:
-    if lake.settings.catalog_uri:
-        pytest.skip(
-            "a Spark subprocess per point: killed on SQLite only (the swap is the same commit_tables)"
-        )
     n = REBASE_POINTS.index(point)
     name = f"rq{n}"
     heads = stage(lake, [T1, T2], name, 80 + n, audit=False)

@@ -3,7 +3,7 @@
 Real Spark + Iceberg on a JDBC catalog in SQLite and in PostgreSQL (one module-scoped lakehouse each, seeded
 once). Each batch move is ONE multi-table commit: a table that lost a race (its branch or main moved since it
 was read) refuses the whole move, journaled ``refused`` naming it; kill -9 (a CLI subprocess with
-``WAP_FAULT``) at every commit point of a batch's discard and rollback (and the rebase's on SQLite), then
+``WAP_FAULT``) at the commit points of a batch's discard, rollback and rebase, then
 ``reconcile``: every table's ref moved or none did, the journal says which under the original user.
 """
 
@@ -15,6 +15,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -22,14 +24,16 @@ import pytest
 from conftest import create_pg_database
 from helpers import ANN, ROOT, ROOT_, SAM, TWO_PERSON_ACCESS, lake_env, lake_settings, run_cli, seed_tables
 from test_batch_publish import ARROW, cli, cli_env, mains, stage
+from test_notify import FAST, Receiver, meta_lakehouse, pyiceberg_branch
 
-from wap_core import Lakehouse, TableId
+from wap_core import Lakehouse, TableId, notify
 from wap_core.exceptions import AccessDeniedError, ConflictError, RefusedError
 from wap_core.faults import FAULT_EXIT_CODE, PAUSE_ENV
 from wap_core.identifiers import MAIN
 from wap_core.session import Identity, Session
 from wap_core.states import Action, Outcome, RebaseOutcome
 from wap_core.store import batches as store
+from wap_core.workflow.batch import join
 from wap_core.workflow.batch_moves import rebase_batch, rollback_batch
 from wap_core.workflow.batch_publish import discard_batch, publish_batch
 from wap_core.workflow.reconcile import reconcile
@@ -282,12 +286,14 @@ def test_rebase_batch_swaps_every_branch_in_one_commit(lake: Lakehouse) -> None:
     published(lake, [T1], "rx1_main", 61)  # airports' main moves on: the batch must be rebased
     with pytest.raises(RefusedError):
         publish_batch(as_(lake, ROOT_), "rx1")  # not a fast-forward of airports' main (nor audited)
-    res = rebase_batch(as_(lake, SAM), "rx1")
-    assert res.outcome is RebaseOutcome.REBASED
-    by = {r.table: r for r in res.tables}
-    assert by[str(T1)].outcome is RebaseOutcome.REBASED and by[str(T2)].outcome is RebaseOutcome.UP_TO_DATE
+    code, out, err = cli_as(lake, SAM, "rebase", "--batch", "rx1", "--json")
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["outcome"] == "rebased" and res["audit"]["status"] == "passed"
+    by = {r["table"]: r for r in res["tables"]}
+    assert by[str(T1)]["outcome"] == "rebased" and by[str(T2)]["outcome"] == "up_to_date"
     new = branches(lake, "rx1", (T1, T2))
-    assert new[T2] == heads[T2] and new[T1] == by[str(T1)].new_head != heads[T1]
+    assert new[T2] == heads[T2] and new[T1] == by[str(T1)]["new_head"] != heads[T1]
     tbl = lake.catalog.load_table(T1.tuple)
     assert tbl.snapshot_by_id(new[T1]).parent_snapshot_id == tbl.metadata.refs["main"].snapshot_id
     assert not [r for r in tbl.metadata.refs if "__rebase_" in r]  # the temp branch went with the swap
@@ -295,9 +301,11 @@ def test_rebase_batch_swaps_every_branch_in_one_commit(lake: Lakehouse) -> None:
     assert [(e.table, e.outcome, e.user, e.snapshot_after) for e in rows] == [
         (str(T1), Outcome.REBASED, SAM, new[T1])
     ]
-    assert res.audit is not None and res.audit.passed
     ids = {r.id for r in lake.spark.table(lake.spark_name(T1, "rx1")).select("id").collect()}
     assert {60, 61} <= ids
+    again = rebase_batch(as_(lake, SAM), "rx1")  # nothing left to replay
+    assert again.outcome is RebaseOutcome.UP_TO_DATE and again.audit is None
+    assert branches(lake, "rx1", (T1, T2)) == new
     assert publish_batch(as_(lake, ANN), "rx1").tag == "batch-rx1"  # now a fast-forward, audited
 
 
@@ -342,10 +350,6 @@ REBASE_POINTS = (
 
 @pytest.mark.parametrize("point", REBASE_POINTS)
 def test_killed_batch_rebase_is_all_or_none_after_reconcile(lake: Lakehouse, point: str) -> None:
-    if lake.settings.catalog_uri:
-        pytest.skip(
-            "a Spark subprocess per point: killed on SQLite only (the swap is the same commit_tables)"
-        )
     n = REBASE_POINTS.index(point)
     name = f"rq{n}"
     heads = stage(lake, [T1, T2], name, 80 + n, audit=False)
@@ -364,3 +368,44 @@ def test_killed_batch_rebase_is_all_or_none_after_reconcile(lake: Lakehouse, poi
     assert {e.outcome for e in rows} == ({Outcome.REBASED} if swapped else {Outcome.ABANDONED})
     for t in (T1, T2):  # no temp branch is left behind either way
         assert not [r for r in lake.catalog.load_table(t.tuple).metadata.refs if "__rebase_" in r]
+
+
+# --------------------------------------------------------------------------- one notification per batch
+
+
+@pytest.fixture
+def hook() -> Iterator[Receiver]:
+    """A real HTTP receiver of the notifications (tests/test_notify.py's)."""
+    r = Receiver()
+    yield r
+    r.close()
+
+
+def test_a_batch_discard_and_rollback_send_one_notification_each(tmp_path: Path, hook: Receiver) -> None:
+    """Metadata only (PyIceberg tables, no Spark), a real HTTP receiver: every batch move is ONE event naming
+    every table of the batch."""
+    lh = meta_lakehouse(tmp_path, f"webhooks:\n  - url: {hook.url('/hook')}\n{FAST}")
+    root = as_(lh, ROOT_)
+    try:
+        for table in ("demo.a", "demo.b"):
+            pyiceberg_branch(lh, table, "nb")  # main and a branch nb on each
+        join(lh, "nb", TableId("demo", "a"), SAM)  # demo.b's open branch nb is adopted
+        publish_batch(root, "nb", force=True, reason="no audit here")
+        rollback_batch(root, "nb", reason="bad day")
+        for table in ("demo.a", "demo.b"):
+            tbl = lh.catalog.load_table(table)
+            tbl.manage_snapshots().create_branch(tbl.metadata.refs["main"].snapshot_id, "nd").commit()
+        join(lh, "nd", TableId("demo", "a"), SAM)
+        discard_batch(root, "nd", reason="not needed")
+        bodies = [r.json for r in hook.wait_for("/hook", 3)]
+        time.sleep(1)  # nothing more comes
+        bodies = [r.json for r in hook.on("/hook")]
+        assert [(b["event"], b["table"], b["branch"], b["user"]) for b in bodies] == [
+            ("published", "demo.a, demo.b", "nb", ROOT_),
+            ("rolled_back", "demo.a, demo.b", "nb", ROOT_),
+            ("discarded", "demo.a, demo.b", "nd", ROOT_),
+        ]
+        assert "rolled back, all 2 tables in one commit" in bodies[1]["summary"]
+        assert "bad day" in bodies[1]["summary"]
+    finally:
+        notify.stop_all()

@@ -368,6 +368,22 @@ def test_a_one_table_publish_racing_a_batch(lake: Lakehouse) -> None:
     assert [e.outcome for e in solo] == [Outcome.REFUSED]
 
 
+def test_another_refs_commit_between_load_and_swap_is_retried_not_lost(lake: Lakehouse) -> None:
+    # the batch is held after its intents (its tables loaded once, before); another branch of airports is
+    # created meanwhile: airports' pointer moved, but not its main nor the batch's branch: the swap retries
+    heads = stage(lake, [T1, T3], "retry1", 80)
+    before = mains(lake)
+    held = _held(lake, "after_publish_batch_intents", "--batch", "retry1")
+    _wait_pending(lake, "retry1", 2)
+    tbl = lake.catalog.load_table(T1.tuple)
+    tbl.manage_snapshots().create_branch(tbl.metadata.refs["main"].snapshot_id, "elsewhere").commit()
+    _, err = held.communicate(timeout=300)
+    assert held.returncode == 0, err
+    assert mains(lake) == {**before, T1: heads[T1], T3: heads[T3]}
+    assert {e.outcome for e in journal_rows(lake, "retry1")} == {Outcome.PUBLISHED}
+    assert "elsewhere" in lake.catalog.load_table(T1.tuple).metadata.refs
+
+
 def test_a_busy_branch_refuses_the_whole_batch(lake: Lakehouse) -> None:
     stage(lake, [T2, T3], "busy1", 70)
     before = mains(lake)

@@ -5,7 +5,8 @@ once): ``wap ingest --batch`` and real audits, ``publish_batch`` / ``wap publish
 subprocess with ``WAP_FAULT``) at every point of a batch publish, then ``reconcile``: all mains moved or none,
 the journal under the original user; races (two batches over a shared table, a one-table publish against a
 batch: one winner per table, the loser journaled ``refused``); a reader of every main pointer in one catalog
-transaction while batches publish, and a reader at the batch tag through PyIceberg: never half a batch.
+transaction while batches publish, and readers at the batch tag through PyIceberg and Spark: never half a
+batch.
 The REST path runs on SeaweedFS's Iceberg REST catalog (PyIceberg only).
 """
 
@@ -34,6 +35,7 @@ from helpers import (
     seed_tables,
     write_csv,
 )
+from py4j.protocol import Py4JJavaError
 from pyiceberg.table import StaticTable
 from sqlalchemy import text
 
@@ -366,6 +368,22 @@ def test_a_one_table_publish_racing_a_batch(lake: Lakehouse) -> None:
     assert [e.outcome for e in solo] == [Outcome.REFUSED]
 
 
+def test_another_refs_commit_between_load_and_swap_is_retried_not_lost(lake: Lakehouse) -> None:
+    # the batch is held after its intents (its tables loaded once, before); another branch of airports is
+    # created meanwhile: airports' pointer moved, but not its main nor the batch's branch: the swap retries
+    heads = stage(lake, [T1, T3], "retry1", 80)
+    before = mains(lake)
+    held = _held(lake, "after_publish_batch_intents", "--batch", "retry1")
+    _wait_pending(lake, "retry1", 2)
+    tbl = lake.catalog.load_table(T1.tuple)
+    tbl.manage_snapshots().create_branch(tbl.metadata.refs["main"].snapshot_id, "elsewhere").commit()
+    _, err = held.communicate(timeout=300)
+    assert held.returncode == 0, err
+    assert mains(lake) == {**before, T1: heads[T1], T3: heads[T3]}
+    assert {e.outcome for e in journal_rows(lake, "retry1")} == {Outcome.PUBLISHED}
+    assert "elsewhere" in lake.catalog.load_table(T1.tuple).metadata.refs
+
+
 def test_a_busy_branch_refuses_the_whole_batch(lake: Lakehouse) -> None:
     stage(lake, [T2, T3], "busy1", 70)
     before = mains(lake)
@@ -387,12 +405,31 @@ def test_a_busy_branch_refuses_the_whole_batch(lake: Lakehouse) -> None:
 # --------------------------------------------------------------------------- readers never see half a batch
 
 
+def _at_tag(lh: Lakehouse, table: TableId, tag: str) -> int | None:
+    """Through Spark SQL (``VERSION AS OF``, a fresh load: the catalog's cache is off): the largest round id
+    (>= 100) of ``table`` at ``tag``; None while the table has no such tag."""
+    try:
+        row = lh.spark.sql(
+            f"SELECT max(id) AS m FROM {lh.sql_name(table)} VERSION AS OF '{tag}' WHERE id >= 100"
+        ).collect()[0]
+    except Py4JJavaError as exc:  # Iceberg's ValidationException: no snapshot or ref of that name (yet)
+        if "Cannot find matching snapshot ID or reference name" not in str(exc.java_exception):
+            raise
+        return None
+    return None if row["m"] is None else int(row["m"])
+
+
 def test_readers_never_see_half_a_batch(lake: Lakehouse) -> None:
     """50 forced batch publishes of 2-4 tables; one reader takes every main pointer in one catalog transaction,
-    another loads the tables one by one through PyIceberg and reads the batch tags: 0 mixed states."""
+    another loads the tables one by one through PyIceberg and reads the batch tags, a third reads the tables
+    of the round being published one by one through Spark at its tag (``VERSION AS OF 'batch-<name>'``):
+    0 mixed states."""
     rounds = [list(TABLES[: 2 + (r % 3)]) for r in range(50)]
     reads: list[dict[str, str]] = []
     tag_reads: list[list[set[str]]] = []
+    spark_reads: list[tuple[int, list[int | None]]] = []
+    publishing = [100]  # the round being published now
+    spark_errors: list[Exception] = []
     done = threading.Event()
 
     def pointer_reader() -> None:
@@ -405,14 +442,27 @@ def test_readers_never_see_half_a_batch(lake: Lakehouse) -> None:
             tag_reads.append([set(lake.catalog.load_table(t.tuple).metadata.refs) for t in TABLES])
             time.sleep(0.02)
 
+    def spark_tag_reader() -> None:
+        try:
+            while not done.is_set():
+                r = publishing[0]
+                spark_reads.append((r, [_at_tag(lake, t, f"batch-rd{r}") for t in rounds[r - 100]]))
+        except Exception as exc:  # the test fails on it below (a thread's exception would only warn)
+            spark_errors.append(exc)
+
     round_of_head: dict[int, int] = {}
-    threads = [threading.Thread(target=pointer_reader), threading.Thread(target=tag_reader)]
+    threads = [
+        threading.Thread(target=pointer_reader),
+        threading.Thread(target=tag_reader),
+        threading.Thread(target=spark_tag_reader),
+    ]
     for th in threads:
         th.start()
     try:
         for r, tables in enumerate(rounds, start=100):
             heads = stage(lake, tables, f"rd{r}", r, audit=False)  # branches only: main stays put meanwhile
             round_of_head.update(dict.fromkeys(heads.values(), r))
+            publishing[0] = r
             publish_batch(as_(lake, ROOT_), f"rd{r}", force=True, reason="reader loop")
     finally:
         done.set()
@@ -438,6 +488,18 @@ def test_readers_never_see_half_a_batch(lake: Lakehouse) -> None:
             if any(seen) and not all(seen[seen.index(True) :]):
                 torn.append((r, seen))
     assert len(tag_reads) > 5 and torn == []
+    # through Spark at the tag, table by table: once a table has batch-<r>, every table read after it has it
+    # too, and each shows round r's rows and no later round's (its max id is r); the last round once more, done
+    assert spark_errors == []
+    spark_reads.append((149, [_at_tag(lake, t, "batch-rd149") for t in rounds[-1]]))
+    spark_torn = [
+        (r, seen)
+        for r, seen in spark_reads
+        if any(v not in (None, r) for v in seen)
+        or (any(v is not None for v in seen) and None in seen[[v is not None for v in seen].index(True) :])
+    ]
+    whole = [seen for r, seen in spark_reads if all(v == r for v in seen)]
+    assert len(spark_reads) > 3 and whole and spark_torn == [], (len(spark_reads), spark_torn)
     # and each tag reads its round's rows on every table (PyIceberg scan at the tag)
     for r in (100, 124, 149):
         for t in rounds[r - 100]:

@@ -3,7 +3,9 @@ every table and publishes them together.
 
 A small lakehouse of its own: ``shop.orders`` and ``shop.items`` (``references`` shop.orders.id), both
 published, and the batch ``wk``: a new order and an item of an order already on main (every check passes).
-The console runs with no access file (everyone is admin).
+Then the demo's own two-table batch (issue 27 item 7): a demo lakehouse of this module's own (seeded once; the
+test publishes), ``batch_2013_02_w3`` published from its batch Review. The console runs with no access file
+(everyone is admin).
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from pathlib import Path
 import helpers
 import pytest
 
-from wap_core import Lakehouse, TableId
+from wap_core import Lakehouse, Settings, TableId
+from wap_core.states import Outcome
+from wap_core.workflow.demo import TWO_TABLE_BATCH, seed_demo
 from wap_core.workflow.ingest import ingest
 from wap_core.workflow.publish import publish
 
@@ -28,6 +32,17 @@ shop.items:
 """
 
 pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def demo_settings(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Settings:
+    """A demo lakehouse of this module's own (its test publishes the demo's batch), seeded once."""
+    if not Path(helpers.CHROMIUM).exists():
+        pytest.skip("Chromium is not installed (make browser-deps)")
+    home = tmp_path_factory.mktemp("e2e-demo-batch")
+    settings = helpers.lake_settings(home, "e2edemobatch", user="demo-seeder")
+    seed_demo(Lakehouse(settings))
+    return settings
 
 
 def test_batch_review_in_the_browser_publishes_every_table(tmp_path: Path, spark_session: None) -> None:
@@ -72,3 +87,32 @@ def test_batch_review_in_the_browser_publishes_every_table(tmp_path: Path, spark
         assert refs["main"] == heads[t] and "wk" not in refs and refs["batch-wk"] == heads[t], refs
     published = after.journal.history(str(ORD), branch="wk", action="publish")
     assert [(e.user, e.reason) for e in published] == [("steward-e2e", "orders with their items")]
+
+
+def test_the_demo_two_table_batch_publishes_from_its_review(demo_settings: Settings) -> None:
+    """The demo's ``batch_2013_02_w3`` (a week of flights with the four island airports they fly to): its
+    batch Review publishes both tables; both mains moved to their audited heads, the batch tag on each."""
+    from playwright.sync_api import expect
+
+    name, tables = TWO_TABLE_BATCH, (TableId("demo", "airports"), TableId("demo", "flights"))
+    lh = Lakehouse(demo_settings)
+    heads = {t: lh.table(t).metadata.refs[name].snapshot_id for t in tables}
+    mains = {t: lh.table(t).metadata.refs["main"].snapshot_id for t in tables}
+    env = helpers.console_env(**helpers.lake_env(demo_settings, "steward-e2e", WAP_SPARK_EAGER="0"))
+    with helpers.console(env, demo_settings.home / "streamlit.log") as base, helpers.browser_page() as page:
+        page.goto(f"{base}/review?batch={name}")
+        expect(page.get_by_text(f"Batch {name} · 2 tables: demo.airports, demo.flights")).to_be_visible()
+        expect(page.get_by_text("Ready to publish every table together")).to_be_visible()
+        expect(page.get_by_text("Diff computed on")).to_have_count(2, timeout=300_000)
+        dialog = helpers.open_dialog(page, page.get_by_role("button", name="Publish batch"))
+        dialog.get_by_role("button", name="Confirm").click()
+        expect(page.get_by_text(f"Published batch {name}: every main moved together")).to_be_visible()
+    after = Lakehouse(demo_settings)
+    for t in tables:  # PyIceberg: both mains moved to their audited heads, the branch gone, the batch tag
+        refs = {n: ref.snapshot_id for n, ref in after.table(t).metadata.refs.items()}
+        assert refs["main"] == heads[t] != mains[t], refs
+        assert name not in refs and refs[f"batch-{name}"] == heads[t], refs
+    published = after.journal.history(branch=name, action="publish")
+    assert {(e.table, e.user, e.outcome) for e in published if e.intent_id is not None} == {
+        (str(t), "steward-e2e", Outcome.PUBLISHED) for t in tables
+    }

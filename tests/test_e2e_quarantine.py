@@ -127,6 +127,8 @@ def test_the_demo_week_is_repaired_in_the_console(
         helpers.page_idle(page)
         page.get_by_role("button", name="Re-run audit").click()
         expect(page.get_by_text("Ready to publish every table together")).to_be_visible(timeout=600_000)
+        # a dialog's submit reruns after the page's run: let the three Spark diffs finish first (as test_e2e_batch)
+        expect(page.get_by_text("Diff computed on")).to_have_count(3, timeout=600_000)
         helpers.page_idle(page)
         dialog = helpers.open_dialog(page, page.get_by_role("button", name="Publish batch"))
         dialog.get_by_label("Note (optional)").fill("the week repaired")

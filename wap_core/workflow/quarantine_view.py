@@ -97,6 +97,7 @@ class QuarantineRows:
 
     @property
     def truncated(self) -> bool:
+        """Whether more rows match than the limit let through (``frame`` holds the first ``limit``)."""
         return self.total > len(self.frame)
 
 

@@ -175,7 +175,10 @@ def _reloaded_bases(lh: Lakehouse, batch: Batch) -> dict[str, Table] | None:
     (another commit of a table, e.g. another branch's ingest, moved its pointer: retry on these); else None."""
     out = {}
     for t in batch.tables:
-        tbl = lh.table(t.table)
+        try:
+            tbl = lh.table(t.table)
+        except NotFoundError:  # dropped since: the lost race stands (refused, naming the table)
+            return None
         if cat.ref_snapshot_id(tbl, MAIN) != t.main or cat.ref_snapshot_id(tbl, batch.name) != t.head:
             return None
         out[str(t.table)] = tbl

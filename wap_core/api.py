@@ -613,7 +613,7 @@ def with_its_quarantine(ctx: Context, table: TableId, branch: str) -> bool:
 def quarantine_summary(ctx: Context, table: TableId) -> QuarantineSummary:
     """Per batch and check, how many rows the quarantine table of ``table`` keeps (READ on the table)."""
     ctx.authorize(Permission.READ, table=table)
-    return _quarantine_summary(ctx.lakehouse, table)
+    return _quarantine_summary(ctx.lakehouse, table, user=ctx.user)
 
 
 def quarantine_rows(
@@ -621,7 +621,7 @@ def quarantine_rows(
 ) -> QuarantineRows:
     """The first ``limit`` quarantined rows of ``table`` (of ``batch``, failing ``check``), newest first."""
     ctx.authorize(Permission.READ, table=table)
-    return _quarantine_rows(ctx.lakehouse, table, batch=batch, check=check, limit=limit)
+    return _quarantine_rows(ctx.lakehouse, table, batch=batch, check=check, limit=limit, user=ctx.user)
 
 
 def export_quarantine(
@@ -635,7 +635,9 @@ def export_quarantine(
 ) -> ExportResult:
     """Write the quarantined rows of ``table`` (of ``batch``) to ``path`` as CSV or Parquet (READ on the table)."""
     ctx.authorize(Permission.READ, table=table)
-    return _export_quarantine(ctx.lakehouse, table, fmt=fmt, path=path, batch=batch, check=check)
+    return _export_quarantine(
+        ctx.lakehouse, table, fmt=fmt, path=path, batch=batch, check=check, user=ctx.user
+    )
 
 
 def quarantine_export_bytes(
@@ -643,7 +645,7 @@ def quarantine_export_bytes(
 ) -> bytes:
     """The quarantined rows of ``table`` (of ``batch``, failing ``check``) as one CSV or Parquet file's bytes."""
     ctx.authorize(Permission.READ, table=table)
-    return _export_bytes(ctx.lakehouse, table, fmt=fmt, batch=batch, check=check)
+    return _export_bytes(ctx.lakehouse, table, fmt=fmt, batch=batch, check=check, user=ctx.user)
 
 
 def discard(ctx: Context, table: TableId, branch: str, *, reason: str | None = None) -> DiscardResult:

@@ -21,6 +21,7 @@ import io
 import logging
 import os
 import tempfile
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING
 from wap_core.exceptions import NotFoundError, ValidationError
 from wap_core.identifiers import MAIN, TableId, validate_branch
 from wap_core.lake import catalog as cat
+from wap_core.lake import jobs
 from wap_core.workflow.quarantine import quarantine_table_id
 
 if TYPE_CHECKING:
@@ -166,22 +168,28 @@ def _frame(
     return out
 
 
-def quarantine_summary(lh: Lakehouse, table: TableId) -> QuarantineSummary:
-    """Per batch and check, how many rows the quarantine table of ``table`` keeps (Spark)."""
+def _bounded(lh: Lakehouse, user: str | None, what: str) -> AbstractContextManager[jobs.JobGroup]:
+    """The user's Spark jobs for ``what``: their own group and pool, cancelled after WAP_QUERY_TIMEOUT."""
+    return jobs.user_jobs(lh.spark, user or lh.user, what, timeout=lh.settings.query_timeout)
+
+
+def quarantine_summary(lh: Lakehouse, table: TableId, *, user: str | None = None) -> QuarantineSummary:
+    """Per batch and check, how many rows the quarantine table of ``table`` keeps (Spark, bounded)."""
     from pyspark.sql import functions as F
 
     qid = quarantine_table_id(table)
     frame = _frame(lh, table)
     if frame is None:
         return QuarantineSummary(str(table), str(qid), False, 0, (), ())
-    frame = frame.localCheckpoint(eager=True)
-    per_batch = frame.groupBy(_BATCH, _PUBLISHED).count().collect()
-    per_check = (
-        frame.select(_BATCH, _PUBLISHED, F.explode(F.col(_CHECKS)).alias("__wap_check"))
-        .groupBy(_BATCH, _PUBLISHED, "__wap_check")
-        .count()
-        .collect()
-    )
+    with _bounded(lh, user, f"the quarantine summary of {table}"):
+        frame = frame.localCheckpoint(eager=True)
+        per_batch = frame.groupBy(_BATCH, _PUBLISHED).count().collect()
+        per_check = (
+            frame.select(_BATCH, _PUBLISHED, F.explode(F.col(_CHECKS)).alias("__wap_check"))
+            .groupBy(_BATCH, _PUBLISHED, "__wap_check")
+            .count()
+            .collect()
+        )
     batches = tuple(
         sorted(
             (QuarantineBatch(str(r[_BATCH]), int(r["count"]), bool(r[_PUBLISHED])) for r in per_batch),
@@ -207,6 +215,7 @@ def quarantine_rows(
     batch: str | None = None,
     check: str | None = None,
     limit: int = DEFAULT_LIMIT,
+    user: str | None = None,
 ) -> QuarantineRows:
     """The first ``limit`` quarantined rows of ``table`` (of ``batch``, failing ``check``), newest first."""
     import pandas as pd
@@ -218,16 +227,18 @@ def quarantine_rows(
     frame = _frame(lh, table, batch, check)
     if frame is None:
         return QuarantineRows(str(table), str(qid), batch, check, (), pd.DataFrame(), 0)
-    frame = frame.localCheckpoint(eager=True)
-    total = frame.count()
-    columns = tuple(c for c in frame.columns if c != _PUBLISHED)
-    order = [F.col("_wap_quarantined_at").desc()] if "_wap_quarantined_at" in columns else []
-    rows = frame.orderBy(*order, F.col(_BATCH)).limit(limit).select(*[F.col(f"`{c}`") for c in columns])
-    return QuarantineRows(str(table), str(qid), batch, check, columns, rows.toPandas(), total)
+    with _bounded(lh, user, f"the quarantined rows of {table}"):
+        frame = frame.localCheckpoint(eager=True)
+        total = frame.count()
+        columns = tuple(c for c in frame.columns if c != _PUBLISHED)
+        order = [F.col("_wap_quarantined_at").desc()] if "_wap_quarantined_at" in columns else []
+        rows = frame.orderBy(*order, F.col(_BATCH)).limit(limit).select(*[F.col(f"`{c}`") for c in columns])
+        got = rows.toPandas()
+    return QuarantineRows(str(table), str(qid), batch, check, columns, got, total)
 
 
 def _export_frame(
-    lh: Lakehouse, table: TableId, batch: str | None, check: str | None, fmt: str
+    lh: Lakehouse, table: TableId, batch: str | None, check: str | None, fmt: str, user: str | None = None
 ) -> pd.DataFrame:
     from pyspark.sql import functions as F
     from pyspark.sql.types import ArrayType
@@ -247,15 +258,22 @@ def _export_frame(
     order = [F.col(_BATCH)] + (
         [F.col("_wap_quarantined_at")] if "_wap_quarantined_at" in frame.columns else []
     )
-    out: pd.DataFrame = frame.orderBy(*order).toPandas()
+    with _bounded(lh, user, f"the export of the quarantined rows of {table}"):
+        out: pd.DataFrame = frame.orderBy(*order).toPandas()
     return out
 
 
 def export_bytes(
-    lh: Lakehouse, table: TableId, *, fmt: str, batch: str | None = None, check: str | None = None
+    lh: Lakehouse,
+    table: TableId,
+    *,
+    fmt: str,
+    batch: str | None = None,
+    check: str | None = None,
+    user: str | None = None,
 ) -> bytes:
     """The quarantined rows of ``table`` (of ``batch``, failing ``check``) as one CSV or Parquet file's bytes."""
-    frame = _export_frame(lh, table, batch, check, fmt)
+    frame = _export_frame(lh, table, batch, check, fmt, user)
     buf = io.BytesIO()
     if fmt == "csv":
         frame.to_csv(buf, index=False)
@@ -272,6 +290,7 @@ def export_quarantine(
     path: str | Path,
     batch: str | None = None,
     check: str | None = None,
+    user: str | None = None,
 ) -> ExportResult:
     """Write the quarantined rows of ``table`` (of ``batch``, failing ``check``) to ``path`` as one CSV or
     Parquet file (replaced whole: written next to it, then renamed)."""
@@ -280,7 +299,7 @@ def export_quarantine(
         raise ValidationError(f"{target} is a directory: name the file to write")
     if not target.parent.is_dir():
         raise ValidationError(f"{target.parent} does not exist: cannot write {target.name}")
-    frame = _export_frame(lh, table, batch, check, fmt)
+    frame = _export_frame(lh, table, batch, check, fmt, user)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     os.close(fd)
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import TypeVar, cast
 
 import pandas as pd
 import streamlit as st
@@ -22,6 +23,19 @@ from wap_core.identifiers import TableId
 
 ALL = "All"
 ROW_LIMIT = 1000
+T = TypeVar("T")
+
+
+def _kept(key: tuple[object, ...], read: Callable[[], T]) -> T:
+    """``read()``'s result, kept in the session while ``key`` (the quarantine table's refs, the filters) is
+    the same: a change of filter or a rerun does not read the quarantine table with Spark again."""
+    slot = st.session_state.setdefault("_quarantine_reads", {})
+    if key not in slot:
+        if len(slot) > 8:
+            slot.clear()
+        slot[key] = read()
+    return cast(T, slot[key])
+
 
 ui.page_header(
     "Quarantine",
@@ -53,9 +67,12 @@ st.caption(f"Quarantine table {ui.md(str(tid) + qp.SUFFIX, code=True)}")
 
 if not ui.wait_for_spark(ctx):
     st.stop()
+
+
 try:
+    heads = api.quarantine_heads(ctx, tid)
     with st.spinner("Reading the quarantine table with Spark…"):
-        summary = api.quarantine_summary(ctx, tid)
+        summary = _kept(("summary", str(tid), heads), lambda: api.quarantine_summary(ctx, tid))
 except WapError as exc:
     ui.show_error(exc)
     st.stop()
@@ -99,7 +116,10 @@ batch = None if batch_choice == ALL else batch_choice
 check = None if check_choice == ALL else check_choice
 try:
     with st.spinner("Reading the rows…"):
-        got = api.quarantine_rows(ctx, tid, batch=batch, check=check, limit=ROW_LIMIT)
+        got = _kept(
+            ("rows", str(tid), heads, batch, check),
+            lambda: api.quarantine_rows(ctx, tid, batch=batch, check=check, limit=ROW_LIMIT),
+        )
 except WapError as exc:
     ui.show_error(exc)
     st.stop()

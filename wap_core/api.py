@@ -116,6 +116,7 @@ from wap_core.workflow.quarantine_policy import with_its_quarantine as _with_its
 from wap_core.workflow.quarantine_view import ExportResult, QuarantineRows, QuarantineSummary
 from wap_core.workflow.quarantine_view import export_bytes as _export_bytes
 from wap_core.workflow.quarantine_view import export_quarantine as _export_quarantine
+from wap_core.workflow.quarantine_view import quarantine_heads as _quarantine_heads
 from wap_core.workflow.quarantine_view import quarantine_rows as _quarantine_rows
 from wap_core.workflow.quarantine_view import quarantine_summary as _quarantine_summary
 from wap_core.workflow.reconcile import Ticker
@@ -608,6 +609,12 @@ def with_its_quarantine(ctx: Context, table: TableId, branch: str) -> bool:
     """Whether the branch is a one-table batch only its own quarantine table joined (published, waited for
     and discarded as that batch)."""
     return _with_its_quarantine(ctx.lakehouse, table, branch)
+
+
+def quarantine_heads(ctx: Context, table: TableId) -> tuple[tuple[str, int], ...]:
+    """The quarantine table's refs and their snapshots (metadata only): the key of its Spark reads (READ)."""
+    ctx.authorize(Permission.READ, table=table)
+    return _quarantine_heads(ctx.lakehouse, table)
 
 
 def quarantine_summary(ctx: Context, table: TableId) -> QuarantineSummary:

@@ -173,6 +173,15 @@ def _bounded(lh: Lakehouse, user: str | None, what: str) -> AbstractContextManag
     return jobs.user_jobs(lh.spark, user or lh.user, what, timeout=lh.settings.query_timeout)
 
 
+def quarantine_heads(lh: Lakehouse, table: TableId) -> tuple[tuple[str, int], ...]:
+    """Every ref of the quarantine table of ``table`` with its snapshot id (metadata, no Spark): what the
+    Spark reads above depend on, so a page may keep their results until it changes. Empty: no table yet."""
+    qid = quarantine_table_id(table)
+    if not cat.table_exists(lh.catalog, qid):
+        return ()
+    return tuple(sorted((name, ref.snapshot_id) for name, ref in lh.table(qid).metadata.refs.items()))
+
+
 def quarantine_summary(lh: Lakehouse, table: TableId, *, user: str | None = None) -> QuarantineSummary:
     """Per batch and check, how many rows the quarantine table of ``table`` keeps (Spark, bounded)."""
     from pyspark.sql import functions as F

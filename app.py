@@ -9,6 +9,7 @@ from pages._common import (
     context,
     lakehouse,
     md,
+    run_page,
     secrets_problem,
     signed_in_user,
     spark_starter,
@@ -108,7 +109,7 @@ with st.sidebar:
             live_spark_status()  # refreshes itself while Spark starts
 
 try:
-    nav.run()
+    run_page(nav)  # what the page showed once (a write's success message) is consumed when its run ends
 finally:
     # After the page ran, so a page that started Spark is reflected at once; never over the live status:
     # replacing its fragment's container by an element while a tick of the fragment is pending (a page that

@@ -4,10 +4,11 @@ Order, as the one-branch Review's: the evidence first: the batch's verdict (its 
 table, then the cross-table checks (the checks that read another table, e.g. ``references``: they decide
 whether the tables belong together), then the batch's readiness (every table's publish check, the batch's
 message), what a publish guarantees on this catalog (atomic: yes / only against failures, not crashes) and
-the batch's actions (Re-run audit, Publish, Discard, Force), its review (approvals and requests for changes bound
+the batch's actions (Re-run audit, Publish, Discard, Rebase when a main moved, Force), its review (approvals and requests for changes bound
 to every table's head, Approve batch, Request changes); then each table: its verdict, its other failing checks with their rows, what its branch
 changes (metadata), every check of its audit; last, each table's diff against main (Spark). The parts are the
-one-branch Review's (:mod:`pages._review_parts`), per table.
+one-branch Review's (:mod:`pages._review_parts`), per table. A batch that is no longer open but was published
+shows its newest publish (every table's main before and after it, and now) and **Roll back batch** (admin).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 import streamlit as st
 
+from pages import _actions as ra
 from pages import _common as ui
 from pages import _quarantine_parts as qp
 from pages import _review_parts as rv
@@ -31,6 +33,9 @@ from wap_core.api import (
     BatchDiscardResult,
     BatchPublishResult,
     BatchReadiness,
+    BatchRebaseResult,
+    BatchRollbackResult,
+    BatchRollbackState,
     CheckGuide,
     Context,
     MetadataDiff,
@@ -41,10 +46,10 @@ from wap_core.api import (
 )
 from wap_core.exceptions import ValidationError, WapError
 from wap_core.identifiers import TableId, validate_branch
-from wap_core.states import BranchStatus, branch_status, worst_branch_status
+from wap_core.states import BranchStatus, RebaseOutcome, branch_status, worst_branch_status
 
 CLOSED = "batch_review_closed"  # the batch this session just published or discarded
-DIALOG = "batch_review_dialog"  # the open dialog: {"kind": "publish" | "discard" | "approve" | "changes", "batch": NAME, ...}
+DIALOG = "batch_review_dialog"  # the open dialog: {"kind": "publish" | "discard" | "approve" | "changes" | "rollback", "batch": NAME, ...}
 
 
 @dataclass(frozen=True)
@@ -71,10 +76,20 @@ def _guides(ctx: Context, table: TableId) -> dict[str, CheckGuide]:
         return {}
 
 
-def _not_open(name: str) -> None:
-    """A name that is no open batch: one line, and the way back (nothing under it after this session's own
-    publish or discard: its success message says it all)."""
-    if st.session_state.pop(CLOSED, None) == name:
+def _not_open(ctx: Context, name: str) -> None:
+    """A name that is no open batch: its newest publish with Roll back batch when it was published; else one
+    line, and the way back (no line after this session's own publish or discard: its success message says
+    it all)."""
+    closed = ui.take(CLOSED) == name
+    try:
+        state = api.batch_rollback_state(ctx, name)
+    except WapError as exc:
+        ui.show_error(exc)
+        return
+    if state is not None:
+        _published_batch(ctx, name, state)
+        return
+    if closed:
         return
     st.warning(
         f"No open batch {ui.md(repr(name))}: it was published, discarded or never existed "
@@ -94,7 +109,7 @@ def render(ctx: Context, name_q: str) -> None:
     batch = api.find_batch(ctx, name)
     if batch is None:
         st.subheader(f"Batch {ui.md(name)}")
-        _not_open(name)
+        _not_open(ctx, name)
         return
     ready = api.batch_readiness(ctx, name)
     checks = {t.table: t.check for t in ready.tables}
@@ -235,75 +250,66 @@ def _close() -> None:
 
 def _actions(ctx: Context, name: str, ready: BatchReadiness, parts: list[_Part]) -> None:
     """Publish (every table or none) and Discard of the batch, role-gated (disabled with the core's reason; the
-    core refuses anyway); Force with a reason for admins when every refusal may be overridden. Each asks for
-    Confirm in a dialog (a form: one submit carries the text and the click)."""
-    can = {
-        p: ui.may(ctx, p)
-        for p in (Permission.AUDIT, Permission.PUBLISH, Permission.FORCE_PUBLISH, Permission.DISCARD)
-    }
-
-    def _help(permission: Permission, default: str) -> str:
-        d = can[permission]
-        return default if d.allowed else ui.md(d.message)
-
-    a0, a1, a2 = st.columns(3)
-    rerun_audit = a0.button(
+    core refuses anyway); Rebase when a table's main moved since its fork; Force with a reason for admins when
+    every refusal may be overridden. Publish, Discard and Force ask for Confirm in a dialog (a form: one submit
+    carries the text and the click); Rebase runs at once, as the one-branch Review's."""
+    can = ra.gate(ctx)
+    moved = [p for p in parts if p.meta.main_moved]
+    a0, a1, a2, *a3 = st.columns(4 if moved else 3)
+    rerun_audit = ra.button(
+        a0,
         "Re-run audit",
+        can[Permission.AUDIT],
         icon=":material/replay:",
-        width="stretch",
-        disabled=not can[Permission.AUDIT].allowed,
-        help=_help(
-            Permission.AUDIT,
-            "Audit again every table whose audit is stale (its head, or a table its checks read, moved)",
-        ),
+        help="Audit again every table whose audit is stale (its head, or a table its checks read, moved)",
         key="batch_rerun_audit",
     )
-    if a1.button(
+    if ra.button(
+        a1,
         "Publish batch",
+        can[Permission.PUBLISH],
         icon=":material/publish:",
-        type="primary",
-        width="stretch",
-        disabled=not (ready.allowed and can[Permission.PUBLISH].allowed),
-        help=_help(
-            Permission.PUBLISH,
-            ui.md(ready.message)
-            if not ready.allowed
-            else "Fast-forward every table's main to its branch, all or none",
-        ),
+        primary=True,
+        ready=ready.allowed,
+        help=ui.md(ready.message)
+        if not ready.allowed
+        else "Fast-forward every table's main to its branch, all or none",
     ):
         st.session_state[DIALOG] = {"kind": "publish", "batch": name, "force": False}
-    if a2.button(
+    if ra.button(
+        a2,
         "Discard batch",
+        can[Permission.DISCARD],
         icon=":material/delete:",
-        width="stretch",
-        disabled=not can[Permission.DISCARD].allowed,
-        help=_help(Permission.DISCARD, "Drop every table's branch of the batch; every main is untouched"),
+        help="Drop every table's branch of the batch; every main is untouched",
     ):
         st.session_state[DIALOG] = {"kind": "discard", "batch": name}
-    for reason in dict.fromkeys(
-        can[p].message
-        for p in (Permission.AUDIT, Permission.PUBLISH, Permission.DISCARD)
-        if not can[p].allowed
-    ):
-        st.caption(f":material/lock: {ui.md(reason)}")
+    rebase = bool(a3) and ra.button(
+        a3[0],
+        "Rebase batch",
+        can[Permission.REBASE],
+        icon=":material/merge:",
+        help=f"Replay the batch onto the current main of {ui.md(', '.join(str(p.table) for p in moved))} (every "
+        "table's branch swapped in one commit, or none), then audit the batch again",
+        key="batch_rebase",
+    )
+    can.locks(rebase=bool(moved))
     if rerun_audit:
         _rerun_audit(ctx, name)
-    if not ready.allowed and ready.forceable:
-        with st.expander("Force publish the batch (admins only, journaled with your reason)"):
-            st.caption(
-                "A forced publish overrides every refusal above. It needs a reason, which is recorded in the "
-                "journal with your name, for every table."
-            )
-            force_ok = can[Permission.FORCE_PUBLISH]
-            if not force_ok.allowed:
-                st.caption(f":material/lock: {ui.md(force_ok.message)}")
-            if st.button(
-                "Force publish batch",
-                icon=":material/gpp_maybe:",
-                disabled=not force_ok.allowed,
-                help=_help(Permission.FORCE_PUBLISH, "Publish every table over the refusals, with a reason"),
-            ):
-                st.session_state[DIALOG] = {"kind": "publish", "batch": name, "force": True}
+    if rebase:
+        _rebase(ctx, name)
+    if (
+        not ready.allowed
+        and ready.forceable
+        and can.force_publish(
+            expander="Force publish the batch (admins only, journaled with your reason)",
+            caption="A forced publish overrides every refusal above. It needs a reason, which is recorded in the "
+            "journal with your name, for every table.",
+            label="Force publish batch",
+            help="Publish every table over the refusals, with a reason",
+        )
+    ):
+        st.session_state[DIALOG] = {"kind": "publish", "batch": name, "force": True}
     dialog = st.session_state.get(DIALOG)
     if dialog and dialog.get("batch") == name:
         if dialog["kind"] == "publish":
@@ -329,6 +335,49 @@ def _rerun_audit(ctx: Context, name: str) -> None:
     ui.writes_done()
     ui.flash(*_audited(ctx.user, res))
     st.rerun()
+
+
+def _rebase(ctx: Context, name: str) -> None:
+    """Rebase the batch (the core replays every table whose main moved, swaps every branch in one commit, then
+    re-audits the batch's stale tables), inside a status; one message."""
+    try:
+        with st.status(
+            f"Rebasing batch {ui.md(name)} onto its tables' mains with Spark…", expanded=True
+        ) as s:
+            st.write("Replaying each moved table's rows onto its main, then auditing the batch again…")
+            res = api.rebase_batch(ctx, name)
+            s.update(label=f"Rebase of batch {ui.md(name)}: {ui.md(res.outcome)}", state="complete")
+    except WapError as exc:
+        ui.show_error(exc)
+        return
+    ui.writes_done()
+    ui.flash(*_rebased(res))
+    st.rerun()
+
+
+def _rebased(res: BatchRebaseResult) -> tuple[str, str]:
+    """The one message of a batch's rebase: each table replayed (rows) or up to date, and the batch's audit."""
+    if res.audit is None:
+        return (
+            "info",
+            f"Batch {ui.md(res.batch)} is already on every table's current main: nothing to rebase.",
+        )
+    tables = ", ".join(
+        f"{ui.md(t.table)} ({t.rows:,} rows replayed)"
+        if t.outcome is RebaseOutcome.REBASED
+        else f"{ui.md(t.table)} (up to date)"
+        for t in res.tables
+    )
+    audit = res.audit
+    if audit.passed:
+        return (
+            "success",
+            f"Rebased batch {ui.md(res.batch)}: {tables}; audited again: batch {ui.md(audit.status)}.",
+        )
+    return (
+        "warning",
+        f"Rebased batch {ui.md(res.batch)}: {tables}; audited again: batch {ui.md(audit.status)}; see the verdict below.",
+    )
 
 
 def _audited_label(res: BatchAuditResult) -> str:
@@ -359,16 +408,7 @@ def _audited(user: str, res: BatchAuditResult) -> tuple[str, str]:
 def _act(name: str, action: Callable[[], Any], message: Callable[[Any], str]) -> None:
     """Run a confirmed write of the batch (it is closed after it); on success close the dialog, clear the caches
     and report once (no "no open batch" line under it); else show the error in the dialog."""
-    try:
-        res = action()
-    except WapError as exc:
-        ui.show_error(exc)
-        return
-    _close()
-    ui.writes_done()
-    st.session_state[CLOSED] = name
-    ui.flash("success", message(res))
-    st.rerun()
+    ra.confirmed(action, message, close=_close, closed=(CLOSED, name))
 
 
 def _next(parts: list[_Part]) -> str:
@@ -394,22 +434,15 @@ def _discarded(res: BatchDiscardResult, parts: list[_Part]) -> str:
 @st.dialog("Publish the batch", on_dismiss=_close)
 def _publish_dialog(ctx: Context, name: str, ready: BatchReadiness, parts: list[_Part], force: bool) -> None:
     tables = ", ".join(f"{ui.md(p.table, code=True)} ({p.meta.rows_added:,} rows added)" for p in parts)
-    if force:
-        st.warning(f"Force publish batch {ui.md(name)}: {ui.md(ready.message)}")
-        reason = wf.text_form(
-            "batch_force_reason",
-            "Reason",
-            submit="Confirm",
-            required="A forced publish needs a reason.",
-            placeholder="Why is publishing despite the refusals acceptable?",
-            cancel=_close,
-        )
-    else:
-        st.write(
-            f"Fast-forward **main** of every table of batch {ui.md(name, code=True)} to its branch, all or none: "
-            f"{tables}. Atomic on this catalog: **{ui.md(ready.atomicity.label)}**."
-        )
-        reason = wf.text_form("batch_publish_note", "Note (optional)", submit="Confirm", cancel=_close)
+    reason = wf.publish_reason(
+        force,
+        key="batch_",
+        forced=f"Force publish batch {ui.md(name)}: {ui.md(ready.message)}",
+        plain=f"Fast-forward **main** of every table of batch {ui.md(name, code=True)} to its branch, all or none: "
+        f"{tables}. Atomic on this catalog: **{ui.md(ready.atomicity.label)}**.",
+        placeholder="Why is publishing despite the refusals acceptable?",
+        cancel=_close,
+    )
     if reason is not None:
         _act(
             name,
@@ -425,16 +458,102 @@ def _discard_dialog(ctx: Context, name: str, parts: list[_Part]) -> None:
         f"({ui.md(', '.join(str(p.table) for p in parts))}). No main is touched; the batch's rows will no longer "
         "be published."
     )
-    reason = wf.text_form(
-        "batch_discard_reason",
-        "Reason",
-        submit="Confirm",
-        required="Discarding needs a reason: it is recorded in the journal.",
-        placeholder="e.g. the airports file was incomplete",
-        cancel=_close,
+    reason = wf.discard_reason(
+        "batch_discard_reason", placeholder="e.g. the airports file was incomplete", cancel=_close
     )
     if reason is not None:
         _act(name, lambda: api.discard_batch(ctx, name, reason=reason), lambda res: _discarded(res, parts))
+
+
+# ----------------------------------------------------------------------------- a published batch
+def _published_batch(ctx: Context, name: str, state: BatchRollbackState) -> None:
+    """A batch that is no longer open but was published: its newest publish (every table's main before it,
+    after it and now) and Roll back batch (admin, a reason required, confirmed in a dialog; disabled with the
+    core's reason when the rollback would be refused or the role may not)."""
+    pub = state.published
+    st.markdown("#### Published batch")
+    st.info(
+        f"Batch {ui.md(name, code=True)} was published by {ui.md(pub.user)} at {ui.md(ui.short_time(pub.at))}: "
+        f"{ui.md(', '.join(pub.mains))}, every main moved together."
+    )
+    now = dict(state.mains)
+    ui.grid(
+        ui.frame(
+            [
+                {
+                    "table": t,
+                    "main before the publish": ui.id_text(before),
+                    "published head": ui.id_text(after),
+                    "main now": ui.id_text(now.get(t)),
+                    "history": f"/history?table={t}",
+                }
+                for t, (before, after) in pub.mains.items()
+            ]
+        ),
+        column_config={
+            "history": st.column_config.LinkColumn("history", display_text="History ↗"),
+        },
+    )
+    admin = ui.may(ctx, Permission.ADMIN)
+    if st.button(
+        "Roll back batch",
+        icon=":material/undo:",
+        disabled=not (admin.allowed and state.allowed),
+        help=ui.md(
+            admin.message
+            if not admin.allowed
+            else "Move every table of this batch back to its main before the publish, all or none"
+            if state.allowed
+            else state.message
+        ),
+        key="batch_rollback",
+    ):
+        st.session_state[DIALOG] = {"kind": "rollback", "batch": name}
+    if not admin.allowed:
+        st.caption(f":material/lock: {ui.md(admin.message.replace('run admin actions', 'roll back'))}")
+    elif state.rolled_back:
+        st.caption(
+            ":material/undo: Rolled back: every main is where it was before the batch's publish. Each table's "
+            "batch can be reopened as a branch from its History."
+        )
+    elif not state.allowed:
+        st.caption(f":material/block: {ui.md(state.message)}")
+    dialog = st.session_state.get(DIALOG)
+    if dialog and dialog.get("batch") == name and dialog["kind"] == "rollback":
+        _rollback_dialog(ctx, name, state)
+
+
+def _rolled_back(res: BatchRollbackResult) -> str:
+    moved = ", ".join(
+        f"{ui.md(t.table)} {ui.id_text(t.main_before)} → {ui.id_text(t.main_after)}" for t in res.tables
+    )
+    links = " · ".join(f"[History of {ui.md(t.table)}](/history?table={t.table})" for t in res.tables)
+    return (
+        f"Rolled back batch {ui.md(res.batch)}: every main moved back together ({moved}): {ui.md(res.reason)}. "
+        f"Each table's batch can be reopened as a branch from its History. {links}"
+    )
+
+
+@st.dialog("Roll back the batch", on_dismiss=_close)
+def _rollback_dialog(ctx: Context, name: str, state: BatchRollbackState) -> None:
+    moves = ", ".join(
+        f"{ui.md(t, code=True)} {ui.id_text(after)} → {ui.id_text(before)}"
+        for t, (before, after) in state.published.mains.items()
+    )
+    st.warning(
+        f"Move **main** of every table of batch {ui.md(name, code=True)} back to where it was before the batch's "
+        f"publish, all or none: {moves}. Metadata only; the batch tag stays."
+    )
+    reason = wf.text_form(
+        "batch_rollback_reason",
+        "Reason",
+        submit="Roll back",
+        required="A rollback needs a reason: it is recorded in the journal.",
+        placeholder="e.g. the airports file was wrong",
+        cancel=_close,
+    )
+    if reason is not None:
+        ra.confirmed(lambda: api.rollback_batch(ctx, name, reason=reason), _rolled_back, close=_close)
 
 
 # ----------------------------------------------------------------------------- the batch's review
@@ -477,26 +596,25 @@ def _review(ctx: Context, batch: Batch) -> None:
     allowed, why = _approve_decision(ctx, batch)
     d = ui.may(ctx, Permission.APPROVE)
     c1, c2 = st.columns(2)
-    if c1.button(
+    if ra.button(
+        c1,
         "Approve batch",
+        (allowed, why),
         icon=":material/thumb_up:",
-        width="stretch",
-        disabled=not allowed,
-        help="Approve every table at its current head, as one review" if allowed else ui.md(why),
+        help="Approve every table at its current head, as one review",
         key="batch_approve",
     ):
         st.session_state[DIALOG] = {"kind": "approve", "batch": name}
-    if c2.button(
+    if ra.button(
+        c2,
         "Request changes",
+        d,
         icon=":material/rate_review:",
-        width="stretch",
-        disabled=not d.allowed,
-        help="Block the batch's publish until you approve it" if d.allowed else ui.md(d.message),
+        help="Block the batch's publish until you approve it",
         key="batch_changes",
     ):
         st.session_state[DIALOG] = {"kind": "changes", "batch": name}
-    for reason in dict.fromkeys(r for ok, r in ((allowed, why), (d.allowed, d.message)) if not ok):
-        st.caption(f":material/lock: {ui.md(reason)}")
+    ra.locks([(allowed, why), d])
     dialog = st.session_state.get(DIALOG)
     if dialog and dialog.get("batch") == name:
         if dialog["kind"] == "approve":
@@ -545,14 +663,6 @@ def _review_lines(batch: Batch, states: list[ReviewStatus]) -> None:
         )
 
 
-def _reviewed(message: str) -> None:
-    """A recorded review of the batch (the batch stays open): close the dialog, clear the caches, one message."""
-    _close()
-    ui.writes_done()
-    ui.flash("success", message)
-    st.rerun()
-
-
 @st.dialog("Approve the batch", on_dismiss=_close)
 def _approve_dialog(ctx: Context, batch: Batch) -> None:
     st.write(
@@ -560,17 +670,15 @@ def _approve_dialog(ctx: Context, batch: Batch) -> None:
         f"bound to these heads: {_heads_text(batch)}. A new commit on any table dismisses it."
     )
     comment = wf.text_form("batch_approve_comment", "Comment (optional)", submit="Confirm", cancel=_close)
-    if comment is None:
-        return
-    try:
-        res = api.approve_batch(ctx, batch.name, comment=comment or None)
-    except WapError as exc:
-        ui.show_error(exc)
-        return
-    _reviewed(
-        f"Approved batch {ui.md(res.batch)} on every table's head ({ui.md(', '.join(res.heads))}): "
-        f"review {ui.md(_REVIEW_LABEL[res.state].lower())}."
-    )
+    if comment is not None:  # a recorded review of the batch: the batch stays open
+        ra.confirmed(
+            lambda: api.approve_batch(ctx, batch.name, comment=comment or None),
+            lambda res: (
+                f"Approved batch {ui.md(res.batch)} on every table's head ({ui.md(', '.join(res.heads))}): "
+                f"review {ui.md(_REVIEW_LABEL[res.state].lower())}."
+            ),
+            close=_close,
+        )
 
 
 @st.dialog("Request changes on the batch", on_dismiss=_close)
@@ -579,24 +687,16 @@ def _changes_dialog(ctx: Context, batch: Batch) -> None:
         f"Request changes on batch {ui.md(batch.name, code=True)} (every table, at {_heads_text(batch)}): its "
         "publish is blocked until you approve it."
     )
-    comment = wf.text_form(
-        "batch_changes_comment",
-        "What must change",
-        submit="Confirm",
-        required="Say what must change.",
-        cancel=_close,
-    )
-    if comment is None:
-        return
-    try:
-        res = api.request_changes_batch(ctx, batch.name, comment=comment)
-    except WapError as exc:
-        ui.show_error(exc)
-        return
-    _reviewed(
-        f"Changes requested on batch {ui.md(res.batch)} ({ui.md(', '.join(res.heads))}): {ui.md(comment)}. "
-        "Its publish is blocked until you approve it."
-    )
+    comment = wf.changes_comment("batch_changes_comment", submit="Confirm", cancel=_close)
+    if comment is not None:
+        ra.confirmed(
+            lambda: api.request_changes_batch(ctx, batch.name, comment=comment),
+            lambda res: (
+                f"Changes requested on batch {ui.md(res.batch)} ({ui.md(', '.join(res.heads))}): "
+                f"{ui.md(comment)}. Its publish is blocked until you approve it."
+            ),
+            close=_close,
+        )
 
 
 def _table(ctx: Context, name: str, p: _Part) -> None:

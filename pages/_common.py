@@ -233,14 +233,60 @@ def writes_done() -> None:
     st.cache_data.clear()
 
 
+# One-shot state (a write's success message, what a write just closed) is consumed when the run of the page
+# that showed it ENDS (:func:`run_page`), not when it is read: a run can be interrupted at any Streamlit call
+# by a newer rerun request (a click, a submit, the browser reconnecting), and a message popped by the
+# interrupted run was never seen: the next run shows it again.
+_FLASH = "_flash"  # [(kind, message)] queued by writes, shown at the top of the next runs until one ends
+_SHOWN = "_flash_shown"  # how many of the queued messages this run has shown
+_TAKEN = "_once_taken"  # the session keys this run has read with take()
+
+
 def flash(kind: str, message: str) -> None:
-    """Queue a message shown at the top of the next run of the page (survives st.rerun)."""
-    st.session_state.setdefault("_flash", []).append((kind, message))
+    """Queue a message shown at the top of the next run of the page (survives st.rerun and an interrupted run)."""
+    st.session_state.setdefault(_FLASH, []).append((kind, message))
 
 
 def show_flash() -> None:
-    for kind, message in st.session_state.pop("_flash", []):
+    """Show the queued messages (page_header); they are consumed when this run ends (:func:`run_page`)."""
+    queued = st.session_state.get(_FLASH, [])
+    for kind, message in queued:
         getattr(st, kind)(message)
+    st.session_state[_SHOWN] = len(queued)
+
+
+def take(key: str) -> Any:
+    """The one-shot session value ``key`` (e.g. what this session's write just closed), or None: removed when
+    this run of the page ends, kept when the run is interrupted (see :func:`run_page`)."""
+    st.session_state.setdefault(_TAKEN, set()).add(key)
+    return st.session_state.get(key)
+
+
+def run_page(nav: Any) -> None:
+    """Run the page chosen by ``st.navigation`` (app.py). When its run ends, by its last line or by
+    ``st.stop()``, what it showed once (:func:`show_flash`, :func:`take`) is consumed; a run ended by a rerun
+    (``st.rerun()``, or interrupted by a newer request) consumes nothing, so the next run shows it again.
+
+    ``st.stop()`` raises Streamlit's StopException (``streamlit.runtime.scriptrunner_utils.exceptions``: no
+    public hook tells a script that its run is over), a rerun its RerunException, which passes untouched."""
+    from streamlit.runtime.scriptrunner_utils.exceptions import StopException
+
+    st.session_state[_SHOWN] = 0
+    st.session_state[_TAKEN] = set()
+    try:
+        nav.run()
+    except StopException:
+        _consume()
+        raise
+    _consume()
+
+
+def _consume() -> None:
+    shown = st.session_state.pop(_SHOWN, 0)
+    if shown:
+        st.session_state[_FLASH] = st.session_state.get(_FLASH, [])[shown:]
+    for key in st.session_state.pop(_TAKEN, set()):
+        st.session_state.pop(key, None)
 
 
 # --------------------------------------------------------------------------- user text -> Markdown
@@ -389,6 +435,22 @@ def batch_review_url(batch: str) -> str:
 
 def status_badge(status: str) -> str:
     return f"{STATUS_ICON.get(status, '○')} {status.replace('_', ' ')}"
+
+
+def review_links(batches: Sequence[BatchRow], branches: Sequence[BranchInfo]) -> None:
+    """A link to the Review of each batch, then of each branch, with its status badge."""
+    for b in batches:
+        st.page_link(
+            "pages/review.py",
+            label=f"Batch {md(b.batch)} · {md(', '.join(b.tables))} — {md(status_badge(b.status.value))}",
+            query_params={"batch": b.batch},
+        )
+    for r in branches:
+        st.page_link(
+            "pages/review.py",
+            label=f"{md(r.table)} · {md(r.branch)} — {md(status_badge(r.status))}",
+            query_params={"table": r.table, "branch": r.branch},
+        )
 
 
 def style_status(df: pd.DataFrame, column: str = "status") -> Any:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import streamlit as st
 
+from pages import _actions as ra
 from pages import _common as ui
 from wap_core import api
 from wap_core.api import CommentKind, Context, Decision, Permission, ReviewState, ReviewStatus
@@ -26,13 +27,6 @@ _DIALOG = "workflow_dialog"
 
 def _close() -> None:
     st.session_state.pop(_DIALOG, None)
-
-
-def _done(message: str) -> None:
-    _close()
-    ui.writes_done()
-    ui.flash("success", message)
-    st.rerun()
 
 
 def text_form(
@@ -66,6 +60,44 @@ def text_form(
         st.error(required)
         return None
     return text
+
+
+def publish_reason(
+    force: bool, *, key: str, forced: str, plain: str, placeholder: str, cancel: Callable[[], None]
+) -> str | None:
+    """The body of a Publish dialog (a branch's, a batch's): forced, the warning ``forced`` and a required
+    reason; else ``plain`` and an optional note. The boxes' keys: ``{key}force_reason``, ``{key}publish_note``.
+    The text once submitted, else None."""
+    if force:
+        st.warning(forced)
+        return text_form(
+            f"{key}force_reason",
+            "Reason",
+            submit="Confirm",
+            required="A forced publish needs a reason.",
+            placeholder=placeholder,
+            cancel=cancel,
+        )
+    st.write(plain)
+    return text_form(f"{key}publish_note", "Note (optional)", submit="Confirm", cancel=cancel)
+
+
+def discard_reason(key: str, *, placeholder: str, cancel: Callable[[], None]) -> str | None:
+    """The body of a Discard dialog (a branch's, a batch's): a required reason; the text once submitted."""
+    return text_form(
+        key,
+        "Reason",
+        submit="Confirm",
+        required="Discarding needs a reason: it is recorded in the journal.",
+        placeholder=placeholder,
+        cancel=cancel,
+    )
+
+
+def changes_comment(key: str, *, submit: str, cancel: Callable[[], None]) -> str | None:
+    """The body of a Request changes dialog (a branch's, a batch's): what must change, required; the text once
+    submitted."""
+    return text_form(key, "What must change", submit=submit, required="Say what must change.", cancel=cancel)
 
 
 # --------------------------------------------------------------------------- Review page
@@ -125,26 +157,25 @@ def review_panel(ctx: Context, tid: TableId, branch: str) -> None:
     allowed, why = api.approve_decision(ctx, tid, branch)
     d = ui.may(ctx, Permission.APPROVE)
     c1, c2 = st.columns(2)
-    if c1.button(
+    if ra.button(
+        c1,
         "Approve",
+        (allowed, why),
         icon=":material/thumb_up:",
-        width="stretch",
-        disabled=not allowed,
-        help=ui.md(f"Approve snapshot {rs.head}" if allowed else why),
+        help=ui.md(f"Approve snapshot {rs.head}"),
         key="wf_approve",
     ):
         st.session_state[_DIALOG] = {"kind": "approve", "table": str(tid), "branch": branch, "head": rs.head}
-    if c2.button(
+    if ra.button(
+        c2,
         "Request changes",
+        d,
         icon=":material/rate_review:",
-        width="stretch",
-        disabled=not d.allowed,
-        help=ui.md("Block publish until you approve" if d.allowed else d.message),
+        help=ui.md("Block publish until you approve"),
         key="wf_changes",
     ):
         st.session_state[_DIALOG] = {"kind": "changes", "table": str(tid), "branch": branch, "head": rs.head}
-    if not allowed:
-        st.caption(f":material/lock: {ui.md(why)}")
+    ra.locks([(allowed, why)])
 
     dialog = st.session_state.get(_DIALOG)
     if dialog and dialog.get("table") == str(tid) and dialog.get("branch") == branch:
@@ -163,12 +194,11 @@ def _approve_dialog(ctx: Context, tid: TableId, branch: str, head: int) -> None:
     )
     comment = text_form("wf_approve_comment", "Comment (optional)", submit="Approve", cancel=_close)
     if comment is not None:
-        try:
-            rs = api.approve(ctx, tid, branch, comment=comment or None)
-        except WapError as exc:
-            ui.show_error(exc)
-            return
-        _done(f"Approved {ui.md(tid)} · {ui.md(branch)}: review {ui.md(rs.state.value)}.")
+        ra.confirmed(
+            lambda: api.approve(ctx, tid, branch, comment=comment or None),
+            lambda rs: f"Approved {ui.md(tid)} · {ui.md(branch)}: review {ui.md(rs.state.value)}.",
+            close=_close,
+        )
 
 
 @st.dialog("Request changes", on_dismiss=_close)
@@ -177,20 +207,13 @@ def _changes_dialog(ctx: Context, tid: TableId, branch: str, head: int) -> None:
         f"Request changes on snapshot {head} of {ui.md(tid, code=True)} · {ui.md(branch, code=True)}: publish is blocked "
         "until you approve a head."
     )
-    comment = text_form(
-        "wf_changes_comment",
-        "What must change",
-        submit="Request changes",
-        required="Say what must change.",
-        cancel=_close,
-    )
+    comment = changes_comment("wf_changes_comment", submit="Request changes", cancel=_close)
     if comment is not None:
-        try:
-            api.request_changes(ctx, tid, branch, comment=comment)
-        except WapError as exc:
-            ui.show_error(exc)
-            return
-        _done(f"Changes requested on {ui.md(tid)} · {ui.md(branch)}.")
+        ra.confirmed(
+            lambda: api.request_changes(ctx, tid, branch, comment=comment),
+            lambda _rs: f"Changes requested on {ui.md(tid)} · {ui.md(branch)}.",
+            close=_close,
+        )
 
 
 def thread(ctx: Context, tid: TableId, branch: str, *, checks: list[str] | None = None) -> None:
@@ -346,25 +369,18 @@ def _rollback_dialog(ctx: Context, tid: TableId, to: int, head: int | None) -> N
         cancel=_close,
     )
     if reason is not None:
-        try:
-            res = api.rollback(ctx, tid, to, reason=reason, expected_main=head)
-        except WapError as exc:
-            ui.show_error(exc)
-            return
-        _done(f"Rolled back {ui.md(tid)}: main {res.main_before} → {res.main_after}.")
+        ra.confirmed(
+            lambda: api.rollback(ctx, tid, to, reason=reason, expected_main=head),
+            lambda res: f"Rolled back {ui.md(tid)}: main {res.main_before} → {res.main_after}.",
+            close=_close,
+        )
 
 
 def _reopen(ctx: Context, tid: TableId, snapshot_id: int) -> None:
-
-    try:
-        res = api.reopen(ctx, tid, snapshot_id)
-    except WapError as exc:
-        ui.show_error(exc)
-        return
-    ui.writes_done()
-    ui.flash(
-        "success",
-        f"Reopened snapshot {snapshot_id} as branch {ui.md(res.branch)}: "
-        f"[review it]({ui.review_url(res.table, res.branch)}), fix it, publish it again.",
+    ra.confirmed(
+        lambda: api.reopen(ctx, tid, snapshot_id),
+        lambda res: (
+            f"Reopened snapshot {snapshot_id} as branch {ui.md(res.branch)}: "
+            f"[review it]({ui.review_url(res.table, res.branch)}), fix it, publish it again."
+        ),
     )
-    st.rerun()

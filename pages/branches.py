@@ -107,15 +107,4 @@ with ui.wap_errors():
             },
         )
         st.markdown("**Review a branch**" if not batches else "**Review a batch or a branch**")
-        for b in shown_batches:
-            st.page_link(
-                "pages/review.py",
-                label=f"Batch {ui.md(b.batch)} · {ui.md(', '.join(b.tables))} — {ui.md(ui.status_badge(b.status.value))}",
-                query_params={"batch": b.batch},
-            )
-        for r in shown:
-            st.page_link(
-                "pages/review.py",
-                label=f"{ui.md(r.table)} · {ui.md(r.branch)} — {ui.md(ui.status_badge(r.status))}",
-                query_params={"table": r.table, "branch": r.branch},
-            )
+        ui.review_links(shown_batches, shown)

@@ -14,6 +14,7 @@ from typing import Any
 
 import streamlit as st
 
+from pages import _actions as ra
 from pages import _batch_review as br
 from pages import _common as ui
 from pages import _quarantine_parts as qp
@@ -45,18 +46,7 @@ if not table_q or not branch_q:
     st.write(
         "Pick a branch to review, or open a link like `/review?table=demo.flights&branch=audit_2013_02_w2`."
     )
-    for row in ui.batch_rows():
-        st.page_link(
-            "pages/review.py",
-            label=f"Batch {ui.md(row.batch)} · {ui.md(', '.join(row.tables))} — {ui.md(ui.status_badge(row.status.value))}",
-            query_params={"batch": row.batch},
-        )
-    for b in open_branches:
-        st.page_link(
-            "pages/review.py",
-            label=f"{ui.md(b.table)} · {ui.md(b.branch)} — {ui.md(ui.status_badge(b.status))}",
-            query_params={"table": b.table, "branch": b.branch},
-        )
+    ui.review_links(ui.batch_rows(), open_branches)
     st.stop()
 
 try:
@@ -69,7 +59,7 @@ except WapError as exc:
 
 st.subheader(f"{ui.md(tid)} · {ui.md(branch)}")
 if branch not in api.branch_names(tbl):
-    if st.session_state.pop(CLOSED, None) == (str(tid), branch):
+    if ui.take(CLOSED) == (str(tid), branch):
         st.stop()  # this session just published or discarded it: its success message says it all
     st.warning(
         f"Branch {ui.md(repr(branch))} is not open on {ui.md(tid)}: it was published, discarded or never existed."
@@ -124,79 +114,46 @@ def _close() -> None:
 
 st.markdown("#### Actions")
 # Role-gated: each control is disabled with the core's reason; the core refuses anyway if called.
-can = {
-    p: ui.may(ctx, p)
-    for p in (
-        Permission.AUDIT,
-        Permission.PUBLISH,
-        Permission.FORCE_PUBLISH,
-        Permission.DISCARD,
-        Permission.REBASE,
-    )
-}
-
-
-def _help(permission: Permission, default: str) -> str:
-    d = can[permission]
-    return default if d.allowed else ui.md(d.message)
-
-
+can = ra.gate(ctx)
 a1, a2, a3, a4 = st.columns(4)
-rerun_audit = a1.button(
+rerun_audit = ra.button(
+    a1,
     "Re-run audit",
+    can[Permission.AUDIT],
     icon=":material/replay:",
-    width="stretch",
-    disabled=not can[Permission.AUDIT].allowed,
-    help=_help(Permission.AUDIT, "Evaluate the table's checks on the branch head again"),
+    help="Evaluate the table's checks on the branch head again",
 )
-if a2.button(
+if ra.button(
+    a2,
     "Publish",
+    can[Permission.PUBLISH],
     icon=":material/publish:",
-    type="primary",
-    disabled=not (ready.allowed and can[Permission.PUBLISH].allowed),
-    width="stretch",
-    help=_help(
-        Permission.PUBLISH, ui.md(ready.message) if not ready.allowed else "Fast-forward main to this branch"
-    ),
+    primary=True,
+    ready=ready.allowed,
+    help=ui.md(ready.message) if not ready.allowed else "Fast-forward main to this branch",
 ):
     _open("publish", force=False)
-if a3.button(
+if ra.button(
+    a3,
     "Discard",
+    can[Permission.DISCARD],
     icon=":material/delete:",
-    width="stretch",
-    disabled=not can[Permission.DISCARD].allowed,
-    help=_help(Permission.DISCARD, "Drop the branch; main is untouched"),
+    help="Drop the branch; main is untouched",
 ):
     _open("discard")
-do_rebase = meta.main_moved and a4.button(
-    "Rebase",
-    icon=":material/merge:",
-    width="stretch",
-    disabled=not can[Permission.REBASE].allowed,
-    help=_help(Permission.REBASE, "Replay this batch onto current main"),
+do_rebase = meta.main_moved and ra.button(
+    a4, "Rebase", can[Permission.REBASE], icon=":material/merge:", help="Replay this batch onto current main"
 )
-shown = [Permission.AUDIT, Permission.PUBLISH, Permission.DISCARD] + (
-    [Permission.REBASE] if meta.main_moved else []
-)
-for reason in dict.fromkeys(can[p].message for p in shown if not can[p].allowed):
-    st.caption(f":material/lock: {ui.md(reason)}")
+can.locks(rebase=meta.main_moved)
 if not ready.allowed:
     st.warning(f"**Publish is disabled:** {ui.md(ready.message)}")
-    if ready.forceable:
-        with st.expander("Force publish (admins only, journaled with your reason)"):
-            st.caption(
-                "A forced publish overrides the audit. It needs a reason, which is recorded in the journal with your name."
-            )
-            force_ok = can[Permission.FORCE_PUBLISH]
-            if not force_ok.allowed:
-                st.caption(f":material/lock: {ui.md(force_ok.message)}")
-            if st.button(
-                "Force publish",
-                icon=":material/gpp_maybe:",
-                disabled=not force_ok.allowed,
-                help=_help(Permission.FORCE_PUBLISH, "Publish over the audit, with a reason"),
-            ):
-                _open("publish", force=True)
+    if ready.forceable and can.force_publish(
+        expander="Force publish (admins only, journaled with your reason)",
+        caption="A forced publish overrides the audit. It needs a reason, which is recorded in the journal with your name.",
+        label="Force publish",
+        help="Publish over the audit, with a reason",
+    ):
+        _open("publish", force=True)
 else:
     st.success(f"Ready to publish: {ui.md(ready.message)}")
 
@@ -238,16 +195,7 @@ if do_rebase:
 def _act(action: Callable[[], Any], message: Callable[[Any], str]) -> None:
     """Run a confirmed write (publish, discard: the branch is gone after it); on success close the dialog,
     clear caches and report once (no "not open" warning under it); else show the error."""
-    try:
-        res = action()
-    except WapError as exc:
-        ui.show_error(exc)
-        return
-    _close()
-    ui.writes_done()
-    st.session_state[CLOSED] = (str(tid), branch)
-    ui.flash("success", message(res))
-    st.rerun()
+    ra.confirmed(action, message, close=_close, closed=(CLOSED, (str(tid), branch)))
 
 
 _NEXT = (
@@ -257,21 +205,14 @@ _NEXT = (
 
 @st.dialog("Publish to main", on_dismiss=_close)
 def publish_dialog(force: bool) -> None:
-    if force:
-        st.warning(f"Force publish {ui.md(tid)} · {ui.md(branch)}: {ui.md(ready.message)}")
-        reason = wf.text_form(
-            "force_reason",
-            "Reason",
-            submit="Confirm",
-            required="A forced publish needs a reason.",
-            placeholder="Why is publishing despite the audit acceptable?",
-            cancel=_close,
-        )
-    else:
-        st.write(
-            f"Fast-forward **main** of {ui.md(tid, code=True)} to branch {ui.md(branch, code=True)} ({meta.rows_added:,} rows added)."
-        )
-        reason = wf.text_form("publish_note", "Note (optional)", submit="Confirm", cancel=_close)
+    reason = wf.publish_reason(
+        force,
+        key="",
+        forced=f"Force publish {ui.md(tid)} · {ui.md(branch)}: {ui.md(ready.message)}",
+        plain=f"Fast-forward **main** of {ui.md(tid, code=True)} to branch {ui.md(branch, code=True)} ({meta.rows_added:,} rows added).",
+        placeholder="Why is publishing despite the audit acceptable?",
+        cancel=_close,
+    )
     if reason is not None:
         _act(
             lambda: api.publish(ctx, tid, branch, force=force, reason=reason or None),
@@ -286,14 +227,7 @@ def discard_dialog() -> None:
     st.write(
         f"Drop branch {ui.md(branch, code=True)} of {ui.md(tid, code=True)}. Main is not touched; the branch's rows will no longer be published."
     )
-    reason = wf.text_form(
-        "discard_reason",
-        "Reason",
-        submit="Confirm",
-        required="Discarding needs a reason: it is recorded in the journal.",
-        placeholder="e.g. source file was incomplete",
-        cancel=_close,
-    )
+    reason = wf.discard_reason("discard_reason", placeholder="e.g. source file was incomplete", cancel=_close)
     if reason is not None:
         _act(
             lambda: api.discard(ctx, tid, branch, reason=reason),

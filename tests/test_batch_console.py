@@ -262,12 +262,18 @@ def _as(lake: Lakehouse, monkeypatch: pytest.MonkeyPatch, user: str) -> None:
 
 
 def test_batch_review_actions_are_role_gated(env: Lakehouse, monkeypatch: pytest.MonkeyPatch) -> None:
-    _as(env, monkeypatch, VIEWER)  # a viewer: no re-run, no approval, no request for changes
+    _as(env, monkeypatch, VIEWER)  # a viewer: no re-run, no rebase, no approval, no request for changes
     at = app_test("pages/review.py", batch="wk1")
-    assert all(_button(at, b).disabled for b in ("Re-run audit", "Approve batch", "Request changes"))
-    _as(env, monkeypatch, USER)  # a steward may re-run the audit, not review
+    assert all(
+        _button(at, b).disabled for b in ("Re-run audit", "Rebase batch", "Approve batch", "Request changes")
+    )
+    _as(
+        env, monkeypatch, USER
+    )  # a steward may re-run the audit and rebase (wk2 moved both mains), not review
     at = app_test("pages/review.py", batch="wk1")
-    assert not _button(at, "Re-run audit").disabled
+    assert not _button(at, "Re-run audit").disabled and not _button(at, "Rebase batch").disabled
+    pub = app_test("pages/review.py", batch="wk2")  # published: its Roll back batch is an admin's
+    assert _button(pub, "Roll back batch").disabled and "may not roll back" in _texts(pub.caption)
     assert _button(at, "Approve batch").disabled and _button(at, "Request changes").disabled
     _as(
         env, monkeypatch, ANN

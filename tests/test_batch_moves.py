@@ -4,7 +4,10 @@ Real Spark + Iceberg on a JDBC catalog in SQLite and in PostgreSQL (one module-s
 once). Each batch move is ONE multi-table commit: a table that lost a race (its branch or main moved since it
 was read) refuses the whole move, journaled ``refused`` naming it; kill -9 (a CLI subprocess with
 ``WAP_FAULT``) at the commit points of a batch's discard, rollback and rebase, then
-``reconcile``: every table's ref moved or none did, the journal says which under the original user.
+``reconcile``: every table's ref moved or none did, the journal says which under the original user. Two of
+the rebase's points (``after_rebase_batch_write``, ``before_rebase_batch_outcome``: the killed child starts a
+JVM and replays, 10-14 s a kill) are killed on SQLite only (``REBASE_POINTS_SQLITE``). One test runs the three
+moves on SeaweedFS's REST catalog, in tests/test_s3.py's object-store run.
 """
 
 from __future__ import annotations
@@ -21,20 +24,20 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from conftest import create_pg_database
+from conftest import Backend, create_pg_database
 from helpers import ANN, ROOT, ROOT_, SAM, TWO_PERSON_ACCESS, lake_env, lake_settings, run_cli, seed_tables
 from test_batch_publish import ARROW, cli, cli_env, mains, stage
 from test_notify import FAST, Receiver, meta_lakehouse, pyiceberg_branch
 
 from wap_core import Lakehouse, TableId, notify
 from wap_core.exceptions import AccessDeniedError, ConflictError, RefusedError
-from wap_core.faults import FAULT_EXIT_CODE, PAUSE_ENV
+from wap_core.faults import FAULT_EXIT_CODE, FAULT_POINTS, PAUSE_ENV
 from wap_core.identifiers import MAIN
 from wap_core.session import Identity, Session
 from wap_core.states import Action, Outcome, RebaseOutcome
 from wap_core.store import batches as store
 from wap_core.workflow.batch import join
-from wap_core.workflow.batch_moves import rebase_batch, rollback_batch
+from wap_core.workflow.batch_moves import batch_rollback_state, rebase_batch, rollback_batch
 from wap_core.workflow.batch_publish import discard_batch, publish_batch
 from wap_core.workflow.reconcile import reconcile
 
@@ -191,8 +194,12 @@ def test_killed_batch_discard_is_all_or_none_after_reconcile(lake: Lakehouse, po
 
 def test_rollback_batch_moves_every_main_back_or_none(lake: Lakehouse) -> None:
     before = mains(lake, TABLES)
+    assert batch_rollback_state(lake, "rb1") is None  # never published
     heads = published(lake, [T1, T2], "rb1", 30)
     assert mains(lake, TABLES) == {**before, T1: heads[T1], T2: heads[T2]}
+    state = batch_rollback_state(lake, "rb1")  # what the batch Review shows before its Roll back batch
+    assert state is not None and state.allowed and not state.rolled_back
+    assert state.published.mains == {str(T1): (before[T1], heads[T1]), str(T2): (before[T2], heads[T2])}
     # admin only, and a reason
     with pytest.raises(AccessDeniedError, match="may not rollback:"):
         rollback_batch(as_(lake, ANN), "rb1", reason="bad day")
@@ -215,6 +222,8 @@ def test_rollback_batch_moves_every_main_back_or_none(lake: Lakehouse) -> None:
     assert {e.table: e.details["rolled_back"] for e in rows} == {str(T1): [heads[T1]], str(T2): [heads[T2]]}
     # the batch tag stays (what was published); again: refused, nothing moves
     assert lake.catalog.load_table(T1.tuple).metadata.refs["batch-rb1"].snapshot_id == heads[T1]
+    state = batch_rollback_state(lake, "rb1")
+    assert state is not None and not state.allowed and state.rolled_back
     with pytest.raises(RefusedError, match="already where it was"):
         rollback_batch(as_(lake, ROOT_), "rb1", reason="again")
     assert mains(lake, TABLES) == before
@@ -226,6 +235,9 @@ def test_rollback_batch_is_refused_when_a_main_moved_since(lake: Lakehouse) -> N
     published(lake, [T1, T3], "rb2", 40)
     later = published(lake, [T3], "rb2_later", 41)  # planes' main moves on after the batch
     now = mains(lake, TABLES)
+    state = batch_rollback_state(lake, "rb2")  # the Review's button is disabled with the refusal's words
+    assert state is not None and not state.allowed and state.code == "conflict"
+    assert "bm.planes's main moved since the batch's publish" in state.message
     with pytest.raises(ConflictError, match=r"bm\.planes's main moved since the batch's publish"):
         rollback_batch(as_(lake, ROOT_), "rb2", reason="bad day")
     assert mains(lake, TABLES) == now and now[T3] == later[T3]
@@ -342,32 +354,125 @@ def test_rebase_batch_is_refused_as_a_whole_when_a_branch_moved(lake: Lakehouse)
 
 
 REBASE_POINTS = (
-    "after_rebase_batch_temp_branches",
+    "after_rebase_batch_intents",  # before Spark: the killed child never starts a JVM (cheap)
+    "after_rebase_batch_temp_branches",  # before Spark too
     "in_rebase_batch_transaction",
     "after_rebase_batch_commit",
 )
+# The two other points, each a child that starts a JVM and replays (10-14 s a kill), run on SQLite only: the
+# state they leave (temporary branches replayed and new metadata files written, nothing swapped; every branch
+# swapped, no outcome) is the catalog's metadata, which reconcile reads the same way on both catalogs, and the
+# PostgreSQL transaction itself is killed above (in_rebase_batch_transaction, after_rebase_batch_commit).
+REBASE_POINTS_SQLITE = ("after_rebase_batch_write", "before_rebase_batch_outcome")
+REBASE_SWAPPED = ("after_rebase_batch_commit", "before_rebase_batch_outcome")
 
 
-@pytest.mark.parametrize("point", REBASE_POINTS)
-def test_killed_batch_rebase_is_all_or_none_after_reconcile(lake: Lakehouse, point: str) -> None:
-    n = REBASE_POINTS.index(point)
+def _killed_rebase(lake: Lakehouse, point: str, n: int) -> None:
+    """Batch ``rq<n>`` on airports and flights, both mains moved since; ``wap rebase --batch`` killed at
+    ``point``; then reconcile: every branch swapped (rebased) or none (abandoned), no temporary branch left."""
     name = f"rq{n}"
     heads = stage(lake, [T1, T2], name, 80 + n, audit=False)
     published(lake, [T1], f"{name}_m1", 90 + n)
-    published(lake, [T2], f"{name}_m2", 95 + n)
+    published(lake, [T2], f"{name}_m2", 100 + n)
     p = cli(cli_env(lake, SAM, WAP_FAULT=point), "rebase", "--batch", name)
     assert p.returncode == FAULT_EXIT_CODE, p.stderr[-2000:]
-    swapped = point == "after_rebase_batch_commit"
+    swapped = point in REBASE_SWAPPED
     now = branches(lake, name, (T1, T2))
     assert (now != {T1: heads[T1], T2: heads[T2]}) is swapped and all(now.values())
     if swapped:
         assert all(now[t] != heads[t] for t in (T1, T2))
+    assert len([i for i in lake.journal.pending_intents() if i.branch == name]) == 2
     reconcile(lake)
     rows = [e for e in lake.journal.history(branch=name, action=Action.REBASE) if e.intent_id]
     assert len(rows) == 2 and {e.user for e in rows} == {SAM} and all(e.reconciled for e in rows)
     assert {e.outcome for e in rows} == ({Outcome.REBASED} if swapped else {Outcome.ABANDONED})
+    assert branches(lake, name, (T1, T2)) == now  # reconcile moves no batch branch
     for t in (T1, T2):  # no temp branch is left behind either way
         assert not [r for r in lake.catalog.load_table(t.tuple).metadata.refs if "__rebase_" in r]
+
+
+@pytest.mark.parametrize("point", REBASE_POINTS)
+def test_killed_batch_rebase_is_all_or_none_after_reconcile(lake: Lakehouse, point: str) -> None:
+    _killed_rebase(lake, point, REBASE_POINTS.index(point))
+
+
+@pytest.mark.parametrize("lake", ["sqlite"], indirect=True, scope="module")
+@pytest.mark.parametrize("point", REBASE_POINTS_SQLITE)
+def test_killed_batch_rebase_after_its_replay_is_all_or_none_after_reconcile(
+    lake: Lakehouse, point: str
+) -> None:
+    """The points that need the killed child's Spark (the replay), on SQLite only (see REBASE_POINTS_SQLITE)."""
+    _killed_rebase(lake, point, len(REBASE_POINTS) + REBASE_POINTS_SQLITE.index(point))
+
+
+def test_every_batch_move_point_has_a_kill_case() -> None:
+    """Every kill point a batch's discard, rollback and rebase declare is killed above (tests/test_durability.py
+    leaves them to this module)."""
+    killed = (
+        DISCARD_NOTHING + DISCARD_ALL + ROLLBACK_NOTHING + ROLLBACK_ALL + REBASE_POINTS + REBASE_POINTS_SQLITE
+    )
+    declared = [
+        p for p in FAULT_POINTS if any(w in p for w in ("discard_batch", "rollback_batch", "rebase_batch"))
+    ]
+    assert sorted(killed) == sorted(declared)
+
+
+# --------------------------------------------------------------------------- the REST catalog (SeaweedFS)
+
+
+@pytest.mark.only_backends("rest-seaweedfs")
+def test_batch_discard_rollback_and_rebase_on_a_rest_catalog(backend: Backend, make_lakehouse: Any) -> None:
+    """Discard, rollback and rebase of a 2-table batch through the REST catalog's multi-table commit
+    (``POST /v1/{prefix}/transactions/commit``, SeaweedFS): tests/test_s3.py runs it in its object-store run
+    (``[rest-seaweedfs]``: Spark there has the store's jars, the rebase replays with it); not collected
+    elsewhere (the JDBC catalogs are the tests above)."""
+    assert backend.name == "rest-seaweedfs"
+    lh = make_lakehouse(SUITE)
+    root = as_(lh, ROOT_)  # no access file: everyone is admin
+    lh.catalog.create_namespace("bm")
+    for t in (T1, T2):
+        lh.catalog.create_table(t.tuple, schema=ARROW).append(
+            pa.table({"id": [1], "name": ["a"]}, schema=ARROW)
+        )
+    before = mains(lh, [T1, T2])
+    # discard: both branches go in one commit, the mains untouched
+    stage(lh, [T1, T2], "rd", 2, audit=False)
+    assert [t.table for t in discard_batch(root, "rd", reason="rest").tables] == [str(T1), str(T2)]
+    assert branches(lh, "rd", (T1, T2)) == {T1: None, T2: None} and mains(lh, [T1, T2]) == before
+    assert {(e.table, e.outcome) for e in rows_of(lh, "rd", Action.DISCARD)} == {
+        (str(T1), Outcome.DISCARDED),
+        (str(T2), Outcome.DISCARDED),
+    }
+    # rollback: published, then every main back where the batch found it
+    heads = published(lh, [T1, T2], "rr", 3)
+    assert mains(lh, [T1, T2]) == heads
+    res = rollback_batch(root, "rr", reason="rest")
+    assert [(t.table, t.main_before, t.main_after) for t in res.tables] == [
+        (str(t), heads[t], before[t]) for t in (T1, T2)
+    ]
+    assert mains(lh, [T1, T2]) == before
+    assert {(e.table, e.outcome) for e in rows_of(lh, "rr", Action.ROLLBACK, ref=MAIN)} == {
+        (str(T1), Outcome.ROLLED_BACK),
+        (str(T2), Outcome.ROLLED_BACK),
+    }
+    # rebase: airports' main moves on; its rows are replayed there (Spark), both branches swapped in one commit
+    heads = stage(lh, [T1, T2], "rx", 4, audit=False)
+    lh.catalog.load_table(T1.tuple).append(pa.table({"id": [5], "name": ["m"]}, schema=ARROW))
+    moved = mains(lh, [T1])[T1]
+    rb = rebase_batch(as_(lh, SAM), "rx")
+    assert rb.outcome is RebaseOutcome.REBASED and rb.audit is not None and rb.audit.passed
+    assert [(r.table, r.outcome) for r in rb.tables] == [
+        (str(T1), RebaseOutcome.REBASED),
+        (str(T2), RebaseOutcome.UP_TO_DATE),
+    ]
+    new = branches(lh, "rx", (T1, T2))
+    tbl = lh.catalog.load_table(T1.tuple)
+    assert new[T2] == heads[T2] and new[T1] != heads[T1]
+    assert tbl.snapshot_by_id(new[T1]).parent_snapshot_id == moved
+    assert not [r for r in tbl.metadata.refs if "__rebase_" in r]
+    assert sorted(r.id for r in lh.spark.table(lh.spark_name(T1, "rx")).select("id").collect()) == [1, 4, 5]
+    rows = [e for e in lh.journal.history(branch="rx", action=Action.REBASE) if e.intent_id]
+    assert [(e.table, e.outcome, e.snapshot_after) for e in rows] == [(str(T1), Outcome.REBASED, new[T1])]
 
 
 # --------------------------------------------------------------------------- one notification per batch

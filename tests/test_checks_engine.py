@@ -247,7 +247,8 @@ def test_aggregates_and_key_grouping_run_at_once_in_the_callers_job_group(batch,
     sc = lh.spark.sparkContext
     ungrouped = set(sc.statusTracker().getJobIdsForGroup(None))
     n, a = jobs(lh, lambda: run_audit(lh, t, "b", suite=s, use_cache=False))
-    assert set(sc.statusTracker().getJobIdsForGroup(None)) == ungrouped, "a job left the caller's job group"
+    # no new job outside a group (<=: the tracker keeps the newest jobs only and may drop old ungrouped ones)
+    assert set(sc.statusTracker().getJobIdsForGroup(None)) <= ungrouped, "a job left the caller's job group"
     assert n >= 2
     by = {c.name: c for c in a.checks}
     frame = lh.spark.createDataFrame(ROWS, HEADER)

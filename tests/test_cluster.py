@@ -7,18 +7,19 @@ publish, refusals, rebase, discard, the concurrent publish race) run again in a 
 ``--backend cluster-postgres`` (one SparkContext per process: this run's is ``local[2]``). The
 subprocess's failures are reported here by test id. The executors must really have run the tasks:
 the driver's master is the cluster's, both executors completed tasks and run the project's Python.
+This process only waits for all that: it runs in the background lane (``BACKGROUND``; tests/helpers.py ``Lane``)
+from the suite's first test on, and the test collects its outcome.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import sys
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
-from helpers import pytest_on_backend
+from helpers import Lane, pytest_on_backend
 from spark_cluster import spark_cluster
 
 # The lifecycle on the cluster: every step once, with the local tests' own assertions (kept to what
@@ -41,11 +42,9 @@ pytestmark = [pytest.mark.cluster, pytest.mark.postgres]
 FAST_JVM = "-XX:TieredStopAtLevel=1"
 
 
-def test_lifecycle_on_a_spark_cluster_with_a_postgres_catalog(
-    postgres: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    if request.config.getoption("backend") != "local-sqlite":
-        pytest.skip("this test starts the cluster run itself")
+def _cluster_run(lane: Lane, params: dict[str, object]) -> None:
+    """The whole test but its wait: run in the background lane (tests/helpers.py ``Lane``)."""
+    postgres, tmp_path = lane.postgres, lane.tmp("cluster")
     shared = tmp_path / "shared"  # the warehouses: a directory every process (driver, executors) reaches
     shared.mkdir()
     probe = tmp_path / "probe.json"
@@ -53,7 +52,7 @@ def test_lifecycle_on_a_spark_cluster_with_a_postgres_catalog(
         state = cluster.state()
         assert [w["state"] for w in state["workers"]] == ["ALIVE", "ALIVE"] and state["cores"] == 2
         env = {
-            **os.environ,
+            **lane.environ,
             "WAP_SPARK_MASTER": cluster.master_url,
             "WAP_SPARK_DRIVER_MEMORY": "1g",
             "WAP_SPARK_CONF": " ".join(
@@ -103,3 +102,11 @@ def test_lifecycle_on_a_spark_cluster_with_a_postgres_catalog(
         assert all(any(seen["app_id"] in str(p) for p in paths) for paths in logs.values()), logs
         for paths in logs.values():
             assert any("Finished task" in p.read_text(errors="replace") for p in paths), paths
+
+
+# the cluster run only waits from this process: it runs in the background lane, beside the suite
+BACKGROUND = {"test_lifecycle_on_a_spark_cluster_with_a_postgres_catalog": _cluster_run}
+
+
+def test_lifecycle_on_a_spark_cluster_with_a_postgres_catalog(background: Callable[[float], object]) -> None:
+    background(1200)

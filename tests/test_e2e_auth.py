@@ -14,6 +14,7 @@ import json
 import os
 import re
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -147,7 +148,13 @@ def test_oidc_sign_in_then_a_journaled_action_as_the_signed_in_user(servers: str
         dialog = helpers.open_dialog(page, page.get_by_role("button", name="Discard"))
         dialog.get_by_label("Reason", exact=True).fill("duplicate leads from the CRM export")
         dialog.get_by_label("Reason", exact=True).press("Enter")  # one submit: the text with Enter
-        expect(page.get_by_text(f"Discarded crm.leads · {BRANCH}")).to_be_visible()
+        # the discard itself, not its success line: once in ~6 runs under load the line was not seen although
+        # the discard was done and journaled (CI s34, local s35); the journal row is asserted below
+        deadline = time.monotonic() + 180
+        while BRANCH in Lakehouse(lake).table(T).metadata.refs:
+            assert time.monotonic() < deadline, "the discard submitted in the dialog did not happen"
+            page.wait_for_timeout(1000)
+        helpers.page_idle(page)
 
         # Sign out: the provider's end-session form, then back to the sign-in screen.
         page.locator('[data-testid="stSidebar"]').get_by_role("button", name="Sign out").click()

@@ -2,7 +2,8 @@
 every table and publishes them together.
 
 A small lakehouse of its own: ``shop.orders`` and ``shop.items`` (``references`` shop.orders.id), both
-published, and the batch ``wk``: a new order and an item of an order already on main (every check passes).
+published, and the batch ``wk``: a new order and an item of an order already on main (every check passes); orders'
+main moves on meanwhile, so the batch is rebased from its Review, then published, then rolled back.
 Then the demo's own two-table batch (issue 27 item 7): a demo lakehouse of this module's own (seeded once; the
 test publishes), ``batch_2013_02_w3`` published from its batch Review. The console runs with no access file
 (everyone is admin).
@@ -13,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import helpers
+import pyarrow as pa
 import pytest
 
 from wap_core import Lakehouse, Settings, TableId
@@ -61,7 +63,9 @@ def test_batch_review_in_the_browser_publishes_every_table(tmp_path: Path, spark
         publish(lh, t, "first")
     assert ingest(lh, ORD, [csv(tmp_path / "o1.csv", ("id", "name"), [(2, "bob")])], batch="wk").audit.passed
     assert ingest(lh, ITM, [csv(tmp_path / "i1.csv", ("id", "order_id"), [(11, 1)])], batch="wk").audit.passed
-    heads = {t: lh.table(t).metadata.refs["wk"].snapshot_id for t in (ORD, ITM)}
+    orders = lh.catalog.load_table(ORD.tuple)  # another writer moves orders' main: the batch must be rebased
+    orders.append(pa.table({"id": [3], "name": ["cy"]}).cast(orders.schema().as_arrow()))
+    before = {t: lh.catalog.load_table(t.tuple).metadata.refs["main"].snapshot_id for t in (ORD, ITM)}
 
     env = helpers.console_env(**helpers.lake_env(settings, "steward-e2e", WAP_SPARK_EAGER="0"))
     with helpers.console(env, home / "streamlit.log") as base, helpers.browser_page() as page:
@@ -74,19 +78,45 @@ def test_batch_review_in_the_browser_publishes_every_table(tmp_path: Path, spark
         # the cross-table check, passed (Streamlit's Markdown draws "->" as an arrow)
         expect(page.get_by_text("references(order_id → shop.orders.id)").first).to_be_visible()
         expect(page.get_by_text("Atomic on this catalog: yes")).to_be_visible()
+        # orders' main moved: Publish waits for a rebase; Rebase batch replays and audits the batch again
+        expect(page.get_by_text("Publish is disabled")).to_be_visible()
+        helpers.page_idle(page)
+        page.get_by_role("button", name="Rebase batch").click()
+        expect(
+            page.get_by_text("Rebased batch wk: shop.items (up to date), shop.orders (1 rows replayed)")
+        ).to_be_visible(timeout=300_000)
         expect(page.get_by_text("Ready to publish every table together")).to_be_visible()
+        heads = {t: Lakehouse(settings).table(t).metadata.refs["wk"].snapshot_id for t in (ORD, ITM)}
+        assert Lakehouse(settings).table(ORD).snapshot_by_id(heads[ORD]).parent_snapshot_id == before[ORD]
         # a dialog's submit reruns after the page's run: let both Spark diffs finish first (2 busy cores)
         expect(page.get_by_text("Diff computed on")).to_have_count(2, timeout=300_000)
         dialog = helpers.open_dialog(page, page.get_by_role("button", name="Publish batch"))
         dialog.get_by_label("Note (optional)").fill("orders with their items")
         dialog.get_by_role("button", name="Confirm").click()
         expect(page.get_by_text("Published batch wk: every main moved together")).to_be_visible()
+        after = Lakehouse(settings)
+        for t in (
+            ORD,
+            ITM,
+        ):  # read back with PyIceberg: both mains moved to their audited heads, the batch tag
+            refs = {name: ref.snapshot_id for name, ref in after.table(t).metadata.refs.items()}
+            assert refs["main"] == heads[t] and "wk" not in refs and refs["batch-wk"] == heads[t], refs
+        published = after.journal.history(str(ORD), branch="wk", action="publish")
+        assert [(e.user, e.reason) for e in published] == [("steward-e2e", "orders with their items")]
+        # the published batch stays on its Review: Roll back batch moves every main back, with a reason
+        dialog = helpers.open_dialog(
+            page, page.get_by_role("button", name="Roll back batch"), ready="Roll back"
+        )
+        dialog.get_by_label("Reason").fill("wrong week")
+        dialog.get_by_role("button", name="Roll back", exact=True).click()
+        expect(page.get_by_text("Rolled back batch wk: every main moved back together")).to_be_visible()
+        expect(page.get_by_text("Rolled back: every main is where it was")).to_be_visible()
     after = Lakehouse(settings)
-    for t in (ORD, ITM):  # read back with PyIceberg: both mains moved to their audited heads, the batch tag
-        refs = {name: ref.snapshot_id for name, ref in after.table(t).metadata.refs.items()}
-        assert refs["main"] == heads[t] and "wk" not in refs and refs["batch-wk"] == heads[t], refs
-    published = after.journal.history(str(ORD), branch="wk", action="publish")
-    assert [(e.user, e.reason) for e in published] == [("steward-e2e", "orders with their items")]
+    assert {t: after.table(t).metadata.refs["main"].snapshot_id for t in (ORD, ITM)} == before
+    rolled = [e for e in after.journal.history(branch="main", action="rollback") if e.intent_id is not None]
+    assert {(e.table, e.user, e.reason, e.outcome, e.details.get("batch")) for e in rolled} == {
+        (str(t), "steward-e2e", "wrong week", Outcome.ROLLED_BACK, "wk") for t in (ORD, ITM)
+    }
 
 
 def test_the_demo_two_table_batch_publishes_from_its_review(demo_settings: Settings) -> None:

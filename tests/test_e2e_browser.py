@@ -114,6 +114,7 @@ def _upload_week1_again(page, base: str, settings: Settings, branch: str) -> Non
     page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(
         str(settings.home / "demo_sources" / "flights_2013_02_w1.csv")
     )
+    helpers.page_idle(page)  # the upload's rerun is over: a click during it can be lost (busy cores)
     page.get_by_test_id("stSelectbox").first.click()
     page.get_by_role("option", name="demo.flights").click()
     page.get_by_label("Branch name (optional)").fill(branch)
@@ -191,7 +192,8 @@ def test_review_deep_link_discard_in_browser(server: str, demo_settings: Setting
         expect(review.get_by_text("not_null(dep_time)").first).to_be_visible()
         expect(review.get_by_text("positive_air_time").first).to_be_visible()
         expect(review.get_by_role("button", name="Publish")).to_be_disabled()
-        expect(review.get_by_text("Diff computed on").first).to_be_visible()  # the Spark diff finished
+        # the Spark diff finished (the console's Spark starts first: minutes on 2 busy cores)
+        expect(review.get_by_text("Diff computed on").first).to_be_visible(timeout=300_000)
         expect(review.get_by_text("Distributions, main vs batch")).to_be_visible()
         review.wait_for_timeout(1500)  # let charts draw
 

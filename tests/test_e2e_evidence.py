@@ -211,6 +211,7 @@ def test_ingest_shows_the_referenced_tables_columns_and_a_schema_refusal_ends_it
         page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(
             str(demo_settings.home / "demo_sources" / "airports.csv")
         )
+        helpers.page_idle(page)  # the upload's rerun is over: a click during it can be lost (busy cores)
         page.get_by_role("button", name="Ingest and audit").click()
         status = page.get_by_test_id("stExpander").filter(has_text="refused: source does not fit the schema")
         expect(status).to_be_visible(timeout=300_000)

@@ -3,17 +3,18 @@
 Airflow, Prefect and DBOS pin libraries the console pins too, so each is installed into ``.venv-<name>``
 from ``requirements-<name>.txt``; here each ``tests/pipelines/test_<name>.py`` runs with that venv's
 Python, against the same real Spark/Iceberg (and, for DBOS, this run's PostgreSQL). A missing venv is a
-failure naming the make target, never a skip; so is any skipped test in the subprocess.
+failure naming the make target, never a skip; so is any skipped test in the subprocess. This process only
+waits for those runs: they run in the background lane (``BACKGROUND``; tests/helpers.py ``Lane``).
 """
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from helpers import BackendRun, Lane
 
 ROOT = Path(__file__).resolve().parent.parent
 ORCHESTRATORS = ("airflow", "prefect", "dbos")
@@ -47,26 +48,26 @@ def test_the_core_install_pulls_no_orchestrator() -> None:
     assert set(ORCHESTRATORS) <= set(project["optional-dependencies"])
 
 
-@pytest.mark.parametrize("name", ORCHESTRATORS)
-def test_orchestrator(name: str, request: pytest.FixtureRequest) -> None:
+def _orchestrator_run(lane: Lane, params: dict[str, object]) -> None:
+    """``tests/pipelines/test_<name>.py`` with that venv's Python, in the background lane (tests/helpers.py
+    ``Lane``): this process only waits for it."""
+    name = str(params["name"])
     python = ROOT / f".venv-{name}" / "bin" / "python"
     if not python.exists():
         pytest.fail(f"{python} is missing: run `make pipelines-setup` (make test does)")
-    env = dict(os.environ)
+    env = dict(lane.environ)  # as the session began (tests patch os.environ meanwhile)
     env.pop("PYSPARK_PYTHON", None)  # the venv's own Python runs Spark's Python workers
     if name == "dbos":
-        env["WAP_TEST_POSTGRES_URL"] = request.getfixturevalue("postgres")
+        env["WAP_TEST_POSTGRES_URL"] = lane.postgres
+    # every test of the module runs and passes; none skipped (BackendRun.finish judges the junit report)
+    BackendRun(
+        [f"tests/pipelines/test_{name}.py"], "local-sqlite", env=env, tmp=lane.tmp(name), python=python
+    ).finish(timeout=1800, run=f"{name} run", failed_on=f"the {name} venv", min_tests=1)
 
-    proc = subprocess.run(
-        [str(python), "-m", "pytest", "-q", "-x", "-rs", f"tests/pipelines/test_{name}.py"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    tail = (proc.stdout + proc.stderr)[-6000:]
-    assert proc.returncode == 0, tail
-    summary = re.search(r"(\d+) passed", proc.stdout)
-    assert summary and int(summary.group(1)) >= 1, tail
-    assert not re.search(r"\d+ (skipped|deselected|xfailed)", proc.stdout), tail
+
+BACKGROUND = {"test_orchestrator": _orchestrator_run}
+
+
+@pytest.mark.parametrize("name", ORCHESTRATORS)
+def test_orchestrator(name: str, background: Callable[[float], object]) -> None:
+    background(2400)

@@ -12,15 +12,18 @@ quarantine table lacking only the new columns is upgraded; the API and the pipel
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import SAM, cli_as, lake_settings, refs, write_csv
+from helpers import SAM, cli_as, cli_process, lake_env, lake_settings, refs, write_csv
 
 from wap_core import Lakehouse, TableId, api, pipeline
-from wap_core.exceptions import RefusedError
+from wap_core.exceptions import RefusedError, WapError
+from wap_core.faults import FAULT_EXIT_CODE
 from wap_core.session import session_of
 from wap_core.states import Action, CheckStatus, Outcome
 from wap_core.workflow.batch import load_batch
@@ -35,6 +38,7 @@ from wap_core.workflow.quarantine import (
     schema_problems,
     upgradable,
 )
+from wap_core.workflow.reconcile import reconcile
 
 ORD, ITM = TableId("shop", "orders"), TableId("shop", "items")
 QORD, QITM = quarantine_table_id(ORD), quarantine_table_id(ITM)
@@ -258,3 +262,79 @@ def test_replay_into_a_misfit_quarantine_table_is_refused_naming_the_columns(lak
     assert "incompatible schema" in err and "qty (missing)" in err and "name (int, not string)" in err
     assert lake.spark.table(lake.spark_name(qparts)).columns == ["id", "name", "_wap_batch"]  # not upgraded
     assert refs(lake, parts) == {}
+
+
+def test_a_json_lines_rows_line_is_its_line_in_the_file(lake: Lakehouse) -> None:
+    # line 2 is blank (counted, as the malformed rows' sample counts it); a BOM opens the file; line 4's keys are
+    # in another order; lines 6 and 7 are the same record (the duplicate key's last line is the one kept out)
+    path = Path(lake.settings.home) / "src" / "w5.jsonl"
+    path.write_text(
+        "\ufeff"
+        '{"id": 70, "name": "ok", "qty": 1}\n'  # 1
+        "\n"  # 2
+        '{"id": 71, "name": null, "qty": 1}\n'  # 3 NULL name
+        '{"qty": -3, "name": "x", "id": 72}\n'  # 4 negative qty
+        '{"id": 73, "name": "ok", "qty": 2}\n'  # 5
+        '{"id": 74, "name": "dup", "qty": 1}\n'  # 6
+        '  {"id": 74, "name": "dup", "qty": 1}\r\n'  # 7 duplicate key
+        '{"id": 75, "qty": 1}\n',  # 8 NULL name (absent)
+        encoding="utf-8",
+    )
+    ingest(lake, ORD, [str(path)], branch="w5", user=SAM)
+    quarantine(lake, ORD, "w5", reason="bad json rows", user=SAM)
+    kept = rows_of(lake, QORD, "w5", "_wap_batch = 'w5'")
+    assert sorted((r["id"], r["_wap_source_line"]) for r in kept) == [(71, 3), (72, 4), (74, 7), (75, 8)]
+
+
+@pytest.fixture(scope="module")
+def kept_w6(lake: Lakehouse) -> str:
+    """A batch whose kept rows (ids 80, 82) are published, for the kill tests of a replay's mark."""
+    ingest(lake, ORD, [src(lake, "w6", [(80, None, 1), (81, "ok", 1), (82, "x", -1)])], branch="w6", user=SAM)
+    assert quarantine(lake, ORD, "w6", reason="to replay", user=SAM).quarantined == 2
+    publish_batch(session_of(lake, "root"), "w6")
+    return "w6"
+
+
+MARK_POINTS = ["after_replay_mark_branch", "after_replay_mark_write"]
+
+
+@pytest.mark.parametrize("point", MARK_POINTS)
+def test_a_replay_killed_at_its_mark_is_reconciled(lake: Lakehouse, kept_w6: str, point: str) -> None:
+    new = f"rk{MARK_POINTS.index(point)}"
+    fixed = src(lake, f"{new}-fixed", [(80, "fixed", 1), (82, "x", 1)])
+    env = {
+        **os.environ,
+        **lake_env(lake.settings, SAM, access=True, roots=True, WAP_SPARK_DRIVER_MEMORY="1g"),
+        "WAP_FAULT": point,
+        "PYSPARK_PYTHON": sys.executable,
+    }
+    p = cli_process(env, "ingest", str(ORD), fixed, "--branch", new, "--replay-of", kept_w6, timeout=600)
+    assert p.returncode == FAULT_EXIT_CODE, (
+        f"exit {p.returncode}, expected a kill at {point}\n{p.stderr[-3000:]}"
+    )
+    reconcile(lake)  # every table: the table's and the quarantine table's pending intents
+    # the mark comes after the replay batch is written: never a mark without it
+    wrote = lake.journal.history(str(ORD), branch=new, action=Action.INGEST)[0]
+    assert (
+        wrote.outcome == Outcome.WRITTEN and wrote.details["replay_of"] == kept_w6 and new in refs(lake, ORD)
+    )
+    mark = lake.journal.history(str(QORD), branch=new, action=Action.INGEST)[0]
+    assert mark.reconciled and mark.details["replay_of"] == kept_w6
+    on_branch = rows_of(lake, QORD, new, f"_wap_batch = '{kept_w6}'")
+    assert len(on_branch) == 2  # the kept rows, once each
+    assert {r["_wap_replayed_by"] for r in rows_of(lake, QORD, "main", f"_wap_batch = '{kept_w6}'")} == {None}
+    if point == "after_replay_mark_write":  # landed: marked once, journaled written
+        assert mark.outcome == Outcome.WRITTEN
+        assert {r["_wap_replayed_by"] for r in on_branch} == {new}
+        assert all(r["_wap_replayed_at"] is not None for r in on_branch)
+        with pytest.raises(RefusedError, match=f"already replayed by {new}"):  # never marked twice
+            api.ingest(session_of(lake, SAM), ORD, [fixed], branch=f"{new}_again", replay_of=kept_w6)
+        return
+    # killed before the mark: nothing marked, the mark journaled incomplete, and the replay cannot publish
+    # unmarked (the quarantine table's branch of the batch is incomplete); a replay again may mark them
+    assert mark.outcome == Outcome.INCOMPLETE
+    assert {r["_wap_replayed_by"] for r in on_branch} == {None}
+    with pytest.raises(WapError) as refused:
+        publish_batch(session_of(lake, "root"), new)
+    assert str(QORD) in str(refused.value), refused.value
+    assert {r["_wap_replayed_by"] for r in rows_of(lake, QORD, "main", f"_wap_batch = '{kept_w6}'")} == {None}

@@ -3,28 +3,35 @@
 One module-scoped lakehouse: ``shop.orders``; batch ``w1`` quarantined and published (its kept rows on the
 quarantine table's main), batch ``w2`` quarantined and still open (its kept rows on the quarantine table's
 branch ``w2``). Proved: the summary per batch and check (published or not, each row once), the rows filtered
-by batch and check with a limit, ``wap quarantine export`` to CSV and Parquet (read back), its bad input, and
-that ``wap quarantine TABLE BRANCH`` still quarantines.
+by batch and check with a limit, ``wap quarantine export`` to CSV and Parquet (read back), its bad input,
+that ``wap quarantine TABLE BRANCH`` still quarantines, and that the view's Spark reads (summary, rows,
+export) are cancelled after ``WAP_QUERY_TIMEOUT`` when they run away.
 """
 
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from helpers import SAM, app_test, cli_as, lake_env, lake_settings, use_env, write_csv
+from helpers import SAM, app_test, cli_as, lake_env, lake_settings, use_env, wait_for, write_csv
+from pyspark import InheritableThread
+from pyspark.sql import functions as F
 
 from wap_core import Lakehouse, TableId
+from wap_core.exceptions import QueryTimeoutError
 from wap_core.session import session_of
 from wap_core.states import CheckStatus
+from wap_core.workflow import quarantine_view
 from wap_core.workflow.batch_publish import publish_batch
 from wap_core.workflow.ingest import ingest
 from wap_core.workflow.publish import publish
 from wap_core.workflow.quarantine import quarantine, quarantine_table_id
-from wap_core.workflow.quarantine_view import quarantine_rows, quarantine_summary
+from wap_core.workflow.quarantine_view import export_quarantine, quarantine_rows, quarantine_summary
 
 ORD, OTHER = TableId("shop", "orders"), TableId("shop", "clean")
 HEADER = ("id", "name", "qty")
@@ -188,3 +195,68 @@ def test_review_offers_the_quarantine_to_who_may_only(
             at = app_test("pages/review.py", table=str(ORD), branch="w5")
             shown[user] = [b.label for b in at.button if b.label == "Quarantine failing rows"]
     assert shown == {SAM: ["Quarantine failing rows"], "viewer@corp.test": []}
+
+
+def _stopped_within(
+    call: Callable[[], object], seconds: float, lake: Lakehouse
+) -> tuple[BaseException, float]:
+    """Run ``call`` (a Spark read) in a thread: the error it ended with and how long it took. Not ended within
+    ``seconds``: every job is cancelled (so that the module goes on) and the test fails (the read is unbounded)."""
+    box: dict[str, BaseException] = {}
+
+    def run() -> None:
+        try:
+            call()
+        except Exception as exc:
+            box["error"] = exc
+
+    t0 = time.monotonic()
+    worker = InheritableThread(target=run, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    took = time.monotonic() - t0
+    if worker.is_alive():
+        lake.spark.sparkContext.cancelAllJobs()
+        worker.join(60)
+        pytest.fail(f"the read still ran after {seconds:g} s: it is not bounded by WAP_QUERY_TIMEOUT")
+    assert "error" in box, f"the runaway read returned after {took:.1f} s instead of being cancelled"
+    return box["error"], took
+
+
+def test_the_views_reads_are_cancelled_after_the_query_timeout(
+    lake: Lakehouse, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Summary, rows and export run their Spark work as the user's jobs under WAP_QUERY_TIMEOUT: made to run
+    away (the real quarantined rows, each crossed with a range cross join of 10^14 rows, as the jobs-layer
+    runaway of tests/test_jobs.py), each is cancelled with the one-line timeout error and no job keeps running."""
+    quick = Lakehouse(lake.settings.with_(query_timeout=1))
+    big = lake.spark.range(0, 10**7, numPartitions=4)
+    pairs = big.alias("a").crossJoin(big.alias("b")).select((F.col("a.id") * F.col("b.id")).alias("__wap_x"))
+    real = quarantine_view._frame
+
+    def runaway(*args: object, **kwargs: object) -> object:
+        frame = real(*args, **kwargs)  # type: ignore[arg-type]
+        assert frame is not None
+        return (
+            frame.crossJoin(pairs)
+            .where(F.col("__wap_x") >= 0)
+            .select(*[F.col(f"`{c}`") for c in frame.columns])
+        )
+
+    monkeypatch.setattr(quarantine_view, "_frame", runaway)
+    out = Path(lake.settings.home) / "slow.csv"
+    reads: dict[str, Callable[[], object]] = {
+        "the quarantine summary": lambda: quarantine_summary(quick, ORD, user=SAM),
+        "the quarantined rows": lambda: quarantine_rows(quick, ORD, user=SAM),
+        "the export of the quarantined rows": lambda: export_quarantine(quick, ORD, fmt="csv", path=out),
+    }
+    tracker = lake.spark.sparkContext.statusTracker()
+    for what, call in reads.items():
+        error, took = _stopped_within(call, 45, lake)
+        assert isinstance(error, QueryTimeoutError), error
+        msg = str(error)
+        assert "\n" not in msg and msg.startswith(f"cancelled: {what} of {ORD} ran longer than"), msg
+        assert "WAP_QUERY_TIMEOUT (1 s)" in msg, msg
+        assert took >= 1, took  # it ran until the limit: the read was slow, not refused
+        wait_for(lambda: list(tracker.getActiveJobsIds()) == [], 15, f"the jobs of {what} to end")
+    assert not out.exists()

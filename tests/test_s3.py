@@ -7,7 +7,8 @@ catalog (a table bucket per lakehouse, the journal in SQLite under the home). Th
 SeaweedFS itself (tests/conftest.py ``seaweed``; tests/s3_server.py) on free loopback ports and
 stops it by its process group. tests/test_s3_store.py (collected on those backends only) adds what
 only an object store has: nothing outside the bucket, gc deleting from the bucket, secrets, and the
-store's failures. The subprocess's failures are reported here by test id.
+store's failures. The subprocess's failures are reported here by test id. This process only waits for that
+run: it runs in the background lane (``BACKGROUND``; tests/helpers.py ``Lane``) from the suite's first test on.
 
 The store's failures (``FAILURES``) mostly wait: Iceberg retries a metadata read of a store that is gone
 20 times with backoff (``BaseMetastoreTableOperations.refreshFromMetadataLocation``, about 90 s a read,
@@ -20,10 +21,11 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
-from helpers import BackendRun, pytest_on_backend
+from helpers import BackendRun, Lane, pytest_on_backend
 
 from wap_core.config import Settings
 from wap_core.lake import s3
@@ -49,6 +51,8 @@ BOTH = [
     "tests/test_s3_store.py::test_a_url_source_under_an_object_store_root_is_ingested_confined_and_audited",
     "tests/test_s3_store.py::test_url_sources_outside_the_roots_are_refused",
     "tests/test_s3_store.py::test_a_url_root_must_be_readable_at_start",
+    # issue 27: a batch's discard, rollback and rebase through the REST catalog's multi-table commit (REST only)
+    "tests/test_batch_moves.py::test_batch_discard_rollback_and_rebase_on_a_rest_catalog[rest-seaweedfs]",
 ]
 # the store's failures (each starts and stops a SeaweedFS of its own; kept to a few for the run's time):
 # S3A + JDBC catalog (down before and in the middle of a publish, in the CLI and on a console page), and
@@ -67,28 +71,37 @@ FAILURES = [
 ]
 
 
-def _env() -> dict[str, str]:
+def _env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The object-store runs' environment: ``environ`` (the background lane's: as the session began) or this
+    process's, without any WAP_* variable."""
     s3.s3a_jars(Settings())  # make setup-s3 installed them (a clear error naming the fix otherwise)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WAP_")}
+    env = {k: v for k, v in (os.environ if environ is None else environ).items() if not k.startswith("WAP_")}
     env["PYSPARK_PYTHON"] = sys.executable
     return env
 
 
-def test_lifecycle_on_seaweedfs_s3_and_its_iceberg_rest_catalog(
-    tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    if request.config.getoption("backend") != "local-sqlite":
-        pytest.skip("this test starts the object-store run itself")
+def _lifecycle_run(lane: Lane, params: dict[str, object]) -> None:
+    """The lifecycle test's run, in the background lane (tests/helpers.py ``Lane``)."""
     pytest_on_backend(
         BOTH,  # a node id without a parameter runs on both backends
         "s3-seaweedfs,rest-seaweedfs",
-        env=_env(),
-        tmp=tmp_path,
+        env=_env(lane.environ),
+        tmp=lane.tmp("s3-lifecycle"),
         timeout=1500,
         run="object-store run",
         failed_on="SeaweedFS (S3 / REST catalog)",
         min_tests=2 * len(BOTH),
     )
+
+
+# the object-store run only waits from this process: it runs in the background lane, beside the suite
+BACKGROUND = {"test_lifecycle_on_seaweedfs_s3_and_its_iceberg_rest_catalog": _lifecycle_run}
+
+
+def test_lifecycle_on_seaweedfs_s3_and_its_iceberg_rest_catalog(
+    background: Callable[[float], object],
+) -> None:
+    background(1800)
 
 
 def _start_failures(tmp: Path) -> BackendRun:
@@ -108,3 +121,32 @@ def test_the_stores_failures_on_seaweedfs(early_run: BackendRun | None) -> None:
         failed_on="SeaweedFS (the store's failures)",
         min_tests=len(FAILURES),
     )
+
+
+def test_a_restarted_store_gets_past_a_port_taken_while_it_was_down(tmp_path: Path) -> None:
+    """CI s35: a SeaweedFS stopped and started again on its ports died ("address already in use") because a
+    port of its own had been taken meanwhile. The test server picks ports outside the kernel's ephemeral range
+    (tests/helpers.py ``free_ports``) and, when one is taken anyway, starts again with the server's own ports
+    picked again, keeping the ones its clients know (S3, Iceberg REST)."""
+    import socket
+
+    from s3_server import SeaweedS3
+
+    server = SeaweedS3(tmp_path / "weed").start()
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+        assert all(port < low for port in server.ports.values()), server.ports
+        before = dict(server.ports)
+        server.create_bucket("wap-kept")
+        server.stop()
+        with socket.socket() as squatter:  # a listener on the volume server's gRPC port while it is down
+            squatter.bind(("127.0.0.1", before["volume_grpc"]))
+            squatter.listen(1)
+            server.start()
+        assert server.ports["s3"] == before["s3"] and server.ports["iceberg"] == before["iceberg"]
+        assert server.ports["volume_grpc"] != before["volume_grpc"]
+        with server.fs().open_input_stream("wap-probe/probe") as inp:  # the data is still there
+            assert inp.read() == b"ok"
+        assert server.fs().get_file_info("wap-kept").type.name == "Directory"  # the bucket made before
+    finally:
+        server.stop()

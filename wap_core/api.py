@@ -81,7 +81,8 @@ from wap_core.workflow.batch import load_batch as _load_batch
 from wap_core.workflow.batch import open_batches as _open_batches
 from wap_core.workflow.batch_audit import BatchAuditResult
 from wap_core.workflow.batch_audit import audit_batch as _audit_batch
-from wap_core.workflow.batch_moves import BatchRebaseResult, BatchRollbackResult
+from wap_core.workflow.batch_moves import BatchRebaseResult, BatchRollbackResult, BatchRollbackState
+from wap_core.workflow.batch_moves import batch_rollback_state as _batch_rollback_state
 from wap_core.workflow.batch_moves import rebase_batch as _rebase_batch
 from wap_core.workflow.batch_moves import rollback_batch as _rollback_batch
 from wap_core.workflow.batch_publish import BatchDiscardResult, BatchPublishResult
@@ -160,6 +161,7 @@ __all__ = [
     "BatchRebaseResult",
     "BatchReview",
     "BatchRollbackResult",
+    "BatchRollbackState",
     "BatchRow",
     "BatchTable",
     "BranchInfo",
@@ -696,6 +698,12 @@ def rollback_batch(ctx: Context, name: str, *, reason: str) -> BatchRollbackResu
     """Move every table of the published batch ``name`` back to its main before that publish, all or none
     (admin), as who acts."""
     return _rollback_batch(ctx, name, reason=reason)
+
+
+def batch_rollback_state(ctx: Context, name: str) -> BatchRollbackState | None:
+    """The newest publish of batch ``name`` and whether it may be rolled back now (None: never published);
+    read without journaling: :func:`rollback_batch` decides again."""
+    return _batch_rollback_state(ctx.lakehouse, name)
 
 
 def reopen(

@@ -12,8 +12,15 @@ ACTION = ActionSpec(
     outcomes=("written",),
     permission=INGEST,
     moves_ref=True,
-    # intent -> CREATE BRANCH -> append the batch -> outcome
-    faults=("after_ingest_intent", "after_create_branch", "after_ingest_commit"),
+    # intent -> CREATE BRANCH -> append the batch -> outcome; then, for ``--replay-of``, the mark of the kept
+    # rows on the quarantine table (its own intent): its branch -> the marked rows committed -> outcome
+    faults=(
+        "after_ingest_intent",
+        "after_create_branch",
+        "after_ingest_commit",
+        "after_replay_mark_branch",
+        "after_replay_mark_write",
+    ),
     # the object-store tests stop the store between the branch and its rows (tests/test_s3_store.py)
     pauses=("after_create_branch",),
     function="ingest",

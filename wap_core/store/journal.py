@@ -268,6 +268,15 @@ class Journal:
         with self.engine.connect() as conn:
             return conn.execute(q).mappings().all()
 
+    def _newest(self, t: Table, table: str | None, limit: int, *where: Any) -> Sequence[RowMapping]:
+        """The newest rows of ``t`` first (at most ``limit``), of one table or all, matching every ``where``."""
+        q = select(t).order_by(desc(t.c.id)).limit(limit)
+        if table is not None:
+            q = q.where(t.c.table_name == table)
+        for clause in where:
+            q = q.where(clause)
+        return self._rows(q)
+
     def history(
         self,
         table: str | None = None,
@@ -277,15 +286,12 @@ class Journal:
         limit: int = 500,
     ) -> list[JournalEntry]:
         """Journal entries, newest first (at most ``limit``), optionally of one table, branch or action."""
-        q = select(journal_table).order_by(desc(journal_table.c.id)).limit(limit)
-        if table is not None:
-            q = q.where(journal_table.c.table_name == table)
+        where = []
         if branch is not None:
-            q = q.where(journal_table.c.branch == branch)
+            where.append(journal_table.c.branch == branch)
         if action is not None:
-            q = q.where(journal_table.c.action == Action(action).value)
-        rows = self._rows(q)
-        return [_entry(r) for r in rows]
+            where.append(journal_table.c.action == Action(action).value)
+        return [_entry(r) for r in self._newest(journal_table, table, limit, *where)]
 
     def save_audit(
         self,
@@ -372,11 +378,7 @@ class Journal:
 
     def audit_record(self, table: str | None = None, limit: int = 200) -> list[StoredAudit]:
         """Recent audits (newest first), for pass/fail records and charts."""
-        q = select(audits_table).order_by(desc(audits_table.c.id)).limit(limit)
-        if table is not None:
-            q = q.where(audits_table.c.table_name == table)
-        rows = self._rows(q)
-        return [_stored(r) for r in rows]
+        return [_stored(r) for r in self._newest(audits_table, table, limit)]
 
     # ----- intents ------------------------------------------------------------
     def begin_intent(
@@ -393,50 +395,11 @@ class Journal:
     ) -> Intent:
         """Commit the intent row of a ref move (before its Iceberg commit) and mark it in flight here.
 
-        Raises BranchBusyError when another action on the same branch is still pending.
+        Raises BranchBusyError when another action on the same branch is still pending (:meth:`begin_intents`
+        of one draft).
         """
-        action = Action(action)
-        if not action.moves_ref:
-            raise ValueError(f"not a ref-moving action: {action.value!r}")
-        now = utcnow()
-        owner = process_owner()
-        values = {
-            "at": now,
-            "user_name": user,
-            "action": action.value,
-            "table_name": table,
-            "branch": branch,
-            "expected_before": expected_before,
-            "expected_after": expected_after,
-            "reason": mask_secrets(reason) if reason else reason,
-            "details": json.dumps(mask_values(details or {}), default=str),
-            "status": IntentStatus.PENDING.value,
-            "owner": owner,
-            "heartbeat_at": now,
-            "lock_key": _lock_key(table, branch),
-        }
-        try:
-            with self.engine.begin() as conn:
-                pk = conn.execute(insert(intents_table).values(**values)).inserted_primary_key
-                assert pk is not None
-                intent_id = int(pk[0])
-        except IntegrityError as exc:
-            raise self._busy(table, branch) from exc
-        _in_flight.add(self, intent_id)
-        return Intent(
-            id=intent_id,
-            at=now,
-            user=user,
-            action=action,
-            table=table,
-            branch=branch,
-            expected_before=expected_before,
-            expected_after=expected_after,
-            reason=reason,
-            details=dict(details or {}),
-            owner=owner,
-            heartbeat_at=now,
-        )
+        draft = IntentDraft(user, action, table, branch, expected_before, expected_after, reason, details)
+        return self.begin_intents([draft])[0]
 
     def begin_intents(self, drafts: Sequence[IntentDraft]) -> list[Intent]:
         """Commit the intent rows of several ref moves (a batch's tables) in ONE transaction: all or none.
@@ -523,25 +486,9 @@ class Journal:
         out: list[JournalEntry] = []
         with self.engine.begin() as conn:
             for intent, snapshot_after in resolutions:
-                if not _close_intent(conn, intent.id, status, now):
-                    continue
-                row: Record = {
-                    "at": now,
-                    "user": intent.user,
-                    "action": intent.action,
-                    "outcome": outcome,
-                    "table": intent.table,
-                    "branch": intent.branch,
-                    "snapshot_before": intent.expected_before,
-                    "snapshot_after": snapshot_after,
-                    "reason": intent.reason
-                    if reason is None
-                    else (mask_secrets(reason) if reason else reason),
-                    "details": {**intent.details, **(details or {})},
-                    "intent_id": intent.id,
-                    "reconciled": False,
-                }
-                out.append(JournalEntry(id=write_entry(conn, **row), **row))
+                entry = _resolve(conn, intent, status, now, now, outcome, snapshot_after, reason, details)
+                if entry is not None:
+                    out.append(entry)
             if also is not None:
                 also(conn)
         return out
@@ -577,29 +524,11 @@ class Journal:
         """
         now = utcnow()
         outcome = Outcome(outcome)
-        entry_at = at or now
-        merged = {**intent.details, **(details or {})}
-        why = intent.reason if reason is None else (mask_secrets(reason) if reason else reason)
         status = IntentStatus.DONE if done else IntentStatus.ABANDONED
         with self.engine.begin() as conn:
-            if not _close_intent(conn, intent.id, status, now):
-                return None
-            row: Record = {
-                "at": entry_at,
-                "user": intent.user,
-                "action": intent.action,
-                "outcome": outcome,
-                "table": intent.table,
-                "branch": intent.branch,
-                "snapshot_before": intent.expected_before,
-                "snapshot_after": snapshot_after,
-                "reason": why,
-                "details": merged,
-                "intent_id": intent.id,
-                "reconciled": reconciled,
-            }
-            entry_id = write_entry(conn, **row)
-        return JournalEntry(id=entry_id, **row)
+            return _resolve(
+                conn, intent, status, now, at or now, outcome, snapshot_after, reason, details, reconciled
+            )
 
     def release(self, intent: Intent) -> None:
         """The acting process is done with ``intent`` (resolved or not): no longer in flight here."""
@@ -660,11 +589,7 @@ class Journal:
 
     def intents(self, table: str | None = None, limit: int = 500) -> list[Intent]:
         """Recent intents, newest first (any status)."""
-        q = select(intents_table).order_by(desc(intents_table.c.id)).limit(limit)
-        if table is not None:
-            q = q.where(intents_table.c.table_name == table)
-        rows = self._rows(q)
-        return [_intent(r) for r in rows]
+        return [_intent(r) for r in self._newest(intents_table, table, limit)]
 
     def incomplete_branches(self, table: str | None = None) -> set[tuple[str, str]]:
         """(table, branch) whose latest ingest did not finish writing its batch (pending or abandoned)."""
@@ -706,6 +631,40 @@ def _close_intent(conn: Connection, intent_id: int, status: IntentStatus, at: da
         .values(status=status.value, resolved_at=at, lock_key=None)
     )
     return bool(res.rowcount == 1)
+
+
+def _resolve(
+    conn: Connection,
+    intent: Intent,
+    status: IntentStatus,
+    now: datetime,
+    at: datetime,
+    outcome: Outcome,
+    snapshot_after: int | None,
+    reason: str | None,
+    details: JsonObject | None,
+    reconciled: bool = False,
+) -> JournalEntry | None:
+    """Close ``intent`` (``pending -> status`` at ``now``) and write its one outcome row (at ``at``), in the
+    caller's transaction; None when another resolver was first (nothing written). ``reason`` defaults to the
+    intent's, ``details`` are merged over its."""
+    if not _close_intent(conn, intent.id, status, now):
+        return None
+    row: Record = {
+        "at": at,
+        "user": intent.user,
+        "action": intent.action,
+        "outcome": outcome,
+        "table": intent.table,
+        "branch": intent.branch,
+        "snapshot_before": intent.expected_before,
+        "snapshot_after": snapshot_after,
+        "reason": intent.reason if reason is None else (mask_secrets(reason) if reason else reason),
+        "details": {**intent.details, **(details or {})},
+        "intent_id": intent.id,
+        "reconciled": reconciled,
+    }
+    return JournalEntry(id=write_entry(conn, **row), **row)
 
 
 class EntryFields(TypedDict, total=False):

@@ -52,10 +52,10 @@ from wap_core.store.journal import Intent, JournalEntry
 from wap_core.values import JsonObject
 from wap_core.workflow.batch import Batch, BatchTable, load_batch
 from wap_core.workflow.batch_audit import BatchAuditResult, audit_batch
-from wap_core.workflow.publish import RebaseResult, _replayed_properties
+from wap_core.workflow.publish import RebaseResult, replayed_properties
 from wap_core.workflow.reconcile import INTENT_PROPERTY, reconcile, temp_branch_name
 from wap_core.workflow.refmove import BatchMove, Notice, TableMove
-from wap_core.workflow.rollback import RollbackResult, RolledBackBatch
+from wap_core.workflow.rollback import RollbackResult, RolledBackBatch, taken_off
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -63,8 +63,6 @@ if TYPE_CHECKING:
     from wap_core.lakehouse import Lakehouse
 
 log = logging.getLogger(__name__)
-
-_SCAN = 10_000  # snapshots walked back in main's history
 
 
 # --------------------------------------------------------------------------- rollback
@@ -110,23 +108,78 @@ def published_batch(lh: Lakehouse, name: str) -> PublishedBatch:
     return PublishedBatch(name, newest.at.isoformat(timespec="seconds"), newest.user, mains)
 
 
-def _taken_off(tbl: Table, head: int, to: int) -> list[RolledBackBatch] | None:
-    """The snapshots main holds above ``to`` (from ``head``), newest first; None when ``to`` is not below."""
-    out: list[RolledBackBatch] = []
-    for n, snap in enumerate(cat.ancestors(tbl, head)):
-        if n >= _SCAN:
-            return None
-        if snap.snapshot_id == to:
-            return out
-        out.append(
-            RolledBackBatch(
-                snap.snapshot_id,
-                cat.summary_get(snap, "wap.branch"),
-                cat.summary_get(snap, "wap.user"),
-                int(cat.summary_get(snap, "added-records") or 0),
-            )
+def _rollback_refusal(
+    name: str,
+    pub: PublishedBatch,
+    now: dict[str, int | None],
+    taken: dict[str, list[RolledBackBatch]],
+) -> RefusedError | None:
+    """Why the rollback of the published batch ``pub`` is refused with every main at ``now`` (None: it may
+    run): every main already back (``already_there``), a table with no main before the publish
+    (``no_main_before``), a main that moved since the publish (a ConflictError naming the table)."""
+    if all(now[t] == before for t, (before, _) in pub.mains.items()):
+        return RefusedError(
+            f"rollback of batch {name} refused: every main is already where it was before the batch's publish",
+            "already_there",
         )
+    for t, (before, after) in pub.mains.items():
+        if before is None:
+            return RefusedError(
+                f"rollback of batch {name} refused: {t} had no main before the batch's publish; nothing to go back to",
+                "no_main_before",
+            )
+        if now[t] != after or t not in taken:
+            return ConflictError(
+                f"rollback of batch {name} refused: {t}'s main moved since the batch's publish (expected"
+                f" {after}, now {now[t]}); no table of the batch moved"
+            )
     return None
+
+
+def _rollback_plan(
+    lh: Lakehouse, pub: PublishedBatch
+) -> tuple[dict[str, Table], dict[str, int | None], dict[str, list[RolledBackBatch]]]:
+    """Every table of the published batch: its metadata, its main now and the snapshots a rollback takes off."""
+    bases = {t: lh.table(TableId.parse(t)) for t in pub.mains}
+    now = {key: cat.ref_snapshot_id(tbl, MAIN) for key, tbl in bases.items()}
+    taken: dict[str, list[RolledBackBatch]] = {}
+    for t, (before, after) in pub.mains.items():
+        if before is not None and now[t] == after:
+            taken[t] = taken_off(bases[t], after, before) or []
+    return bases, now, taken
+
+
+@dataclass(frozen=True)
+class BatchRollbackState:
+    """Whether the published batch may be rolled back now, for the console: what :func:`rollback_batch` would
+    refuse, read without journaling (the rollback itself decides again, authorization included)."""
+
+    published: PublishedBatch
+    mains: tuple[tuple[str, int | None], ...]  # every table's main now, sorted by table
+    allowed: bool
+    code: str | None  # the refusal's reason code (``already_there``, ``no_main_before``, ``conflict``)
+    message: str
+
+    @property
+    def rolled_back(self) -> bool:
+        """Every main is back where it was before the batch's publish."""
+        return self.code == "already_there"
+
+
+def batch_rollback_state(lh: Lakehouse, name: str) -> BatchRollbackState | None:
+    """The newest publish of batch ``name`` and whether it may be rolled back now; None: never published."""
+    validate_branch(name)
+    try:
+        pub = published_batch(lh, name)
+    except NotFoundError:
+        return None
+    _, now, taken = _rollback_plan(lh, pub)
+    refusal = _rollback_refusal(name, pub, now, taken)
+    mains = tuple(sorted(now.items()))
+    if refusal is None:
+        moves = ", ".join(f"{t} {pub.mains[t][1]} -> {pub.mains[t][0]}" for t in sorted(pub.mains))
+        return BatchRollbackState(pub, mains, True, None, f"every main moves back: {moves}")
+    return BatchRollbackState(pub, mains, False, refusal.reason_code, str(refusal))
 
 
 def rollback_batch(
@@ -146,12 +199,7 @@ def rollback_batch(
         s.authorize(Permission.ADMIN, table=tid, branch=MAIN, action=Action.ROLLBACK)
     for tid in tables:
         reconcile(lh, tid)
-    bases = {str(tid): lh.table(tid) for tid in tables}
-    now = {key: cat.ref_snapshot_id(tbl, MAIN) for key, tbl in bases.items()}
-    taken: dict[str, list[RolledBackBatch]] = {}
-    for t, (before, after) in pub.mains.items():
-        if before is not None and now[t] == after:
-            taken[t] = _taken_off(bases[t], after, before) or []
+    bases, now, taken = _rollback_plan(lh, pub)
     details: JsonObject = {
         "batch": name,
         "tables": {t: {"before": a, "after": b} for t, (b, a) in pub.mains.items()},
@@ -175,28 +223,8 @@ def rollback_batch(
         details,
         ref=MAIN,
     )
-    if all(now[t] == before for t, (before, _) in pub.mains.items()):
-        raise move.refuse(
-            RefusedError(
-                f"rollback of batch {name} refused: every main is already where it was before the batch's publish",
-                "already_there",
-            )
-        )
-    for t, (before, after) in pub.mains.items():
-        if before is None:
-            raise move.refuse(
-                RefusedError(
-                    f"rollback of batch {name} refused: {t} had no main before the batch's publish; nothing to go back to",
-                    "no_main_before",
-                )
-            )
-        if now[t] != after or t not in taken:
-            raise move.refuse(
-                ConflictError(
-                    f"rollback of batch {name} refused: {t}'s main moved since the batch's publish (expected"
-                    f" {after}, now {now[t]}); no table of the batch moved"
-                )
-            )
+    if (refusal := _rollback_refusal(name, pub, now, taken)) is not None:
+        raise move.refuse(refusal)
 
     def commit(_: list[Intent]) -> None:  # a MultiTableConflictError (the table that lost) refuses all
         commit_tables(
@@ -356,7 +384,7 @@ def _replay(
     fault_point("after_rebase_batch_temp_branches")
     for t in stale:
         key = str(t.table)
-        props = {**_replayed_properties(lins[key]), INTENT_PROPERTY: str(ids[key])}
+        props = {**replayed_properties(lins[key]), INTENT_PROPERTY: str(ids[key])}
         writer = batch_frame(lh.spark, lh.spark_name(t.table), lins[key]).writeTo(
             lh.spark_name(t.table, tmps[key])
         )

@@ -346,8 +346,16 @@ def discard(
     return DiscardResult(str(table), branch, head, reason)
 
 
-def _replayed_properties(lin: cat.Lineage) -> dict[str, str]:
-    """The snapshot properties of a rebased batch: its batch's provenance and malformed rows, carried over."""
+def replayed_properties(lin: cat.Lineage) -> dict[str, str]:
+    """The snapshot properties of a branch's batch replayed onto main by a rebase (one table's, or each table's
+    of a batch rebase, :mod:`wap_core.workflow.batch_moves`).
+
+    ``lin`` is the branch's lineage before the rebase. The replayed snapshot keeps its batch's provenance
+    (``wap.source``, ``wap.format``, ``wap.batch-id``, ``wap.branch``, ``wap.user``: the newest of the
+    branch's snapshots that carries each), records the head it replaces (``wap.rebased-from``), and sums the
+    malformed rows of every replayed snapshot (``wap.malformed-rows``, their samples in
+    ``wap.malformed-sample``), so the rebased head's audit and Review read what the ingest recorded.
+    """
     props: dict[str, str] = {"wap.rebased-from": str(lin.head)}
     malformed, samples = 0, []
     for s in lin.new_snapshots:
@@ -392,7 +400,7 @@ def rebase(
     main_head = lin.main_head
     assert main_head is not None
     tmp = temp_branch_name(branch, uuid.uuid4().hex[:8])
-    props = _replayed_properties(lin)
+    props = replayed_properties(lin)
     rows = sum(int(cat.summary_get(s, "added-records") or 0) for s in lin.new_snapshots)
     move = replace(move, details={"tmp": tmp, "old_fork": lin.fork, "new_fork": main_head, "rows": rows})
 

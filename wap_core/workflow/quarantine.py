@@ -35,27 +35,29 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from wap_core.analysis.batch_reads import batch_reads
-from wap_core.checks import CheckSpec, MainContext, suite_for
+from wap_core.checks import CheckSpec, MainContext, Suite, observed_metrics, suite_for
+from wap_core.checks.references import References
 from wap_core.checks.unique import Unique
 from wap_core.exceptions import CommitConflictError, ConflictError, RefusedError, ValidationError
 from wap_core.faults import fault_point
 from wap_core.identifiers import MAIN, TableId, quote_column, validate_branch
 from wap_core.lake import catalog as cat
-from wap_core.lake.batch import batch_frame
+from wap_core.lake.batch import batch_files, batch_frame
 from wap_core.lake.refs import commit_conflicts, remove_branch_quietly, with_commit_retry
 from wap_core.security.access import Permission
 from wap_core.session import Session, session_of
 from wap_core.states import Action, CheckStatus, Outcome
 from wap_core.store.journal import Intent
+from wap_core.values import JsonObject
 from wap_core.workflow.audit import AuditResult, audit_branch, latest_audit
 from wap_core.workflow.batch import join
 from wap_core.workflow.publish import append_and_swap
 from wap_core.workflow.reconcile import INTENT_PROPERTY, reconciled_table, temp_branch_name, undo_kept
 from wap_core.workflow.refmove import Moved, RefMove
-from wap_core.workflow.source_lines import LINE, with_source_lines
+from wap_core.workflow.source_lines import LINE, provenance, with_ranks, with_source_lines
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame, Observation
     from pyspark.sql.types import StructType
 
     from wap_core.lakehouse import Lakehouse
@@ -156,32 +158,55 @@ def fit_quarantine_table(lh: Lakehouse, table: TableId, qid: TableId) -> list[st
     return bad
 
 
-def _failing_rows(spec: CheckSpec, batch: DataFrame, ctx: MainContext) -> DataFrame:
-    """The row numbers (``ROW``) of ``batch`` quarantined for ``spec``."""
+def _flag(spec: CheckSpec, frame: DataFrame, ctx: MainContext, flag: str) -> tuple[DataFrame, Column, bool]:
+    """``frame`` (the batch with ``ROW``) with what ``spec`` needs to tell its failing rows, the condition TRUE
+    for a row quarantined for ``spec``, and whether that condition reads a join or the row order (then the
+    flagged batch is materialized once, so that the kept and the quarantined rows come from one reading).
+
+    A row-level check is its own failing-row predicate (:meth:`CheckSpec.fail_sql`, as the audit's pass counts
+    it): no join. ``unique``: a window over the key ordered by ``ROW`` (the first row of a key stays) and a
+    left join with main's keys at the fork; ``references``: a left join with the referenced table's values
+    (broadcast, as :meth:`References.failing_frame` reads them). Any other check that selects its rows
+    through its own :meth:`CheckSpec.failing_frame`: its rows' numbers, joined back."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     if isinstance(spec, Unique):
         keys = [F.col(quote_column(c)) for c in spec.columns]
-        ranked = batch.withColumn("__wap_rank", F.row_number().over(Window.partitionBy(*keys).orderBy(ROW)))
-        failing = F.col("__wap_rank") > 1
+        rank = f"{flag}_rank"
+        out = frame.withColumn(rank, F.row_number().over(Window.partitionBy(*keys).orderBy(ROW)))
+        cond = F.col(rank) > 1
         main = ctx.read_main(ctx.table) if spec.against_main else None
         if main is not None:
-            found = main.select(*keys).distinct().withColumn("__wap_main", F.lit(True))
-            ranked = ranked.join(found, on=list(spec.columns), how="left")
-            failing = failing | F.col("__wap_main").isNotNull()
-        return ranked.where(failing).select(ROW)
-    frame = spec.failing_frame(batch, ctx)
-    if frame is None:  # refused before (selects_rows)
+            found = main.select(*keys).distinct().withColumn(flag, F.lit(True))
+            out = out.join(found, on=list(spec.columns), how="left")
+            cond = cond | F.col(flag).isNotNull()
+        return out, cond, True
+    if isinstance(spec, References):
+        c = F.col(quote_column(spec.columns[0]))
+        ref = ctx.read_main(TableId.parse(spec.table))
+        if ref is None:  # nothing to reference: every non-NULL value is missing
+            return frame, c.isNotNull(), False
+        known = ref.select(F.col(quote_column(spec.ref_column)).alias(flag)).distinct()
+        out = frame.join(F.broadcast(known), c == F.col(flag), "left")
+        return out, c.isNotNull() & F.col(flag).isNull(), True
+    if type(spec).failing_frame is CheckSpec.failing_frame:
+        sql = spec.fail_sql()
+        if sql is None:  # refused before (selects_rows)
+            raise ValidationError(f"check {spec.name!r} judges no rows")
+        return frame, F.expr(f"coalesce(({sql}), false)"), False
+    failing = spec.failing_frame(frame, ctx)
+    if failing is None:  # refused before (selects_rows)
         raise ValidationError(f"check {spec.name!r} judges no rows")
-    return frame.select(ROW)
+    hits = failing.select(ROW).distinct().withColumn(flag, F.lit(True))
+    return frame.join(hits, on=ROW, how="left"), F.col(flag).isNotNull(), True
 
 
 @dataclass(frozen=True)
 class _Plan:
-    """The sorted-out batch: the rows to keep on the branch and the rows to quarantine, materialized."""
+    """The sorted-out batch: the rows to keep on the branch and the rows to quarantine."""
 
-    kept: DataFrame
+    kept: DataFrame  # lazy: read once, by the swap's append
     quarantined: DataFrame  # the table's columns plus _wap_checks and _wap_source_line
     counts: dict[str, int]
     total: int
@@ -189,6 +214,12 @@ class _Plan:
 
 
 def _plan(lh: Lakehouse, table: TableId, branch: str, lin: cat.Lineage, specs: list[CheckSpec]) -> _Plan:
+    """Sort the batch out in one pass: each row's ``_wap_checks`` (the chosen checks it fails) is built by one
+    select over the batch; the quarantined rows (those with any) are materialized (a small part of the
+    batch) by one job that also observes the counts and, when the source lines can be recomputed, groups them
+    for it (:func:`with_ranks`); the kept rows stay lazy (read once, by the append). Joins only for ``unique`` and ``references``; the batch is materialized once only when a check
+    reads a join or the row order (then the kept and the quarantined rows come from one reading of it)."""
+    from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     inside = batch_reads(lh, table, branch, [t for s in specs for t in s.other_tables()])
@@ -205,25 +236,40 @@ def _plan(lh: Lakehouse, table: TableId, branch: str, lin: cat.Lineage, specs: l
     )
     raw = batch_frame(lh.spark, lh.spark_name(table), lin)
     columns = raw.columns
-    batch = raw.withColumn(ROW, F.monotonically_increasing_id()).localCheckpoint(eager=True)
-    flagged = None
-    for spec in specs:
-        part = _failing_rows(spec, batch, ctx).withColumn("__wap_check", F.lit(spec.name))
-        flagged = part if flagged is None else flagged.unionByName(part)
-    assert flagged is not None
-    flagged = flagged.distinct().localCheckpoint(eager=True)
-    counts = {
-        str(r["__wap_check"]): int(r["count"]) for r in flagged.groupBy("__wap_check").count().collect()
-    }
-    per_row = flagged.groupBy(ROW).agg(F.sort_array(F.collect_set("__wap_check")).alias("_wap_checks"))
-    quarantined = with_source_lines(
-        lh, lin, batch.join(per_row, on=ROW, how="inner").select(ROW, *columns, "_wap_checks"), columns, ROW
-    )
-    quarantined = quarantined.select(*columns, "_wap_checks", LINE).localCheckpoint(eager=True)
-    kept = batch.join(per_row, on=ROW, how="left_anti").select(*columns).localCheckpoint(eager=True)
-    return _Plan(
-        kept, quarantined, {s.name: counts.get(s.name, 0) for s in specs}, quarantined.count(), batch.count()
-    )
+    frame = raw.withColumn(ROW, F.monotonically_increasing_id())
+    named: list[Column] = []
+    joined = False
+    # by name: _wap_checks lists a row's failing checks sorted, with no sort per row
+    for i, spec in sorted(enumerate(specs), key=lambda x: x[1].name):
+        frame, cond, needs = _flag(spec, frame, ctx, f"__wap_f{i}")
+        named.append(F.when(cond, F.lit(spec.name)))
+        joined = joined or needs
+    checks = F.filter(F.array(*named), lambda x: x.isNotNull()).alias("_wap_checks")
+    flagged = frame.select(ROW, *[F.col(quote_column(c)) for c in columns], checks)
+    if joined:
+        flagged = flagged.localCheckpoint(eager=True)
+    failing = F.size("_wap_checks") > 0
+    where = provenance(lin)
+    picked = flagged.where(failing)
+    if where is not None:  # grouped for the source lines in the same job (no job of their own)
+        picked = with_ranks(picked, columns, ROW)
+    # the counts are observed while the quarantined rows are materialized (no aggregation job of their own)
+    tally = Observation(f"wap_{uuid.uuid4().hex}")
+    rows = picked.observe(
+        tally,
+        F.count(F.lit(1)).alias("__total"),
+        *[
+            F.count(F.when(F.array_contains("_wap_checks", s.name), 1)).alias(f"__c{i}")
+            for i, s in enumerate(specs)
+        ],
+    ).localCheckpoint(eager=True)
+    got = tally.get
+    counts = {s.name: int(got[f"__c{i}"]) for i, s in enumerate(specs)}
+    found = batch_files(lin)
+    before = found.rows if found is not None else raw.count()
+    quarantined = with_source_lines(lh, where, rows, columns, ROW).select(*columns, "_wap_checks", LINE)
+    kept = flagged.where(~failing).select(*columns)
+    return _Plan(kept, quarantined, counts, int(got["__total"]), before)
 
 
 def _choose(
@@ -342,7 +388,8 @@ def quarantine(
                 "stale_audit",
             )
         )
-    suite_specs = {c.name: c for c in suite_for(lh.settings.checks_file, table).checks}
+    suite = suite_for(lh.settings.checks_file, table)
+    suite_specs = {c.name: c for c in suite.checks}
     specs = _choose(move, suite_specs, audit, list(checks))
     lin = cat.lineage(tbl, branch)
     qid = quarantine_table_id(table)
@@ -359,11 +406,7 @@ def quarantine(
                 "nothing_to_quarantine",
             )
         )
-    if qexists:  # lacking only the later extra columns: upgraded (refused above otherwise)
-        upgrade(lh, qid, upgradable(schema_problems(target, lh.spark.table(lh.spark_name(qid)).schema)))
-    # the quarantine table joins the batch (a plain branch becomes a batch of the table and its quarantine)
-    join(lh, branch, qid, user)
-    kept_before = cat.ref_snapshot_id(lh.table(qid), branch) if qexists else None
+    kept_before = _join_quarantine_table(lh, qid, branch, user, target, qexists)
     tmp = temp_branch_name(branch, uuid.uuid4().hex[:8])
     move = RefMove(
         s,
@@ -382,11 +425,16 @@ def quarantine(
         },
     )
 
+    # the re-audit's aggregates are observed while the kept rows are written (as an ingest's are): its pass
+    # is not run again over the rows just written
+    kept, seen = _observing(plan.kept, _sound(suite, audit))
+    written: list[tuple[int | None, Observation | None]] = []  # the quarantine table's append, observed
+
     def commit(intent: Intent) -> Moved:
         try:
-            _keep(lh, qid, branch, plan, target, intent, reason, user, created=not qexists)
+            written.append(_keep(lh, qid, branch, plan, target, intent, reason, user, created=not qexists))
             fault_point("after_quarantine_keep")
-            new_head = _swap(lh, table, branch, lin, tmp, plan, intent)
+            new_head = _swap(lh, table, branch, lin, tmp, kept, intent)
         except CommitConflictError as exc:
             remove_branch_quietly(lh.catalog, table, tmp)
             undo_kept(lh, intent)
@@ -406,8 +454,8 @@ def quarantine(
     new_head = move.run(commit).snapshot_after
     assert new_head is not None
     # the new head needs its audit (publish asks for one); the quarantine table's branch too (no checks of its own)
-    reaudit = audit_branch(lh, table, branch, user=user)
-    audit_branch(lh, qid, branch, user=user)
+    reaudit = audit_branch(lh, table, branch, user=user, suite=suite, observed=_seen(new_head, seen))
+    audit_branch(lh, qid, branch, user=user, observed=_seen(*written[-1]))
     return QuarantineResult(
         str(table),
         branch,
@@ -434,8 +482,10 @@ def _keep(
     user: str,
     *,
     created: bool,
-) -> None:
-    """Append the quarantined rows (with why) to the quarantine table's branch ``branch``, stamped with the intent."""
+) -> tuple[int | None, Observation | None]:
+    """Append the quarantined rows (with why) to the quarantine table's branch ``branch``, stamped with the intent;
+    the snapshot appended (None: not found as the branch's head) and the aggregates of the quarantine table's
+    checks (usually none: its row count) observed while writing it."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructField, _parse_datatype_string
 
@@ -463,14 +513,66 @@ def _keep(
         .withColumn("_wap_replayed_at", F.lit(None).cast("timestamp"))
     )
     qcols = lh.spark.table(lh.spark_name(qid)).columns
-    writer = rows.select(*[F.col(quote_column(c)) for c in qcols]).writeTo(lh.spark_name(qid, branch))
+    out, seen = _observing(
+        rows.select(*[F.col(quote_column(c)) for c in qcols]), suite_for(lh.settings.checks_file, qid)
+    )
+    writer = out.writeTo(lh.spark_name(qid, branch))
     for k, v in {INTENT_PROPERTY: str(intent.id), "wap.batch": branch, "wap.user": user}.items():
         writer = writer.option(f"snapshot-property.{k}", v)
     with_commit_retry(writer.append)
+    tbl = lh.table(qid)
+    head = cat.ref_snapshot_id(tbl, branch)
+    snap = tbl.snapshot_by_id(head) if head is not None else None
+    if snap is None or cat.summary_get(snap, INTENT_PROPERTY) != str(intent.id):
+        return None, None
+    return head, seen
+
+
+def _sound(suite: Suite, audit: AuditResult) -> Suite:
+    """``suite`` without the checks that errored in ``audit``: left to the re-audit's own pass, which isolates them
+    (a check that measured the whole batch measures the kept rows, a part of it)."""
+    errored = {c.name for c in audit.checks if c.status is CheckStatus.ERROR}
+    return Suite(suite.table, tuple(c for c in suite.checks if c.name not in errored), suite.source)
+
+
+def _join_quarantine_table(
+    lh: Lakehouse, qid: TableId, branch: str, user: str, target: StructType, qexists: bool
+) -> int | None:
+    """The quarantine table upgraded if it lacks only the later extra columns (refused before otherwise) and
+    joined to the batch (a plain branch becomes a batch of the table and its quarantine); its branch's head."""
+    if qexists:
+        upgrade(lh, qid, upgradable(schema_problems(target, lh.spark.table(lh.spark_name(qid)).schema)))
+    join(lh, branch, qid, user)
+    return cat.ref_snapshot_id(lh.table(qid), branch) if qexists else None
+
+
+def _observing(rows: DataFrame, suite: Suite) -> tuple[DataFrame, Observation | None]:
+    """``rows`` observing ``suite``'s aggregates while they are written (:func:`observed_metrics`, as an
+    ingest's write does), so that the audit right after needs no pass of its own; unobserved (None) when a
+    check cannot be built (the audit then runs its pass and isolates it)."""
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import Observation
+
+    seen = Observation(f"wap_{uuid.uuid4().hex}")
+    try:
+        return rows.observe(seen, *observed_metrics(suite)), seen
+    except (AnalysisException, ValueError) as exc:
+        log.warning(
+            "quarantine: the checks cannot be observed while writing (%s); the re-audit runs its pass", exc
+        )
+        return rows, None
+
+
+def _seen(snapshot_id: int | None, seen: Observation | None) -> tuple[int, JsonObject] | None:
+    """The aggregates observed while ``snapshot_id`` was written, for :func:`audit_branch` (which uses them
+    only when that snapshot is the branch's head and its whole batch)."""
+    if seen is None or snapshot_id is None:
+        return None
+    return snapshot_id, dict(seen.get)
 
 
 def _swap(
-    lh: Lakehouse, table: TableId, branch: str, lin: cat.Lineage, tmp: str, plan: _Plan, intent: Intent
+    lh: Lakehouse, table: TableId, branch: str, lin: cat.Lineage, tmp: str, kept: DataFrame, intent: Intent
 ) -> int:
     """The kept rows appended onto ``tmp`` (at the fork), then swapped in as ``branch``; the new head."""
     assert lin.fork is not None
@@ -490,4 +592,4 @@ def _swap(
         ):
             if (val := cat.summary_get(snap, key)) is not None:
                 props[key] = val
-    return append_and_swap(lh, table, branch, lin.head, tmp, plan.kept, props, "quarantine")
+    return append_and_swap(lh, table, branch, lin.head, tmp, kept, props, "quarantine")

@@ -41,7 +41,7 @@ from wap_core.values import Record
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
-    from pyspark.sql.types import DataType, StructType
+    from pyspark.sql.types import DataType, StructField, StructType
 
     from wap_core.lakehouse import Lakehouse
 
@@ -255,7 +255,7 @@ class Prepared:
     narrowing: list[str] = field(default_factory=list)  # the schema check's notes (see _narrowing)
 
 
-def _match_columns(table: str, source_cols: Sequence[str], target: StructType) -> dict[str, str]:
+def match_columns(table: str, source_cols: Sequence[str], target: StructType) -> dict[str, str]:
     """target column -> source column (case-insensitive); SchemaMismatchError listing every problem."""
     by_lower: dict[str, str] = {}
     problems: list[str] = []
@@ -801,7 +801,7 @@ def _read_csv(
                     if f.name != CORRUPT
                 ]
             )
-        mapping = _match_columns(table, header, target)
+        mapping = match_columns(table, header, target)
         schema = T.StructType(
             [T.StructField(h, T.StringType(), True) for h in header]
             + [T.StructField(CORRUPT, T.StringType(), True)]
@@ -832,6 +832,21 @@ def _read_csv(
         raise
 
 
+def json_fields(spark: SparkSession, files: list[str]) -> list[StructField]:
+    """The fields of JSON lines ``files`` as Spark's JSON reader infers them (the ingest's schema of the
+    source; :mod:`wap_core.workflow.source_lines` reads them the same way); SourceError when none parses."""
+    inferred = (
+        spark.read.option("mode", "PERMISSIVE")
+        .option("columnNameOfCorruptRecord", CORRUPT)
+        .json(files)
+        .schema
+    )
+    fields = [f for f in inferred.fields if f.name != CORRUPT]
+    if not fields:
+        raise SourceError("no JSON object could be parsed from the source")
+    return fields
+
+
 def _read_json(
     spark: SparkSession, table: str, files: list[str], target: StructType | None
 ) -> tuple[Prepared, StructType]:
@@ -844,18 +859,10 @@ def _read_json(
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    inferred = (
-        spark.read.option("mode", "PERMISSIVE")
-        .option("columnNameOfCorruptRecord", CORRUPT)
-        .json(files)
-        .schema
-    )
-    fields = [f for f in inferred.fields if f.name != CORRUPT]
-    if not fields:
-        raise SourceError("no JSON object could be parsed from the source")
+    fields = json_fields(spark, files)
     if target is None:
         target = T.StructType([T.StructField(f.name, f.dataType, True) for f in fields])
-    mapping = _match_columns(table, [f.name for f in fields], target)
+    mapping = match_columns(table, [f.name for f in fields], target)
     options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
     schema = T.StructType([*fields, T.StructField(CORRUPT, T.StringType(), True)])
     strings = [f.name for f in fields if isinstance(f.dataType, T.StringType)]
@@ -909,7 +916,7 @@ def _read_parquet(
     raw = spark.read.parquet(*files)
     if target is None:
         target = T.StructType([T.StructField(f.name, f.dataType, True) for f in raw.schema.fields])
-    mapping = _match_columns(table, raw.columns, target)
+    mapping = match_columns(table, raw.columns, target)
     if all(raw.schema[mapping[f.name]].dataType == f.dataType for f in target.fields):
         # Typed source whose types already are the table's: nothing can fail to parse or cast,
         # so the row count comes from the Parquet footers and no extra pass over the data is made.

@@ -46,6 +46,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING
 
 from pyiceberg.table import Table
@@ -201,16 +202,18 @@ def _judge_reopen(tbl: Table, intent: Intent, head: int | None) -> Verdict:
     return Verdict(False, Outcome.ABANDONED, None, False, "the branch was not created")
 
 
-def _judge_rebase(tbl: Table, intent: Intent, head: int | None) -> Verdict:
+def _judge_swap(
+    tbl: Table, intent: Intent, head: int | None, landed: Outcome, held: str, missed: str
+) -> Verdict:
+    """A move that swaps a temporary branch (``tmp`` of the intent's details: cleaned up either way) in as the
+    branch (rebase, quarantine): ``landed`` when the branch moved to a head stamped with the intent (``held``
+    says what it holds), else abandoned (``missed``)."""
     tmp = intent.details.get("tmp")
     cleanup = (tmp,) if isinstance(tmp, str) and tmp in tbl.metadata.refs else ()
     if head is not None and head != intent.expected_before and _marked(tbl, head, intent) is not None:
-        return Verdict(
-            True, Outcome.REBASED, head, False, "the branch holds the replayed batch", cleanup=cleanup
-        )
+        return Verdict(True, landed, head, False, held, cleanup=cleanup)
     never = head is None or head != intent.expected_before
-    why = "the branch was not swapped to the replayed batch"
-    return Verdict(False, Outcome.ABANDONED, None, never, why, cleanup=cleanup)
+    return Verdict(False, Outcome.ABANDONED, None, never, missed, cleanup=cleanup)
 
 
 def _judge_ingest(tbl: Table, intent: Intent, head: int | None) -> Verdict:
@@ -225,18 +228,6 @@ def _judge_ingest(tbl: Table, intent: Intent, head: int | None) -> Verdict:
     return Verdict(
         True, Outcome.WRITTEN, done, False, "the branch holds the batch", details={"rows_committed": rows}
     )
-
-
-def _judge_quarantine(tbl: Table, intent: Intent, head: int | None) -> Verdict:
-    tmp = intent.details.get("tmp")
-    cleanup = (tmp,) if isinstance(tmp, str) and tmp in tbl.metadata.refs else ()
-    if head is not None and head != intent.expected_before and _marked(tbl, head, intent) is not None:
-        return Verdict(
-            True, Outcome.QUARANTINED, head, False, "the branch holds the kept rows", cleanup=cleanup
-        )
-    never = head is None or head != intent.expected_before
-    why = "the branch was not swapped to its kept rows"
-    return Verdict(False, Outcome.ABANDONED, None, never, why, cleanup=cleanup)
 
 
 def undo_kept(lh: Lakehouse, intent: Intent) -> None:
@@ -268,9 +259,19 @@ JUDGES: dict[str, Callable[[Table, Intent, int | None], Verdict]] = {
     Action.DISCARD: _judge_discard,
     Action.ROLLBACK: _judge_rollback,
     Action.REOPEN: _judge_reopen,
-    Action.REBASE: _judge_rebase,
+    Action.REBASE: partial(
+        _judge_swap,
+        landed=Outcome.REBASED,
+        held="the branch holds the replayed batch",
+        missed="the branch was not swapped to the replayed batch",
+    ),
     Action.INGEST: _judge_ingest,
-    Action.QUARANTINE: _judge_quarantine,
+    Action.QUARANTINE: partial(
+        _judge_swap,
+        landed=Outcome.QUARANTINED,
+        held="the branch holds the kept rows",
+        missed="the branch was not swapped to its kept rows",
+    ),
 }
 
 

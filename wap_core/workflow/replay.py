@@ -13,6 +13,9 @@
    branch of the quarantine table: the mark publishes with the replay, or is discarded with it. The commit
    is an intent of its own (journal: action ``ingest`` on the quarantine table, details ``replay_of``,
    ``replayed``; judged by reconcile as an ingest: the branch, then one commit stamped with the intent).
+   Its own fault points (declared with ingest's, :mod:`wap_core.actions.ingest`): ``after_replay_mark_branch``
+   (the intent journaled, the quarantine table's branch there, nothing marked) and ``after_replay_mark_write``
+   (the mark committed, its outcome not recorded); the ingest's own points are reached first.
    The mark is written with PyIceberg (an overwrite of the batch's rows on the branch): Spark's row-level
    ``UPDATE`` cannot stamp its snapshot with the intent that reconcile judges by.
 3. where the table has ``unique`` checks, the replay's keys are compared with the quarantined rows' keys
@@ -33,6 +36,7 @@ from typing import TYPE_CHECKING
 from wap_core.checks import suite_for
 from wap_core.checks.unique import Unique
 from wap_core.exceptions import ConflictError, RefusedError, WapError, first_line
+from wap_core.faults import fault_point
 from wap_core.identifiers import MAIN, TableId, quote_column, validate_branch
 from wap_core.lake import catalog as cat
 from wap_core.lake.batch import batch_frame
@@ -235,6 +239,7 @@ def _mark(s: Session, plan: ReplayPlan, branch: str) -> ReplayResult:
             with commit_conflicts():
                 tbl.manage_snapshots().create_branch(main_head, branch).commit()
             tbl = lh.table(qid)
+        fault_point("after_replay_mark_branch")  # the quarantine table's branch is there, nothing marked
         mine = EqualTo("_wap_batch", batch)  # type: ignore[call-arg,misc,arg-type]  # PyIceberg's documented positional form; its pydantic signature confuses mypy
         rows = tbl.scan(row_filter=mine, snapshot_id=cat.ref_snapshot_id(tbl, branch)).to_arrow()
         if rows.num_rows != plan.rows or rows.column(BY).null_count != rows.num_rows:
@@ -256,6 +261,7 @@ def _mark(s: Session, plan: ReplayPlan, branch: str) -> ReplayResult:
         }
         with commit_conflicts():
             tbl.overwrite(rows, overwrite_filter=mine, snapshot_properties=props, branch=branch)
+        fault_point("after_replay_mark_write")  # marked (stamped with the intent), its outcome not recorded
         head = cat.ref_snapshot_id(lh.table(qid), branch)
         assert head is not None
         return Moved(Outcome.WRITTEN, head, details={"replay_of": batch, "replayed": n, "flagged": flagged})

@@ -97,9 +97,10 @@ def _move(
     return RefMove(session, action, table, branch, before, after, reason, details or {}, notify_refusal=False)
 
 
-def _taken_off(tbl: Table, main_before: int, to_snapshot: int) -> list[RolledBackBatch] | None:
-    """The batches main holds above ``to_snapshot``, newest first; None when ``to_snapshot`` is not among
-    main's newest ``_SCAN`` ancestors."""
+def taken_off(tbl: Table, main_before: int, to_snapshot: int) -> list[RolledBackBatch] | None:
+    """The batches main holds above ``to_snapshot`` (main at ``main_before``), newest first: what moving main
+    back to ``to_snapshot`` takes off (a table's rollback, and each table's of a batch rollback); None when
+    ``to_snapshot`` is not among main's newest ``_SCAN`` ancestors."""
     dropped: list[RolledBackBatch] = []
     for n, snap in enumerate(cat.ancestors(tbl, main_before)):
         if n >= _SCAN:
@@ -159,7 +160,7 @@ def rollback(
         raise NotFoundError(f"table {table} has no main snapshot to roll back")
     move = _move(s, Action.ROLLBACK, table, MAIN, main_before, to_snapshot, reason)
     _refuse_stale_or_same(move, table, expected_main, main_before, to_snapshot)
-    dropped = _taken_off(tbl, main_before, to_snapshot)
+    dropped = taken_off(tbl, main_before, to_snapshot)
     if dropped is None:
         raise move.refuse(
             RefusedError(

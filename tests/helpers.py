@@ -537,6 +537,22 @@ def page_idle(page: Any, timeout_ms: int = 300_000) -> None:
     expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=timeout_ms)
 
 
+def upload(page: Any, path: str | Path, timeout_ms: int = 300_000) -> None:
+    """Put the file at ``path`` into the page's file uploader and wait until the browser has sent it (its chip
+    shows, no spinner) and the run the upload started is over. Waiting for the run alone is not enough: until
+    the upload ends there is no run to wait for, and a click then reruns the page without the file (CI, busy
+    cores: "choose a file to upload" after Ingest was clicked)."""
+    from playwright.sync_api import expect
+
+    page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(str(path))
+    # (the chip shows a long name shortened in its middle: its first 6 characters stay)
+    chip = page.get_by_test_id("stFileChip").filter(has_text=Path(path).name[:6])
+    expect(chip).to_be_visible(timeout=timeout_ms)
+    expect(page.get_by_test_id("stFileChipIconSpinner")).to_have_count(0, timeout=timeout_ms)
+    expect(page.get_by_test_id("stFileChipIconError")).to_have_count(0, timeout=timeout_ms)
+    page_idle(page, timeout_ms)
+
+
 def open_dialog(page: Any, button: Any, *, ready: str = "Confirm", attempts: int = 2) -> Any:
     """Click ``button`` once the page's run is over and return the dialog, its form drawn (its
     ``ready`` button visible) and the run that drew it over. Streamlit reruns the page for the click; a

@@ -111,10 +111,7 @@ def _upload_week1_again(page, base: str, settings: Settings, branch: str) -> Non
     from playwright.sync_api import expect
 
     page.goto(f"{base}/ingest")
-    page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(
-        str(settings.home / "demo_sources" / "flights_2013_02_w1.csv")
-    )
-    helpers.page_idle(page)  # the upload's rerun is over: a click during it can be lost (busy cores)
+    helpers.upload(page, settings.home / "demo_sources" / "flights_2013_02_w1.csv")
     page.get_by_test_id("stSelectbox").first.click()
     page.get_by_role("option", name="demo.flights").click()
     page.get_by_label("Branch name (optional)").fill(branch)

@@ -208,10 +208,7 @@ def test_ingest_shows_the_referenced_tables_columns_and_a_schema_refusal_ends_it
         # The airports file into demo.airlines: refused for its schema; the status box ends on the refusal.
         page.goto(f"{server}/ingest?table=demo.airlines")
         expect(page.get_by_text("Columns of demo.airlines")).to_be_visible()
-        page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(
-            str(demo_settings.home / "demo_sources" / "airports.csv")
-        )
-        helpers.page_idle(page)  # the upload's rerun is over: a click during it can be lost (busy cores)
+        helpers.upload(page, demo_settings.home / "demo_sources" / "airports.csv")
         page.get_by_role("button", name="Ingest and audit").click()
         status = page.get_by_test_id("stExpander").filter(has_text="refused: source does not fit the schema")
         expect(status).to_be_visible(timeout=300_000)

@@ -114,8 +114,7 @@ def test_the_demo_week_is_repaired_in_the_console(
         # 2. the island airports join the batch from the Ingest page
         page.goto(f"{server}/ingest?table=demo.airports&batch={FAILING_BRANCH}")
         expect(page.get_by_text("Columns of demo.airports")).to_be_visible()
-        page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(str(ISLAND_AIRPORTS))
-        helpers.page_idle(page)  # the upload's rerun is over: a click during it can be lost (busy cores)
+        helpers.upload(page, ISLAND_AIRPORTS)
         page.get_by_role("button", name="Ingest and audit").click()
         # the demo's open batch_2013_02_w3 holds the same file: the page flags it first
         expect(page.get_by_text("This file was already ingested into demo.airports")).to_be_visible()

@@ -235,7 +235,12 @@ if submitted:
             batch = validate_branch(str(batch_choice))
         if source_kind == "Upload a file":
             if upload is None:
-                raise ValidationError("choose a file to upload, or switch to a server-side path")
+                # (a file dropped just before the click may still be on its way: the browser submits the
+                # form without it until its upload has begun; then the button waits for the upload)
+                raise ValidationError(
+                    "choose a file to upload, or switch to a server-side path "
+                    "(a file shown above whose upload had not finished: click Ingest and audit again)"
+                )
             # each upload in its own batch folder: two uploads of the same name never overwrite each other
             source = str(api.save_upload(ctx, upload.name, upload.getvalue()))
         else:

@@ -290,6 +290,24 @@ def test_ingest_server_path_links_to_review(env: Lakehouse) -> None:
     assert env.journal.history(str(ORDERS), branch="more_batch", action="ingest")[0].user == USER
 
 
+def test_ingest_submitted_before_its_upload_arrived_says_to_click_again(env: Lakehouse) -> None:
+    """The upload form submitted with no file (as the browser does when a file was dropped just before the click
+    and its upload had not begun): one refusal line that names that case, nothing written."""
+    at = app_test()
+    at.switch_page("pages/ingest.py").run()
+    at.selectbox(key="ingest_table").set_value("shop.orders")
+    at.run()
+    refs_before = _refs(env)
+    _button(at, "Ingest and audit").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    errors = _texts(at.error)
+    assert (
+        "choose a file to upload" in errors
+        and "upload had not finished: click Ingest and audit again" in errors
+    )
+    assert _refs(env) == refs_before
+
+
 def test_explore_sql_is_read_only(env: Lakehouse) -> None:
     at = app_test()
     at.switch_page("pages/explore.py").run()

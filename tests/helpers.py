@@ -539,9 +539,9 @@ def page_idle(page: Any, timeout_ms: int = 300_000) -> None:
 
 def upload(page: Any, path: str | Path, timeout_ms: int = 300_000) -> None:
     """Put the file at ``path`` into the page's file uploader and wait until the browser has sent it (its chip
-    shows, no spinner) and the run the upload started is over. Waiting for the run alone is not enough: until
-    the upload ends there is no run to wait for, and a click then reruns the page without the file (CI, busy
-    cores: "choose a file to upload" after Ingest was clicked)."""
+    shows, no spinner, no error), then until the page's run is over. Waiting for the run alone is not enough:
+    inside a form an upload starts no run, and a submit before the upload has begun goes without the file
+    (busy cores: "choose a file to upload" after Ingest and audit was clicked)."""
     from playwright.sync_api import expect
 
     page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(str(path))

@@ -32,7 +32,7 @@ from wap_core.api import (
 )
 from wap_core.api import check_key_columns as checks_key_columns
 from wap_core.identifiers import TableId
-from wap_core.states import BranchStatus, CheckStatus, branch_status
+from wap_core.states import BatchRead, BranchStatus, CheckStatus, branch_status
 from wap_core.values import JsonObject
 
 SIDE_COLORS = alt.Scale(domain=["main", "batch"], range=["#8c959f", "#1f6feb"])
@@ -69,8 +69,13 @@ def verdict(audit: AuditResult | None, head: int | None, ready: PublishCheck, me
         return
     bad = [c for c in audit.checks if c.status.blocks_publish]
     warned = [c for c in audit.checks if c.status is CheckStatus.WARNED]
+    rewrites = audit.changes is not None and audit.changes.method not in (
+        BatchRead.APPEND,
+        BatchRead.WHOLE_TABLE,
+    )
+    what = "inserted and updated rows" if rewrites else "new rows"
     line = (
-        f"{len(audit.checks)} checks on {audit.rows_checked:,} new rows · audited {ui.short_time(audit.at)} "
+        f"{len(audit.checks)} checks on {audit.rows_checked:,} {what} · audited {ui.short_time(audit.at)} "
         f"by {ui.md(audit.user)} at snapshot {audit.snapshot_id}"
     )
     if status is BranchStatus.STALE:
@@ -91,11 +96,44 @@ def verdict(audit: AuditResult | None, head: int | None, ready: PublishCheck, me
         )
     else:
         st.success(f"**Audit passed.**  \n{line}", icon=ui.STATUS_MATERIAL[status])
+    if rewrites:
+        change_summary(audit)
     if meta.main_moved:
         st.info(
             "**Main moved since this branch forked:** rebase it onto current main, audit it again, then publish.",
             icon=":material/merge:",
         )
+
+
+def change_summary(audit: AuditResult) -> None:
+    """What a publish does to main's rows (a branch that updates, deletes or overwrites): inserted, updated,
+    deleted, each with its share of main; a deletion is a warning box, impossible to miss."""
+    c = audit.changes
+    if c is None:
+        return
+
+    def share(n: int) -> str:
+        pct = c.pct(n)
+        return f" ({pct:.2f} % of main's {c.main_rows:,})" if pct is not None and c.main_rows else ""
+
+    text = (
+        f"**A publish changes main's rows:** inserts {c.inserted:,}, updates {c.updated:,}{share(c.updated)}, "
+        f"deletes {c.deleted:,}{share(c.deleted)}"
+    )
+    how = {
+        BatchRead.CHANGELOG: "read from the files the branch's commits added and removed",
+        BatchRead.FULL_COMPARISON: f"compared whole with main at the fork: {ui.md(c.note)}",
+    }.get(c.method, "")
+    key = (
+        f"by key {ui.md(', '.join(c.key))}"
+        if c.key
+        else "no key declared: an update counts as a delete and an insert"
+    )
+    caption = f"{how} · {key}"
+    if c.deleted:
+        st.warning(f"{text}  \n{caption}", icon=":material/delete_sweep:")
+    else:
+        st.info(f"{text}  \n{caption}", icon=":material/edit_note:")
 
 
 def metadata_summary(meta: MetadataDiff) -> None:

@@ -188,6 +188,8 @@ def test_the_registry_lists_every_type_and_each_parses(tmp_path: Path) -> None:
         "schema",
         "anomaly",
         "drift",
+        "removed_rows",
+        "changed_rows",
         "malformed_rows",
     }
     assert "malformed_rows" not in yaml_types()  # built in, not for the checks file

@@ -77,6 +77,23 @@ class OnFail(_Word):
     QUARANTINE = "quarantine"
 
 
+class BatchRead(_Word):
+    """How a branch's change since its fork is read (the audit's JSON ``changes.method``).
+
+    ``append``: only appends, read by Iceberg's incremental append scan of the new files.
+    ``changelog``: updates, deletes or overwrites (copy-on-write), read from the files the branch's
+    snapshots added and removed (Iceberg's changelog scan), carried-over rows cancelled.
+    ``full_comparison``: a snapshot with delete files (merge-on-read), which Iceberg 1.10's changelog
+    scan refuses: the head and the fork compared whole (``head EXCEPT ALL fork``), said as such.
+    ``whole_table``: the table had no main when the branch started: every row of the head is new.
+    """
+
+    APPEND = "append"
+    CHANGELOG = "changelog"
+    FULL_COMPARISON = "full_comparison"
+    WHOLE_TABLE = "whole_table"
+
+
 class BranchStatus(_Word):
     """Where an open branch stands (``wap branches``, the console's badges)."""
 

@@ -29,7 +29,7 @@ from wap_core.exceptions import NotFoundError, ValidationError, WapError
 from wap_core.identifiers import MAIN, TableId, quote_column, validate_branch
 from wap_core.lake import catalog as cat
 from wap_core.lake import jobs
-from wap_core.lake.batch import batch_frame
+from wap_core.lake.batch import batch_frame, read_method
 from wap_core.lake.errors import spark_job_error
 from wap_core.lake.spark import catalog_conf
 from wap_core.security import sql_guard
@@ -537,6 +537,8 @@ class FailingRowsRequest:
             fork_snapshot_id=lin.fork,
             head_snapshot_id=lin.head,
             batch_reads=inside,
+            method=read_method(lin)[0],
+            read_head=lambda: lh.read_snapshot(table, lin.head),
         )
         try:
             frame = self.spec.failing_frame(batch_frame(lh.spark, lh.spark_name(table), lin), ctx)

@@ -259,13 +259,6 @@ def _schema_of(tbl: Table, snapshot_id: int | None) -> dict[str, str]:
     return {f.name: str(f.field_type) for f in cat.schema_at(tbl, snapshot_id).fields}
 
 
-def _total_records(tbl: Table, snapshot_id: int | None) -> int:
-    snap = tbl.metadata.snapshot_by_id(snapshot_id) if snapshot_id is not None else None
-    if snap is None:
-        return 0
-    return int(cat.summary_get(snap, "total-records") or 0)
-
-
 # --------------------------------------------------------------------------- Spark helpers
 
 
@@ -361,8 +354,8 @@ def keyed_diff(
             "compared_columns": compared,
             "fork_snapshot_id": lin.fork,
             "head_snapshot_id": lin.head,
-            "main_rows": _total_records(tbl, lin.fork),
-            "branch_rows": _total_records(tbl, lin.head),
+            "main_rows": cat.snapshot_rows(tbl, lin.fork),
+            "branch_rows": cat.snapshot_rows(tbl, lin.head),
             "schema_changes": compare_columns(left_schema, right_schema),
         }
         d = _Diffing(lh, tbl, table, lin, key, compared, common)

@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from wap_core import values
 from wap_core.exceptions import ChecksFileError, first_line
 from wap_core.identifiers import TableId
+from wap_core.lake.batch import ChangeCounts
 from wap_core.lake.errors import spark_error_line
-from wap_core.states import CheckStatus, OnFail, overall_status
+from wap_core.states import BatchRead, CheckStatus, OnFail, overall_status
 from wap_core.values import JsonObject, Record
 
 if TYPE_CHECKING:
@@ -102,6 +103,11 @@ class MainContext:
     ``batch_reads``: the other tables of the audited branch's batch (``namespace.table`` -> where
     ``read_main`` reads them: their branch head in the batch); a table not in it is read at its main.
     Empty for a plain branch (a one-table batch).
+
+    ``changes``: what a publish would do to main (inserted, updated, deleted rows, and how they were
+    read); for a branch that updates, deletes or overwrites rows, the batch is its inserted and
+    updated rows, and a key is judged against ``read_head`` (the branch's head: what main becomes),
+    so an updated key is not a duplicate of its own old version.
     """
 
     spark: SparkSession
@@ -113,6 +119,15 @@ class MainContext:
     new_snapshot_summaries: tuple[Mapping[str, str], ...] = ()
     stored: Any = None  # wap_core.checks.history.StoredHistory (Any: keeps this module free of the journal)
     batch_reads: Mapping[str, OtherRead] = field(default_factory=dict)
+    method: BatchRead = BatchRead.APPEND  # how the batch was read (lake.batch.read_method)
+    changes: ChangeCounts | None = None
+    read_head: Callable[[], DataFrame] | None = None
+
+    @property
+    def rewrites_main(self) -> bool:
+        """True when the branch's commits update, delete or overwrite rows of main (not only appends): checks
+        that compare with main judge what main becomes, the branch's head (:attr:`read_head`)."""
+        return self.read_head is not None and self.method in (BatchRead.CHANGELOG, BatchRead.FULL_COMPARISON)
 
     def main_snapshot(self, table: TableId) -> int | None:
         """The snapshot of ``table``'s main the check would read (this table: the batch's fork; a table of

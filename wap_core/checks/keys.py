@@ -36,6 +36,9 @@ BROADCAST_MAX_ROWS = 2_000_000
 COUNT = "__wap_n"
 CANDIDATES_COLLECTED = 10_000  # first-column values shared by the batch and main, brought to the driver
 CANDIDATE_KEYS_COLLECTED = 100_000  # main's whole keys holding them, matched exactly with the batch's
+# Iceberg's metrics evaluator prunes a scan's files by an IN list of at most this many values (beyond, by range)
+IN_LIST_MAX = 200
+HEAD_COUNT = "__wap_h"
 
 
 def key_range_filter(df: DataFrame, column: str, lo: Any, hi: Any) -> DataFrame:
@@ -127,3 +130,46 @@ def values_missing(
     found = ref_vals.join(counts, F.col("__ref") == F.col("value"), "left_semi").dropDuplicates(["__ref"])
     missing = counts.join(found, F.col("value") == F.col("__ref"), "left_anti")
     return missing.select("value", F.col(COUNT).alias("rows"))
+
+
+def keys_shared_at_head(
+    batch: DataFrame,
+    head: DataFrame,
+    columns: Sequence[str],
+    lo: Any,
+    hi: Any,
+    batch_rows: int | None,
+) -> tuple[int, DataFrame]:
+    """Rows of ``batch`` (a change's inserted and updated rows) whose key the branch's ``head`` holds in more rows
+    than the batch does: a row the change did not write shares the key, so main would hold it twice after
+    the publish. An updated row's key, held once at the head, is no clash. Returns the count and those keys.
+
+    Only the head's key columns are read, and only in files whose column bounds may hold one of the batch's
+    first-key values: an IN list of at most :data:`IN_LIST_MAX` values (Iceberg prunes each file by it), else
+    the batch's key range; the files a change touched are read, the rest of the table only where its
+    bounds overlap a changed key. NULL keys never clash (as in :func:`keys_in_main`).
+    """
+    from pyspark.sql import functions as F
+
+    cols = list(columns)
+    keys = [F.col(quote_column(c)) for c in cols]
+    counted = _counted(batch.select(*keys), keys, batch_rows)
+    firsts = [
+        r[0]
+        for r in batch.select(keys[0]).where(keys[0].isNotNull()).distinct().limit(IN_LIST_MAX + 1).collect()
+    ]
+    if not firsts:
+        return 0, counted.select(*keys).limit(0)
+    near = head.select(*keys)
+    if len(firsts) <= IN_LIST_MAX:
+        near = near.where(keys[0].isin(firsts))
+    else:
+        near = key_range_filter(near, cols[0], lo, hi)
+    at_head = (
+        near.join(counted.select(*keys), on=cols, how="left_semi")
+        .groupBy(*keys)
+        .agg(F.count(F.lit(1)).alias(HEAD_COUNT))
+    )
+    clash = counted.join(at_head, on=cols, how="inner").where(F.col(HEAD_COUNT) > F.col(COUNT))
+    n = clash.agg(F.sum(F.col(COUNT)).alias("n")).collect()[0]["n"]
+    return int(n or 0), clash.select(*keys)

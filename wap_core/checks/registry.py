@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from wap_core.checks.accepted_values import AcceptedValues
 from wap_core.checks.anomaly import Anomaly
 from wap_core.checks.base import CheckResult, CheckSpec
+from wap_core.checks.change_limits import ChangedRows, RemovedRows
 from wap_core.checks.drift import Drift
 from wap_core.checks.expression import Expression
 from wap_core.checks.freshness import Freshness
@@ -36,6 +37,8 @@ AVAILABLE_CHECKS: dict[str, type[CheckSpec]] = {
     "schema": Schema,
     "anomaly": Anomaly,
     "drift": Drift,
+    "removed_rows": RemovedRows,
+    "changed_rows": ChangedRows,
     "malformed_rows": MalformedRows,  # built-in: every batch, never in the checks file
 }
 

@@ -1,17 +1,28 @@
-"""Reading a batch: the rows an audit branch added since its fork (the one place that reads them).
+"""Reading a batch: what a branch changed since its fork (the one place that reads it).
 
-Audit, diff, keyed diff and rebase all read the batch through :func:`batch_frame`: an Iceberg
-incremental append scan (fork, head] when the branch only appended, so the cost follows the batch,
-not the table.
+Audit, diff, keyed diff and rebase all read the batch through :func:`batch_frame`: the rows the
+branch's head holds that main at the fork does not (inserted rows and the new versions of updated
+rows), and :func:`removed_frame` the rows it no longer holds (deleted rows and the old versions of
+updated rows). How they are read (:func:`read_method`, a :class:`~wap_core.states.BatchRead`):
+
+- only appends: an Iceberg incremental append scan (fork, head] of the new files;
+- updates, deletes, overwrites (copy-on-write): Iceberg's changelog scan (the ``changes`` table, as
+  Spark's ``create_changelog_view`` reads it) of the files each snapshot added and removed, the rows
+  a rewrite carried over unchanged cancelled by one grouping of those rows (:func:`net_changes`);
+- a snapshot with delete files (merge-on-read), which Iceberg 1.10's changelog scan refuses: the
+  head and the fork compared whole, said as such (the one case whose cost follows the table).
+
+So the cost follows the changed files, not the table.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from wap_core.lake import catalog as cat
+from wap_core.states import BatchRead
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -30,24 +41,166 @@ def snapshot_frame(spark: SparkSession, name: str, snapshot_id: int) -> DataFram
     return spark.read.format("iceberg").option("snapshot-id", str(snapshot_id)).load(name)
 
 
+NET = "__wap_n"  # net_changes' column: how many times the head holds the row more (> 0) or less (< 0) than the fork
+_CHANGELOG_COLUMNS = ("_change_type", "_change_ordinal", "_commit_snapshot_id")
+
+
+def _delete_files(lin: cat.Lineage) -> int | None:
+    """The first new snapshot holding delete files (merge-on-read), else None."""
+    for snap in lin.new_snapshots:
+        if snap.summary is None or int(
+            snap.summary.additional_properties.get("total-delete-files", "0") or 0
+        ):
+            return snap.snapshot_id
+    return None
+
+
+def read_method(lin: cat.Lineage) -> tuple[BatchRead, str]:
+    """How the branch's change is read, and why when it is not read from the changed files alone."""
+    if lin.fork is None:
+        return BatchRead.WHOLE_TABLE, "the table had no main when the branch started: every row is new"
+    if lin.head == lin.fork or {cat.snapshot_operation(s) for s in lin.new_snapshots} <= {"append"}:
+        return BatchRead.APPEND, ""
+    with_deletes = _delete_files(lin)
+    if with_deletes is not None:
+        return BatchRead.FULL_COMPARISON, (
+            f"snapshot {with_deletes} has delete files (merge-on-read), which Iceberg 1.10's changelog scan "
+            "refuses: the branch's head is compared with main at the fork whole (head EXCEPT ALL fork)"
+        )
+    return BatchRead.CHANGELOG, ""
+
+
+def net_changes(spark: SparkSession, name: str, lin: cat.Lineage) -> DataFrame:
+    """The rows the branch changed since its fork, each with :data:`NET`: how many times more the head holds it
+    than the fork (> 0: inserted, or an updated row's new version; < 0: deleted, or its old version).
+
+    Read from the files the branch's snapshots added and removed (the changelog scan); a row a
+    copy-on-write rewrite carried over appears removed and added and cancels. With delete files
+    (:data:`BatchRead.FULL_COMPARISON`) the head and the fork are compared whole.
+    """
+    from pyspark.sql import functions as F
+
+    method, _ = read_method(lin)
+    if method is BatchRead.FULL_COMPARISON or lin.fork is None:
+        head = snapshot_frame(spark, name, lin.head)
+        fork = snapshot_frame(spark, name, lin.fork) if lin.fork is not None else head.limit(0)
+        return (
+            head.exceptAll(fork)
+            .withColumn(NET, F.lit(1))
+            .unionByName(fork.exceptAll(head).withColumn(NET, F.lit(-1)))
+        )
+    changes = (
+        spark.read.format("iceberg")
+        .option("start-snapshot-id", str(lin.fork))
+        .option("end-snapshot-id", str(lin.head))
+        .load(f"{name}.changes")
+    )
+    cols = [F.col(f"`{c}`") for c in changes.columns if c not in _CHANGELOG_COLUMNS]
+    sign = F.when(F.col("_change_type") == "INSERT", F.lit(1)).otherwise(F.lit(-1))
+    return changes.groupBy(*cols).agg(F.sum(sign).alias(NET)).where(F.col(NET) != 0)
+
+
+def _repeated(net: DataFrame) -> DataFrame:
+    """``net``'s rows, each as many times as its positive :data:`NET`, without that column."""
+    from pyspark.sql import functions as F
+
+    return net.withColumn(NET, F.explode(F.array_repeat(F.lit(0), F.col(NET).cast("int")))).drop(NET)
+
+
 def batch_frame(spark: SparkSession, name: str, lin: cat.Lineage) -> DataFrame:
-    """The rows the branch added since its fork, read from the new data files only, of the table Spark knows as
-    ``name`` (unquoted, e.g. :meth:`wap_core.lakehouse.Lakehouse.spark_name`)."""
+    """The rows the branch's head holds that main at the fork does not (appended or inserted rows and the new
+    versions of updated rows), read from the changed files only, of the table Spark knows as ``name``
+    (unquoted, e.g. :meth:`wap_core.lakehouse.Lakehouse.spark_name`)."""
     if lin.head == lin.fork:
         return snapshot_frame(spark, name, lin.head).limit(0)
-    if lin.fork is None:
-        # The table had no main when the branch started: everything on the branch is new.
+    method, _ = read_method(lin)
+    if method is BatchRead.WHOLE_TABLE:
         return snapshot_frame(spark, name, lin.head)
-    ops = {cat.snapshot_operation(s) for s in lin.new_snapshots}
-    if ops <= {"append"}:
+    if method is BatchRead.APPEND:
         return (
             spark.read.format("iceberg")
             .option("start-snapshot-id", str(lin.fork))
             .option("end-snapshot-id", str(lin.head))
             .load(name)
         )
-    # Non-append history (overwrite/delete on the branch): fall back to a set difference.
-    return snapshot_frame(spark, name, lin.head).exceptAll(snapshot_frame(spark, name, lin.fork))
+    from pyspark.sql import functions as F
+
+    return _repeated(net_changes(spark, name, lin).where(F.col(NET) > 0))
+
+
+def removed_frame(spark: SparkSession, name: str, lin: cat.Lineage) -> DataFrame:
+    """The rows main at the fork holds that the branch's head does not (deleted rows and the old versions of
+    updated rows); none for a branch that only appended."""
+    from pyspark.sql import functions as F
+
+    method, _ = read_method(lin)
+    if method in (BatchRead.APPEND, BatchRead.WHOLE_TABLE):
+        return snapshot_frame(spark, name, lin.head).limit(0)
+    net = net_changes(spark, name, lin).where(F.col(NET) < 0)
+    return _repeated(net.withColumn(NET, -F.col(NET)))
+
+
+@dataclass(frozen=True)
+class ChangeCounts:
+    """What a publish of the branch would do to main, in rows: the audit's ``changes`` (shown on Review).
+
+    ``inserted``: rows whose key main at the fork does not hold (every row of an append);
+    ``updated``: rows of main replaced by a new version of the same key; ``deleted``: rows of main
+    gone with no new version. Without a declared key (a ``unique`` check) an update is one row
+    deleted and one inserted. The books balance: rows after = ``main_rows`` + inserted - deleted.
+    """
+
+    method: BatchRead
+    inserted: int
+    updated: int
+    deleted: int
+    main_rows: int | None  # main's rows at the fork (snapshot summary)
+    key: tuple[str, ...] = ()
+    note: str = ""  # why the change was not read from the changed files alone
+
+    @property
+    def changed(self) -> int:
+        """Rows of main a publish removes or rewrites (deleted + updated)."""
+        return self.deleted + self.updated
+
+    def pct(self, rows: int) -> float | None:
+        """``rows`` as a percentage of main's rows at the fork (None when main had none or is unknown)."""
+        return 100.0 * rows / self.main_rows if self.main_rows else None
+
+
+def change_counts(
+    spark: SparkSession, name: str, lin: cat.Lineage, key: Sequence[str], main_rows: int | None
+) -> ChangeCounts:
+    """The branch's inserted, updated and deleted rows (:class:`ChangeCounts`): for an append from the snapshot
+    summaries (no Spark job), else ONE Spark job over the changed rows (:func:`net_changes`), by ``key``."""
+    from pyspark.sql import functions as F
+
+    method, note = read_method(lin)
+    if method in (BatchRead.APPEND, BatchRead.WHOLE_TABLE):
+        found = batch_files(lin)
+        rows = found.rows if found is not None else snapshot_frame(spark, name, lin.head).count()
+        return ChangeCounts(method, rows, 0, 0, main_rows if lin.fork is not None else 0, (), note)
+    net = net_changes(spark, name, lin)
+    added = F.when(F.col(NET) > 0, F.col(NET)).otherwise(F.lit(0))
+    removed = F.when(F.col(NET) < 0, -F.col(NET)).otherwise(F.lit(0))
+    usable = tuple(key) if key and all(k in net.columns for k in key) else ()
+    if usable:
+        per_key = net.groupBy(*[F.col(f"`{k}`") for k in usable]).agg(
+            F.sum(added).alias("a"), F.sum(removed).alias("r")
+        )
+        row = per_key.agg(
+            F.coalesce(F.sum("a"), F.lit(0)).alias("a"),
+            F.coalesce(F.sum("r"), F.lit(0)).alias("r"),
+            F.coalesce(F.sum(F.least("a", "r")), F.lit(0)).alias("u"),
+        ).collect()[0]
+    else:
+        row = net.agg(
+            F.coalesce(F.sum(added), F.lit(0)).alias("a"),
+            F.coalesce(F.sum(removed), F.lit(0)).alias("r"),
+            F.lit(0).alias("u"),
+        ).collect()[0]
+    a, r, u = int(row["a"]), int(row["r"]), int(row["u"])
+    return ChangeCounts(method, a - u, u, r - u, main_rows, usable, note)
 
 
 @dataclass(frozen=True)

@@ -273,6 +273,12 @@ def summary_get(snap: Snapshot, key: str) -> str | None:
     return snap.summary.additional_properties.get(key)
 
 
+def snapshot_rows(tbl: Table, snapshot_id: int | None) -> int:
+    """The table's rows at a snapshot, from its summary (0 for none)."""
+    snap = tbl.metadata.snapshot_by_id(snapshot_id) if snapshot_id is not None else None
+    return int(summary_get(snap, "total-records") or 0) if snap is not None else 0
+
+
 def snapshot_operation(snap: Snapshot) -> str:
     """The snapshot's operation (append, overwrite, ...), "unknown" without a summary."""
     return snap.summary.operation.value if snap.summary is not None else "unknown"

@@ -1,8 +1,11 @@
-"""Audit a branch: evaluate its table's suite on what the branch added since its fork.
+"""Audit a branch: evaluate its table's suite on what the branch changed since its fork.
 
-The new rows are read with an Iceberg incremental append scan (fork, head], so
-the cost follows the batch, not the table. The result is stored in the journal
-with the audited snapshot id; re-running is always allowed.
+The batch is read from the files the branch's snapshots added (and, for updates, deletes and
+overwrites, removed: :mod:`wap_core.lake.batch`), so the cost follows the change, not the table.
+A branch that rewrites rows is judged on what main becomes: row checks judge its inserted and
+updated rows, ``unique`` their keys at the head, and the audit records what a publish would insert,
+update and delete (``changes``), limited by ``removed_rows`` / ``changed_rows``. The result is
+stored in the journal with the audited snapshot id; re-running is always allowed.
 """
 
 from __future__ import annotations
@@ -33,11 +36,18 @@ from wap_core.checks.store import ResultCache, StoredHistory, save_batch_metrics
 from wap_core.identifiers import MAIN, TableId
 from wap_core.lake import catalog as cat
 from wap_core.lake import jobs
-from wap_core.lake.batch import batch_files, batch_frame, single_split
+from wap_core.lake.batch import (
+    ChangeCounts,
+    batch_files,
+    batch_frame,
+    change_counts,
+    read_method,
+    single_split,
+)
 from wap_core.notify import Event, emit
 from wap_core.security.access import Permission
 from wap_core.session import Session, session_of
-from wap_core.states import Action, CheckStatus, Outcome
+from wap_core.states import Action, BatchRead, CheckStatus, Outcome
 from wap_core.store.journal import StoredAudit, utcnow
 from wap_core.values import JSON, JsonObject, seconds_view, to_jsonable
 from wap_core.workflow.reconcile import reconciled_table
@@ -70,6 +80,7 @@ class AuditResult:
     at: str
     seconds: float = field(metadata={JSON: seconds_view})
     checks_file: str | None = None
+    changes: ChangeCounts | None = None  # what a publish would insert, update and delete on main
     extra: JsonObject = field(default_factory=dict, metadata={JSON: False})
 
     @property
@@ -97,6 +108,7 @@ class AuditResult:
             at=d.get("at", ""),
             seconds=d.get("seconds", 0.0),
             checks_file=d.get("checks_file"),
+            changes=_changes_from(d.get("changes")),
             extra={BATCH_READS: d[BATCH_READS]} if isinstance(d.get(BATCH_READS), dict) else {},
         )
 
@@ -110,6 +122,29 @@ class AuditResult:
     def from_stored(cls, stored: StoredAudit) -> AuditResult:
         """The result of an audit stored in the journal."""
         return cls.from_dict(stored.result)
+
+
+def _changes_from(d: object) -> ChangeCounts | None:
+    """An audit's stored ``changes`` back as :class:`ChangeCounts` (None for audits stored before them)."""
+    if not isinstance(d, dict):
+        return None
+    return ChangeCounts(
+        method=BatchRead(d["method"]),
+        inserted=int(d.get("inserted") or 0),
+        updated=int(d.get("updated") or 0),
+        deleted=int(d.get("deleted") or 0),
+        main_rows=None if d.get("main_rows") is None else int(d["main_rows"]),
+        key=tuple(d.get("key") or ()),
+        note=str(d.get("note") or ""),
+    )
+
+
+def table_key(suite: Suite) -> tuple[str, ...]:
+    """The table's declared key: the columns of its suite's first key-defining check (``unique``), else ()."""
+    for spec in suite.checks:
+        if spec.defines_key and spec.columns:
+            return tuple(spec.columns)
+    return ()
 
 
 def builtin_checks(lin: cat.Lineage) -> list[CheckSpec]:
@@ -190,10 +225,13 @@ def audit_branch(lh: Lakehouse, table: TableId, branch: str, **options: Unpack[A
     engine = lh.journal.engine
     # the other tables of the branch's batch that the checks read, at their heads there ({} for a plain branch)
     inside = batch_reads(lh, table, branch, suite_reads(suite.checks))
+    name = lh.spark_name(table)
+    # what a publish would do to main: no Spark job for an append, one over the changed files otherwise
+    changes = change_counts(lh.spark, name, lin, table_key(suite), cat.snapshot_rows(tbl, lin.fork))
     evaluation = evaluate(
-        batch_frame(lh.spark, lh.spark_name(table), lin),
+        batch_frame(lh.spark, name, lin),
         Suite(suite.table, (*builtin_checks(lin), *suite.checks), suite.source),
-        _main_context(lh, table, tbl, lin, inside),
+        _main_context(lh, table, tbl, lin, inside, changes),
         lh.settings.sample_rows,
         precomputed,
         cache=ResultCache(engine, str(table), lin.head) if options.get("use_cache", True) else None,
@@ -214,6 +252,7 @@ def audit_branch(lh: Lakehouse, table: TableId, branch: str, **options: Unpack[A
         at=at.isoformat(),
         seconds=time.perf_counter() - t0,
         checks_file=str(lh.settings.checks_file),
+        changes=changes,
         extra={BATCH_READS: {t: r.snapshot_id for t, r in inside.items()}} if inside else {},
     )
     _record(lh, result, at)
@@ -234,7 +273,12 @@ def announce_audit(lh: Lakehouse, result: AuditResult, tbl: Table | None = None)
 
 
 def _main_context(
-    lh: Lakehouse, table: TableId, tbl: Table, lin: cat.Lineage, inside: Mapping[str, OtherRead]
+    lh: Lakehouse,
+    table: TableId,
+    tbl: Table,
+    lin: cat.Lineage,
+    inside: Mapping[str, OtherRead],
+    changes: ChangeCounts | None = None,
 ) -> MainContext:
     """What checks compare the batch with: main at the batch's fork (where it would be published); another
     table at its main, or at its head in the batch when it is in ``inside`` (the branch's batch)."""
@@ -263,6 +307,9 @@ def _main_context(
         new_snapshot_summaries=_summaries(lin),
         stored=StoredHistory(lh.journal.engine, str(table), tbl, fork, stored_main_profile),
         batch_reads=dict(inside),
+        method=read_method(lin)[0],
+        changes=changes,
+        read_head=lambda: lh.read_snapshot(table, lin.head),
     )
 
 

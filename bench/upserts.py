@@ -83,7 +83,7 @@ def main() -> None:
         }
         checks = home / "checks.yml"
         checks.write_text("".join(SUITE.format(table=t) for t in tables.values()))
-        lh = Lakehouse(Settings(home=home / "lh", checks_file=checks))
+        lh = Lakehouse(Settings(home=home / "lh", checks_path=checks, shuffle_partitions=2))
         lh.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS `{lh.settings.catalog_name}`.`b`")
         for (kind, mor, size), t in tables.items():
             _make(lh, t, sizes[size], mor)

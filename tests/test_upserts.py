@@ -202,3 +202,27 @@ def test_an_append_branch_is_read_and_judged_as_before(lake: Lakehouse) -> None:
     assert (a.changes.inserted, a.changes.updated, a.changes.deleted) == (2, 0, 0)
     u = _check(a, "unique(id)")
     assert u.status == "failed" and u.observed["rows_already_in_main"] == 1 and "id=1" in u.message
+
+
+def test_a_snapshot_staged_under_spark_wap_id_is_named_when_looked_for_not_taken_as_a_batch(
+    lake: Lakehouse,
+) -> None:
+    from wap_core.exceptions import NotFoundError
+
+    staged = TableId("t", "staged")
+    lake.spark.sql(
+        f"CREATE TABLE {lake.sql_name(staged)} (id int, region string, amount double) USING iceberg "
+        "TBLPROPERTIES ('write.wap.enabled'='true')"
+    )
+    lake.spark.sql(f"INSERT INTO {lake.sql_name(staged)} VALUES (1, 'EU', 1.0)")
+    main0 = cat.ref_snapshot_id(lake.table(staged), "main")
+    lake.spark.conf.set("spark.wap.id", "nightly_7")
+    try:
+        lake.spark.sql(f"INSERT INTO {lake.sql_name(staged)} VALUES (2, 'EU', 2.0)")
+    finally:
+        lake.spark.conf.unset("spark.wap.id")
+    tbl = lake.table(staged)
+    assert cat.ref_snapshot_id(tbl, "main") == main0  # staged, not published
+    assert list(cat.staged_wap_snapshots(tbl).values()) == ["nightly_7"]
+    with pytest.raises(NotFoundError, match=r"staged under spark.wap.id \(nightly_7\) are not batches here"):
+        run_audit(lake, staged, "nightly_7", user="job")

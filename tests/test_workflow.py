@@ -480,3 +480,107 @@ def test_reopen_killed_at_its_fault_points_is_reconciled(lake: Lakehouse) -> Non
         True,
         batch,
     )
+
+
+# ============================================================================= a job's own branch: wap branch open (issue 37)
+
+
+def test_a_job_opens_its_branch_writes_it_with_spark_and_is_its_author(lake: Lakehouse) -> None:
+    lh = lake
+    code, out, err = cli(lh, SAM, "branch", "open", "demo.people", "--branch", "job1", "--json")
+    assert code == 0, err
+    ob = json.loads(out)
+    main0 = refs(lh, P)["main"]
+    assert (ob["outcome"], ob["table"], ob["branch"], ob["user"], ob["head"]) == (
+        "opened",
+        "demo.people",
+        "job1",
+        SAM,
+        main0,
+    )
+    assert refs(lh, P)["job1"] == main0
+    assert ob["spark_conf"] == {"spark.wap.branch": "job1"}
+    assert ob["table_properties"] == {"write.wap.enabled": "true"}  # what Iceberg needs for spark.wap.branch
+    assert ob["identifier"] == lh.sql_name(P, "job1")
+    # the user's own job, as the result says: Iceberg's WAP setting with the property, and plain SQL on the table
+    lh.spark.sql(f"ALTER TABLE {lh.sql_name(P)} SET TBLPROPERTIES ('write.wap.enabled'='true')")
+    lh.spark.conf.set("spark.wap.branch", "job1")
+    try:
+        lh.spark.sql(
+            f"MERGE INTO {lh.sql_name(P)} t USING (SELECT CAST(700 AS bigint) AS id, 'new' AS name) s "
+            "ON t.id = s.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+        )
+        lh.spark.sql(f"UPDATE {lh.sql_name(P)} SET name = 'renamed' WHERE id = 700")
+    finally:
+        lh.spark.conf.unset("spark.wap.branch")
+    assert refs(lh, P)["main"] == main0 and refs(lh, P)["job1"] != main0  # the writes went to the branch
+    assert review_state(lh, P, "job1").authors == (SAM,)  # the pipeline's identity is the batch's author
+    code, out, err = cli(lh, SAM, "audit", "demo.people", "job1", "--json")
+    assert code == 0, err
+    assert json.loads(out)["changes"]["inserted"] == 1
+    # four eyes: the author may not approve, another approver may
+    code, _, err = cli(lh, SAM, "approve", "demo.people", "job1")
+    assert code == 1
+    assert cli(lh, ANN, "approve", "demo.people", "job1")[0] == 0
+    assert cli(lh, ANN, "publish", "demo.people", "job1")[0] == 0
+    assert refs(lh, P)["main"] != main0
+
+
+def test_a_branch_written_by_a_job_that_never_opened_it_is_taken_over_before_a_four_eyes_publish(
+    lake: Lakehouse,
+) -> None:
+    lh = lake
+    lh.spark.sql(f"ALTER TABLE {lh.sql_name(P)} CREATE BRANCH `raw1`")
+    lh.spark.sql(f"INSERT INTO {lh.sql_name(P, 'raw1')} VALUES (901, 'xi')")
+    assert cli(lh, SAM, "audit", "demo.people", "raw1")[0] == 0
+    assert review_state(lh, P, "raw1").authors == ()  # unknown
+    ready = publish_readiness(lh, P, "raw1")
+    assert ready.code == "author_unknown" and "wap branch open demo.people --branch raw1" in ready.message
+    code, _, err = cli(lh, ANN, "publish", "demo.people", "raw1")
+    assert code == 1 and "no author is journaled" in err
+    code, out, err = cli(lh, SAM, "branch", "open", "demo.people", "--branch", "raw1", "--json")
+    assert code == 0, err
+    ob = json.loads(out)
+    assert (ob["outcome"], ob["user"]) == ("taken_over", SAM) and "author was unknown" in ob["note"]
+    assert refs(lh, P)["raw1"] == ob["head"]  # no ref moved
+    entry = lh.journal.history(str(P), branch="raw1", action="open")[0]
+    assert (entry.user, entry.outcome) == (SAM, "taken_over")
+    assert review_state(lh, P, "raw1").authors == (SAM,)
+    assert publish_readiness(lh, P, "raw1").code == "approvals_missing"
+    # opening it again is no new takeover
+    assert json.loads(cli(lh, SAM, "branch", "open", "demo.people", "--branch", "raw1", "--json")[1])[
+        "outcome"
+    ] == ("opened")
+    assert len(lh.journal.history(str(P), branch="raw1", action="open")) == 1
+
+
+def test_branch_open_refusals(lake: Lakehouse) -> None:
+    from wap_core.exceptions import RefusedError
+    from wap_core.workflow.open_branch import open_branch
+
+    lh = lake
+    code, _, err = cli(lh, "vic@corp.test", "branch", "open", "demo.free", "--branch", "nope")
+    assert code == 1 and "may not open: steward role needed" in err
+    lh.spark.sql(f"ALTER TABLE {lh.sql_name(F)} CREATE TAG `release1`")
+    with pytest.raises(RefusedError, match="has a tag named 'release1'"):
+        open_branch(lh, F, branch="release1", user=SAM)
+    code, _, err = cli(lh, SAM, "branch", "open", "demo.free", "--branch", "a", "--batch", "b")
+    assert code == 2 and "give --branch or --batch, not both" in err
+
+
+def test_branch_open_killed_at_its_fault_points_is_reconciled(lake: Lakehouse) -> None:
+    lh = lake
+
+    def killed_and_reconciled(point: str, branch: str) -> tuple[Any, Any]:
+        p = _run_killed(lh, point, "branch", "open", "demo.free", "--branch", branch)
+        assert p.returncode == FAULT_EXIT_CODE, p.stderr
+        reconcile(lh)
+        return _intent_and_outcome(lh, "open")
+
+    i, e = killed_and_reconciled("after_open_intent", "ko_early")  # nothing created
+    assert "ko_early" not in refs(lh, F)
+    assert (i.status, e.intent_id, e.outcome, e.reconciled) == ("abandoned", i.id, "abandoned", True)
+    i, e = killed_and_reconciled("after_open_commit", "ko_late")  # the branch was created
+    assert refs(lh, F)["ko_late"] == refs(lh, F)["main"]
+    assert (i.status, e.intent_id, e.outcome, e.reconciled, e.user) == ("done", i.id, "opened", True, ROOT_)
+    assert review_state(lh, F, "ko_late").authors == (ROOT_,)

@@ -105,6 +105,8 @@ from wap_core.workflow.ingest import (
 from wap_core.workflow.ingest import find_duplicate as _find_duplicate
 from wap_core.workflow.ingest import ingest as _ingest
 from wap_core.workflow.ingest import target_columns as _target_columns
+from wap_core.workflow.open_branch import OpenedBranch
+from wap_core.workflow.open_branch import open_branch as _open_branch
 from wap_core.workflow.publish import DiscardResult, PublishCheck, PublishResult, RebaseResult
 from wap_core.workflow.publish import discard as _discard
 from wap_core.workflow.publish import publish as _publish
@@ -190,6 +192,7 @@ __all__ = [
     "Lakehouse",
     "MetadataDiff",
     "NotifyConfig",
+    "OpenedBranch",
     "Permission",
     "PolicyQuarantine",
     "Progress",
@@ -717,6 +720,13 @@ def reopen(
 ) -> ReopenResult:
     """Reopen a rolled-back snapshot as a new branch (steward), as who acts."""
     return _reopen(ctx, table, snapshot_id, branch=branch, again=again, reason=reason)
+
+
+def open_branch(
+    ctx: Context, table: TableId, *, branch: str | None = None, batch: str | None = None
+) -> OpenedBranch:
+    """Open a branch for the acting user's own Spark job (created at main's head, or taken over), as who acts."""
+    return _open_branch(ctx, table, branch=branch, batch=batch)
 
 
 def collect_garbage(

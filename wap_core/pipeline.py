@@ -6,6 +6,9 @@ a waiting pipeline reads. The orchestrator adapters (``wap_core.integrations.air
 orchestrator can call them, or the CLI (same exit codes).
 
 * :func:`ingest` writes a batch into a fresh audit branch (and audits it): a :class:`Branch`.
+* :func:`open_branch` opens a branch for the pipeline's OWN Spark job (MERGE, UPDATE, DELETE, INSERT
+  OVERWRITE, appends): an :class:`~wap_core.api.OpenedBranch` saying how the job writes there; the
+  pipeline's identity is journaled as its author. Then :func:`audit` and the steps below, as for an ingest.
 * :func:`audit` re-audits a branch: an :class:`Audit` (``require_pass=True`` raises :class:`AuditFailedError`).
 * :func:`wait_for_decision` waits until the branch is publishable or a person decided in the console:
   a :class:`Decision`. It reads the journal, the reviews and the catalog's metadata (PyIceberg), never
@@ -51,6 +54,7 @@ from wap_core import api
 from wap_core.api import (
     BatchPublishResult,
     Lakehouse,
+    OpenedBranch,
     PublishResult,
     ReviewState,
     Session,
@@ -319,6 +323,22 @@ def ingest_batch(
     out = tuple(ingest(t, srcs, fmt=fmt, create=create, batch=name, lh=ctx) for t, srcs in checked)
     log.info("batch %s: %s written", name, ", ".join(b.table for b in out))
     return BatchBranches(name, out)
+
+
+def open_branch(
+    table: TableId | str,
+    *,
+    branch: str | None = None,
+    batch: str | None = None,
+    lh: Session | Lakehouse | None = None,
+) -> OpenedBranch:
+    """Open a branch of ``table`` for the pipeline's own Spark job (created at main's head, or an existing
+    branch taken over), the pipeline's identity its author; ``batch``: join that batch. The result says how the
+    job writes there: ``spark_conf`` (``spark.wap.branch``, with ``table_properties`` the table still needs)
+    or the ``identifier`` ``t.branch_<name>``."""
+    opened = api.open_branch(context(lh), _tid(table), branch=branch, batch=batch)
+    log.info("%s %s %s for %s", opened.outcome, opened.table, opened.branch, opened.user)
+    return opened
 
 
 def audit(

@@ -209,6 +209,7 @@ class Action(_JournalWord):
     REQUEST_CHANGES = "request_changes"
     ROLLBACK = "rollback"
     REOPEN = "reopen"
+    OPEN = "open"  # a job's branch opened (created at main's head) or taken over (its author journaled)
     GC = "gc"
     EXPIRE = "expire"
     NOTIFY = "notify"
@@ -245,6 +246,8 @@ class Outcome(_JournalWord):
     DISCARDED = "discarded"
     ROLLED_BACK = "rolled_back"
     REOPENED = "reopened"
+    OPENED = "opened"  # a branch created for a job's own Spark writes
+    TAKEN_OVER = "taken_over"  # an existing branch's authorship taken by the user who opened it
     EXPIRED = "expired"
     REMOVED = "removed"
     # reviews

@@ -30,6 +30,10 @@ demo.orders:
 demo.reviewed:
   checks:
     - not_null: [name]
+demo.jobs:
+  checks:
+    - not_null: [name]
+    - unique: [id]
 """
 HEADER = ["id", "name"]
 GOOD = [(1, "ann"), (2, "bob")]

@@ -89,6 +89,14 @@ def batch_dag(dag):  # type: ignore[no-untyped-def]
     return airflow_dags.batch
 
 
+@pytest.fixture(scope="module")
+def job_dag(dag):  # type: ignore[no-untyped-def]
+    """open a branch -> the user's own Spark task (MERGE) -> audit -> decision -> publish."""
+    import airflow_dags
+
+    return airflow_dags.job
+
+
 def _run(dag, table: TableId, rows, tmp_path: Path, person: Person | None = None):  # type: ignore[no-untyped-def]
     src = write_csv(tmp_path / f"{table.name}.csv", HEADER, rows)
     if person is not None:
@@ -231,3 +239,26 @@ def test_two_ingest_tasks_write_one_batch_published_all_together(batch_dag, tmp_
         assert refs["main"].snapshot_id == refs["batch-day_1"].snapshot_id == _xcom(dr, task, "snapshot_id")
         pub = as_user("observer").journal.history(str(table), branch="day_1", action=Action.PUBLISH)
         assert [(e.user, e.outcome.value) for e in pub] == [(SERVICE, "published")]
+
+
+def test_a_dag_opens_a_branch_its_own_spark_task_merges_into_and_publishes(job_dag) -> None:  # type: ignore[no-untyped-def]
+    jobs = TableId("demo", "jobs")
+    lh = as_user(SERVICE)
+    lh.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS `{lh.settings.catalog_name}`.`demo`")
+    lh.spark.sql(f"CREATE TABLE {lh.sql_name(jobs)} (id bigint, name string) USING iceberg")
+    lh.spark.sql(f"INSERT INTO {lh.sql_name(jobs)} VALUES (1, 'ann'), (2, 'bob')")
+    main0 = cat.ref_snapshot_id(lh.table(jobs), MAIN)
+    dr = job_dag.test(run_conf={"table": str(jobs)})
+    states = {ti.task_id: str(ti.state) for ti in dr.get_task_instances()}
+    assert str(dr.state) == "success", states
+    assert states == dict.fromkeys(("open", "merge", "audit", "decision", "publish"), "success")
+    branch = _xcom(dr, "open", "branch")
+    assert _xcom(dr, "open", "snapshot_id") == main0
+    assert _xcom(dr, "open", "spark_conf") == {"spark.wap.branch": branch}
+    rows = {r["id"]: r["name"] for r in as_user("observer").read_main(jobs).collect()}
+    assert rows == {1: "ann-renamed", 2: "bob", 9: "ivy"}  # the upsert published: one updated, one inserted
+    journal = as_user("observer").journal
+    opened = journal.history(str(jobs), branch=branch, action=Action.OPEN)
+    assert [(e.user, e.outcome.value) for e in opened] == [(SERVICE, "opened")]  # the pipeline is the author
+    audit = journal.history(str(jobs), branch=branch, action=Action.AUDIT)[0]
+    assert audit.outcome.value == "passed"

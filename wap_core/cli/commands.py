@@ -381,6 +381,21 @@ def _reopen(args: argparse.Namespace, ctx: Context) -> int:
     return print_result(args, ro, ro.branch)
 
 
+def _branch(args: argparse.Namespace, ctx: Context) -> int:
+    """``branch open TABLE [--branch B] [--batch NAME]``: a branch for the user's own Spark job."""
+    ob = api.open_branch(ctx, TableId.parse(args.table), branch=args.branch, batch=args.batch)
+    how = ", ".join(f"{k}={v}" for k, v in ob.spark_conf.items())
+    props = ", ".join(f"'{k}'='{v}'" for k, v in ob.table_properties.items())
+    needs = f" (with TBLPROPERTIES ({props}) on the table)" if props else ""
+    line = (
+        f"{ob.outcome} {ob.table} {ob.branch} at snapshot {ob.head} for {ob.user}"
+        + (f" in batch {ob.batch}" if ob.batch else "")
+        + (f": {ob.note}" if ob.note else "")
+        + f"\nwrite with {how}{needs}, or to {ob.identifier}"
+    )
+    return print_result(args, ob, line)
+
+
 def _token(args: argparse.Namespace, ctx: Context) -> int:
     """``token create`` prints the token once (stdout; only its SHA-256 is stored); ``list``, ``revoke``."""
     if args.token_command == "create":
@@ -489,6 +504,7 @@ COMMANDS: dict[str, Handler] = {
     "reopen": _reopen,
     "history": _history,
     "token": _token,
+    "branch": _branch,
 }
 
 

@@ -114,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
         for flags, kw in args:
             command.add_argument(*flags, **kw)
     _add_token_parser(sub)
+    _add_branch_parser(sub)
     sub.choices["quarantine"].epilog = f"Export the kept rows: {EXPORT_USAGE}"
     return p
 
@@ -165,6 +166,15 @@ def _add_token_parser(sub: Any) -> None:
     for path in actions.COMMANDS:  # a token subcommand declared by a new action
         if len(path) == 2 and path[0] == "token" and path[1] not in ("create", "revoke"):
             _add_declared(tks, path)
+
+
+def _add_branch_parser(sub: Any) -> None:
+    """``branch open``: a branch for the user's own Spark job (steward role)."""
+    br = sub.add_parser("branch", help="a branch for your own Spark job: open")
+    brs = br.add_subparsers(dest="branch_command", required=True)
+    for path in actions.COMMANDS:
+        if len(path) == 2 and path[0] == "branch":
+            _add_declared(brs, path)
 
 
 def _add_declared(subparsers: Any, path: tuple[str, ...]) -> None:

@@ -13,6 +13,13 @@ Each task acts as the pipeline's service identity (``WAP_USER``; the lakehouse o
 (and the return value, a dict). Every operator has the extra link "Open review": the console's Review
 page of the batch (``console_url`` of the notifications file).
 
+A DAG whose own Spark task writes the branch (``MERGE INTO``, ``UPDATE``, ``DELETE``, ``INSERT OVERWRITE``)
+opens it first; the audit, sensor and publish find the open task as they find an ingest task::
+
+    opened = WapOpenBranchOperator(task_id="open", table="demo.orders")
+    merge = my_spark_task(opened.output)  # writes to opened["identifier"] (or with opened["spark_conf"])
+    opened >> merge >> audit >> decision >> publish
+
 A batch that spans tables: several ingest tasks with the same ``batch=NAME`` (one ``(table, sources)`` pair
 each), upstream of one audit, sensor and publish, which then act on the whole batch (every table's audit,
 one decision, every table's main moved or none)::
@@ -189,7 +196,7 @@ def _nearest_ingests(task: Any) -> list[str]:
     level = set(task.upstream_task_ids)
     while level:
         tasks = [task.dag.get_task(t) for t in sorted(level - seen)]
-        found = sorted(t.task_id for t in tasks if isinstance(t, WapIngestOperator))
+        found = sorted(t.task_id for t in tasks if isinstance(t, (WapIngestOperator, WapOpenBranchOperator)))
         if found:
             return found
         seen |= level
@@ -243,6 +250,38 @@ class WapIngestOperator(BaseOperator):  # type: ignore[misc]
             context["ti"].xcom_push(key=BATCH_KEY, value=b.batch)
         self.log.info("ingested %s rows into %s %s: audit %s", b.rows_written, b.table, b.branch, b.status)
         return to_jsonable(b)
+
+
+class WapOpenBranchOperator(BaseOperator):  # type: ignore[misc]
+    """Open a branch of ``table`` for the DAG's own Spark task (MERGE, UPDATE, DELETE, INSERT OVERWRITE, appends),
+    the pipeline's identity its author; XCom: table, branch, snapshot_id (main's head), ``spark_conf`` and
+    ``identifier`` (how the Spark task writes there); returns the :class:`~wap_core.api.OpenedBranch` as a dict.
+
+    The audit, the sensor and the publish downstream find it as they find an ingest task (nearest upstream).
+    ``batch``: the table joins the open batch of that name (XCom ``batch``).
+    """
+
+    template_fields: Sequence[str] = ("table", "branch", "batch")
+    operator_extra_links = (OpenReviewLink(),)
+
+    def __init__(
+        self, *, table: str, branch: str | None = None, batch: str | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.table, self.branch, self.batch = table, branch, batch
+
+    def execute(self, context: Any) -> JsonObject:
+        """Open the branch; XComs as above."""
+        with _refusal_fails_the_task():
+            opened = pipeline.open_branch(self.table, branch=self.branch or None, batch=self.batch or None)
+        _push(context, self, Target(opened.table, opened.branch), opened.head)
+        ti = context["ti"]
+        if opened.batch:
+            ti.xcom_push(key=BATCH_KEY, value=opened.batch)
+        ti.xcom_push(key="spark_conf", value=dict(opened.spark_conf))
+        ti.xcom_push(key="identifier", value=opened.identifier)
+        self.log.info("%s %s %s for %s", opened.outcome, opened.table, opened.branch, opened.user)
+        return to_jsonable(opened)
 
 
 class WapAuditOperator(_BatchTask, BaseOperator):  # type: ignore[misc]

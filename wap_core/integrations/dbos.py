@@ -39,6 +39,13 @@ def ingest_step(table: str, sources: Sequence[str], create: bool = False) -> Jso
 
 
 @DBOS.step()  # type: ignore[untyped-decorator]
+def open_branch_step(table: str, branch: str | None = None, batch: str | None = None) -> JsonObject:
+    """Open a branch for the workflow's own Spark step (``identifier`` / ``spark_conf`` say how to write there);
+    then :func:`audit_step`, :func:`decision_step` and :func:`publish_step` as after an ingest."""
+    return to_jsonable(pipeline.open_branch(table, branch=branch, batch=batch))
+
+
+@DBOS.step()  # type: ignore[untyped-decorator]
 def ingest_into_batch_step(
     table: str, sources: Sequence[str], batch: str, create: bool = False
 ) -> JsonObject:

@@ -65,6 +65,23 @@ def _discard_on_rollback(txn: Transaction) -> None:
     )
 
 
+@task(name="wap-open-branch", cache_policy=NO_CACHE)  # type: ignore[untyped-decorator]
+def open_branch_task(table: str, branch: str | None = None, batch: str | None = None) -> JsonObject:
+    """Open a branch for the flow's own Spark task (its ``identifier`` / ``spark_conf`` say how to write there);
+    its rollback discards the branch, as an ingest's does. Then :func:`audit_task` and the steps after it."""
+    opened = to_jsonable(pipeline.open_branch(table, branch=branch, batch=batch))
+    txn = get_transaction()
+    if txn is not None:
+        txn.set(BRANCH_KEY, opened)
+    get_run_logger().info("%s %s %s", opened["outcome"], opened["table"], opened["branch"])
+    return opened
+
+
+@open_branch_task.on_rollback  # type: ignore[untyped-decorator]
+def _discard_opened_on_rollback(txn: Transaction) -> None:
+    _discard_on_rollback(txn)
+
+
 @task(name="wap-audit", cache_policy=NO_CACHE)  # type: ignore[untyped-decorator]
 def audit_task(table: str, branch: str, require_pass: bool = False) -> JsonObject:
     """(Re-)audit the branch; ``require_pass`` raises on a failed audit (exit code 1)."""

@@ -207,8 +207,29 @@ def require_branch(tbl: Table, table: TableId, branch: str) -> int:
     ref = tbl.metadata.refs.get(branch)
     if ref is None or ref.snapshot_ref_type != "branch" or is_temp_branch(branch):
         known = ", ".join(branch_names(tbl)) or "none"
-        raise NotFoundError(f"branch {branch!r} does not exist on {table} (open branches: {known})")
+        staged = staged_wap_snapshots(tbl)
+        also = (
+            f"; {len(staged)} snapshot(s) staged under spark.wap.id ({', '.join(sorted(staged.values()))}) are"
+            " not batches here: write with spark.wap.branch instead (wap branch open), see docs/workflow.md"
+            if staged
+            else ""
+        )
+        raise NotFoundError(f"branch {branch!r} does not exist on {table} (open branches: {known}){also}")
     return ref.snapshot_id
+
+
+def staged_wap_snapshots(tbl: Table) -> dict[int, str]:
+    """{snapshot id: its wap.id} of the snapshots Iceberg's other WAP mode staged (``spark.wap.id`` on a table
+    with ``write.wap.enabled=true``: a snapshot on no ref, published by ``cherrypick_snapshot``) that no ref
+    holds. Not batches here (docs/workflow.md says why); named so that a user who looks for one is told."""
+    held: set[int] = set()
+    for ref in tbl.metadata.refs.values():
+        held.update(s.snapshot_id for s in ancestors(tbl, ref.snapshot_id))
+    return {
+        s.snapshot_id: str(wap_id)
+        for s in tbl.metadata.snapshots
+        if s.snapshot_id not in held and (wap_id := summary_get(s, "wap.id")) is not None
+    }
 
 
 def ancestors(tbl: Table, snapshot_id: int | None) -> Iterator[Snapshot]:

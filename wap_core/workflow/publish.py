@@ -105,7 +105,7 @@ class PublishCheck:
     """Whether a branch may be published now, and if not, why (for the console's disabled button)."""
 
     allowed: bool
-    code: str  # ok | in_batch | not_audited | stale | audit_failed | main_moved | empty | changes_requested | approvals_missing
+    code: str  # ok | in_batch | not_audited | stale | audit_failed | main_moved | empty | author_unknown | changes_requested | approvals_missing
     message: str
     forceable: bool
     review: ReviewStatus | None = (
@@ -172,6 +172,15 @@ def publish_readiness(
             rs,
         )
     # the audit passed on the head: the table's review policy must be satisfied on the same head
+    if rs.policy.author_cannot_approve and not rs.authors:
+        return PublishCheck(
+            False,
+            "author_unknown",
+            f"no author is journaled for {table} {branch} (written by a job that did not open it): four-eyes "
+            f"review cannot tell who wrote it; open it or take it over first: wap branch open {table} --branch {branch}",
+            True,
+            rs,
+        )
     if rs.changes_requested:
         return PublishCheck(False, "changes_requested", rs.message, True, rs)
     if rs.missing:

@@ -196,9 +196,10 @@ def _judge_rollback(tbl: Table, intent: Intent, head: int | None) -> Verdict:
     )
 
 
-def _judge_reopen(tbl: Table, intent: Intent, head: int | None) -> Verdict:
+def _judge_created(tbl: Table, intent: Intent, head: int | None, *, landed: Outcome) -> Verdict:
+    """A move that creates its branch (a reopen, a job's open): landed when the branch exists."""
     if head is not None:
-        return Verdict(True, Outcome.REOPENED, head, False, "the reopened branch exists")
+        return Verdict(True, landed, head, False, "the branch exists")
     return Verdict(False, Outcome.ABANDONED, None, False, "the branch was not created")
 
 
@@ -258,7 +259,8 @@ JUDGES: dict[str, Callable[[Table, Intent, int | None], Verdict]] = {
     Action.PUBLISH: _judge_publish,
     Action.DISCARD: _judge_discard,
     Action.ROLLBACK: _judge_rollback,
-    Action.REOPEN: _judge_reopen,
+    Action.REOPEN: partial(_judge_created, landed=Outcome.REOPENED),
+    Action.OPEN: partial(_judge_created, landed=Outcome.OPENED),
     Action.REBASE: partial(
         _judge_swap,
         landed=Outcome.REBASED,

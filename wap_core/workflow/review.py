@@ -361,6 +361,8 @@ _AUTHOR_OUTCOMES = (
     (Action.INGEST, Outcome.INCOMPLETE),
     (Action.REBASE, Outcome.REBASED),
     (Action.REOPEN, Outcome.REOPENED),
+    (Action.OPEN, Outcome.OPENED),  # a job's branch opened for it: its identity wrote it
+    (Action.OPEN, Outcome.TAKEN_OVER),  # a branch written by a job that never opened it, its author now named
     (Action.QUARANTINE, Outcome.QUARANTINED),  # the steward who repaired the batch wrote its new head
 )
 # pairs that end a branch: a later ingest under the same name is a new batch with new authors

@@ -35,6 +35,7 @@ SELECTION = [
     LIFECYCLE + "discard_drops_the_branch_and_keeps_main",
     LIFECYCLE + "malformed_csv_rows_are_counted_located_and_fail_the_audit",
     "tests/test_core_checks.py",  # every check type, against main and a reference table
+    "tests/test_upserts.py",  # a job's MERGE / UPDATE / DELETE / INSERT OVERWRITE audited on what main becomes
     "tests/test_core_diff.py",  # diff (profiles, merged main profile) and the keyed diff's schema changes
     "tests/test_cli.py::test_full_lifecycle_through_the_cli",  # ingest .. diff --key .. publish .. history
 ]

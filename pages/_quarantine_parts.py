@@ -14,7 +14,7 @@ import streamlit as st
 
 from pages import _common as ui
 from wap_core import api
-from wap_core.api import AuditResult, CheckGuide, Context, Permission
+from wap_core.api import AuditResult, CheckGuide, Context, Level, Permission
 from wap_core.exceptions import WapError
 from wap_core.identifiers import TableId
 from wap_core.states import CheckStatus
@@ -35,16 +35,25 @@ def page_url(table: TableId | str, batch: str | None = None) -> str:
     return f"/quarantine?{urlencode(q)}"
 
 
-def _failing(audit: AuditResult | None, guides: dict[str, CheckGuide]) -> tuple[list[str], list[str]]:
-    """The failing checks of the audit: (row-level ones a quarantine can apply, the ones it cannot)."""
+def _failing(
+    audit: AuditResult | None, guides: dict[str, CheckGuide]
+) -> tuple[list[tuple[str, int, bool]], list[str]]:
+    """The checks of the audit with failing rows: (row-level ones a quarantine can apply, as (name, failing rows,
+    ticked by default), and the ones it cannot). Ticked by default: what the core applies when none is named,
+    the failed fail-level checks of a failed audit; a warn-level check or one passed within its
+    ``max_failing_rows`` is offered unticked."""
     if audit is None:
         return [], []
     failing = [c for c in audit.checks if c.status is CheckStatus.FAILED or (c.failing_rows or 0) > 0]
-    rows: list[str] = []
+    rows: list[tuple[str, int, bool]] = []
     whole: list[str] = []
     for c in failing:
         g = guides.get(c.name)
-        (rows if g is not None and g.opens_rows and g.type not in _NO_ROWS else whole).append(c.name)
+        if g is not None and g.opens_rows and g.type not in _NO_ROWS:
+            default = not audit.status.ok and c.status is CheckStatus.FAILED and c.level is Level.FAIL
+            rows.append((c.name, int(c.failing_rows or 0), default))
+        else:
+            whole.append(c.name)
     return rows, whole
 
 
@@ -101,7 +110,9 @@ def section(
 
 
 @st.dialog("Quarantine failing rows", on_dismiss=_close)
-def _dialog(ctx: Context, tid: TableId, branch: str, rows: list[str], whole: list[str]) -> None:
+def _dialog(
+    ctx: Context, tid: TableId, branch: str, rows: list[tuple[str, int, bool]], whole: list[str]
+) -> None:
     st.write(
         f"Move the rows of batch {ui.md(branch, code=True)} of {ui.md(tid, code=True)} that fail the ticked checks "
         f"to {ui.md(str(tid) + SUFFIX, code=True)}, on the batch's branch: they publish or are discarded with "
@@ -109,7 +120,18 @@ def _dialog(ctx: Context, tid: TableId, branch: str, rows: list[str], whole: lis
     )
     with st.form("quarantine_form", border=False):
         st.markdown("**Row-level checks to apply**")
-        ticked = [n for n in rows if st.checkbox(ui.md(n), value=True, key=f"quarantine_check_{n}")]
+        ticked = [
+            n
+            for n, failing, default in rows
+            if st.checkbox(
+                f"{ui.md(n)} · {failing:,} failing row{'s' if failing != 1 else ''}",
+                value=default,
+                key=f"quarantine_check_{n}",
+                help=None
+                if default
+                else "a warn-level check, or one within its max_failing_rows: only when ticked",
+            )
+        ]
         if whole:
             st.markdown("**Cannot be repaired by removing rows**")
             for name in whole:

@@ -65,7 +65,7 @@ def server(demo_settings: Settings) -> Iterator[str]:
 def failing(demo_settings: Settings) -> list[CheckResult]:
     audit = latest_audit(Lakehouse(demo_settings), FLIGHTS, FAILING_BRANCH)
     assert audit is not None
-    # the dialog's checks: every failing one (a warn-level check with failing rows too), as the core's default
+    # the dialog's checks: every one with failing rows (a warn-level check too); the core's default ticked
     return [c for c in audit.checks if c.status is CheckStatus.FAILED or (c.failing_rows or 0) > 0]
 
 
@@ -91,7 +91,13 @@ def test_the_demo_week_is_repaired_in_the_console(
         boxes = dialog.get_by_test_id("stCheckbox")
         expect(boxes).to_have_count(len(failing))
         for c in failing:  # (found by the label shown: the box's accessible name is its escaped Markdown)
-            expect(boxes.filter(has_text=_shown(c.name)).get_by_role("checkbox")).to_be_checked()
+            box = boxes.filter(has_text=_shown(c.name))
+            expect(box).to_contain_text(f"{c.failing_rows:,} failing row")  # each check with its row count
+            if c.status is CheckStatus.FAILED and c.level == "fail":
+                expect(box.get_by_role("checkbox")).to_be_checked()
+            else:  # a warn-level check (pattern(tailnum)), or one passed within its limit: only when ticked
+                expect(box.get_by_role("checkbox")).not_to_be_checked()
+        assert any(c.level == "warn" for c in failing), failing  # the demo week has one: shown unticked
         for c in refs:
             boxes.filter(has_text=_shown(c.name)).click()
             expect(boxes.filter(has_text=_shown(c.name)).get_by_role("checkbox")).not_to_be_checked()

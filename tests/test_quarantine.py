@@ -288,3 +288,30 @@ def test_kill_at_each_point_then_reconcile(lake: Lakehouse, point: str) -> None:
     # a retry keeps them exactly once
     r = quarantine(lake, ORD, branch, reason="again", user=SAM)
     assert r.quarantined == 2 and count(lake, QORD, branch, "id >= 60") == 2
+
+
+def test_the_default_takes_only_the_failed_fail_level_checks_of_a_failed_audit(lake: Lakehouse) -> None:
+    """Issue 39 item 3: a check passed within its max_failing_rows and a warn-level check are never taken by
+    default (only when named); a passed (or warned) audit is refused; malformed_rows is refused saying why."""
+    notes = TableId("shop", "notes")
+    checks = lake.settings.checks_file
+    old = checks.read_text()
+    checks.write_text(
+        old + "shop.notes:\n  checks:\n    - not_null: [name]\n    - range: {column: qty, min: 0, level: warn}\n"
+        "    - unique: {columns: [id], max_failing_rows: 5}\n"
+    )
+    try:
+        ingest(lake, notes, [src(lake, "notes0", [(1, "a", 1)])], create=True, branch="first")
+        publish(lake, notes, "first")
+        failed_branch(lake, "d1", [(2, None, 1), (3, "b", -1), (3, "c", 1), (4, "d", 2)], table=notes)
+        q = quarantine(lake, notes, "d1", reason="default choice", user=SAM)
+        assert (q.checks, q.quarantined, q.rows_after) == ({"not_null(name)": 1}, 1, 3)  # not range, not unique
+        assert q.audit is not None and q.audit.status is CheckStatus.WARNED
+        with pytest.raises(RefusedError, match="its audit warned: nothing to repair"):
+            quarantine(lake, notes, "d1", reason="again", user=SAM)
+        with pytest.raises(RefusedError, match="never became rows of the batch"):
+            quarantine(lake, notes, "d1", checks=["malformed_rows"], reason="lines", user=SAM)
+        named = quarantine(lake, notes, "d1", checks=["range(qty)"], reason="the warning too", user=SAM)
+        assert (named.checks, named.quarantined) == ({"range(qty)": 1}, 1)
+    finally:
+        checks.write_text(old)

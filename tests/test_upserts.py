@@ -226,3 +226,18 @@ def test_a_snapshot_staged_under_spark_wap_id_is_named_when_looked_for_not_taken
     assert list(cat.staged_wap_snapshots(tbl).values()) == ["nightly_7"]
     with pytest.raises(NotFoundError, match=r"staged under spark.wap.id \(nightly_7\) are not batches here"):
         run_audit(lake, staged, "nightly_7", user="job")
+
+
+def test_the_keyed_diff_of_an_upsert_reads_the_changes_and_shows_before_and_after(lake: Lakehouse) -> None:
+    from wap_core.analysis.keyed_diff import keyed_diff, keyed_samples
+
+    d = keyed_diff(lake, SALES, "upsert", ["id"])  # branch of the first test: id 5 updated, id 41 inserted
+    assert (d.method, d.keys_added, d.keys_removed, d.rows_changed, d.batch_rows) == ("changes", 1, 0, 1, 2)
+    assert d.keys_unchanged == 39 and dict(d.changed_by_column) == {"region": 1, "amount": 1}
+    s = keyed_samples(lake, SALES, "upsert", ["id"])
+    assert [r["id"] for r in s.added] == [41] and s.removed == ()
+    (row,) = s.changed
+    assert row.key == {"id": 5}
+    assert {(c.column, c.old, c.new) for c in row.cells} == {("region", "US", "EU"), ("amount", 50.0, 999.0)}
+    half = keyed_diff(lake, SALES, "half", ["id"])  # DELETE of half the table
+    assert (half.keys_removed, half.keys_added, half.rows_changed, half.keys_unchanged) == (20, 0, 0, 20)

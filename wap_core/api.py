@@ -52,7 +52,7 @@ from wap_core.analysis.explore import (
 from wap_core.analysis.keyed_diff import ChangedRow, KeyedDiff, KeyedSamples
 from wap_core.analysis.keyed_diff import keyed_diff as _keyed_diff
 from wap_core.analysis.keyed_diff import keyed_samples as _keyed_samples
-from wap_core.checks import AVAILABLE_CHECKS, CheckResult, load_checks
+from wap_core.checks import AVAILABLE_CHECKS, CheckResult, Level, load_checks
 from wap_core.checks.registry import key_columns as check_key_columns
 from wap_core.config import Settings
 from wap_core.exceptions import WapError
@@ -190,6 +190,7 @@ __all__ = [
     "KeyedDiff",
     "KeyedSamples",
     "Lakehouse",
+    "Level",
     "MetadataDiff",
     "NotifyConfig",
     "OpenedBranch",

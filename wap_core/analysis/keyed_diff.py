@@ -44,7 +44,8 @@ from wap_core.exceptions import ValidationError
 from wap_core.identifiers import TableId, quote_column
 from wap_core.lake import catalog as cat
 from wap_core.lake import jobs
-from wap_core.lake.batch import batch_frame
+from wap_core.lake.batch import batch_frame, read_method, removed_frame
+from wap_core.states import BatchRead
 from wap_core.values import JSON, JsonObject, JsonOrder, Record
 
 if TYPE_CHECKING:
@@ -90,12 +91,12 @@ class KeyedDiff:
     compared_columns: tuple[str, ...]
     fork_snapshot_id: int | None
     head_snapshot_id: int
-    method: str  # "append" (incremental, pruned) | "full" (outer join of both snapshots)
+    method: (
+        str  # "append" (incremental, pruned) | "changes" (the changed rows by key) | "full" (merge-on-read)
+    )
     main_rows: int  # rows of main at the fork (snapshot metadata)
     branch_rows: int  # rows of the branch head (snapshot metadata)
-    batch_rows: (
-        int  # rows the branch added since the fork (append path) / rows of the branch head (full path)
-    )
+    batch_rows: int  # rows the branch added since the fork (append path) / rows main gains: inserted + updated (changes)
     keys_added: int  # branch rows whose key is not on main            (lake-sift "added")
     keys_removed: int  # main rows whose key is not on the branch        (lake-sift "removed")
     rows_changed: int  # key on both sides, some compared column differs (lake-sift "changed")
@@ -359,7 +360,7 @@ def keyed_diff(
             "schema_changes": compare_columns(left_schema, right_schema),
         }
         d = _Diffing(lh, tbl, table, lin, key, compared, common)
-        result = _append_diff(d) if ops <= {"append"} or lin.fork is None else _full_diff(d)
+        result = _append_diff(d) if ops <= {"append"} or lin.fork is None else _change_diff(d)
         return replace(result, seconds=time.perf_counter() - t0)
 
 
@@ -490,14 +491,18 @@ def _append_diff(d: _Diffing) -> KeyedDiff:
     )
 
 
-def _full_diff(d: _Diffing) -> KeyedDiff:
-    """Any other history: NULL-safe full outer join of main@fork with the branch head."""
+def _change_diff(d: _Diffing) -> KeyedDiff:
+    """Updates, deletes, overwrites: the rows main loses (deleted, and updated rows' old versions) joined by key
+    with the rows it gains (inserted, and updated rows' new versions), both read from the changed files only
+    (:func:`wap_core.lake.batch.removed_frame` / :func:`~wap_core.lake.batch.batch_frame`): a key on both sides
+    is an update, compared cell by cell; the rows main keeps as they are are never read."""
     from pyspark.sql import functions as F
 
     lin, compared = d.lin, d.compared
     assert lin.fork is not None
-    left = d.lh.read_snapshot(d.table, lin.fork)
-    right = d.lh.read_snapshot(d.table, lin.head)
+    name = d.lh.spark_name(d.table)
+    left = removed_frame(d.lh.spark, name, lin)
+    right = batch_frame(d.lh.spark, name, lin)
     lsel = _renamed(left, d.key, compared, "l").withColumn("__l", F.lit(1))
     rsel = _renamed(right, d.key, compared, "r").withColumn("__r", F.lit(1))
     j = lsel.join(rsel, _key_cond(len(d.key)), "full_outer")
@@ -507,25 +512,33 @@ def _full_diff(d: _Diffing) -> KeyedDiff:
         F.count(F.when(F.col("__r").isNull(), 1)).alias("removed"),
         F.count(F.when(both, 1)).alias("pairs"),
         F.count(F.when(both & _any_differs(len(compared)), 1)).alias("changed"),
+        F.count(F.when(F.col("__r").isNotNull(), 1)).alias("gained"),
         *[F.count(F.when(both & _differs(i), 1)).alias(f"d{i}") for i in range(len(compared))],
     ]
     r = j.agg(*aggs).collect()[0]
     per_col = [int(r[f"d{i}"]) for i in range(len(compared))]
-    changed = int(r["changed"])
-    files_total = _count_files(d.tbl, lin.fork)
+    changed, pairs, removed = int(r["changed"]), int(r["pairs"]), int(r["removed"])
+    method, note = read_method(lin)
+    touched = sum(int(cat.summary_get(s, "deleted-data-files") or 0) for s in lin.new_snapshots)
+    notes = [
+        "the branch updates, deletes or overwrites rows: only the rows main loses and gains are read and "
+        "compared by key; duplicate keys are counted among those rows"
+    ]
+    if note:
+        notes.append(note)
     return KeyedDiff(
         **d.common,
-        method="full",
-        batch_rows=d.common["branch_rows"],
+        method="changes" if method is BatchRead.CHANGELOG else "full",
+        batch_rows=int(r["gained"]),
         keys_added=int(r["added"]),
-        keys_removed=int(r["removed"]),
+        keys_removed=removed,
         **_cell_changes(compared, changed, per_col),
-        keys_unchanged=int(r["pairs"]) - changed,
+        keys_unchanged=max(0, d.common["main_rows"] - removed - pairs) + (pairs - changed),
         duplicate_keys_branch=_dup_keys(right, d.key),
         duplicate_keys_main=_dup_keys(left, d.key),
-        main_files_total=files_total,
-        main_files_scanned=files_total,
-        notes=("branch history is not append-only (or main moved): both snapshots read in full",),
+        main_files_total=_count_files(d.tbl, lin.fork),
+        main_files_scanned=touched,
+        notes=tuple(notes),
     )
 
 
@@ -598,6 +611,10 @@ def _keyed_samples(
         added = [_plain_row(r.asDict()) for r in right.limit(limit).collect()]
         return KeyedSamples(tuple(key), tuple(added), (), ())
     left = lh.read_snapshot(table, lin.fork)
+    if read_method(lin)[0] is not BatchRead.APPEND:
+        # updates, deletes, overwrites: only the rows main loses and gains (the changed files), matched by key
+        left = removed_frame(lh.spark, lh.spark_name(table), lin)
+        right = batch_frame(lh.spark, lh.spark_name(table), lin)
     lk = left.select(
         *[F.col(quote_column(k)).alias(f"__k{i}") for i, k in enumerate(key)],
         *[F.col(quote_column(c)).alias(f"__l{j}") for j, c in enumerate(compared)],

@@ -30,12 +30,12 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from wap_core.analysis.batch_reads import batch_reads
-from wap_core.checks import CheckSpec, MainContext, Suite, observed_metrics, suite_for
+from wap_core.checks import CheckSpec, Level, MainContext, Suite, observed_metrics, suite_for
 from wap_core.checks.references import References
 from wap_core.checks.unique import Unique
 from wap_core.exceptions import CommitConflictError, ConflictError, RefusedError, ValidationError
@@ -272,15 +272,42 @@ def _plan(lh: Lakehouse, table: TableId, branch: str, lin: cat.Lineage, specs: l
     return _Plan(kept, quarantined, counts, int(got["__total"]), before)
 
 
+def default_checks(suite_specs: Mapping[str, CheckSpec], audit: AuditResult) -> list[CheckSpec]:
+    """The checks a quarantine applies when none is named: the failed, fail-level, row-level checks of a failed
+    audit (never a passed check within its ``max_failing_rows``, never a warn-level one: those only when named)."""
+    if audit.status.ok:
+        return []
+    return [
+        s
+        for c in audit.checks
+        if c.status is CheckStatus.FAILED
+        and c.level is Level.FAIL
+        and (s := suite_specs.get(c.name)) is not None
+        and s.selects_rows
+        and s.type not in _NO_ROWS_IN_TABLE
+    ]
+
+
 def _choose(
     move: RefMove, suite_specs: dict[str, CheckSpec], audit: AuditResult, named: list[str]
 ) -> list[CheckSpec]:
-    """The checks to apply (refusals journaled): the named ones, else every failing row-level one."""
+    """The checks to apply (refusals journaled): the named ones, else :func:`default_checks` (a passed audit:
+    refused)."""
     table, branch = move.table, move.branch
     if named:
         out = []
+        builtins = {c.name for c in audit.checks if c.type in _NO_ROWS_IN_TABLE}
         for name in dict.fromkeys(named):
             spec = suite_specs.get(name)
+            if spec is None and (name in builtins or name in _NO_ROWS_IN_TABLE):
+                raise move.refuse(
+                    RefusedError(
+                        f"quarantine of {table} {branch} refused: {name} counts source lines ingest could not parse;"
+                        " they never became rows of the batch, so there are no rows to remove (fix the source and"
+                        " ingest it again)",
+                        "no_rows",
+                    )
+                )
             if spec is None:
                 raise move.refuse(
                     RefusedError(
@@ -306,12 +333,15 @@ def _choose(
                 )
             out.append(spec)
         return out
-    failing = [c.name for c in audit.checks if c.status is CheckStatus.FAILED or (c.failing_rows or 0) > 0]
-    out = [
-        s
-        for n in failing
-        if (s := suite_specs.get(n)) is not None and s.selects_rows and s.type not in _NO_ROWS_IN_TABLE
-    ]
+    if audit.status.ok:
+        raise move.refuse(
+            RefusedError(
+                f"quarantine of {table} {branch} refused: its audit {audit.status}: nothing to repair (name a "
+                "check with --check to quarantine its failing rows anyway)",
+                "nothing_to_quarantine",
+            )
+        )
+    out = default_checks(suite_specs, audit)
     if not out:
         raise move.refuse(
             RefusedError(

@@ -569,3 +569,38 @@ def test_rest_batch_publish_through_the_multi_table_endpoint(seaweed: Any, tmp_p
     )  # the 404 named the table: not a missing endpoint
     assert "no multi-table commit" not in str(errors[0]) and "bp.flights" in str(errors[0])
     assert mains(lh, [T1]) == before
+
+
+def test_a_published_batch_name_is_not_reused_and_a_member_discarded_alone_leaves_the_batch(lake: Lakehouse) -> None:
+    """Issue 39 item 4: the tag batch-<name> is never split (the name of a published batch is refused, journaled,
+    before anything is written); a table's branch discarded alone leaves its batch (a later branch of that
+    name on that table is a plain branch, publishable on its own)."""
+    from wap_core.workflow.publish import discard
+
+    src = Path(lake.settings.home) / "src"
+
+    def put(table: TableId, batch: str | None, name: str, branch: str | None = None) -> Any:
+        return ingest(
+            lake,
+            table,
+            [write_csv(src / f"{name}_{table.name}.csv", ("id", "name"), [(hash(name) % 1000 + 500, "x")])],
+            batch=batch,
+            branch=branch,
+            user=SAM,
+        )
+
+    for t in (T1, T2):
+        put(t, "reused", "reused1")
+    publish_batch(as_(lake, ANN), "reused")
+    with pytest.raises(RefusedError, match="batch name 'reused' was already published"):
+        put(T1, "reused", "reused2")
+    assert "reused" not in lake.catalog.load_table(T1.tuple).metadata.refs  # nothing written
+    refusal = lake.journal.history(str(T1), branch="reused", action="ingest")[0]
+    assert refusal.outcome is Outcome.REFUSED and refusal.details["code"] == "batch_published"
+
+    for t in (T1, T2):
+        put(t, "leave", f"leave_{t.name}")
+    discard(lake, T2, "leave", reason="not this table", user=SAM)
+    assert [m.table for m in store.open_members(lake.journal.engine, "leave")] == [str(T1)]
+    put(T2, None, "leave_again", branch="leave")  # a plain branch of that name: not the batch's
+    assert load_batch(lake, "leave").table_ids == (T1,)

@@ -297,7 +297,8 @@ def test_the_default_takes_only_the_failed_fail_level_checks_of_a_failed_audit(l
     checks = lake.settings.checks_file
     old = checks.read_text()
     checks.write_text(
-        old + "shop.notes:\n  checks:\n    - not_null: [name]\n    - range: {column: qty, min: 0, level: warn}\n"
+        old
+        + "shop.notes:\n  checks:\n    - not_null: [name]\n    - range: {column: qty, min: 0, level: warn}\n"
         "    - unique: {columns: [id], max_failing_rows: 5}\n"
     )
     try:
@@ -305,7 +306,11 @@ def test_the_default_takes_only_the_failed_fail_level_checks_of_a_failed_audit(l
         publish(lake, notes, "first")
         failed_branch(lake, "d1", [(2, None, 1), (3, "b", -1), (3, "c", 1), (4, "d", 2)], table=notes)
         q = quarantine(lake, notes, "d1", reason="default choice", user=SAM)
-        assert (q.checks, q.quarantined, q.rows_after) == ({"not_null(name)": 1}, 1, 3)  # not range, not unique
+        assert (q.checks, q.quarantined, q.rows_after) == (
+            {"not_null(name)": 1},
+            1,
+            3,
+        )  # not range, not unique
         assert q.audit is not None and q.audit.status is CheckStatus.WARNED
         with pytest.raises(RefusedError, match="its audit warned: nothing to repair"):
             quarantine(lake, notes, "d1", reason="again", user=SAM)

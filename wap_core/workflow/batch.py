@@ -24,9 +24,11 @@ from typing import TYPE_CHECKING
 
 from pyiceberg.table import Table
 
-from wap_core.exceptions import NotFoundError
+from wap_core.exceptions import NotFoundError, RefusedError
 from wap_core.identifiers import MAIN, TableId, validate_branch
 from wap_core.lake import catalog as cat
+from wap_core.session import Session
+from wap_core.states import Action
 from wap_core.store import batches as store
 
 if TYPE_CHECKING:
@@ -152,6 +154,34 @@ def open_batches(lh: Lakehouse) -> list[Batch]:
     return [b for b in out if b.tables]
 
 
+def batch_tag(name: str) -> str:
+    """The tag every table of batch ``name`` gets at its new main: what a consumer reads them at together."""
+    return f"batch-{name}"
+
+
+def refuse_a_published_name(session: Session, action: Action, table: TableId, name: str) -> None:
+    """Refuse (journaled, before anything is written) a batch name already published: a table holds its tag
+    ``batch-<name>``. Reused, the tag would move on the new batch's tables only and pair a new table with an
+    old one. Checked when the batch is not open yet (a batch's first table); an open batch's name is free."""
+    lh = session.lakehouse
+    if store.open_members(lh.journal.engine, name):
+        return
+    published = sorted(
+        str(tid) for tid, tbl in cat.load_tables(lh.catalog) if batch_tag(name) in tbl.metadata.refs
+    )
+    if published:
+        raise session.refuse(
+            action,
+            RefusedError(
+                f"batch name {name!r} was already published ({', '.join(published)} hold its tag "
+                f"{batch_tag(name)}): a published batch's name is not reused, choose another",
+                "batch_published",
+            ),
+            table=table,
+            branch=name,
+        )
+
+
 def join(lh: Lakehouse, name: str, table: TableId, user: str) -> list[TableId]:
     """Record ``table`` as a member of batch ``name`` (before its branch is written); the tables that joined.
 
@@ -161,11 +191,10 @@ def join(lh: Lakehouse, name: str, table: TableId, user: str) -> list[TableId]:
     validate_branch(name)
     engine = lh.journal.engine
     first_use = not store.open_members(engine, name)
-    joined = (
-        [tid for tid, tbl in cat.load_tables(lh.catalog) if tid != table and name in tbl.metadata.refs]
-        if first_use
-        else []
-    )
+    joined: list[TableId] = []
+    if first_use:
+        loaded = cat.load_tables(lh.catalog)
+        joined = [tid for tid, tbl in loaded if tid != table and name in tbl.metadata.refs]
     with engine.begin() as conn:
         for tid in joined:
             store.add_member(conn, name, str(tid), user)

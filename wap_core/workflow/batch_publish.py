@@ -62,7 +62,7 @@ from wap_core.states import Action, Outcome, PublishOutcome
 from wap_core.store import batches as store
 from wap_core.store.journal import Intent
 from wap_core.values import JsonObject
-from wap_core.workflow.batch import Batch, load_batch_tables
+from wap_core.workflow.batch import Batch, batch_tag, load_batch_tables
 from wap_core.workflow.batch_status import BatchReadiness, batch_readiness
 from wap_core.workflow.publish import DiscardResult, PublishResult
 from wap_core.workflow.reconcile import reconcile
@@ -73,11 +73,6 @@ if TYPE_CHECKING:
     from wap_core.lakehouse import Lakehouse
 
 log = logging.getLogger(__name__)
-
-
-def batch_tag(name: str) -> str:
-    """The tag every table of batch ``name`` gets at its new main: what a consumer reads them at together."""
-    return f"batch-{name}"
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,7 @@ from wap_core.store.journal import Intent
 from wap_core.values import JSON, JsonObject, JsonOrder, omit_none, seconds_view
 from wap_core.workflow.audit import AuditResult, audit_branch
 from wap_core.workflow.batch import join as join_batch
+from wap_core.workflow.batch import refuse_a_published_name
 from wap_core.workflow.batch_audit import reaudit_stale
 from wap_core.workflow.quarantine_policy import PolicyQuarantine, announces_at_once, apply_policy
 from wap_core.workflow.readers import Prepared, read_source, resolve_sources
@@ -296,6 +297,8 @@ def ingest(
     if branch is not None:
         validate_branch(branch)
     s.authorize(Permission.INGEST, table=table, branch=branch)
+    if batch is not None:
+        refuse_a_published_name(s, Action.INGEST, table, batch)
     try:
         roots = allowed_roots(lh.settings) if source_policy is not SourcePolicy.ANY else ()
         # object-store URLs (s3a://, s3://): confined on their structure, copied into an upload folder;

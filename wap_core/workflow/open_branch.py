@@ -34,6 +34,7 @@ from wap_core.states import Action, Outcome
 from wap_core.store.journal import Intent
 from wap_core.values import Record
 from wap_core.workflow.batch import join as join_batch
+from wap_core.workflow.batch import refuse_a_published_name
 from wap_core.workflow.reconcile import reconciled_table
 from wap_core.workflow.refmove import Moved, RefMove
 from wap_core.workflow.review import authors_of, is_author
@@ -94,6 +95,8 @@ def open_branch(
     name = branch or default_name()
     validate_branch(name)
     s.authorize(Permission.INGEST, table=table, branch=name, action=Action.OPEN)
+    if batch is not None:
+        refuse_a_published_name(s, Action.OPEN, table, batch)
     tbl = reconciled_table(lh, table)
     main_head = cat.ref_snapshot_id(tbl, MAIN)
     ref = tbl.metadata.refs.get(name)

@@ -40,6 +40,7 @@ from wap_core.samples import load_sample, sample_json
 from wap_core.security.access import Permission
 from wap_core.session import Session, session_of
 from wap_core.states import Action, BranchStatus, Outcome, PublishOutcome, RebaseOutcome, branch_status
+from wap_core.store import batches as batch_store
 from wap_core.store.journal import Intent
 from wap_core.workflow.audit import AuditResult, audit_branch, latest_audit
 from wap_core.workflow.batch import Batch, batch_of
@@ -352,6 +353,8 @@ def discard(
         )
 
     RefMove(s, Action.DISCARD, table, branch, head, reason=reason).run(commit, notice)
+    # a table's branch of a batch discarded alone leaves the batch: a later branch of that name is its own
+    batch_store.close_members(lh.journal.engine, branch, [str(table)], Outcome.DISCARDED.value)
     return DiscardResult(str(table), branch, head, reason)
 
 

@@ -305,6 +305,13 @@ def unlinked(text: str) -> str:
     return _AUTOLINK.sub(WORD_JOINER, text)
 
 
+def n_rows(n: int | None, noun: str = "row") -> str:
+    """A row count as people write it: ``1 row``, ``2,000 rows`` (``the rows`` when not known yet)."""
+    if n is None:
+        return f"the {noun}s"
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
 def md(text: object, *, code: bool = False) -> str:
     """User-supplied text made inert for Streamlit's Markdown (the ONE escaping helper of the console).
 

@@ -148,9 +148,9 @@ with st.form("ingest"):
 PENDING = "ingest_pending"
 STEPS = {
     "reading": "Reading the source…",
-    "writing": "Writing {rows} rows to a new branch…",
-    "auditing": "Auditing {rows} rows…",
-    "done": "Done: {rows} rows written and audited.",
+    "writing": "Writing {rows} to a new branch…",
+    "auditing": "Auditing {rows}…",
+    "done": "Done: {rows} written and audited.",
 }
 
 
@@ -164,7 +164,7 @@ def _run(job: dict[str, Any]) -> None:
             st.write(f"Source: {ui.md(job['source'], code=True)}")
 
             def progress(step: str, rows: int | None) -> None:
-                text = STEPS.get(step, step).format(rows=f"{rows:,}" if rows is not None else "the")
+                text = STEPS.get(step, step).format(rows=ui.n_rows(rows))
                 status.update(label=f"{ui.md(tid)}: {text}")
                 st.write(f"{'✔' if step == 'done' else '›'} {text}")
 
@@ -188,7 +188,7 @@ def _run(job: dict[str, Any]) -> None:
                 status.update(label=f"{ui.md(tid)}: refused: {refusal}", state="error", expanded=True)
                 raise
             status.update(
-                label=f"Wrote {result.rows_written:,} rows to {ui.md(tid)} · {ui.md(result.branch)}: audit {ui.md(result.audit.status)}",
+                label=f"Wrote {ui.n_rows(result.rows_written)} to {ui.md(tid)} · {ui.md(result.branch)}: audit {ui.md(result.audit.status)}",
                 state="complete" if result.audit.passed else "error",
             )
     except WapError as exc:
@@ -197,7 +197,7 @@ def _run(job: dict[str, Any]) -> None:
     ui.writes_done()
     failed = result.audit.failed_checks
     (st.success if result.audit.passed else st.warning)(
-        f"Branch **{ui.md(result.branch)}** of **{ui.md(tid)}**: {result.rows_written:,} rows written, {result.malformed_rows:,} malformed, "
+        f"Branch **{ui.md(result.branch)}** of **{ui.md(tid)}**: {ui.n_rows(result.rows_written)} written, {result.malformed_rows:,} malformed, "
         f"audit **{ui.md(result.audit.status)}**."
         + (f"  \nFailed checks: {', '.join('**' + ui.md(n) + '**' for n in failed)}" if failed else "")
     )

@@ -571,7 +571,9 @@ def test_rest_batch_publish_through_the_multi_table_endpoint(seaweed: Any, tmp_p
     assert mains(lh, [T1]) == before
 
 
-def test_a_published_batch_name_is_not_reused_and_a_member_discarded_alone_leaves_the_batch(lake: Lakehouse) -> None:
+def test_a_published_batch_name_is_not_reused_and_a_member_discarded_alone_leaves_the_batch(
+    lake: Lakehouse,
+) -> None:
     """Issue 39 item 4: the tag batch-<name> is never split (the name of a published batch is refused, journaled,
     before anything is written); a table's branch discarded alone leaves its batch (a later branch of that
     name on that table is a plain branch, publishable on its own)."""

@@ -97,6 +97,25 @@ CASES = {
         ["2024-01-02 03:04:05.123456", "2024-01-02 03:04:05.123456"],
         bad=[2],
     ),
+    # ---- issue 39 item 1: text the wide decimal would round, partial and out-of-range dates, Java's number forms
+    "csv-int-long-fraction": Case("csv", "id", ["5", "1.00000000000000000000000000001"], ["5"], bad=[2]),
+    "csv-decimal-long-fraction": Case(
+        "csv", "amount", ["1.25", "1.0000000000000000000000000000001"], ["1.25"], bad=[2]
+    ),
+    "csv-date-partial-or-out-of-range": Case(
+        "csv",
+        "day",
+        ["2024-03-04", "2024", "2024-03", "10000-01-01", "-0001-01-01"],
+        ["2024-03-04"],
+        bad=[2, 3, 4, 5],
+    ),
+    "csv-double-java-forms": Case(
+        "csv",
+        "score",
+        ["2.5", "1d", "0x1p3", "9007199254740993", "9007199254740992"],
+        ["2.5", "9.007199254740992E15"],
+        bad=[2, 3, 4],
+    ),
     "csv-latin1-byte": Case("csv", "name", ["zoë", b"zo\xeb", "ok \ufffd kept?"], ["zoë"], bad=[2, 3]),
     "csv-bom": Case("csv", "name", ["bo", "mb"], ["bo", "mb"], bom=True),
     # ---- Parquet: typed values

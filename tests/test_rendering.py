@@ -194,7 +194,7 @@ def test_console_uploads_get_their_own_folder_and_server_paths_are_confined(env:
         at.text_input(key="ingest_branch").input(branch)
         next(b for b in at.button if b.label == "Ingest and audit").click().run()
         assert not at.exception, [e.value for e in at.exception]
-        assert f"Branch **{branch}** of **shop.items**: 1 rows written" in _unescape(
+        assert f"Branch **{branch}** of **shop.items**: 1 row written" in _unescape(
             "\n".join(x.value for x in at.success)
         )
     files = sorted(set(uploads.glob("*/*")) - before)

@@ -155,7 +155,10 @@ def _castable(src: DataType, dst: DataType) -> bool:
 _INTEGRAL_DIGITS = {"tinyint": 3, "smallint": 5, "int": 10, "bigint": 19}  # digits of the largest value
 _NON_FINITE_TEXT = r"(?i)^\s*[+-]?(inf|infinity|nan)\s*$"  # what Spark reads as a non-finite double
 _ZERO_TEXT = r"^\s*[+-]?(0+\.?0*|\.0+)([eE][+-]?\d+)?\s*$"  # a number written as zero
-_DATE_ONLY_TEXT = r"^\s*[+-]?\d{4,}(-\d{1,2}(-\d{1,2})?)?\s*$"  # a date with no time part
+_DATE_ONLY_TEXT = r"^\s*\d{4}-\d{1,2}-\d{1,2}\s*$"  # a whole date (year, month, day) with no time part
+_YEAR_TEXT = r"^\s*(?!0000)\d{4}-"  # a date or timestamp of year 0001..9999 (what every reader of it can hold)
+_PLAIN_NUMBER_TEXT = r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$"  # no 'd'/'f' suffix, no hex float
+_INTEGER_TEXT = r"^\s*[+-]?\d+\s*$"
 _SUB_MICRO_TEXT = r":\d{1,2}\.\d{6}\d*[1-9]"  # fractional seconds beyond microseconds that are not zero
 
 
@@ -221,19 +224,41 @@ def _exactness(
         text = F.trim(src)
         digits = _digits(t)
         if digits is not None:
-            wide = text.cast(T.DecimalType(38, 38 - digits[0]))
+            scale = 38 - digits[0]
+            wide = text.cast(T.DecimalType(38, scale))
+            # more fraction digits than the wide decimal keeps would be rounded by it before the comparison
+            fraction = F.regexp_extract(text, r"^[+-]?\d*\.(\d*[1-9])0*$", 1)
             checks.append(
-                (~cast.eqNullSafe(wide), f"is not exactly a {t.simpleString()} (overflow or fraction)")
+                (
+                    ~cast.eqNullSafe(wide) | (F.length(fraction) > scale),
+                    f"is not exactly a {t.simpleString()} (overflow or fraction)",
+                )
             )
         elif isinstance(t, T.FloatType | T.DoubleType):
+            checks.append(
+                (
+                    ~text.rlike(_PLAIN_NUMBER_TEXT) & ~text.rlike(_NON_FINITE_TEXT),
+                    f"is not a plain decimal number ({t.simpleString()}: no suffix, no hexadecimal)",
+                )
+            )
             checks.append((non_finite & ~text.rlike(_NON_FINITE_TEXT), f"overflows {t.simpleString()}"))
             checks.append(((cast == 0) & ~text.rlike(_ZERO_TEXT), f"underflows {t.simpleString()} to zero"))
+            # an integer the double cannot hold exactly (beyond 2^53) is changed by it, as from JSON or Parquet
+            exact = T.DecimalType(38, 0)
+            checks.append(
+                (
+                    text.rlike(_INTEGER_TEXT) & ~cast.cast(exact).eqNullSafe(text.cast(exact)) & ~non_finite,
+                    f"is not exactly a {t.simpleString()} (an integer beyond its precision)",
+                )
+            )
         elif isinstance(t, T.DateType):
             checks.append(
-                (~text.rlike(_DATE_ONLY_TEXT), "is not a date alone (a time part would be dropped)")
+                (~text.rlike(_DATE_ONLY_TEXT), "is not a whole date alone (year-month-day, no time part)")
             )
+            checks.append((~text.rlike(_YEAR_TEXT), "is outside the years 0001-9999"))
         elif isinstance(t, T.TimestampType | T.TimestampNTZType):
             checks.append((text.rlike(_SUB_MICRO_TEXT), "has digits beyond microseconds"))
+            checks.append((~text.rlike(_YEAR_TEXT), "is outside the years 0001-9999"))
         return checks
     if isinstance(s, T.DoubleType) and isinstance(t, T.FloatType):
         checks.append((non_finite & ~(F.isnan(src) | src.isin(*inf)), "overflows float"))
@@ -334,6 +359,13 @@ def _prepare(
         cast = src.cast(f.dataType)
         casts.append(cast.alias(f.name))
         conds = [(cast.isNull(), f"does not parse as {f.dataType.simpleString()}")]
+        if isinstance(s, T.StringType) and _digits(f.dataType) is not None:
+            # a number too large for the column reads as NULL: say so, as for a fraction (not "does not parse")
+            number = F.trim(src).cast(T.DoubleType()).isNotNull()
+            conds = [
+                (cast.isNull() & number, f"is not exactly a {f.dataType.simpleString()} (overflow or fraction)"),
+                (cast.isNull(), f"does not parse as {f.dataType.simpleString()}"),
+            ]
         conds += _exactness(src, cast, s, f.dataType, traits.text_numbers)
         if isinstance(s, T.StringType) and traits.invalid_bytes:
             conds.append((F.instr(src, "\ufffd") > 0, "holds bytes that are not UTF-8"))

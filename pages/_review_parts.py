@@ -243,8 +243,8 @@ def failing_checks(
     with a link to Ingest it chosen.
 
     ``only``: the checks to show (all by default); ``heading``: the section's title (none: no title);
-    ``batch``: the batch that spans tables the branch belongs to (the Ingest link adds the fixing table's rows
-    to it)."""
+    ``batch``: the batch that spans tables the branch belongs to; the Ingest link adds the fixing table's rows
+    to it (a plain branch: to the batch of its name, which adopts it)."""
     if audit is None:
         return
     problems = sorted(
@@ -264,28 +264,20 @@ def failing_checks(
             icon=ui.STATUS_MATERIAL.get(c.status),
         )
         guide = guides.get(c.name)
-        if guide is not None and guide.fixed_by is not None and batch is None:
+        if guide is not None and guide.fixed_by is not None:
+            # the fixing rows join this branch's batch (a plain branch becomes a batch on first use, adopting
+            # it): both tables are then audited and published together, and the check reads them there
+            into = batch or branch
             st.markdown(
                 f":material/build: **Fix:** the missing values belong in {ui.md(guide.fixed_by, code=True)}: "
-                "ingest their rows there, then re-run this audit."
-            )
-            st.page_link(
-                "pages/ingest.py",
-                label=f"Ingest into {ui.md(guide.fixed_by)}",
-                icon=":material/upload:",
-                query_params={"table": str(guide.fixed_by)},
-            )
-        elif guide is not None and guide.fixed_by is not None and batch is not None:
-            st.markdown(
-                f":material/build: **Fix:** the missing values belong in {ui.md(guide.fixed_by, code=True)}: "
-                f"ingest their rows there in this batch ({ui.md(batch, code=True)}), so both are published "
+                f"ingest their rows there in batch {ui.md(into, code=True)}, so both are published "
                 "together, then re-run this audit."
             )
             st.page_link(
                 "pages/ingest.py",
-                label=f"Ingest into {ui.md(guide.fixed_by)} in batch {ui.md(batch)}",
+                label=f"Ingest into {ui.md(guide.fixed_by)} in batch {ui.md(into)}",
                 icon=":material/upload:",
-                query_params={"table": str(guide.fixed_by), "batch": batch},
+                query_params={"table": str(guide.fixed_by), "batch": into},
             )
         if guide is not None and guide.opens_rows and c.failing_rows:
             st.page_link(

@@ -86,13 +86,27 @@ if choice is not None and choice != NEW:
             on_click="ignore",
             key="ingest_template",
         )
+
+
 # A batch that spans tables: add the table to an open batch (its branch is named like the batch; its tables are
 # reviewed and published together), start one, or none (a branch of its own, as always). ?batch= preselects an
 # open batch (the batch Review's "ingest the rows that fix it" link), once per link.
+def _valid_name(name: str) -> bool:
+    try:
+        validate_branch(name)
+    except ValidationError:
+        return False
+    return True
+
+
 batches = ui.open_batch_names()
 q_batch = st.query_params.get("batch")
-if q_batch in batches and st.session_state.get("ingest_batch_url") != q_batch:
-    st.session_state["ingest_batch"] = q_batch
+if q_batch is not None and st.session_state.get("ingest_batch_url") != q_batch:
+    if q_batch in batches:
+        st.session_state["ingest_batch"] = q_batch
+    elif _valid_name(q_batch):  # a plain branch's name (Review's fix link): its batch starts with this ingest
+        st.session_state["ingest_batch"] = NEW_BATCH
+        st.session_state["ingest_batch_name"] = q_batch
 st.session_state["ingest_batch_url"] = q_batch
 batch_choice = st.selectbox(
     "Batch",
@@ -146,6 +160,9 @@ with st.form("ingest"):
     )
 
 PENDING = "ingest_pending"
+CONFIRMED = (
+    "ingest_anyway"  # the job "Ingest anyway" confirmed: run by the next run, with no warning above it
+)
 STEPS = {
     "reading": "Reading the source…",
     "writing": "Writing {rows} to a new branch…",
@@ -268,6 +285,12 @@ if submitted:
     except WapError as exc:
         ui.show_error(exc)
 
+# "Ingest anyway" reruns the page first: its warning and buttons are gone when the ingest's status and result
+# show, so neither stays above the result nor can a second click ingest the same rows again
+anyway = st.session_state.pop(CONFIRMED, None)
+if anyway:
+    _run(anyway)
+
 pending = st.session_state.get(PENDING)
 if pending:
     dup: Duplicate = pending["duplicate"]
@@ -289,7 +312,8 @@ if pending:
     d1, d2 = st.columns(2)
     if d1.button("Ingest anyway", icon=":material/warning:", disabled=not may_ingest.allowed):
         st.session_state.pop(PENDING, None)
-        _run({k: v for k, v in pending.items() if k != "duplicate"})
+        st.session_state[CONFIRMED] = {k: v for k, v in pending.items() if k != "duplicate"}
+        st.rerun()
     elif d2.button("Cancel"):
         st.session_state.pop(PENDING, None)
         st.rerun()

@@ -305,6 +305,9 @@ def test_publish_with_tab_and_enter_duplicate_upload_discard_with_tab(
         _shoot(page, "ingest", tmp_path)
         page.get_by_role("button", name="Ingest anyway").click()
         expect(page.get_by_text("Branch w1_again of demo.flights")).to_be_visible()
+        # the warning and its button are gone once it ran: no second click can ingest the rows again (issue 40)
+        expect(page.get_by_text("This file was already ingested")).to_have_count(0)
+        expect(page.get_by_role("button", name="Ingest anyway")).to_have_count(0)
 
         # Its keys are on main already (unique fails): force-publish it with a reason, Tab, a click on Confirm.
         page.goto(f"{base}/review?table=demo.flights&branch=w1_again")

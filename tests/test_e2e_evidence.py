@@ -124,8 +124,11 @@ def test_review_opens_on_the_failing_checks_and_their_rows(server: str, failed: 
         # the references failure names the table whose rows fix it and links Ingest with it chosen
         (ref,) = [c for c in failed if c.type == "references"]
         expect(page.get_by_text("the missing values belong in demo.airports")).to_be_visible()
-        fix = page.get_by_role("link", name="Ingest into demo.airports")
-        expect(fix).to_have_attribute("href", re.compile(r"ingest\?table=demo\.airports$"))
+        # ... in the failing branch's batch (issue 40 item 5: "No batch" put the airports on a branch of their own)
+        fix = page.get_by_role("link", name=f"Ingest into demo.airports in batch {FAILING_BRANCH}")
+        expect(fix).to_have_attribute(
+            "href", re.compile(rf"ingest\?table=demo\.airports&batch={FAILING_BRANCH}$")
+        )
         assert ref.failing_rows
 
 
@@ -188,9 +191,10 @@ def test_ingest_shows_the_referenced_tables_columns_and_a_schema_refusal_ends_it
     airlines_refs = set(Lakehouse(demo_settings).table(AIRLINES).metadata.refs)
     with helpers.browser_page() as page:
         page.goto(server + REVIEW)
-        page.get_by_role("link", name="Ingest into demo.airports").click()
-        expect(page).to_have_url(re.compile(r"/ingest\?table=demo\.airports$"))
+        page.get_by_role("link", name=f"Ingest into demo.airports in batch {FAILING_BRANCH}").click()
+        expect(page).to_have_url(re.compile(rf"/ingest\?table=demo\.airports&batch={FAILING_BRANCH}$"))
         expect(page.get_by_role("combobox", name="Table")).to_have_value("demo.airports")
+        expect(page.get_by_label("New batch name")).to_have_value(FAILING_BRANCH)  # the failing batch chosen
         expect(page.get_by_text("Columns of demo.airports")).to_be_visible()
         grid = page.get_by_test_id("stDataFrame").first
         grid.locator("table").first.wait_for(state="attached")

@@ -156,7 +156,9 @@ _INTEGRAL_DIGITS = {"tinyint": 3, "smallint": 5, "int": 10, "bigint": 19}  # dig
 _NON_FINITE_TEXT = r"(?i)^\s*[+-]?(inf|infinity|nan)\s*$"  # what Spark reads as a non-finite double
 _ZERO_TEXT = r"^\s*[+-]?(0+\.?0*|\.0+)([eE][+-]?\d+)?\s*$"  # a number written as zero
 _DATE_ONLY_TEXT = r"^\s*\d{4}-\d{1,2}-\d{1,2}\s*$"  # a whole date (year, month, day) with no time part
-_YEAR_TEXT = r"^\s*(?!0000)\d{4}-"  # a date or timestamp of year 0001..9999 (what every reader of it can hold)
+_YEAR_TEXT = (
+    r"^\s*(?!0000)\d{4}-"  # a date or timestamp of year 0001..9999 (what every reader of it can hold)
+)
 _PLAIN_NUMBER_TEXT = r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$"  # no 'd'/'f' suffix, no hex float
 _INTEGER_TEXT = r"^\s*[+-]?\d+\s*$"
 _SUB_MICRO_TEXT = r":\d{1,2}\.\d{6}\d*[1-9]"  # fractional seconds beyond microseconds that are not zero
@@ -363,7 +365,10 @@ def _prepare(
             # a number too large for the column reads as NULL: say so, as for a fraction (not "does not parse")
             number = F.trim(src).cast(T.DoubleType()).isNotNull()
             conds = [
-                (cast.isNull() & number, f"is not exactly a {f.dataType.simpleString()} (overflow or fraction)"),
+                (
+                    cast.isNull() & number,
+                    f"is not exactly a {f.dataType.simpleString()} (overflow or fraction)",
+                ),
                 (cast.isNull(), f"does not parse as {f.dataType.simpleString()}"),
             ]
         conds += _exactness(src, cast, s, f.dataType, traits.text_numbers)

@@ -240,17 +240,24 @@ def writes_done() -> None:
 _FLASH = "_flash"  # [(kind, message)] queued by writes, shown at the top of the next runs until one ends
 _SHOWN = "_flash_shown"  # how many of the queued messages this run has shown
 _TAKEN = "_once_taken"  # the session keys this run has read with take()
+_PAGE = "_page"  # the page this run shows (its URL path): a queued message belongs to the page it was queued on
 
 
 def flash(kind: str, message: str) -> None:
-    """Queue a message shown at the top of the next run of the page (survives st.rerun and an interrupted run)."""
-    st.session_state.setdefault(_FLASH, []).append((kind, message))
+    """Queue a message shown at the top of the next run of THIS page (survives st.rerun and an interrupted run).
+
+    A result belongs where its action was taken, once: a new one replaces the one before, and a message the
+    steward left the page before seeing is dropped, never shown on another page."""
+    st.session_state[_FLASH] = [(kind, message, st.session_state.get(_PAGE))]
 
 
 def show_flash() -> None:
-    """Show the queued messages (page_header); they are consumed when this run ends (:func:`run_page`)."""
-    queued = st.session_state.get(_FLASH, [])
-    for kind, message in queued:
+    """Show the queued message of this page (page_header); it is consumed when this run ends (:func:`run_page`).
+    Another page's message is dropped."""
+    here = st.session_state.get(_PAGE)
+    queued = [q for q in st.session_state.get(_FLASH, []) if len(q) < 3 or q[2] == here]
+    st.session_state[_FLASH] = queued
+    for kind, message, *_ in queued:
         getattr(st, kind)(message)
     st.session_state[_SHOWN] = len(queued)
 
@@ -273,6 +280,7 @@ def run_page(nav: Any) -> None:
 
     st.session_state[_SHOWN] = 0
     st.session_state[_TAKEN] = set()
+    st.session_state[_PAGE] = getattr(nav, "url_path", None)
     try:
         nav.run()
     except StopException:

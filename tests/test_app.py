@@ -345,3 +345,41 @@ def test_explore_module_refuses_writes(env: Lakehouse) -> None:
     assert len(got) > 0 and set(got["city"]) == {"Lyon"}
     with pytest.raises(ValidationError):
         explore.rows(env, ORDERS, ref.snapshot_id, [("amount; drop", "=", "1")])
+
+
+def _two_pages() -> None:
+    """A page (``review``, or the one named in ``go``) whose buttons queue results, run by ``run_page``."""
+    import streamlit as st
+
+    from pages import _common as ui
+
+    class Nav:
+        url_path = st.session_state.get("go", "review")
+
+        def run(self) -> None:
+            ui.show_flash()
+            if st.button("Two results"):
+                ui.flash("info", "Nothing to re-run")
+                ui.flash("success", "Published batch w2")
+                st.rerun()
+            if st.button("Queue"):
+                ui.flash("success", "Rebased batch w2")
+
+    ui.run_page(Nav())
+
+
+def test_a_result_shows_once_on_its_own_page_and_replaces_the_one_before() -> None:
+    """Issue 40 item 3: a result shows on the page where its action was taken, once, and replaces the one before;
+    one the steward left unseen is dropped, never shown on the next page."""
+    at = AppTest.from_function(_two_pages, default_timeout=60).run()
+    at.button[0].click().run()
+    assert _texts(at.success) == "Published batch w2" and not at.info  # replaced, not stacked
+    at.run()
+    assert not at.success  # once
+    at.button[1].click().run()  # queued for the next run of the review page...
+    at.session_state["go"] = "quarantine"
+    at.run()  # ... but the steward went to another page
+    assert not at.success
+    at.session_state["go"] = "review"
+    at.run()
+    assert not at.success  # dropped, not kept for later

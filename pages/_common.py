@@ -240,7 +240,9 @@ def writes_done() -> None:
 _FLASH = "_flash"  # [(kind, message)] queued by writes, shown at the top of the next runs until one ends
 _SHOWN = "_flash_shown"  # how many of the queued messages this run has shown
 _TAKEN = "_once_taken"  # the session keys this run has read with take()
-_PAGE = "_page"  # the page this run shows (its URL path): a queued message belongs to the page it was queued on
+_PAGE = (
+    "_page"  # the page this run shows (its URL path): a queued message belongs to the page it was queued on
+)
 
 
 def flash(kind: str, message: str) -> None:

@@ -269,6 +269,9 @@ def test_a_write_s_message_survives_a_run_interrupted_after_showing_it() -> None
 def test_review_of_missing_branch_and_bad_link(env: Lakehouse) -> None:
     at = _review("shop.orders", "bad_batch")  # discarded above
     assert "is not open" in _texts(at.warning)
+    assert "it was discarded by " in _texts(at.warning)  # the journal says which (issue 40 item 13)
+    at = _review("shop.orders", "never_here")
+    assert "the journal has no record of it: it never existed here" in _texts(at.warning)
     at = _review("shop.orders", "no;drop")
     assert "invalid branch name" in _texts(at.error)
 

@@ -510,11 +510,17 @@ def computed_counts(df: pd.DataFrame, table_columns: Sequence[str]) -> dict[str,
     return config
 
 
-def grid(data: Any, **kw: Any) -> Any:
+def grid(data: Any, *, counts: tuple[str, ...] = (), **kw: Any) -> Any:
     """``st.dataframe`` with the console's defaults: NULL cells blank, no index, full width, and every
-    datetime column of a DataFrame (a Styler's data is left alone) as local time with its zone."""
+    datetime column of a DataFrame (a Styler's data is left alone) as local time with its zone. ``counts``:
+    columns of counts, shown with thousands separators (1,008; never an id)."""
     if isinstance(data, pd.DataFrame):
         data = zoned_times(data)
+    if counts:
+        config = dict(kw.pop("column_config", None) or {})
+        for c in counts:
+            config.setdefault(c, st.column_config.NumberColumn(format="localized"))
+        kw["column_config"] = config
     kw.setdefault("placeholder", NULL_TEXT)
     kw.setdefault("hide_index", True)
     kw.setdefault("width", "stretch")

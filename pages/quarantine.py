@@ -91,7 +91,7 @@ batches = pd.DataFrame(
         for b in summary.batches
     ]
 )
-ui.grid(batches, hide_index=True, width="stretch")
+ui.grid(batches, counts=("rows",), hide_index=True, width="stretch")
 st.markdown("#### Rows per check")
 st.caption("A row failing two checks counts in both.")
 ui.grid(
@@ -101,6 +101,7 @@ ui.grid(
             for g in summary.groups
         ]
     ),
+    counts=("rows",),
     hide_index=True,
     width="stretch",
 )

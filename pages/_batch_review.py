@@ -137,6 +137,10 @@ def render(ctx: Context, name_q: str) -> None:
     _review(ctx, batch)
     for p in parts:
         _table(ctx, name, p)
+    if ui.dialog_open():  # its Confirm is taken at once (ui.dialog_open); the diffs come back when it closes
+        st.markdown("### Diffs against main (Spark)")
+        st.caption("The diffs are computed once the dialog is closed.")
+        return
     _diffs(ctx, name, parts)
 
 
@@ -431,7 +435,7 @@ def _discarded(res: BatchDiscardResult, parts: list[_Part]) -> str:
     return f"Discarded batch {ui.md(res.batch)}{why}: the branches of {tables} are dropped; every main is unchanged. {_next(parts)}"
 
 
-@st.dialog("Publish the batch", on_dismiss=_close)
+@ui.dialog("Publish the batch", on_dismiss=_close)
 def _publish_dialog(ctx: Context, name: str, ready: BatchReadiness, parts: list[_Part], force: bool) -> None:
     tables = ", ".join(f"{ui.md(p.table, code=True)} ({p.meta.rows_added:,} rows added)" for p in parts)
     reason = wf.publish_reason(
@@ -451,7 +455,7 @@ def _publish_dialog(ctx: Context, name: str, ready: BatchReadiness, parts: list[
         )
 
 
-@st.dialog("Discard the batch", on_dismiss=_close)
+@ui.dialog("Discard the batch", on_dismiss=_close)
 def _discard_dialog(ctx: Context, name: str, parts: list[_Part]) -> None:
     st.write(
         f"Drop the branch {ui.md(name, code=True)} of every table of the batch "
@@ -534,7 +538,7 @@ def _rolled_back(res: BatchRollbackResult) -> str:
     )
 
 
-@st.dialog("Roll back the batch", on_dismiss=_close)
+@ui.dialog("Roll back the batch", on_dismiss=_close)
 def _rollback_dialog(ctx: Context, name: str, state: BatchRollbackState) -> None:
     moves = ", ".join(
         f"{ui.md(t, code=True)} {ui.id_text(after)} → {ui.id_text(before)}"
@@ -663,7 +667,7 @@ def _review_lines(batch: Batch, states: list[ReviewStatus]) -> None:
         )
 
 
-@st.dialog("Approve the batch", on_dismiss=_close)
+@ui.dialog("Approve the batch", on_dismiss=_close)
 def _approve_dialog(ctx: Context, batch: Batch) -> None:
     st.write(
         f"Approve batch {ui.md(batch.name, code=True)} as {ui.md(ctx.user)}: one approval on every table, "
@@ -681,7 +685,7 @@ def _approve_dialog(ctx: Context, batch: Batch) -> None:
         )
 
 
-@st.dialog("Request changes on the batch", on_dismiss=_close)
+@ui.dialog("Request changes on the batch", on_dismiss=_close)
 def _changes_dialog(ctx: Context, batch: Batch) -> None:
     st.write(
         f"Request changes on batch {ui.md(batch.name, code=True)} (every table, at {_heads_text(batch)}): its "

@@ -6,6 +6,7 @@ Metadata helpers (tables, branches, journal, checks) never start Spark.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -18,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import pandas as pd
 import streamlit as st
@@ -228,6 +229,36 @@ def wait_for_spark(ctx: Context | None = None) -> bool:
     return True
 
 
+_DRAWN = "_dialog_drawn"  # a dialog was drawn by this run of the page (reset by run_page)
+_P = ParamSpec("_P")
+
+
+def dialog(title: str, **kw: Any) -> Callable[[Callable[_P, None]], Callable[_P, None]]:
+    """``st.dialog`` that notes it was drawn in this run (:func:`dialog_open`)."""
+
+    def wrap(fn: Callable[_P, None]) -> Callable[_P, None]:
+        @functools.wraps(fn)  # the same module and name: Streamlit's fragment id of the dialog is unchanged
+        def body(*args: _P.args, **kwargs: _P.kwargs) -> None:
+            st.session_state[_DRAWN] = True
+            fn(*args, **kwargs)
+
+        drawn: Callable[_P, None] = st.dialog(title, **kw)(body)
+        return drawn
+
+    return wrap
+
+
+def dialog_open() -> bool:
+    """True when this run of the page drew a dialog (:func:`dialog`).
+
+    A dialog is a fragment: its Confirm reruns only the dialog, and Streamlit queues that rerun until the
+    page's run is over; it never interrupts it. A Review whose run went on computing its Spark diffs (a
+    minute on a loaded machine) under an open dialog held the Confirm for that long, and lost it (the
+    dialog stayed, nothing ran: issue 40 item 1). So a page's Spark work waits while a dialog is open: the
+    run that draws the dialog ends at once and the Confirm is taken as soon as it is clicked."""
+    return bool(st.session_state.get(_DRAWN))
+
+
 def writes_done() -> None:
     """Call after any write: every cached metadata view is stale now."""
     st.cache_data.clear()
@@ -283,6 +314,7 @@ def run_page(nav: Any) -> None:
     st.session_state[_SHOWN] = 0
     st.session_state[_TAKEN] = set()
     st.session_state[_PAGE] = getattr(nav, "url_path", None)
+    st.session_state[_DRAWN] = False
     try:
         nav.run()
     except StopException:

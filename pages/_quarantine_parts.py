@@ -109,7 +109,7 @@ def section(
         _dialog(ctx, tid, branch, rows, whole)
 
 
-@st.dialog("Quarantine failing rows", on_dismiss=_close)
+@ui.dialog("Quarantine failing rows", on_dismiss=_close)
 def _dialog(
     ctx: Context, tid: TableId, branch: str, rows: list[tuple[str, int, bool]], whole: list[str]
 ) -> None:

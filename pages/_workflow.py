@@ -186,7 +186,7 @@ def review_panel(ctx: Context, tid: TableId, branch: str) -> None:
     thread(ctx, tid, branch)
 
 
-@st.dialog("Approve", on_dismiss=_close)
+@ui.dialog("Approve", on_dismiss=_close)
 def _approve_dialog(ctx: Context, tid: TableId, branch: str, head: int) -> None:
     st.write(
         f"Approve snapshot {head} of {ui.md(tid, code=True)} · {ui.md(branch, code=True)} as {ui.md(ctx.user)}. "
@@ -201,7 +201,7 @@ def _approve_dialog(ctx: Context, tid: TableId, branch: str, head: int) -> None:
         )
 
 
-@st.dialog("Request changes", on_dismiss=_close)
+@ui.dialog("Request changes", on_dismiss=_close)
 def _changes_dialog(ctx: Context, tid: TableId, branch: str, head: int) -> None:
     st.write(
         f"Request changes on snapshot {head} of {ui.md(tid, code=True)} · {ui.md(branch, code=True)}: publish is blocked "
@@ -355,7 +355,7 @@ def _row_action(line: str, button: tuple[str, str, str], gate: Decision, purpose
     )
 
 
-@st.dialog("Roll back main", on_dismiss=_close)
+@ui.dialog("Roll back main", on_dismiss=_close)
 def _rollback_dialog(ctx: Context, tid: TableId, to: int, head: int | None) -> None:
 
     st.warning(

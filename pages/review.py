@@ -220,7 +220,7 @@ _NEXT = (
 )
 
 
-@st.dialog("Publish to main", on_dismiss=_close)
+@ui.dialog("Publish to main", on_dismiss=_close)
 def publish_dialog(force: bool) -> None:
     reason = wf.publish_reason(
         force,
@@ -239,7 +239,7 @@ def publish_dialog(force: bool) -> None:
         )
 
 
-@st.dialog("Discard branch", on_dismiss=_close)
+@ui.dialog("Discard branch", on_dismiss=_close)
 def discard_dialog() -> None:
     st.write(
         f"Drop branch {ui.md(branch, code=True)} of {ui.md(tid, code=True)}. Main is not touched; the branch's rows will no longer be published."
@@ -272,6 +272,9 @@ rv.audit_details(audit, head)
 
 # ----------------------------------------------------------------------------- Spark diff + preview
 st.markdown("#### Diff against main (Spark)")
+if ui.dialog_open():  # its Confirm is taken at once (ui.dialog_open); the diff comes back when it closes
+    st.caption("The diff is computed once the dialog is closed.")
+    st.stop()
 diff: DiffResult | None = None
 try:
     if not ui.wait_for_spark(ctx):

@@ -107,10 +107,21 @@ def _repeated(net: DataFrame) -> DataFrame:
     return net.withColumn(NET, F.explode(F.array_repeat(F.lit(0), F.col(NET).cast("int")))).drop(NET)
 
 
-def batch_frame(spark: SparkSession, name: str, lin: cat.Lineage) -> DataFrame:
+def materialized_changes(spark: SparkSession, name: str, lin: cat.Lineage) -> DataFrame | None:
+    """:func:`net_changes` computed ONCE (a local checkpoint: the changed rows, usually few) for a branch that
+    rewrites rows, so that an audit's several reads of the change (its counts, the pass, the key look-ups, the
+    samples) read the changed files once; None for an append (its reads are already the new files)."""
+    method, _ = read_method(lin)
+    if method in (BatchRead.APPEND, BatchRead.WHOLE_TABLE) or lin.head == lin.fork:
+        return None
+    return net_changes(spark, name, lin).localCheckpoint(eager=True)
+
+
+def batch_frame(spark: SparkSession, name: str, lin: cat.Lineage, net: DataFrame | None = None) -> DataFrame:
     """The rows the branch's head holds that main at the fork does not (appended or inserted rows and the new
     versions of updated rows), read from the changed files only, of the table Spark knows as ``name``
-    (unquoted, e.g. :meth:`wap_core.lakehouse.Lakehouse.spark_name`)."""
+    (unquoted, e.g. :meth:`wap_core.lakehouse.Lakehouse.spark_name`). ``net``: the change already computed
+    (:func:`materialized_changes`)."""
     if lin.head == lin.fork:
         return snapshot_frame(spark, name, lin.head).limit(0)
     method, _ = read_method(lin)
@@ -125,7 +136,8 @@ def batch_frame(spark: SparkSession, name: str, lin: cat.Lineage) -> DataFrame:
         )
     from pyspark.sql import functions as F
 
-    return _repeated(net_changes(spark, name, lin).where(F.col(NET) > 0))
+    net = net if net is not None else net_changes(spark, name, lin)
+    return _repeated(net.where(F.col(NET) > 0))
 
 
 def removed_frame(spark: SparkSession, name: str, lin: cat.Lineage) -> DataFrame:
@@ -169,7 +181,12 @@ class ChangeCounts:
 
 
 def change_counts(
-    spark: SparkSession, name: str, lin: cat.Lineage, key: Sequence[str], main_rows: int | None
+    spark: SparkSession,
+    name: str,
+    lin: cat.Lineage,
+    key: Sequence[str],
+    main_rows: int | None,
+    net: DataFrame | None = None,
 ) -> ChangeCounts:
     """The branch's inserted, updated and deleted rows (:class:`ChangeCounts`): for an append from the snapshot
     summaries (no Spark job), else ONE Spark job over the changed rows (:func:`net_changes`), by ``key``."""
@@ -180,7 +197,7 @@ def change_counts(
         found = batch_files(lin)
         rows = found.rows if found is not None else snapshot_frame(spark, name, lin.head).count()
         return ChangeCounts(method, rows, 0, 0, main_rows if lin.fork is not None else 0, (), note)
-    net = net_changes(spark, name, lin)
+    net = net if net is not None else net_changes(spark, name, lin)
     added = F.when(F.col(NET) > 0, F.col(NET)).otherwise(F.lit(0))
     removed = F.when(F.col(NET) < 0, -F.col(NET)).otherwise(F.lit(0))
     usable = tuple(key) if key and all(k in net.columns for k in key) else ()

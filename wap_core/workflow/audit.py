@@ -41,6 +41,7 @@ from wap_core.lake.batch import (
     batch_files,
     batch_frame,
     change_counts,
+    materialized_changes,
     read_method,
     single_split,
 )
@@ -226,10 +227,12 @@ def audit_branch(lh: Lakehouse, table: TableId, branch: str, **options: Unpack[A
     # the other tables of the branch's batch that the checks read, at their heads there ({} for a plain branch)
     inside = batch_reads(lh, table, branch, suite_reads(suite.checks))
     name = lh.spark_name(table)
-    # what a publish would do to main: no Spark job for an append, one over the changed files otherwise
-    changes = change_counts(lh.spark, name, lin, table_key(suite), cat.snapshot_rows(tbl, lin.fork))
+    # what a publish would do to main: no Spark job for an append; a rewriting branch's change is read from the
+    # changed files ONCE (materialized), then counted, checked and sampled from there
+    net = materialized_changes(lh.spark, name, lin)
+    changes = change_counts(lh.spark, name, lin, table_key(suite), cat.snapshot_rows(tbl, lin.fork), net)
     evaluation = evaluate(
-        batch_frame(lh.spark, name, lin),
+        batch_frame(lh.spark, name, lin, net),
         Suite(suite.table, (*builtin_checks(lin), *suite.checks), suite.source),
         _main_context(lh, table, tbl, lin, inside, changes),
         lh.settings.sample_rows,

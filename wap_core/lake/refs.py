@@ -158,6 +158,18 @@ def commit_with_retry(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def create_branch_at(
+    catalog: Catalog, table: TableId, name: str, snapshot_id: int, tbl: Table | None = None
+) -> None:
+    """Create branch ``name`` at ``snapshot_id`` (a reopen, a job's open): retried on another ref's commit, never
+    once the name was taken meanwhile (then CommitConflictError: the race is lost)."""
+
+    def create(t: Table) -> None:
+        t.manage_snapshots().create_branch(snapshot_id, name).commit()
+
+    commit_with_retry(catalog, table, create, retry_if=lambda t: name not in t.metadata.refs, tbl=tbl)
+
+
 def point_main(t: Table, snapshot_id: int, *, remove: str | None = None) -> None:
     """Point main at ``snapshot_id`` in one metadata commit, keeping main's retention settings; branch
     ``remove`` (a published batch's) goes in the same commit. Run it through :func:`commit_with_retry`."""

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from pyiceberg.table import Table
 
-from wap_core.exceptions import NotFoundError, RefusedError
+from wap_core.exceptions import NotFoundError, RefusedError, ValidationError
 from wap_core.identifiers import MAIN, TableId, validate_branch
 from wap_core.lake import catalog as cat
 from wap_core.session import Session
@@ -157,6 +157,17 @@ def open_batches(lh: Lakehouse) -> list[Batch]:
 def batch_tag(name: str) -> str:
     """The tag every table of batch ``name`` gets at its new main: what a consumer reads them at together."""
     return f"batch-{name}"
+
+
+def branch_for(branch: str | None, batch: str | None) -> str | None:
+    """The branch an ingest or a job's open writes: ``batch``'s (a batch's branches are named like it), else
+    ``branch`` (None: the caller names one); both validated, and both at once only when equal."""
+    if batch is not None:
+        validate_branch(batch)
+        if branch is not None and branch != batch:
+            raise ValidationError("give --branch or --batch, not both: a batch's branches are named like it")
+        return batch
+    return validate_branch(branch) if branch is not None else None
 
 
 def refuse_a_published_name(session: Session, action: Action, table: TableId, name: str) -> None:

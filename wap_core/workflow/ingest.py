@@ -34,7 +34,7 @@ from wap_core.exceptions import (
     first_line,
 )
 from wap_core.faults import fault_point, pause_point
-from wap_core.identifiers import TableId, validate_branch
+from wap_core.identifiers import TableId
 from wap_core.lake import catalog as cat
 from wap_core.lake.errors import spark_error_line, store_failure_or_probe
 from wap_core.lake.refs import is_commit_state_unknown, remove_branch_quietly, with_commit_retry
@@ -51,8 +51,8 @@ from wap_core.states import Action, CheckStatus, Outcome
 from wap_core.store.journal import Intent
 from wap_core.values import JSON, JsonObject, JsonOrder, omit_none, seconds_view
 from wap_core.workflow.audit import AuditResult, audit_branch
+from wap_core.workflow.batch import branch_for, refuse_a_published_name
 from wap_core.workflow.batch import join as join_batch
-from wap_core.workflow.batch import refuse_a_published_name
 from wap_core.workflow.batch_audit import reaudit_stale
 from wap_core.workflow.quarantine_policy import PolicyQuarantine, announces_at_once, apply_policy
 from wap_core.workflow.readers import Prepared, read_source, resolve_sources
@@ -289,13 +289,7 @@ def ingest(
     t0 = time.perf_counter()
     s = session_of(session, user)
     lh, user = s.lakehouse, s.user
-    if batch is not None:
-        validate_branch(batch)
-        if branch is not None and branch != batch:
-            raise ValidationError("give --branch or --batch, not both: a batch's branches are named like it")
-        branch = batch
-    if branch is not None:
-        validate_branch(branch)
+    branch = branch_for(branch, batch)
     s.authorize(Permission.INGEST, table=table, branch=branch)
     if batch is not None:
         refuse_a_published_name(s, Action.INGEST, table, batch)

@@ -24,17 +24,17 @@ from typing import TYPE_CHECKING
 
 from pyiceberg.table.refs import SnapshotRefType
 
-from wap_core.exceptions import CommitConflictError, ConflictError, RefusedError, ValidationError
+from wap_core.exceptions import CommitConflictError, ConflictError, RefusedError
 from wap_core.identifiers import MAIN, TableId, validate_branch
 from wap_core.lake import catalog as cat
-from wap_core.lake.refs import commit_with_retry
+from wap_core.lake.refs import create_branch_at
 from wap_core.security.access import Permission
 from wap_core.session import Session, session_of
 from wap_core.states import Action, Outcome
 from wap_core.store.journal import Intent
 from wap_core.values import Record
+from wap_core.workflow.batch import branch_for, refuse_a_published_name
 from wap_core.workflow.batch import join as join_batch
-from wap_core.workflow.batch import refuse_a_published_name
 from wap_core.workflow.reconcile import reconciled_table
 from wap_core.workflow.refmove import Moved, RefMove
 from wap_core.workflow.review import authors_of, is_author
@@ -87,12 +87,7 @@ def open_branch(
     like it). Refused: a tag of that name, a table with no main yet (nothing to branch from)."""
     s = session_of(session, user)
     lh, user = s.lakehouse, s.user
-    if batch is not None:
-        validate_branch(batch)
-        if branch is not None and branch != batch:
-            raise ValidationError("give --branch or --batch, not both: a batch's branches are named like it")
-        branch = batch
-    name = branch or default_name()
+    name = branch_for(branch, batch) or default_name()
     validate_branch(name)
     s.authorize(Permission.INGEST, table=table, branch=name, action=Action.OPEN)
     if batch is not None:
@@ -116,14 +111,9 @@ def open_branch(
     if batch is not None:  # the branch is reserved (the intent holds it): the table joins the batch
         join_batch(lh, batch, table, user)
 
-    def create(t: Table) -> None:
-        t.manage_snapshots().create_branch(main_head, name).commit()
-
     def commit(_: Intent) -> Moved:
         try:
-            commit_with_retry(
-                lh.catalog, table, create, retry_if=lambda t: name not in t.metadata.refs, tbl=tbl
-            )
+            create_branch_at(lh.catalog, table, name, main_head, tbl)
         except CommitConflictError as exc:
             raise ConflictError(f"open of {table} {name} lost a race with another change ({exc})") from exc
         return Moved(Outcome.OPENED, main_head)

@@ -31,7 +31,7 @@ from wap_core.exceptions import (
 )
 from wap_core.identifiers import MAIN, TableId, validate_branch
 from wap_core.lake import catalog as cat
-from wap_core.lake.refs import commit_with_retry, point_main
+from wap_core.lake.refs import commit_with_retry, create_branch_at, point_main
 from wap_core.notify import Event
 from wap_core.security.access import Permission
 from wap_core.session import Session, session_of
@@ -361,14 +361,9 @@ def reopen(
         details["also_open_as"] = open_as  # reopened once more on purpose (again, with the reason)
     move = replace(move, details=details)
 
-    def create(t: Table) -> None:
-        t.manage_snapshots().create_branch(snapshot_id, name).commit()
-
     def commit(_: Intent) -> Moved:
         try:
-            commit_with_retry(
-                lh.catalog, table, create, retry_if=lambda t: name not in t.metadata.refs, tbl=tbl
-            )
+            create_branch_at(lh.catalog, table, name, snapshot_id, tbl)
         except CommitConflictError as exc:
             raise ConflictError(
                 f"reopen of {snapshot_id} as {table} {name} lost a race with another change ({exc})"

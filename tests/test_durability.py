@@ -287,10 +287,12 @@ def test_every_fault_point_has_a_kill_case() -> None:
     # quarantine in tests/test_quarantine.py (test_kill_at_each_point_then_reconcile), a batch's discard,
     # rollback and rebase in tests/test_batch_moves.py (test_killed_batch_discard_is_all_or_none_after_reconcile,
     # test_killed_batch_rollback_is_all_or_none_after_reconcile, test_killed_batch_rebase_is_all_or_none_after_reconcile),
-    # a replay's mark in tests/test_quarantine_replay.py (test_a_replay_killed_at_its_mark_is_reconciled)
+    # a replay's mark in tests/test_quarantine_replay.py (test_a_replay_killed_at_its_mark_is_reconciled),
+    # a job's open in tests/test_workflow.py (test_branch_open_killed_at_its_fault_points_is_reconciled)
     elsewhere = (
         "rollback",
         "reopen",
+        "_open_",
         "publish_batch",
         "quarantine",
         "discard_batch",

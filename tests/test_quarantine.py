@@ -302,8 +302,8 @@ def test_the_default_takes_only_the_failed_fail_level_checks_of_a_failed_audit(l
         "    - unique: {columns: [id], max_failing_rows: 5}\n"
     )
     try:
-        ingest(lake, notes, [src(lake, "notes0", [(1, "a", 1)])], create=True, branch="first")
-        publish(lake, notes, "first")
+        ingest(lake, notes, [src(lake, "notes0", [(1, "a", 1)])], create=True, branch="first", user="root")
+        publish(lake, notes, "first", user="root")
         failed_branch(lake, "d1", [(2, None, 1), (3, "b", -1), (3, "c", 1), (4, "d", 2)], table=notes)
         q = quarantine(lake, notes, "d1", reason="default choice", user=SAM)
         assert (q.checks, q.quarantined, q.rows_after) == (
@@ -312,7 +312,7 @@ def test_the_default_takes_only_the_failed_fail_level_checks_of_a_failed_audit(l
             3,
         )  # not range, not unique
         assert q.audit is not None and q.audit.status is CheckStatus.WARNED
-        with pytest.raises(RefusedError, match="its audit warned: nothing to repair"):
+        with pytest.raises(RefusedError, match="its audit warned: nothing to quarantine"):
             quarantine(lake, notes, "d1", reason="again", user=SAM)
         with pytest.raises(RefusedError, match="never became rows of the batch"):
             quarantine(lake, notes, "d1", checks=["malformed_rows"], reason="lines", user=SAM)

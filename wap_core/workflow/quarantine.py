@@ -336,7 +336,7 @@ def _choose(
     if audit.status.ok:
         raise move.refuse(
             RefusedError(
-                f"quarantine of {table} {branch} refused: its audit {audit.status}: nothing to repair (name a "
+                f"quarantine of {table} {branch} refused: its audit {audit.status}: nothing to quarantine (name a "
                 "check with --check to quarantine its failing rows anyway)",
                 "nothing_to_quarantine",
             )

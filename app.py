@@ -4,10 +4,24 @@ from __future__ import annotations
 
 import streamlit as st
 
-# Before the console's modules load (Spark's, PyIceberg's: seconds on a first load), the pages are routed with
-# the navigation hidden: Streamlit's first run of a server would otherwise show its own list of every file
-# of pages/ ("common", "review parts", ...) until st.navigation below replaced it.
+from pages._common import (
+    auth_configured,
+    context,
+    lakehouse,
+    md,
+    run_page,
+    secrets_problem,
+    signed_in_user,
+    spark_starter,
+    spark_status,
+    start_spark_in_background,
+)
+from wap_core import api
+from wap_core.api import Permission, spark_running
+from wap_core.exceptions import WapError
+
 st.set_page_config(page_title="WAP Console", page_icon=":material/fact_check:", layout="wide")
+
 PAGES = {
     "Lakehouse": [
         st.Page(
@@ -28,23 +42,6 @@ PAGES = {
         ),
     ],
 }
-st.navigation(PAGES, position="hidden")
-
-from pages._common import (  # noqa: E402
-    auth_configured,
-    context,
-    lakehouse,
-    md,
-    run_page,
-    secrets_problem,
-    signed_in_user,
-    spark_starter,
-    spark_status,
-    start_spark_in_background,
-)
-from wap_core import api  # noqa: E402
-from wap_core.api import Permission, spark_running  # noqa: E402
-from wap_core.exceptions import WapError  # noqa: E402
 
 # ----------------------------------------------------------------------------- the gate (before anything else)
 problem = secrets_problem()

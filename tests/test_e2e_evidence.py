@@ -194,7 +194,9 @@ def test_ingest_shows_the_referenced_tables_columns_and_a_schema_refusal_ends_it
         page.get_by_role("link", name=f"Ingest into demo.airports in batch {FAILING_BRANCH}").click()
         expect(page).to_have_url(re.compile(rf"/ingest\?table=demo\.airports&batch={FAILING_BRANCH}$"))
         expect(page.get_by_role("combobox", name="Table")).to_have_value("demo.airports")
-        expect(page.get_by_role("textbox", name="New batch name")).to_have_value(FAILING_BRANCH)  # the failing batch chosen
+        expect(page.get_by_role("textbox", name="New batch name")).to_have_value(
+            FAILING_BRANCH
+        )  # the failing batch chosen
         expect(page.get_by_text("Columns of demo.airports")).to_be_visible()
         grid = page.get_by_test_id("stDataFrame").first
         grid.locator("table").first.wait_for(state="attached")

@@ -17,6 +17,7 @@ import glob
 import io
 import logging
 import os
+import re
 import shutil
 import tempfile
 import weakref
@@ -313,6 +314,7 @@ class _SourceTraits:
     text_numbers: bool = False  # typed numbers that were text (JSON): a non-finite double is malformed
     invalid_bytes: bool = False  # the files hold bytes that are not UTF-8: a string with U+FFFD is malformed
     nested: Callable[[str], Column] | None = None  # JSON: source column -> "this row holds an object/array"
+    checks: Callable[[str], list[tuple[Column, str]]] | None = None  # source column -> more (malformed, why)
     hidden: tuple[str, ...] = ()  # columns of ``raw`` that locate a row (file, row, text), not source columns
 
 
@@ -376,6 +378,8 @@ def _prepare(
             conds.append((F.instr(src, "\ufffd") > 0, "holds bytes that are not UTF-8"))
         if isinstance(s, T.StringType) and traits.nested is not None:
             conds.append((traits.nested(mapping[f.name]), "is a JSON object or array, not a scalar"))
+        if traits.checks is not None:
+            conds += traits.checks(mapping[f.name])
         wrong = conds[0][0]
         why = F.when(conds[0][0], F.lit(conds[0][1]))
         for c, w in conds[1:]:
@@ -884,6 +888,14 @@ def json_fields(spark: SparkSession, files: list[str]) -> list[StructField]:
     return fields
 
 
+_JSON_NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"  # RFC 8259's number, as written
+
+
+def _number_text(name: str) -> str:
+    """A Java regex whose group 1 is the text of the JSON number under key ``name`` on a line."""
+    return '"' + re.escape(name) + r'"\s*:\s*(' + _JSON_NUMBER + r")\s*[,}]"
+
+
 def _read_json(
     spark: SparkSession, table: str, files: list[str], target: StructType | None
 ) -> tuple[Prepared, StructType]:
@@ -892,6 +904,12 @@ def _read_json(
     The schema is inferred as Spark's JSON reader does; the rows are then parsed line by line
     (``from_json`` over the text) so that each row keeps its line's text: it locates a malformed row, and
     tells a JSON object or array (which Spark would store in a string column as its JSON text) from a string.
+
+    A JSON number into a ``string`` or ``decimal`` column is read as its text on the line, never through a
+    double (Spark's reader would store ``1.50`` as ``"1.5"`` and ``1234567890.123456789`` as
+    ``1234567890.1234567``): the text is then judged by the rules of text (``1.50`` into a string is
+    ``"1.50"``; into a ``decimal`` it is exact or malformed). A number whose text cannot be found on its
+    line (a key written with escapes, or one a nested object shares) is malformed, never guessed.
     """
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
@@ -900,34 +918,69 @@ def _read_json(
     if target is None:
         target = T.StructType([T.StructField(f.name, f.dataType, True) for f in fields])
     mapping = match_columns(table, [f.name for f in fields], target)
+    wanted = {src: target[col].dataType for col, src in mapping.items()}
+    as_text = [
+        f.name
+        for f in fields
+        if isinstance(wanted.get(f.name), T.StringType | T.DecimalType)
+        and isinstance(f.dataType, T.StringType | T.LongType | T.DoubleType | T.DecimalType)
+    ]
+    fields = [T.StructField(f.name, T.StringType(), True) if f.name in as_text else f for f in fields]
     options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
     schema = T.StructType([*fields, T.StructField(CORRUPT, T.StringType(), True)])
     strings = [f.name for f in fields if isinstance(f.dataType, T.StringType)]
 
-    def shaped(kind: DataType) -> Column:  # the string columns read as ``kind``: not null = that shape
-        return F.from_json("__text", T.StructType([T.StructField(c, kind, True) for c in strings]), options)
+    def shaped(
+        kind: DataType, names: Sequence[str]
+    ) -> Column:  # ``names`` read as ``kind``: not null = that shape
+        return F.from_json("__text", T.StructType([T.StructField(c, kind, True) for c in names]), options)
 
     lines = spark.read.text(files).select(F.col("value").alias("__text"))
     lines = lines.where(F.trim(F.regexp_replace("__text", "^\ufeff", "")) != "")
     parsed = F.from_json("__text", schema, options)
+    numbers = shaped(T.DoubleType(), as_text) if as_text else None  # not null: a JSON number (or NaN)
+
+    def value(name: str) -> Column:
+        if numbers is None or name not in as_text:
+            return parsed[name]
+        text = F.regexp_extract("__text", _number_text(name), 1)
+        return F.when(numbers[name].isNotNull() & (text != ""), text).otherwise(parsed[name])
+
     raw = lines.select(
-        *[parsed[f.name].alias(f.name) for f in fields],
+        *[value(f.name).alias(f.name) for f in fields],
         F.coalesce(parsed[CORRUPT], F.when(parsed.isNull(), F.col("__text"))).alias(CORRUPT),
         "__text",
         *(
             [
-                shaped(T.MapType(T.StringType(), T.StringType())).alias("__nm"),
-                shaped(T.ArrayType(T.StringType())).alias("__na"),
+                shaped(T.MapType(T.StringType(), T.StringType()), strings).alias("__nm"),
+                shaped(T.ArrayType(T.StringType()), strings).alias("__na"),
             ]
             if strings
             else []
         ),
+        *([numbers.alias("__nd")] if numbers is not None else []),
     )
+
+    def number_checks(name: str) -> list[tuple[Column, str]]:
+        if name not in as_text:
+            return []
+        number = F.col("__nd")[name]
+        text = F.regexp_extract("__text", _number_text(name), 1)
+        quoted = F.col("__text").rlike('"' + re.escape(name) + r'"\s*:\s*"')  # a string, e.g. "NaN"
+        return [
+            (
+                number.isNotNull() & ~quoted & ((text == "") | ~text.cast(T.DoubleType()).eqNullSafe(number)),
+                "is a JSON number whose text could not be read from its line (NaN or Infinity, which JSON"
+                " has not; a key written with escapes; or a nested object holding the same key)",
+            )
+        ]
+
     traits = _SourceTraits(
         text_numbers=True,
         invalid_bytes=_invalid_utf8(files),
         nested=(lambda c: F.col("__nm")[c].isNotNull() | F.col("__na")[c].isNotNull()) if strings else None,
-        hidden=("__text", "__nm", "__na"),
+        checks=number_checks if as_text else None,
+        hidden=("__text", "__nm", "__na", "__nd"),
     )
     return _prepare(table, raw, target, mapping, _json_locator(files), traits=traits), target
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -29,10 +29,10 @@ from wap_core.values import to_jsonable
 from wap_core.workflow.ingest import IngestResult, ingest
 
 T = TableId("fid", "people")
-COLUMNS = ["id", "name", "score", "amount", "day", "ts", "small", "exact"]
+COLUMNS = ["id", "name", "score", "amount", "day", "ts", "small", "exact", "local"]
 DDL = (
     "id int, name string, score double, amount decimal(10,2), day date, ts timestamp, small float,"
-    " exact decimal(20,9)"
+    " exact decimal(20,9), local timestamp_ntz"
 )
 # the table's values of a good row, as Spark prints them (``cast(col as string)``)
 GOOD = {
@@ -44,6 +44,7 @@ GOOD = {
     "ts": "2024-01-02 03:04:05",
     "small": "0.5",
     "exact": "1.000000000",
+    "local": "2024-01-02 03:04:05",
 }
 ARROW = {  # the table's own Arrow types (a Parquet column of these needs no check)
     "id": pa.int32(),
@@ -54,6 +55,7 @@ ARROW = {  # the table's own Arrow types (a Parquet column of these needs no che
     "ts": pa.timestamp("us", tz="UTC"),
     "small": pa.float32(),
     "exact": pa.decimal128(20, 9),
+    "local": pa.timestamp("us"),
 }
 PY_GOOD: dict[str, Any] = {
     "id": 1,
@@ -64,6 +66,7 @@ PY_GOOD: dict[str, Any] = {
     "ts": datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC),
     "small": 0.5,
     "exact": Decimal("1.000000000"),
+    "local": datetime(2024, 1, 2, 3, 4, 5),
 }
 
 
@@ -125,6 +128,42 @@ CASES = {
         ["2.5", "1d", "0x1p3", "9007199254740993", "9007199254740992"],
         ["2.5", "9.007199254740992E15"],
         bad=[2, 3, 4],
+    ),
+    # ---- issue 39 item 1: a quoted empty field is the empty string, an empty field is NULL (CSV and JSON alike)
+    "csv-quoted-empty-string": Case("csv", "name", ["ann", '""', ""], ["ann", "", "NULL"]),
+    "csv-quoted-empty-number": Case("csv", "amount", ["1.50", '""', ""], ["1.50", "NULL"], bad=[2]),
+    "json-empty-string-number": Case("json", "amount", [Raw("1.50"), "", None], ["1.50", "NULL"], bad=[2]),
+    # ---- issue 39 item 1: a time with a zone offset into a zoneless timestamp is its UTC time, in every format
+    "csv-offset-into-ntz": Case(
+        "csv",
+        "local",
+        [
+            "2024-01-02 10:00:00",
+            "2024-01-02 10:00:00+05:00",
+            "2024-01-02T10:00:00Z",
+            "2024-01-02 10:00:00-01:30",
+            "2024-01-02 10:00:00 America/New_York",
+        ],
+        [
+            "2024-01-02 10:00:00",
+            "2024-01-02 05:00:00",
+            "2024-01-02 10:00:00",
+            "2024-01-02 11:30:00",
+            "2024-01-02 15:00:00",
+        ],
+    ),
+    "json-offset-into-ntz": Case(
+        "json",
+        "local",
+        ["2024-01-02 10:00:00+05:00", "2024-01-02T10:00:00"],
+        ["2024-01-02 05:00:00", "2024-01-02 10:00:00"],
+    ),
+    "parquet-instant-into-ntz": Case(
+        "parquet",
+        "local",
+        [datetime(2024, 1, 2, 10, tzinfo=timezone(timedelta(hours=5)))],
+        ["2024-01-02 05:00:00"],
+        arrow=pa.timestamp("us", tz="+05:00"),
     ),
     "csv-latin1-byte": Case("csv", "name", ["zoë", b"zo\xeb", "ok \ufffd kept?"], ["zoë"], bad=[2, 3]),
     "csv-bom": Case("csv", "name", ["bo", "mb"], ["bo", "mb"], bom=True),
@@ -210,6 +249,7 @@ def write_json_case(path: Path, c: Case) -> None:
         "ts": GOOD["ts"],
         "small": 0.5,
         "exact": 1.0,
+        "local": GOOD["local"],
     }
     lines = []
     for v in c.values:
@@ -251,7 +291,7 @@ def lh(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Lakehou
 
 def _stored(lh: Lakehouse, branch: str, column: str) -> list[str]:
     rows = lh.spark.sql(f"SELECT cast({column} AS string) AS v FROM {lh.sql_name(T, branch)}").collect()
-    return sorted(r.v for r in rows)
+    return sorted("NULL" if r.v is None else r.v for r in rows)
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -285,9 +325,8 @@ def test_every_value_is_stored_exactly_or_its_row_is_malformed(
             if isinstance(source, float | int) and not isinstance(source, bool):
                 assert float(s[c.column]) == pytest.approx(source, nan_ok=True), s
             elif isinstance(source, str):  # JSON's 1e400 was read as a double: its sample shows inf
-                shown = (
-                    {"1e400": "inf", "NaN": '"NaN"'} if c.fmt == "json" else {}
-                )  # the token NaN, as Spark read it
+                # as read: JSON's token NaN; CSV's quoted empty field, the empty string
+                shown = {"1e400": "inf", "NaN": '"NaN"'} if c.fmt == "json" else {'""': ""}
                 assert s[c.column] == shown.get(source, source), s
     assert any(n.startswith(f"column {c.column}: ") for n in r.narrowing) is c.narrowing, r.narrowing
     assert (

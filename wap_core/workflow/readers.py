@@ -162,6 +162,7 @@ _YEAR_TEXT = (
 )
 _PLAIN_NUMBER_TEXT = r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$"  # no 'd'/'f' suffix, no hex float
 _INTEGER_TEXT = r"^\s*[+-]?\d+\s*$"
+_ZONED_TEXT = r":\d{2}(\.\d*)?\s*(Z|[+-]\d{1,2}(:?\d{2})?|[A-Za-z][\w/+-]*)$"  # a time with a zone (offset or id)
 _SUB_MICRO_TEXT = r":\d{1,2}\.\d{6}\d*[1-9]"  # fractional seconds beyond microseconds that are not zero
 
 
@@ -361,6 +362,12 @@ def _prepare(
         s = source_type[f.name]
         src = F.col(_q(mapping[f.name]))
         cast = src.cast(f.dataType)
+        if isinstance(s, T.StringType) and isinstance(f.dataType, T.TimestampNTZType):
+            # text with a zone offset names an instant: into a zoneless column it is that instant's UTC time
+            # (as a Parquet timestamp with a zone is), never its local digits with the offset dropped
+            cast = F.when(
+                F.trim(src).rlike(_ZONED_TEXT), src.cast(T.TimestampType()).cast(f.dataType)
+            ).otherwise(cast)
         casts.append(cast.alias(f.name))
         conds = [(cast.isNull(), f"does not parse as {f.dataType.simpleString()}")]
         if isinstance(s, T.StringType) and _digits(f.dataType) is not None:
@@ -813,6 +820,22 @@ def read_source(
     return readers[fmt](lh.spark, table, files, target)
 
 
+_QUOTED_EMPTY = "\ue000wap-quoted-empty\ue000"  # what Spark reads a quoted empty field as, until told apart
+
+
+def _quoted_empties(raw: DataFrame, columns: Sequence[str]) -> DataFrame:
+    """A quoted empty CSV field (``""``) is the empty string, an empty field is no value (NULL); Spark reads
+    both as NULL. The empty string is then judged as any text: stored in a string column, malformed in a
+    column of another type (there is no empty number or date), as a JSON ``""`` is."""
+    from pyspark.sql import functions as F
+
+    def field(name: str) -> Column:
+        col = F.col(_q(name))
+        return F.when(col == _QUOTED_EMPTY, F.lit("")).otherwise(col).alias(name)
+
+    return raw.select(*[field(c) if c in columns else F.col(_q(c)) for c in raw.columns])
+
+
 def _read_csv(
     spark: SparkSession, table: str, files: list[str], target: StructType | None
 ) -> tuple[Prepared, StructType]:
@@ -847,7 +870,14 @@ def _read_csv(
             [T.StructField(h, T.StringType(), True) for h in header]
             + [T.StructField(CORRUPT, T.StringType(), True)]
         )
-        raw = _csv_reader(spark.read).option("columnNameOfCorruptRecord", CORRUPT).schema(schema).csv(files)
+        raw = (
+            _csv_reader(spark.read)
+            .option("columnNameOfCorruptRecord", CORRUPT)
+            .option("emptyValue", _QUOTED_EMPTY)
+            .schema(schema)
+            .csv(files)
+        )
+        raw = _quoted_empties(raw, header)
         prepared = _prepare(
             table,
             raw,

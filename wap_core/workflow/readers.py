@@ -162,7 +162,9 @@ _YEAR_TEXT = (
 )
 _PLAIN_NUMBER_TEXT = r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$"  # no 'd'/'f' suffix, no hex float
 _INTEGER_TEXT = r"^\s*[+-]?\d+\s*$"
-_ZONED_TEXT = r":\d{2}(\.\d*)?\s*(Z|[+-]\d{1,2}(:?\d{2})?|[A-Za-z][\w/+-]*)$"  # a time with a zone (offset or id)
+_ZONED_TEXT = (
+    r":\d{2}(\.\d*)?\s*(Z|[+-]\d{1,2}(:?\d{2})?|[A-Za-z][\w/+-]*)$"  # a time with a zone (offset or id)
+)
 _SUB_MICRO_TEXT = r":\d{1,2}\.\d{6}\d*[1-9]"  # fractional seconds beyond microseconds that are not zero
 
 
@@ -319,6 +321,19 @@ class _SourceTraits:
     hidden: tuple[str, ...] = ()  # columns of ``raw`` that locate a row (file, row, text), not source columns
 
 
+def _cast(src: Column, s: DataType, t: DataType) -> Column:
+    """``src`` (of source type ``s``) cast to ``t``: Spark's cast, except that text with a zone names an
+    instant, which a zoneless column holds as its UTC time (as a Parquet timestamp with a zone becomes),
+    never as its local digits with the zone dropped."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if isinstance(s, T.StringType) and isinstance(t, T.TimestampNTZType):
+        zoned = F.trim(src).rlike(_ZONED_TEXT)
+        return F.when(zoned, src.cast(T.TimestampType()).cast(t)).otherwise(src.cast(t))
+    return src.cast(t)
+
+
 def _prepare(
     table: str,
     raw: DataFrame,
@@ -361,13 +376,7 @@ def _prepare(
     for f in target.fields:
         s = source_type[f.name]
         src = F.col(_q(mapping[f.name]))
-        cast = src.cast(f.dataType)
-        if isinstance(s, T.StringType) and isinstance(f.dataType, T.TimestampNTZType):
-            # text with a zone offset names an instant: into a zoneless column it is that instant's UTC time
-            # (as a Parquet timestamp with a zone is), never its local digits with the offset dropped
-            cast = F.when(
-                F.trim(src).rlike(_ZONED_TEXT), src.cast(T.TimestampType()).cast(f.dataType)
-            ).otherwise(cast)
+        cast = _cast(src, s, f.dataType)
         casts.append(cast.alias(f.name))
         conds = [(cast.isNull(), f"does not parse as {f.dataType.simpleString()}")]
         if isinstance(s, T.StringType) and _digits(f.dataType) is not None:

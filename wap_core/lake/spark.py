@@ -185,6 +185,10 @@ def session_conf(settings: Settings) -> dict[str, str]:
         "spark.sql.shuffle.partitions": str(settings.shuffle_partitions),
         "spark.default.parallelism": str(settings.shuffle_partitions),
         "spark.sql.session.timeZone": "UTC",
+        # Parquet dates and times as written (the proleptic Gregorian calendar of Arrow and Spark 3+): Spark's
+        # default refuses a date before 1582 or a time before 1900 from a file it did not write itself
+        "spark.sql.parquet.datetimeRebaseModeInRead": "CORRECTED",
+        "spark.sql.parquet.int96RebaseModeInRead": "CORRECTED",
         "spark.driver.memory": settings.spark_driver_memory,
         "spark.ui.enabled": str(settings.spark_ui).lower(),
         "spark.sql.adaptive.enabled": "true",

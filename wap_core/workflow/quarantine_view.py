@@ -34,6 +34,7 @@ from wap_core.workflow.quarantine import quarantine_table_id
 
 if TYPE_CHECKING:
     import pandas as pd
+    import pyarrow as pa
     from pyspark.sql import DataFrame
 
     from wap_core.lakehouse import Lakehouse
@@ -248,7 +249,9 @@ def quarantine_rows(
 
 def _export_frame(
     lh: Lakehouse, table: TableId, batch: str | None, check: str | None, fmt: str, user: str | None = None
-) -> pd.DataFrame:
+) -> pa.Table:
+    """The rows to export as Arrow, each column in its table's type (Spark's own Arrow collection, never
+    through pandas: an integer column with a NULL would become floats, a bigint above 2^53 a rounded double)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import ArrayType
 
@@ -268,8 +271,29 @@ def _export_frame(
         [F.col("_wap_quarantined_at")] if "_wap_quarantined_at" in frame.columns else []
     )
     with _bounded(lh, user, f"the export of the quarantined rows of {table}"):
-        out: pd.DataFrame = frame.orderBy(*order).toPandas()
-    return out
+        return _arrow(frame.orderBy(*order))
+
+
+def _arrow(frame: DataFrame) -> pa.Table:
+    """``frame`` collected as one Arrow table of its own schema's types (none lost on the way)."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    schema = to_arrow_schema(frame.schema)
+    batches = frame._collect_as_arrow()  # Spark 3.5's own Arrow collection (public toArrow() from 4.0)
+    return pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
+
+
+def _write(rows: pa.Table, fmt: str, where: str | io.BytesIO) -> None:
+    """``rows`` as CSV (each value's exact text: integers and decimals as written, NULL as an empty field,
+    the empty string as ``""``, timestamps with their zone) or Parquet (the table's own types)."""
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    if fmt == "csv":
+        pcsv.write_csv(rows, where)
+    else:
+        pq.write_table(rows, where)
 
 
 def export_bytes(
@@ -282,12 +306,9 @@ def export_bytes(
     user: str | None = None,
 ) -> bytes:
     """The quarantined rows of ``table`` (of ``batch``, failing ``check``) as one CSV or Parquet file's bytes."""
-    frame = _export_frame(lh, table, batch, check, fmt, user)
+    rows = _export_frame(lh, table, batch, check, fmt, user)
     buf = io.BytesIO()
-    if fmt == "csv":
-        frame.to_csv(buf, index=False)
-    else:
-        frame.to_parquet(buf, index=False)
+    _write(rows, fmt, buf)
     return buf.getvalue()
 
 
@@ -312,15 +333,12 @@ def export_quarantine(
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     os.close(fd)
     try:
-        if fmt == "csv":
-            frame.to_csv(tmp, index=False)
-        else:
-            frame.to_parquet(tmp, index=False)
+        _write(frame, fmt, tmp)
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    log.info("exported %d quarantined rows of %s to %s", len(frame), table, target)
+    log.info("exported %d quarantined rows of %s to %s", frame.num_rows, table, target)
     return ExportResult(
-        str(table), str(quarantine_table_id(table)), batch, check, fmt, str(target), len(frame)
+        str(table), str(quarantine_table_id(table)), batch, check, fmt, str(target), frame.num_rows
     )

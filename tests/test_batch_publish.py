@@ -606,3 +606,58 @@ def test_a_published_batch_name_is_not_reused_and_a_member_discarded_alone_leave
     assert [m.table for m in store.open_members(lake.journal.engine, "leave")] == [str(T1)]
     put(T2, None, "leave_again", branch="leave")  # a plain branch of that name: not the batch's
     assert load_batch(lake, "leave").table_ids == (T1,)
+
+
+def _publish_paused(lh: Lakehouse, name: str, seconds: int) -> tuple[threading.Thread, list[BaseException]]:
+    """``publish_batch(name)`` as root on a thread, held ``seconds`` after its intents are committed."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            publish_batch(as_(lh, "root"), name)
+        except Exception as exc:
+            errors.append(exc)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(PAUSE_ENV, f"after_publish_batch_intents={seconds}")
+        th = threading.Thread(target=run)
+        th.start()
+        _wait_pending(lh, name, 2)
+    return th, errors
+
+
+def test_a_table_never_joins_a_batch_whose_publish_is_in_flight(lake: Lakehouse) -> None:
+    # issue 39 item 4: a table that joined while the publish was in flight was left behind as an open member
+    heads = stage(lake, [T1, T2], "late1", 90)
+    th, errors = _publish_paused(lake, "late1", 15)
+    src = Path(lake.settings.home) / "src"
+    with pytest.raises(ConflictError, match="cannot join batch late1: its publish is in flight"):
+        ingest(
+            lake, T3, [write_csv(src / "late1.csv", ("id", "name"), [(91, "late")])], batch="late1", user=SAM
+        )
+    th.join(120)
+    assert errors == []
+    assert mains(lake, [T1, T2]) == heads  # the batch published whole
+    assert "late1" not in lake.catalog.load_table(T3.tuple).metadata.refs  # nothing written for planes
+    closed = {m.table: m.closed_as for m in store.members(lake.journal.engine, "late1")}
+    assert closed == {str(T1): "published", str(T2): "published", str(T3): "refused"}
+    refused = [e for e in lake.journal.history(str(T3), branch="late1", action=Action.INGEST) if e.intent_id]
+    assert [e.outcome for e in refused] == [Outcome.REFUSED]
+
+
+def test_a_publish_that_finds_a_table_joined_since_it_read_the_batch_moves_nothing(lake: Lakehouse) -> None:
+    # the other order: planes joined (and wrote its branch) after the publish read the batch, before the
+    # publish's intents: the publish sees it once its intents are committed and refuses the whole batch
+    stage(lake, [T1, T2], "late2", 92)
+    before = mains(lake)
+    th, errors = _publish_paused(lake, "late2", 3)
+    stage(lake, [T3], "late2", 93)  # joined without the in-flight check: as if its join came just before
+    th.join(120)
+    assert len(errors) == 1 and isinstance(errors[0], ConflictError), errors
+    assert "bp.planes joined batch late2 after its tables were read" in str(errors[0])
+    assert mains(lake) == before
+    assert {e.outcome for e in journal_rows(lake, "late2")} == {Outcome.REFUSED}
+    # published again, the batch takes planes with it
+    done = publish_batch(as_(lake, "root"), "late2")
+    assert [r.table for r in done.tables] == [str(T1), str(T2), str(T3)]
+    assert {m.closed_as for m in store.members(lake.journal.engine, "late2")} == {"published"}

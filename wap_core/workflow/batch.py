@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from pyiceberg.table import Table
 
-from wap_core.exceptions import NotFoundError, RefusedError, ValidationError
+from wap_core.exceptions import ConflictError, NotFoundError, RefusedError, ValidationError
 from wap_core.identifiers import MAIN, TableId, validate_branch
 from wap_core.lake import catalog as cat
 from wap_core.session import Session
@@ -191,6 +191,46 @@ def refuse_a_published_name(session: Session, action: Action, table: TableId, na
             table=table,
             branch=name,
         )
+
+
+def publish_in_flight(lh: Lakehouse, name: str) -> list[str]:
+    """The tables of batch ``name`` whose publish is announced and not resolved (a publish in flight)."""
+    return sorted(
+        i.table for i in lh.journal.pending_intents() if i.action is Action.PUBLISH and i.branch == name
+    )
+
+
+def joined_since(lh: Lakehouse, batch: Batch) -> list[str]:
+    """Tables that joined ``batch`` after it was read and are writing or have written its branch: what a
+    publish of ``batch`` would leave behind as open members of a published batch."""
+    known = {str(t) for t in batch.table_ids}
+    late = []
+    for m in store.open_members(lh.journal.engine, batch.name):
+        if m.table in known or m.table in late:
+            continue
+        writing = lh.journal.pending_intent_on(m.table, batch.name) is not None
+        try:
+            has_branch = batch.name in lh.table(TableId.parse(m.table)).metadata.refs
+        except NotFoundError:
+            has_branch = False
+        if writing or has_branch:
+            late.append(m.table)
+    return sorted(late)
+
+
+def refuse_a_join_in_flight(lh: Lakehouse, name: str, table: TableId) -> None:
+    """After ``table`` joined batch ``name`` (its membership committed): a ConflictError, the membership closed
+    ``refused``, when the batch's publish is in flight. A publish reads its members after its intents are
+    committed, and a join looks for those intents after its membership is: one of the two sees the other,
+    so a table never joins a batch that publishes without it."""
+    busy = publish_in_flight(lh, name)
+    if not busy:
+        return
+    store.close_members(lh.journal.engine, name, [str(table)], "refused")
+    raise ConflictError(
+        f"{table} cannot join batch {name}: its publish is in flight ({', '.join(busy)}); nothing was written."
+        " A published batch's name is not reused: write the table in a batch of another name"
+    )
 
 
 def join(lh: Lakehouse, name: str, table: TableId, user: str) -> list[TableId]:

@@ -62,7 +62,7 @@ from wap_core.states import Action, Outcome, PublishOutcome
 from wap_core.store import batches as store
 from wap_core.store.journal import Intent
 from wap_core.values import JsonObject
-from wap_core.workflow.batch import Batch, batch_tag, load_batch_tables
+from wap_core.workflow.batch import Batch, batch_tag, joined_since, load_batch_tables
 from wap_core.workflow.batch_status import BatchReadiness, batch_readiness
 from wap_core.workflow.publish import DiscardResult, PublishResult
 from wap_core.workflow.reconcile import reconcile
@@ -234,6 +234,12 @@ def publish_batch(
         # if its pointer moved since. A MultiTableConflictError (the table that lost) is a lost race, unless
         # every main and branch is still where the readiness saw it (another branch's commit moved a
         # pointer): then once more from fresh metadata, as a one-table publish retries.
+        late = joined_since(lh, batch)  # read after the intents are committed (see refuse_a_join_in_flight)
+        if late:
+            raise ConflictError(
+                f"{', '.join(late)} joined batch {name} after its tables were read: publishing would leave"
+                " it behind; audit and publish the batch again"
+            )
         try:
             attempt(bases)
         except MultiTableConflictError:

@@ -51,7 +51,7 @@ from wap_core.states import Action, CheckStatus, Outcome
 from wap_core.store.journal import Intent
 from wap_core.values import JSON, JsonObject, JsonOrder, omit_none, seconds_view
 from wap_core.workflow.audit import AuditResult, audit_branch
-from wap_core.workflow.batch import branch_for, refuse_a_published_name
+from wap_core.workflow.batch import branch_for, refuse_a_join_in_flight, refuse_a_published_name
 from wap_core.workflow.batch import join as join_batch
 from wap_core.workflow.batch_audit import reaudit_stale
 from wap_core.workflow.quarantine_policy import PolicyQuarantine, announces_at_once, apply_policy
@@ -396,7 +396,7 @@ def _ingest(
         "wap.malformed-rows": str(prepared.malformed),
         "wap.malformed-sample": sample_json(prepared.sample),  # trimmed before serialising: valid JSON
     }
-    writer = _BatchWriter(lh, table, move.branch, user, exists, target, prepared, suite, props)
+    writer = _BatchWriter(lh, table, move.branch, user, exists, target, prepared, suite, props, batch)
     move.run(writer.write, intent=intent)  # fault points after_ingest_intent / after_ingest_commit
     branch, created, metrics, lin = move.branch, writer.created, writer.metrics, writer.lineage
     assert lin is not None
@@ -445,6 +445,7 @@ class _BatchWriter:
     prepared: Prepared
     suite: Suite
     props: dict[str, str]
+    batch: str | None = None  # the batch the table joined for this write
     created: bool = False
     metrics: JsonObject | None = None
     lineage: cat.Lineage | None = None
@@ -452,6 +453,10 @@ class _BatchWriter:
     def write(self, intent: Intent) -> Moved:
         """Create the table if new, then the branch, then write the rows (undone if the write fails)."""
         lh, table, branch = self.lh, self.table, self.branch
+        if (
+            self.batch is not None
+        ):  # joined: refused (journaled, nothing written) if the batch's publish is in flight
+            refuse_a_join_in_flight(lh, self.batch, table)
         if not self.exists:
             self._create_table()
         with_commit_retry(lambda: lh.spark.sql(f"ALTER TABLE {lh.sql_name(table)} CREATE BRANCH `{branch}`"))

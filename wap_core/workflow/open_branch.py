@@ -33,7 +33,7 @@ from wap_core.session import Session, session_of
 from wap_core.states import Action, Outcome
 from wap_core.store.journal import Intent
 from wap_core.values import Record
-from wap_core.workflow.batch import branch_for, refuse_a_published_name
+from wap_core.workflow.batch import branch_for, refuse_a_join_in_flight, refuse_a_published_name
 from wap_core.workflow.batch import join as join_batch
 from wap_core.workflow.reconcile import reconciled_table
 from wap_core.workflow.refmove import Moved, RefMove
@@ -112,6 +112,8 @@ def open_branch(
         join_batch(lh, batch, table, user)
 
     def commit(_: Intent) -> Moved:
+        if batch is not None:  # refused (journaled, no branch made) if the batch's publish is in flight
+            refuse_a_join_in_flight(lh, batch, table)
         try:
             create_branch_at(lh.catalog, table, name, main_head, tbl)
         except CommitConflictError as exc:

@@ -235,7 +235,8 @@ class Bench:
 
         # 6b: right after a publish main has a new snapshot; its profile is merged from main at the
         # fork + the reviewed batch's profile, so the next review does not rescan main either.
-        from wap_core.workflow.publish import discard, publish
+        from wap_core.workflow.discard import discard
+        from wap_core.workflow.publish import publish
 
         merged_t: list[float] = []
         sources: list[str] = []

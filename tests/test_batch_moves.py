@@ -38,7 +38,8 @@ from wap_core.states import Action, Outcome, RebaseOutcome
 from wap_core.store import batches as store
 from wap_core.workflow.batch import join
 from wap_core.workflow.batch_moves import batch_rollback_state, rebase_batch, rollback_batch
-from wap_core.workflow.batch_publish import discard_batch, publish_batch
+from wap_core.workflow.batch_publish import publish_batch
+from wap_core.workflow.discard import discard_batch
 from wap_core.workflow.reconcile import reconcile
 
 T1, T2, T3 = (TableId("bm", n) for n in ("airports", "flights", "planes"))

@@ -48,8 +48,9 @@ from wap_core.states import Action, Outcome, PublishOutcome
 from wap_core.store import batches as store
 from wap_core.workflow.audit import audit_branch
 from wap_core.workflow.batch import join, load_batch
-from wap_core.workflow.batch_publish import discard_batch, publish_batch
+from wap_core.workflow.batch_publish import publish_batch
 from wap_core.workflow.batch_status import batch_readiness
+from wap_core.workflow.discard import discard_batch
 from wap_core.workflow.ingest import ingest
 from wap_core.workflow.publish import publish
 from wap_core.workflow.reconcile import reconcile
@@ -577,7 +578,7 @@ def test_a_published_batch_name_is_not_reused_and_a_member_discarded_alone_leave
     """Issue 39 item 4: the tag batch-<name> is never split (the name of a published batch is refused, journaled,
     before anything is written); a table's branch discarded alone leaves its batch (a later branch of that
     name on that table is a plain branch, publishable on its own)."""
-    from wap_core.workflow.publish import discard
+    from wap_core.workflow.discard import discard
 
     src = Path(lake.settings.home) / "src"
 

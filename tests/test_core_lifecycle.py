@@ -16,8 +16,9 @@ from wap_core import TableId
 from wap_core.exceptions import NotFoundError, RefusedError, SchemaMismatchError, SourceError, ValidationError
 from wap_core.lake.catalog import lineage
 from wap_core.workflow.audit import run_audit
+from wap_core.workflow.discard import discard
 from wap_core.workflow.ingest import ingest
-from wap_core.workflow.publish import discard, publish, publish_readiness, rebase
+from wap_core.workflow.publish import publish, publish_readiness, rebase
 
 T = TableId("demo", "people")
 HEADER = ["id", "name", "age"]

@@ -30,8 +30,9 @@ from wap_core.cli import main
 from wap_core.faults import FAULT_EXIT_CODE, FAULT_POINTS, fault_point
 from wap_core.lake.catalog import lineage
 from wap_core.store.journal import _machine, utcnow
+from wap_core.workflow.discard import discard
 from wap_core.workflow.ingest import ingest
-from wap_core.workflow.publish import discard, publish, publish_readiness, rebase
+from wap_core.workflow.publish import publish, publish_readiness, rebase
 from wap_core.workflow.reconcile import reconcile
 from wap_core.workflow.status import list_branches
 
@@ -273,8 +274,33 @@ CASES = [
     *_kills(
         _argv("discard", "demo.people", "junk", "--reason", "duplicate ids"),
         _setup_branch("junk", [(1, "dup")]),
-        ("after_discard_intent", "abandoned", False, _untouched("junk"), _after_discard_abandoned, HISTORY),
-        ("after_discard_commit", "discarded", True, _no_branch("junk"), _after_nothing, BRANCHES),
+        # a branch is a discard's batch of one: the batch path's points (a batch's own: test_batch_moves.py)
+        (
+            "after_discard_batch_intents",
+            "abandoned",
+            False,
+            _untouched("junk"),
+            _after_discard_abandoned,
+            HISTORY,
+        ),
+        (
+            "after_discard_batch_write",
+            "abandoned",
+            False,
+            _untouched("junk"),
+            _after_discard_abandoned,
+            BRANCHES,
+        ),
+        (
+            "in_discard_batch_transaction",
+            "abandoned",
+            False,
+            _untouched("junk"),
+            _after_discard_abandoned,
+            HISTORY,
+        ),
+        ("after_discard_batch_commit", "discarded", True, _no_branch("junk"), _after_nothing, BRANCHES),
+        ("before_discard_batch_outcome", "discarded", True, _no_branch("junk"), _after_nothing, HISTORY),
         reason="duplicate ids",
     ),
 ]
@@ -295,7 +321,6 @@ def test_every_fault_point_has_a_kill_case() -> None:
         "_open_",
         "publish_batch",
         "quarantine",
-        "discard_batch",
         "rebase_batch",
         "replay_mark",
     )

@@ -503,7 +503,7 @@ def test_a_failure_is_journaled_after_the_retries_with_the_masked_url(
 def test_a_broken_notify_file_never_fails_the_action_and_is_journaled(tmp_path: Path) -> None:
     lh = meta_lakehouse(tmp_path, "webhooks:\n  - url: http://127.0.0.1:9/h\n    events: [publishd]\n")
     head = pyiceberg_branch(lh)
-    from wap_core.workflow.publish import discard
+    from wap_core.workflow.discard import discard
 
     res = discard(
         lh, TableId("demo", "t"), "b1", reason="not needed"
@@ -653,7 +653,7 @@ def test_a_publish_recorded_by_reconciliation_is_notified(tmp_path: Path, receiv
 
 def test_an_authorization_refusal_is_notified(tmp_path: Path, receiver: Receiver) -> None:
     from wap_core.exceptions import AccessDeniedError
-    from wap_core.workflow.publish import discard
+    from wap_core.workflow.discard import discard
 
     lh = meta_lakehouse(
         tmp_path,
@@ -771,8 +771,9 @@ class Flow:
 @pytest.fixture(scope="module")
 def flow(tmp_path_factory: pytest.TempPathFactory, spark_session: None) -> Iterator[Flow]:
     """Real ingests, audits, publishes and a discard on real Spark and Iceberg, webhooks on a real receiver."""
+    from wap_core.workflow.discard import discard
     from wap_core.workflow.ingest import ingest
-    from wap_core.workflow.publish import discard, publish
+    from wap_core.workflow.publish import publish
 
     receiver = Receiver()
     home = tmp_path_factory.mktemp("notify-flow")

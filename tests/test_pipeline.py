@@ -20,7 +20,7 @@ from wap_core import Lakehouse, TableId
 from wap_core import pipeline as pl
 from wap_core.exceptions import AuditFailedError, BatchRejectedError, RefusedError, ValidationError
 from wap_core.values import to_jsonable
-from wap_core.workflow.publish import discard
+from wap_core.workflow.discard import discard
 from wap_core.workflow.review import approve, request_changes
 
 ACCESS = """\

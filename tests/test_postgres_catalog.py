@@ -13,8 +13,9 @@ from helpers import refs, write_csv
 
 from wap_core import Lakehouse, Settings, TableId
 from wap_core.exceptions import RefusedError
+from wap_core.workflow.discard import discard
 from wap_core.workflow.ingest import ingest
-from wap_core.workflow.publish import discard, publish
+from wap_core.workflow.publish import publish
 
 pytestmark = pytest.mark.postgres
 

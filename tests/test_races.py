@@ -31,8 +31,9 @@ from wap_core.faults import PAUSE_ENV
 from wap_core.states import Action, Outcome
 from wap_core.store.journal import utcnow
 from wap_core.values import to_jsonable
+from wap_core.workflow.discard import discard
 from wap_core.workflow.ingest import ingest
-from wap_core.workflow.publish import discard, publish
+from wap_core.workflow.publish import publish
 from wap_core.workflow.reconcile import reconcile
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -235,7 +236,7 @@ def test_the_loser_held_between_its_read_and_its_intent_is_journaled_refused(
     if winner == "publish":
         t, lost = _held(
             monkeypatch,
-            "before_discard_intent",
+            "before_discard_batch_intents",
             4.0,
             lambda: discard(loser_lh, T, branch, reason="race", user="dan"),
         )
@@ -283,7 +284,7 @@ def test_two_discards_of_one_branch_record_one_discard_and_one_refusal(lh, monke
     loser_lh = Lakehouse(lh.settings)
     t, lost = _held(
         monkeypatch,
-        "before_discard_intent",
+        "before_discard_batch_intents",
         4.0,
         lambda: discard(loser_lh, T, branch, reason="late", user="dan"),
     )

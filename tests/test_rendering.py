@@ -22,8 +22,9 @@ from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
 
 from wap_core import Lakehouse, TableId
+from wap_core.workflow.discard import discard
 from wap_core.workflow.ingest import ingest
-from wap_core.workflow.publish import discard, publish
+from wap_core.workflow.publish import publish
 
 ITEMS = TableId("shop", "items")
 HOSTILE = "![p](http://127.0.0.1:9/x.png) [link](http://evil) <img src=x onerror=alert(1)> **bold** :red[x]"

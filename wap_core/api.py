@@ -85,13 +85,15 @@ from wap_core.workflow.batch_moves import BatchRebaseResult, BatchRollbackResult
 from wap_core.workflow.batch_moves import batch_rollback_state as _batch_rollback_state
 from wap_core.workflow.batch_moves import rebase_batch as _rebase_batch
 from wap_core.workflow.batch_moves import rollback_batch as _rollback_batch
-from wap_core.workflow.batch_publish import BatchDiscardResult, BatchPublishResult
-from wap_core.workflow.batch_publish import discard_batch as _discard_batch
+from wap_core.workflow.batch_publish import BatchPublishResult
 from wap_core.workflow.batch_publish import publish_batch as _publish_batch
 from wap_core.workflow.batch_status import BatchReadiness, BatchRow, TableReadiness
 from wap_core.workflow.batch_status import batch_readiness as _batch_readiness
 from wap_core.workflow.batch_status import batch_rows as _batch_rows
 from wap_core.workflow.demo import seed_demo as _seed_demo
+from wap_core.workflow.discard import BatchDiscardResult, DiscardResult
+from wap_core.workflow.discard import discard as _discard
+from wap_core.workflow.discard import discard_batch as _discard_batch
 from wap_core.workflow.gc import GcResult
 from wap_core.workflow.gc import collect_garbage as _collect_garbage
 from wap_core.workflow.ingest import (
@@ -107,8 +109,7 @@ from wap_core.workflow.ingest import ingest as _ingest
 from wap_core.workflow.ingest import target_columns as _target_columns
 from wap_core.workflow.open_branch import OpenedBranch
 from wap_core.workflow.open_branch import open_branch as _open_branch
-from wap_core.workflow.publish import DiscardResult, PublishCheck, PublishResult, RebaseResult
-from wap_core.workflow.publish import discard as _discard
+from wap_core.workflow.publish import PublishCheck, PublishResult, RebaseResult
 from wap_core.workflow.publish import publish as _publish
 from wap_core.workflow.publish import publish_readiness as _publish_readiness
 from wap_core.workflow.publish import rebase as _rebase

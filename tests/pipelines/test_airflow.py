@@ -54,7 +54,8 @@ from wap_core import TableId  # noqa: E402
 from wap_core.identifiers import MAIN  # noqa: E402
 from wap_core.lake import catalog as cat  # noqa: E402
 from wap_core.states import Action  # noqa: E402
-from wap_core.workflow.publish import discard, publish  # noqa: E402
+from wap_core.workflow.discard import discard  # noqa: E402
+from wap_core.workflow.publish import publish  # noqa: E402
 from wap_core.workflow.review import approve  # noqa: E402
 
 ORDERS = TableId("demo", "orders")

@@ -24,7 +24,7 @@ from helpers import write_csv
 
 from wap_core import TableId
 from wap_core.states import Action
-from wap_core.workflow.publish import discard
+from wap_core.workflow.discard import discard
 from wap_core.workflow.review import approve
 
 REVIEWED = TableId("demo", "reviewed")

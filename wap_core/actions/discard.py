@@ -1,4 +1,5 @@
-"""discard: drop an audit branch (main untouched)."""
+"""discard: drop an audit branch, or every table's branch of a batch (mains untouched): one path, a branch
+being a batch of one (:mod:`wap_core.workflow.discard`)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,17 @@ ACTION = ActionSpec(
     outcomes=("discarded",),
     permission=DISCARD,
     moves_ref=True,
-    faults=("after_discard_intent", "after_discard_commit"),  # intent -> branch removed -> outcome
-    pauses=("before_discard_intent",),  # the race tests hold the loser here
+    # intents (one per table, one transaction) -> every table's new metadata file written -> the pointer swap
+    # (inside the database transaction, then committed) -> the outcome rows (one transaction)
+    faults=(
+        "after_discard_batch_intents",
+        "after_discard_batch_write",
+        "in_discard_batch_transaction",
+        "after_discard_batch_commit",
+        "before_discard_batch_outcome",
+    ),
+    # the race tests hold the loser before its intents (after its read), or a batch's discard after them
+    pauses=("before_discard_batch_intents", "after_discard_batch_intents"),
     events=(DISCARDED,),
     function="discard",
     cli=CliCommand(

@@ -33,7 +33,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
 from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
 from pyiceberg.table.update import (
     AssertRefSnapshotId,
@@ -232,6 +232,8 @@ def _commit_rest(catalog: Catalog, ordered: Sequence[TableCommit], after_write: 
 
     if not isinstance(catalog, RestCatalog):
         raise ValidationError(f"no multi-table commit on a {type(catalog).__name__}")
+    if len(ordered) == 1:  # one pointer: the catalog's own table commit (every REST catalog has it)
+        return [_commit_one(catalog, ordered[0], after_write)]
     body: JsonObject = {
         "table-changes": [
             {
@@ -260,6 +262,19 @@ def _commit_rest(catalog: Catalog, ordered: Sequence[TableCommit], after_write: 
         now = catalog.load_table(c.table.tuple)
         moved.append(Committed(c.table, c.base.metadata_location, now.metadata_location))
     return moved
+
+
+def _commit_one(catalog: Catalog, c: TableCommit, after_write: Hook) -> Committed:
+    """One table's updates by the catalog's single-table commit (its requirements checked by the catalog)."""
+    after_write()
+    try:
+        catalog.commit_table(c.base, c.requirements, c.updates)
+    except CommitFailedException as exc:
+        raise MultiTableConflictError(c.table, str(exc)) from exc
+    except NoSuchTableError as exc:
+        raise MultiTableConflictError(c.table, "the table does not exist on the catalog any more") from exc
+    now = catalog.load_table(c.table.tuple)
+    return Committed(c.table, c.base.metadata_location, now.metadata_location)
 
 
 _MISSING_TYPES = ("NoSuchTableException", "NoSuchNamespaceException", "NoSuchIcebergTableException")

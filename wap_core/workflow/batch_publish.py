@@ -23,10 +23,8 @@ readiness saw it (another ref's commit moved a pointer) is the commit tried once
 killed in between leaves pending intents that :mod:`wap_core.workflow.reconcile` decides per table from
 the metadata, under the original user; on the JDBC catalog either every main moved or none did.
 
-``discard_batch`` takes the same path: every table's branch removed in one multi-table commit, all or none.
-
-The kill points (``WAP_FAULT``) are declared in :mod:`wap_core.actions.publish_batch` and
-:mod:`wap_core.actions.discard_batch`.
+The kill points (``WAP_FAULT``) are declared in :mod:`wap_core.actions.publish_batch`. A discard, of one
+table's branch or of a batch, is :mod:`wap_core.workflow.discard`.
 """
 
 from __future__ import annotations
@@ -54,7 +52,6 @@ from wap_core.lake.multitable import (
     atomicity,
     commit_tables,
     fast_forward,
-    ref_changes,
 )
 from wap_core.security.access import Permission
 from wap_core.session import Session
@@ -64,7 +61,7 @@ from wap_core.store.journal import Intent
 from wap_core.values import JsonObject
 from wap_core.workflow.batch import Batch, batch_tag, joined_since, load_batch_tables
 from wap_core.workflow.batch_status import BatchReadiness, batch_readiness
-from wap_core.workflow.publish import DiscardResult, PublishResult
+from wap_core.workflow.publish import PublishResult
 from wap_core.workflow.reconcile import reconcile
 from wap_core.workflow.refmove import BatchMove, Notice, TableMove
 from wap_core.workflow.review import review_state, second_admin_approval
@@ -85,15 +82,6 @@ class BatchPublishResult:
     tag: str | None
     atomicity: Atomicity
     forced: bool = False
-    reason: str | None = None
-
-
-@dataclass(frozen=True)
-class BatchDiscardResult:
-    """The outcome of a batch discard: every table's removed branch."""
-
-    batch: str
-    tables: tuple[DiscardResult, ...]
     reason: str | None = None
 
 
@@ -264,63 +252,3 @@ def publish_batch(
         for t in batch.tables
     )
     return BatchPublishResult(name, PublishOutcome.PUBLISHED, results, tag, ready.atomicity, forced, reason)
-
-
-def discard_batch(session: Session, name: str, *, reason: str | None = None) -> BatchDiscardResult:
-    """Remove every table's branch of batch ``name``, all or none, in one multi-table commit (mains untouched).
-
-    The path of a batch publish (:class:`~wap_core.workflow.refmove.BatchMove`): one ``discard`` intent per
-    table in one journal transaction, every branch removal in ONE :func:`~wap_core.lake.multitable.commit_tables`
-    (each required still at the head the batch was read at), every outcome and the memberships' closing in one
-    transaction, one notification. A branch that moved since it was read refuses the whole discard (journaled
-    ``refused`` naming the table): no branch went.
-    """
-    s = session
-    lh = s.lakehouse
-    validate_branch(name)
-    batch = _open_batch(s, name)
-    for t in batch.tables:
-        s.authorize(Permission.DISCARD, table=t.table, branch=name)
-    move = BatchMove(
-        s,
-        Action.DISCARD,
-        name,
-        tuple(TableMove(t.table, t.head, None) for t in batch.tables),
-        reason,
-        {"batch": name, "tables": {str(t.table): {"head": t.head} for t in batch.tables}},
-    )
-    bases: dict[str, Table] = {}
-    for t in batch.tables:
-        tbl = lh.table(t.table)
-        if cat.ref_snapshot_id(tbl, name) != t.head:
-            exc = ConflictError(
-                f"discard of batch {name} refused: {t.table}'s branch moved since the batch was read;"
-                " no branch of the batch was removed"
-            )
-            raise move.refuse(exc)
-        bases[str(t.table)] = tbl
-
-    def commit(
-        _: list[Intent],
-    ) -> None:  # a MultiTableConflictError (the table whose branch moved) refuses all
-        commit_tables(
-            lh.catalog,
-            [
-                ref_changes(t.table, bases[str(t.table)], expect={name: t.head}, remove=(name,))
-                for t in batch.tables
-            ],
-            after_write=lambda: fault_point("after_discard_batch_write"),
-            in_transaction=lambda: fault_point("in_discard_batch_transaction"),
-        )
-
-    def close(conn: Connection) -> None:
-        store.close_members(conn, name, [str(t) for t in batch.table_ids], "discarded")
-
-    tables = ", ".join(map(str, batch.table_ids))
-    summary = (
-        f"batch {name} discarded, all {len(batch.tables)} tables in one commit: the branches of {tables} removed; mains untouched"
-        + (f": {reason}" if reason else "")
-    )
-    move.run(commit, Outcome.DISCARDED, Notice(notify.Event.DISCARDED, summary, None), also=close)
-    out = tuple(DiscardResult(str(t.table), name, t.head, reason) for t in batch.tables)
-    return BatchDiscardResult(name, out, reason)

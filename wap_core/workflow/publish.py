@@ -31,7 +31,6 @@ from wap_core.lake.refs import (
     commit_conflicts,
     commit_with_retry,
     point_main,
-    remove_branch,
     remove_branch_quietly,
     remove_branches,
     with_commit_retry,
@@ -40,7 +39,6 @@ from wap_core.samples import load_sample, sample_json
 from wap_core.security.access import Permission
 from wap_core.session import Session, session_of
 from wap_core.states import Action, BranchStatus, Outcome, PublishOutcome, RebaseOutcome, branch_status
-from wap_core.store import batches as batch_store
 from wap_core.store.journal import Intent
 from wap_core.workflow.audit import AuditResult, audit_branch, latest_audit
 from wap_core.workflow.batch import Batch, batch_of
@@ -89,16 +87,6 @@ class RebaseResult:
     audit: AuditResult | None = (
         None  # the audit of the new head, part of the rebase (None: up to date, nothing moved)
     )
-
-
-@dataclass(frozen=True)
-class DiscardResult:
-    """The outcome of a discard: the removed branch and its last head."""
-
-    table: str
-    branch: str
-    head: int
-    reason: str | None
 
 
 @dataclass(frozen=True)
@@ -313,49 +301,6 @@ def publish(
     if not move.run(commit, notice).done:
         return PublishResult(str(table), branch, PublishOutcome.ALREADY_PUBLISHED, main_before, head)
     return PublishResult(str(table), branch, PublishOutcome.PUBLISHED, main_before, head, forced, reason)
-
-
-def discard(
-    session: Session | Lakehouse,
-    table: TableId,
-    branch: str,
-    *,
-    reason: str | None = None,
-    user: str | None = None,
-) -> DiscardResult:
-    """Remove the branch without publishing it (journaled)."""
-    s = session_of(session, user)
-    lh, user = s.lakehouse, s.user
-    validate_branch(branch)
-    s.authorize(Permission.DISCARD, table=table, branch=branch)
-    tbl = reconciled_table(lh, table)
-    head = cat.require_branch(tbl, table, branch)
-
-    def commit(_: Intent) -> Moved:
-        try:
-            removed = remove_branch(lh.catalog, table, branch, head=head, tbl=tbl)
-        except CommitConflictError as exc:
-            removed, why = False, f" ({exc})"
-        else:
-            why = " (the branch moved or went)"
-        if not removed:
-            raise ConflictError(
-                f"discard of {table} {branch} lost a race with another change; nothing was discarded{why}"
-            )
-        return Moved(Outcome.DISCARDED)
-
-    def notice(_: Moved) -> Notice:
-        return Notice(
-            notify.Event.DISCARDED,
-            f"branch {branch} of {table} discarded (head {head}); main untouched"
-            + (f": {reason}" if reason else ""),
-            head,
-        )
-
-    RefMove(s, Action.DISCARD, table, branch, head, reason=reason).run(commit, notice)
-    # a table's branch of a batch discarded alone leaves the batch: a later branch of that name is its own
-    batch_store.close_members(lh.journal.engine, branch, [str(table)], Outcome.DISCARDED.value)
-    return DiscardResult(str(table), branch, head, reason)
 
 
 def replayed_properties(lin: cat.Lineage) -> dict[str, str]:

@@ -205,6 +205,12 @@ class BatchMove:
     reason: str | None = None
     details: JsonObject = field(default_factory=dict)
     ref: str | None = None  # the ref each table's intent moves (and locks), when not the batch's branch: main
+    subject: str | None = None  # how messages name the move (a branch, a batch of one): else "batch <branch>"
+
+    @property
+    def label(self) -> str:
+        """What the move acts on, in messages: ``subject``, else ``batch <branch>``."""
+        return self.subject if self.subject is not None else f"batch {self.branch}"
 
     @property
     def lh(self) -> Lakehouse:
@@ -249,7 +255,7 @@ class BatchMove:
             return self.lh.journal.begin_intents(drafts)
         except BranchBusyError as exc:
             raise self.refuse(
-                BranchBusyError(f"{self.action} of batch {self.branch} refused (nothing announced): {exc}")
+                BranchBusyError(f"{self.action} of {self.label} refused (nothing announced): {exc}")
             ) from exc
 
     def run(
@@ -296,9 +302,10 @@ class BatchMove:
         """A lost race: nothing moved; every intent resolved ``refused`` naming the table that lost, one notification."""
         loser = str(exc.table) if isinstance(exc, MultiTableConflictError) else None
         err = ConflictError(
-            f"{self.action} of batch {self.branch} lost a race"
+            f"{self.action} of {self.label} lost a race"
             + (f" ({loser} lost: its ref changed since it was loaded)" if loser else "")
-            + f"; no table of the batch moved ({exc})"
+            + ("; nothing moved" if self.subject is not None else "; no table of the batch moved")
+            + f" ({exc})"
         )
         entries = self.lh.journal.resolve_intents(
             [(i, None) for i in intents],

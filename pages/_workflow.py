@@ -288,7 +288,8 @@ def history_actions(ctx: Context, table: str, timeline: list[TimelineSnapshot]) 
     head = timeline[0].snapshot_id if timeline else None
     for snap in timeline[1:20]:
         if _row_action(
-            f"snapshot `{snap.snapshot_id}` · {ui.md(ui.short_time(snap.at))} · {ui.md(snap.operation)} · "
+            f"snapshot `{snap.snapshot_id}` · main moved here {ui.md(ui.short_time(snap.main_at or snap.at))} · "
+            f"{ui.md(snap.operation)} · "
             f"{snap.total_records:,} rows · {ui.md(snap.user or '')}",
             ("Roll back", ":material/undo:", f"wf_rb_{snap.snapshot_id}"),
             admin,

@@ -90,22 +90,26 @@ with ui.wap_errors():
                     "source",
                 ],
             )
+            # rows on main over the time main MOVED (the snapshot log: a publish, a rollback), not when each
+            # snapshot was written; a branch's earlier commits, passed over in one move, are not points of their own
             cdf = tdf.copy()
-            cdf["time"] = ui.to_datetime(cdf["at"])
+            cdf["moved"] = cdf["main_at"].fillna(cdf["at"])
+            cdf = cdf.drop_duplicates("moved", keep="first")  # newest first: the snapshot main moved to
+            cdf["time"] = ui.to_datetime(cdf["moved"])
             cdf["when"] = cdf["at"].map(ui.local_time)
             cdf["main_when"] = cdf["main_at"].map(ui.local_time)
             chart = (
                 alt.Chart(cdf)
                 .mark_line(point=alt.OverlayMarkDef(size=80), interpolate="step-after")
                 .encode(
-                    x=alt.X("time:T", axis=ui.time_axis(cdf["time"], "commit time")),
+                    x=alt.X("time:T", axis=ui.time_axis(cdf["time"], "main moved")),
                     y=alt.Y("total_records:Q", title="rows on main", axis=alt.Axis(format=",d")),
                     tooltip=[
                         alt.Tooltip("snapshot_id:N", title="snapshot"),
                         alt.Tooltip("parent_id:N", title="parent"),
-                        alt.Tooltip("when:N", title="time"),
-                        alt.Tooltip("at:N", title="ISO time"),
                         alt.Tooltip("main_when:N", title="main moved here"),
+                        alt.Tooltip("moved:N", title="ISO time"),
+                        alt.Tooltip("when:N", title="written"),
                         "operation:N",
                         alt.Tooltip("added_records:Q", format=",d"),
                         alt.Tooltip("total_records:Q", format=",d"),

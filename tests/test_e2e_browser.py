@@ -553,7 +553,7 @@ def test_what_a_steward_sees(server: str, demo_settings: Settings) -> None:
         expect(page.get_by_role("combobox", name="Timeline of table")).to_have_value(latest)
         assert latest != "demo.airlines"
         page.wait_for_timeout(1500)
-        tl = _chart_svg(page, "commit time")
+        tl = _chart_svg(page, "main moved")
         assert tl is not None
         ticks = [d["t"] for d in tl["x"]]
         assert len(ticks) >= 2 and len(set(ticks)) == len(ticks), ticks

@@ -362,6 +362,7 @@ def _rollback_dialog(ctx: Context, tid: TableId, to: int, head: int | None) -> N
     st.warning(
         f"Move main of {ui.md(tid, code=True)} back to snapshot {to}. Metadata only; the later batches can be reopened as branches."
     )
+    whole = _batch_choice(ctx, tid, to)
     reason = text_form(
         "wf_rollback_reason",
         "Reason",
@@ -369,12 +370,46 @@ def _rollback_dialog(ctx: Context, tid: TableId, to: int, head: int | None) -> N
         required="A rollback needs a reason: it is recorded in the journal.",
         cancel=_close,
     )
-    if reason is not None:
+    if reason is not None and whole is not None:
+        ra.confirmed(
+            lambda: api.rollback_batch(ctx, whole, reason=reason),
+            lambda res: (
+                f"Rolled back batch {ui.md(res.batch)}: "
+                + "; ".join(f"{ui.md(t.table)} main {t.main_before} → {t.main_after}" for t in res.tables)
+                + "."
+            ),
+            close=_close,
+        )
+    elif reason is not None:
         ra.confirmed(
             lambda: api.rollback(ctx, tid, to, reason=reason, expected_main=head),
             lambda res: f"Rolled back {ui.md(tid)}: main {res.main_before} → {res.main_after}.",
             close=_close,
         )
+
+
+def _batch_choice(ctx: Context, tid: TableId, to: int) -> str | None:
+    """When the rollback undoes the publish of a batch that spans tables: say so, and offer the batch's own
+    rollback (every table, all or none) beside this table's alone; the batch chosen, or None (this table)."""
+    undone = api.batches_taken_off(ctx, tid, to)
+    if not undone:
+        return None
+    for b in undone:
+        others = ", ".join(t for t in sorted(b.published.mains) if t != str(tid))
+        st.warning(
+            f"This undoes the publish of batch {ui.md(b.published.batch, code=True)}, which also published "
+            f"{ui.md(others)}. Rolled back alone, {ui.md(tid, code=True)} leaves them on the batch, keeps the tag "
+            f"{ui.md('batch-' + b.published.batch, code=True)}, and Reopen makes a {ui.md(tid)}-only branch."
+        )
+    newest = undone[0]
+    name = newest.published.batch
+    if not newest.allowed:
+        st.caption(f"The batch's own rollback cannot run now: {ui.md(newest.message)}")
+        return None
+    whole = f"The whole batch {name}: every table back to its main before that publish (all or none)"
+    alone = f"Only {tid}, to snapshot {to}"
+    picked = st.radio("Roll back", [whole, alone], key=f"wf_rollback_scope_{tid}_{to}")
+    return name if picked == whole else None
 
 
 def _reopen(ctx: Context, tid: TableId, snapshot_id: int) -> None:

@@ -83,6 +83,7 @@ from wap_core.workflow.batch_audit import BatchAuditResult
 from wap_core.workflow.batch_audit import audit_batch as _audit_batch
 from wap_core.workflow.batch_moves import BatchRebaseResult, BatchRollbackResult, BatchRollbackState
 from wap_core.workflow.batch_moves import batch_rollback_state as _batch_rollback_state
+from wap_core.workflow.batch_moves import batches_taken_off as _batches_taken_off
 from wap_core.workflow.batch_moves import rebase_batch as _rebase_batch
 from wap_core.workflow.batch_moves import rollback_batch as _rollback_batch
 from wap_core.workflow.batch_publish import BatchPublishResult
@@ -703,6 +704,12 @@ def rollback_batch(ctx: Context, name: str, *, reason: str) -> BatchRollbackResu
     """Move every table of the published batch ``name`` back to its main before that publish, all or none
     (admin), as who acts."""
     return _rollback_batch(ctx, name, reason=reason)
+
+
+def batches_taken_off(ctx: Context, table: TableId, to_snapshot: int) -> list[BatchRollbackState]:
+    """The multi-table batches whose publish rolling ``table``'s main back to ``to_snapshot`` would undo on
+    this table alone, each with whether the batch's own rollback may run (read only)."""
+    return _batches_taken_off(ctx.lakehouse, table, to_snapshot)
 
 
 def batch_rollback_state(ctx: Context, name: str) -> BatchRollbackState | None:

@@ -182,6 +182,33 @@ def batch_rollback_state(lh: Lakehouse, name: str) -> BatchRollbackState | None:
     return BatchRollbackState(pub, mains, False, refusal.reason_code, str(refusal))
 
 
+def batches_taken_off(lh: Lakehouse, table: TableId, to_snapshot: int) -> list[BatchRollbackState]:
+    """The batches spanning several tables whose publish moving ``table``'s main back to ``to_snapshot`` would
+    undo on this table alone (newest first), each with whether the batch itself may be rolled back now: what
+    History says before a one-table rollback leaves the batch's other tables where they are."""
+    tbl = lh.table(table)
+    main = cat.ref_snapshot_id(tbl, MAIN)
+    dropped = taken_off(tbl, main, to_snapshot) if main is not None else None
+    if not dropped:
+        return []
+    ids = {d.snapshot_id for d in dropped}
+    names: list[str] = []
+    for e in lh.journal.history(str(table), action=Action.PUBLISH, limit=200):
+        name = e.details.get("batch") if isinstance(e.details, dict) else None
+        tables = e.details.get("tables") if isinstance(e.details, dict) else None
+        if (
+            isinstance(name, str)
+            and isinstance(tables, dict)
+            and len(tables) > 1
+            and e.outcome in (Outcome.PUBLISHED, Outcome.FORCED)
+            and e.snapshot_after in ids
+            and name not in names
+        ):
+            names.append(name)
+    states = [batch_rollback_state(lh, n) for n in names]
+    return [st for st in states if st is not None]
+
+
 def rollback_batch(
     session: Session | Lakehouse, name: str, *, reason: str, user: str | None = None
 ) -> BatchRollbackResult:

@@ -19,6 +19,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -90,6 +91,7 @@ class Case:
     arrow: pa.DataType | None = None  # Parquet: the source column's type
     bom: bool = False
     narrowing: bool = False
+    int96: bool = False  # Parquet: timestamps written as INT96 (the legacy nanosecond type)
 
 
 CASES = {
@@ -189,6 +191,16 @@ CASES = {
     "parquet-double-into-float": Case(
         "parquet", "small", [0.25, 1e300, 1e-300], ["0.25"], bad=[2, 3], arrow=pa.float64(), narrowing=True
     ),
+    # ---- issue 39 item 1: INT96 times keep nanoseconds Spark would drop: such a row is malformed
+    "parquet-int96-nanos": Case(
+        "parquet",
+        "ts",
+        [pd.Timestamp(1704164645123456789, tz="UTC"), pd.Timestamp(1704164645123456000, tz="UTC")],
+        ["2024-01-02 03:04:05.123456"],
+        bad=[1],
+        arrow=pa.timestamp("ns", tz="UTC"),
+        int96=True,
+    ),
     "parquet-int-into-bigger": Case(
         "parquet", "score", [5, 2**31 - 1], ["5.0", "2.147483647E9"], arrow=pa.int32()
     ),
@@ -269,7 +281,7 @@ def write_parquet_case(path: Path, c: Case) -> None:
         k: pa.array([PY_GOOD[k]] * len(c.values), ARROW[k]) if k != c.column else pa.array(c.values, c.arrow)
         for k in COLUMNS
     }
-    pq.write_table(pa.table(cols), path)
+    pq.write_table(pa.table(cols), path, use_deprecated_int96_timestamps=c.int96)
 
 
 WRITERS: dict[str, Callable[[Path, Case], None]] = {

@@ -1046,7 +1046,8 @@ def _read_parquet(
     if target is None:
         target = T.StructType([T.StructField(f.name, f.dataType, True) for f in raw.schema.fields])
     mapping = match_columns(table, raw.columns, target)
-    if all(raw.schema[mapping[f.name]].dataType == f.dataType for f in target.fields):
+    nanos = _int96_nanos(files)  # rows whose INT96 time has nanoseconds Spark would drop
+    if not nanos and all(raw.schema[mapping[f.name]].dataType == f.dataType for f in target.fields):
         # Typed source whose types already are the table's: nothing can fail to parse or cast,
         # so the row count comes from the Parquet footers and no extra pass over the data is made.
         rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
@@ -1059,5 +1060,49 @@ def _read_parquet(
         F.col("_metadata.file_name").alias("__file"),
         (F.col("_metadata.row_index") + 1).alias("__row"),  # the row's position in its file, from 1
     )
-    traits = _SourceTraits(hidden=("__file", "__row"))
+
+    def sub_micro(name: str) -> list[tuple[Column, str]]:
+        if name not in nanos:
+            return []
+        where = F.concat_ws(":", F.col("__file"), F.col("__row").cast("string"))
+        return [
+            (where.isin(nanos[name]), "has nanoseconds (an INT96 time) a microsecond timestamp cannot hold")
+        ]
+
+    traits = _SourceTraits(hidden=("__file", "__row"), checks=sub_micro if nanos else None)
     return _prepare(table, located, target, mapping, lambda s: None, traits=traits), target
+
+
+_INT96_ROWS_MAX = 10_000  # rows with nanoseconds named one by one; more refuse the source
+
+
+def _int96_nanos(files: Sequence[str]) -> dict[str, list[str]]:
+    """Per top-level INT96 column (Parquet's legacy nanosecond timestamp), the rows (``file:row``, the row
+    counted from 1 as ``__row``) whose value has nanoseconds: Spark reads INT96 as microseconds and drops
+    them silently. Read with Arrow (which keeps nanoseconds), one column at a time; SourceError when there
+    are more than ``_INT96_ROWS_MAX``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    out: dict[str, list[str]] = {}
+    for f in files:
+        pf = pq.ParquetFile(f)
+        cols = [
+            pf.schema.column(i).name
+            for i in range(len(pf.schema))
+            if pf.schema.column(i).physical_type == "INT96" and "." not in pf.schema.column(i).path
+        ]
+        for c in cols:
+            ns = pq.read_table(f, columns=[c]).column(c).cast(pa.int64())
+            rest = pc.subtract(ns, pc.multiply(pc.divide(ns, 1000), 1000))
+            rows = pc.indices_nonzero(pc.fill_null(pc.not_equal(rest, 0), False)).to_pylist()
+            keys = out.setdefault(c, [])
+            keys += [f"{Path(f).name}:{r + 1}" for r in rows]
+            if len(keys) > _INT96_ROWS_MAX:
+                raise SourceError(
+                    f"column {c}: more than {_INT96_ROWS_MAX:,} INT96 times have nanoseconds, which a timestamp"
+                    f" column (microseconds) cannot hold (e.g. {keys[0].replace(':', ' row ')}): write them as"
+                    " microseconds, or round them on purpose before the ingest"
+                )
+    return {c: keys for c, keys in out.items() if keys}

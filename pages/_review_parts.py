@@ -134,6 +134,13 @@ def change_summary(audit: AuditResult) -> None:
         st.warning(f"{text}  \n{caption}", icon=":material/delete_sweep:")
     else:
         st.info(f"{text}  \n{caption}", icon=":material/edit_note:")
+    changed = c.inserted + 2 * c.updated + c.deleted
+    st.page_link(
+        "pages/explore.py",
+        label=f"Open all {changed:,} changed rows in Explore (each with how it changed; download CSV)",
+        icon=":material/table_view:",
+        query_params={"table": audit.table, "branch": audit.branch, "check": api.CHANGED_ROWS},
+    )
 
 
 def metadata_summary(meta: MetadataDiff) -> None:

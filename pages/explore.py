@@ -118,7 +118,8 @@ if kind == "branch" and value != MAIN:
     except WapError as exc:
         ui.show_error(exc)
         guides = {}
-    names = [n for n, g in guides.items() if g.opens_rows]
+    # every row the branch changed (inserted, updated before and after, deleted) comes first, then the checks
+    names = [api.CHANGED_ROWS, *(n for n, g in guides.items() if g.opens_rows)]
     q_check = st.query_params.get("check")
     if (
         q_check is not None
@@ -131,10 +132,11 @@ if kind == "branch" and value != MAIN:
     _follow_url("explore_check", "check", names)
     if names:
         picked = st.selectbox(
-            "Failing rows of a check",
+            "Changed rows, or failing rows of a check",
             ["(none)", *names],
             key="explore_check",
-            help="Every row of this branch's batch (its rows since the fork) that fails the check",
+            help="(changed rows): every row the branch changed since its fork, `_wap_change` saying how "
+            "(insert, update_before, update_after, delete). A check: every row of this branch's batch that fails it",
         )
         check = None if picked == "(none)" else picked
 
@@ -155,7 +157,12 @@ _FAILING = "explore_failing_rows"  # (what, handle) of the failing-rows read thi
 def _failing_rows(branch: str, name: str, head: int) -> None:
     """ALL the failing rows of check ``name`` on ``branch`` (read by the core from the check's own spec),
     with Cancel while Spark reads them (and WAP_QUERY_TIMEOUT), then the rows and a CSV download."""
-    st.markdown(f"#### Failing rows of {ui.md(name, code=True)} on {ui.md(branch, code=True)}")
+    changes = name == api.CHANGED_ROWS
+    st.markdown(
+        f"#### Rows changed on {ui.md(branch, code=True)}"
+        if changes
+        else f"#### Failing rows of {ui.md(name, code=True)} on {ui.md(branch, code=True)}"
+    )
     what = (table, branch, name, head)
     shown = st.session_state.get(_FAILING)
     if shown is not None and shown[0] != what:
@@ -196,11 +203,21 @@ def _failing_rows(branch: str, name: str, head: int) -> None:
             st.rerun()
         return
     more = " (the first ones: more rows fail; narrow the batch or use the SQL box)" if got.truncated else ""
-    st.caption(
-        f"**{len(got.rows):,} failing rows**{more} of the batch of {ui.md(branch)} (its rows since the fork, "
-        f"head snapshot {ui.id_text(got.head)})"
-    )
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{table}_{branch}_{name}").strip("_")
+    if changes:
+        counts = got.rows["_wap_change"].value_counts() if len(got.rows) else {}
+        told = ", ".join(
+            f"{int(counts.get(k, 0)):,} {k}" for k in ("insert", "update_after", "update_before", "delete")
+        )
+        st.caption(
+            f"**{len(got.rows):,} changed rows**{more.replace('rows fail', 'rows changed')} of {ui.md(branch)} since "
+            f"its fork ({told}; head snapshot {ui.id_text(got.head)}): `_wap_change` says how each changed"
+        )
+    else:
+        st.caption(
+            f"**{len(got.rows):,} failing rows**{more} of the batch of {ui.md(branch)} (its rows since the fork, "
+            f"head snapshot {ui.id_text(got.head)})"
+        )
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{table}_{branch}_{'changes' if changes else name}").strip("_")
     st.download_button(
         "Download CSV",
         got.csv(),

@@ -168,7 +168,9 @@ def test_explore_reads_all_failing_rows_of_a_check_and_downloads_them(
         )
         page.goto(url)
         expect(_read(page, nulls.failing_rows)).to_be_visible(timeout=300_000)
-        expect(page.get_by_role("combobox", name="Failing rows of a check")).to_have_value(nulls.name)
+        expect(page.get_by_role("combobox", name="Changed rows, or failing rows of a check")).to_have_value(
+            nulls.name
+        )
         with page.expect_download() as got:
             page.get_by_role("button", name="Download CSV").click()
         got.value.save_as(tmp_path / "nulls.csv")
@@ -179,7 +181,9 @@ def test_explore_reads_all_failing_rows_of_a_check_and_downloads_them(
             f"{server}/explore?table=demo.flights&branch={FAILING_BRANCH}&check={quote(nulls.name + ' OR 1=1', safe='')}"
         )
         expect(page.get_by_text("has no check named")).to_be_visible()
-        expect(page.get_by_role("combobox", name="Failing rows of a check")).to_have_value("(none)")
+        expect(page.get_by_role("combobox", name="Changed rows, or failing rows of a check")).to_have_value(
+            "(none)"
+        )
         expect(page.get_by_text(re.compile("failing rows of the batch"))).to_have_count(0)
 
 

@@ -241,3 +241,31 @@ def test_the_keyed_diff_of_an_upsert_reads_the_changes_and_shows_before_and_afte
     assert {(c.column, c.old, c.new) for c in row.cells} == {("region", "US", "EU"), ("amount", 50.0, 999.0)}
     half = keyed_diff(lake, SALES, "half", ["id"])  # DELETE of half the table
     assert (half.keys_removed, half.keys_added, half.rows_changed, half.keys_unchanged) == (20, 0, 0, 20)
+
+
+def test_every_changed_row_is_reachable_in_full_with_how_it_changed(lake: Lakehouse) -> None:
+    # issue 37 item 4: Explore's "(changed rows)" (and its CSV) lists every changed row, not a sample
+    from wap_core.analysis.explore import CHANGED_ROWS, failing_rows
+
+    _branch(
+        lake,
+        SALES,
+        "every_change",
+        "MERGE INTO {b} t USING (SELECT 6 AS id, 'EU' AS region, 66.0 AS amount "
+        "UNION ALL SELECT 42, 'US', 2.0) s ON t.id = s.id "
+        "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *",
+        "DELETE FROM {b} WHERE id IN (7, 8)",
+    )
+    got = failing_rows(lake, SALES, "every_change", CHANGED_ROWS, user="job")
+    rows = sorted((r["_wap_change"], r["id"]) for r in got.rows.to_dict("records"))
+    assert rows == [
+        ("delete", 7),
+        ("delete", 8),
+        ("insert", 42),
+        ("update_after", 6),
+        ("update_before", 6),
+    ], rows
+    assert got.rows.columns[0] == "_wap_change" and not got.truncated
+    after = got.rows[got.rows["_wap_change"] == "update_after"].iloc[0]
+    assert float(after["amount"]) == 66.0
+    assert b"_wap_change" in got.csv().splitlines()[0]

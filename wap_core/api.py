@@ -40,6 +40,7 @@ from wap_core.analysis.diff import compute_diff as _compute_diff
 from wap_core.analysis.diff import preview as _preview
 from wap_core.analysis.explore import (
     FILTER_OPS,
+    CHANGED_ROWS,
     MAX_ROWS,
     REF_KINDS,
     VIEW,
@@ -151,6 +152,7 @@ __all__ = [
     "AVAILABLE_CHECKS",
     "BRANCH_STATUSES",
     "FILTER_OPS",
+    "CHANGED_ROWS",
     "MAX_ROWS",
     "REF_KINDS",
     "SMALL_CHANGE",

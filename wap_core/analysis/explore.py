@@ -29,7 +29,7 @@ from wap_core.exceptions import NotFoundError, ValidationError, WapError
 from wap_core.identifiers import MAIN, TableId, quote_column, validate_branch
 from wap_core.lake import catalog as cat
 from wap_core.lake import jobs
-from wap_core.lake.batch import batch_frame, read_method
+from wap_core.lake.batch import CHANGE, batch_frame, changed_rows, read_method
 from wap_core.lake.errors import spark_job_error
 from wap_core.lake.spark import catalog_conf
 from wap_core.security import sql_guard
@@ -554,9 +554,49 @@ class FailingRowsRequest:
         return FailingRows(table, self.branch, self.spec.name, lin.head, rows, truncated)
 
 
+CHANGED_ROWS = (
+    "(changed rows)"  # Explore's pseudo-check: every row the branch changed (no check has this name)
+)
+
+
+@dataclass(frozen=True)
+class ChangedRowsRequest:
+    """One authorized read of every row a branch changed since its fork (inserted, updated before and after,
+    deleted: :func:`wap_core.lake.batch.changed_rows`), for Explore and its CSV."""
+
+    table: TableId
+    branch: str
+    key: tuple[str, ...]
+    lineage: cat.Lineage
+    cap: int
+    user: str
+
+    @property
+    def what(self) -> str:
+        """The read as its job group, time-out and cancel messages name it."""
+        return f"the changed rows of {self.table} {self.branch}"
+
+    def read(self, lh: Lakehouse) -> FailingRows:
+        """Run it on ``lh``'s Spark (the caller sets up its job group)."""
+        from pyspark.sql import functions as F
+
+        frame = changed_rows(lh.spark, lh.spark_name(self.table), self.lineage, self.key)
+        order = [F.col(f"`{k}`") for k in self.key if k in frame.columns]
+        got: pd.DataFrame = frame.orderBy(*order, F.col(CHANGE).desc()).limit(self.cap + 1).toPandas()
+        cols = [CHANGE, *[c for c in got.columns if c != CHANGE]]
+        return FailingRows(
+            self.table,
+            self.branch,
+            CHANGED_ROWS,
+            self.lineage.head,
+            got[cols].head(self.cap),
+            len(got) > self.cap,
+        )
+
+
 def failing_rows_request(
     lh: Lakehouse, table: TableId, branch: str, check: str, limit: int = MAX_ROWS, *, user: str | None = None
-) -> FailingRowsRequest:
+) -> FailingRowsRequest | ChangedRowsRequest:
     """The read of ``check``'s failing rows on ``branch``, once ``user`` may READ ``table``: the branch
     must be open and ``check`` the exact name of a check of the table's suite that selects rows."""
     s = session_of(lh, user)
@@ -565,6 +605,10 @@ def failing_rows_request(
     validate_branch(branch)
     tbl = lh.table(table)
     cat.require_branch(tbl, table, branch)
+    cap = max(1, min(int(limit), MAX_ROWS))
+    if check == CHANGED_ROWS:
+        key = suite_for(lh.settings.checks_file, table).key
+        return ChangedRowsRequest(table, branch, key, cat.lineage(tbl, branch), cap, who)
     specs = {s.name: s for s in suite_for(lh.settings.checks_file, table).checks}
     spec = specs.get(check)
     if spec is None:

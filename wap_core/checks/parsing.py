@@ -34,6 +34,14 @@ class Suite:
     checks: tuple[CheckSpec, ...]
     source: str | None = None
 
+    @property
+    def key(self) -> tuple[str, ...]:
+        """The table's declared key: the columns of its first key-defining check (``unique``), else ()."""
+        for spec in self.checks:
+            if spec.defines_key and spec.columns:
+                return tuple(spec.columns)
+        return ()
+
 
 def load_checks(path: str | Path) -> dict[str, Suite]:
     """Parse a whole checks file. Missing file -> no suites. Errors name file and line."""

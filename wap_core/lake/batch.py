@@ -152,6 +152,34 @@ def removed_frame(spark: SparkSession, name: str, lin: cat.Lineage) -> DataFrame
     return _repeated(net.withColumn(NET, -F.col(NET)))
 
 
+CHANGE = "_wap_change"  # changed_rows' column: insert, update_before, update_after or delete
+
+
+def changed_rows(spark: SparkSession, name: str, lin: cat.Lineage, key: Sequence[str]) -> DataFrame:
+    """Every row the branch changed since its fork, with :data:`CHANGE`: ``insert``, ``update_before`` /
+    ``update_after`` (a key, the first ``unique``, both removed and added) or ``delete``; a row the change
+    holds n times appears n times. Without a usable key an added row is an ``insert``, a removed one a
+    ``delete``. An append's rows are all inserts (read from its new files only)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    method, _ = read_method(lin)
+    if method in (BatchRead.APPEND, BatchRead.WHOLE_TABLE) or lin.head == lin.fork:
+        return batch_frame(spark, name, lin).withColumn(CHANGE, F.lit("insert"))
+    net = net_changes(spark, name, lin)
+    usable = [k for k in key if k in net.columns] if key and all(k in net.columns for k in key) else []
+    if usable:
+        per_key = Window.partitionBy(*[F.col(f"`{k}`") for k in usable])
+        both = (F.max(F.col(NET)).over(per_key) > 0) & (F.min(F.col(NET)).over(per_key) < 0)
+    else:
+        both = F.lit(False)
+    kind = F.when(F.col(NET) > 0, F.when(both, "update_after").otherwise("insert")).otherwise(
+        F.when(both, "update_before").otherwise("delete")
+    )
+    out = net.withColumn(CHANGE, kind).withColumn(NET, F.abs(F.col(NET)))
+    return _repeated(out)
+
+
 @dataclass(frozen=True)
 class ChangeCounts:
     """What a publish of the branch would do to main, in rows: the audit's ``changes`` (shown on Review).

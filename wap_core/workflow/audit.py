@@ -142,10 +142,7 @@ def _changes_from(d: object) -> ChangeCounts | None:
 
 def table_key(suite: Suite) -> tuple[str, ...]:
     """The table's declared key: the columns of its suite's first key-defining check (``unique``), else ()."""
-    for spec in suite.checks:
-        if spec.defines_key and spec.columns:
-            return tuple(spec.columns)
-    return ()
+    return suite.key
 
 
 def builtin_checks(lin: cat.Lineage) -> list[CheckSpec]:

@@ -231,6 +231,7 @@ def test_schema_mismatch_lists_every_problem_and_writes_nothing(lh, tmp_path: Pa
         ingest(lh, T, [src])
     assert "missing column name" in str(info.value) and "unexpected column fullname" in str(info.value)
     assert "unexpected column extra" in str(info.value)
+    assert "\n" not in str(info.value)  # one line (issue 39 item 5)
     with pytest.raises(SchemaMismatchError, match="column age: no value casts to int"):
         ingest(lh, T, [write_csv(tmp_path / "types.csv", HEADER, [(4, "dee", "old"), (5, "eve", "young")])])
     assert refs(lh, T) == before

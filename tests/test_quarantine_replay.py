@@ -338,3 +338,11 @@ def test_a_replay_killed_at_its_mark_is_reconciled(lake: Lakehouse, kept_w6: str
         publish_batch(session_of(lake, "root"), new)
     assert str(QORD) in str(refused.value), refused.value
     assert {r["_wap_replayed_by"] for r in rows_of(lake, QORD, "main", f"_wap_batch = '{kept_w6}'")} == {None}
+
+
+def test_the_key_warning_reads_as_a_sentence_not_a_repr() -> None:
+    from wap_core.workflow.replay import KeyMatch
+
+    k = KeyMatch("unique(id)", ["id"], 2, 1, [{"id": 50}, {"id": 51}])
+    assert k.describe() == "unique(id): 2 key(s) no kept row had (e.g. id=50, id=51), 1 kept key(s) missing"
+    assert "KeyMatch(" not in k.describe()

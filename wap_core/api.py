@@ -39,8 +39,8 @@ from wap_core.analysis.diff import (
 from wap_core.analysis.diff import compute_diff as _compute_diff
 from wap_core.analysis.diff import preview as _preview
 from wap_core.analysis.explore import (
-    FILTER_OPS,
     CHANGED_ROWS,
+    FILTER_OPS,
     MAX_ROWS,
     REF_KINDS,
     VIEW,
@@ -151,8 +151,8 @@ __all__ = [
     "ACTIONS",
     "AVAILABLE_CHECKS",
     "BRANCH_STATUSES",
-    "FILTER_OPS",
     "CHANGED_ROWS",
+    "FILTER_OPS",
     "MAX_ROWS",
     "REF_KINDS",
     "SMALL_CHANGE",

@@ -84,9 +84,9 @@ class SchemaMismatchError(WapError):
     def __init__(self, table: str, mismatches: list[str]) -> None:
         self.table = table
         self.mismatches = list(mismatches)
-        lines = "\n".join(f"  - {m}" for m in self.mismatches)
-        super().__init__(
-            f"source does not fit the schema of {table} ({len(self.mismatches)} problem(s)):\n{lines}"
+        super().__init__(  # one line (a CLI error is one line): the problems joined by "; "
+            f"source does not fit the schema of {table} ({len(self.mismatches)} problem(s)): "
+            + "; ".join(self.mismatches)
         )
 
 

@@ -77,6 +77,15 @@ class KeyMatch:
         """True when the keys do not match."""
         return bool(self.unmatched or self.missing)
 
+    def describe(self) -> str:
+        """One line for people: e.g. ``unique(id): 2 keys no kept row had (e.g. id=50), 1 kept key missing``."""
+        eg = ", ".join(",".join(f"{k}={v}" for k, v in r.items()) for r in self.sample[:3])
+        return (
+            f"{self.check}: {self.unmatched:,} key(s) no kept row had"
+            + (f" (e.g. {eg})" if eg else "")
+            + f", {self.missing:,} kept key(s) missing"
+        )
+
 
 @dataclass(frozen=True)
 class ReplayResult:
@@ -212,7 +221,10 @@ def _mark(s: Session, plan: ReplayPlan, branch: str) -> ReplayResult:
     flagged = any(k.flagged for k in keys)
     if flagged:
         log.warning(
-            "replay of %s by %s: the keys do not match the quarantined rows' (%s)", batch, branch, keys
+            "replay of %s by %s: the keys do not match the quarantined rows': %s",
+            batch,
+            branch,
+            "; ".join(k.describe() for k in keys if k.flagged),
         )
     join(lh, branch, qid, user)
     qtbl = lh.table(qid)

@@ -275,6 +275,38 @@ ROLLBACK_NOTHING = (
 ROLLBACK_ALL = ("after_rollback_batch_commit", "before_rollback_batch_outcome")
 
 
+def test_history_rollback_of_a_batch_publish_says_so_and_offers_the_batch(
+    lake: Lakehouse, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # issue 40 item 8: rolling back one table's snapshot that a batch published left the others on the batch
+    import streamlit as st
+    from helpers import app_test, use_env
+
+    before = mains(lake, TABLES)
+    heads = published(lake, [T1, T2], "hx1", 70)
+    (undone,) = batches_taken_off(lake, T1, before[T1])  # the core: which batch publishes a rollback undoes
+    assert undone.published.batch == "hx1" and undone.allowed
+    assert batches_taken_off(lake, T1, heads[T1]) == []  # nothing taken off
+    more = {"WAP_CATALOG_URI": lake.settings.catalog_uri} if lake.settings.catalog_uri else {}
+    use_env(monkeypatch, lake_env(lake.settings, ROOT_, access=True, **more))
+    st.cache_data.clear()
+    at = app_test("pages/history.py")
+    at.selectbox(key=next(s.key for s in at.selectbox if s.label == "Timeline of table")).select(
+        str(T1)
+    ).run()
+    next(b for b in at.button if b.key == f"wf_rb_{before[T1]}").click().run()
+    warned = re.sub(r"`\s*([^`]*?)\s*`", r"\1", "\n".join(str(w.value) for w in at.warning).replace("\\", ""))
+    assert "This undoes the publish of batch hx1, which also published bm.flights" in warned, warned
+    assert "keeps the tag batch-hx1" in warned
+    scope = at.radio(key=f"wf_rollback_scope_{T1}_{before[T1]}")
+    assert scope.value.startswith("The whole batch hx1")  # the batch's own rollback is offered first
+    at.text_input(key="wf_rollback_reason").input("bad day")
+    next(b for b in at.button if b.label == "Roll back" and "FormSubmitter" in str(b.key)).click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert mains(lake, TABLES) == before  # every table of the batch back, all or none
+    assert "Rolled back batch hx1" in "\n".join(str(s.value) for s in at.success).replace("\\", "")
+
+
 @pytest.mark.parametrize("point", ROLLBACK_NOTHING + ROLLBACK_ALL)
 def test_killed_batch_rollback_is_all_or_none_after_reconcile(lake: Lakehouse, point: str) -> None:
     n = (ROLLBACK_NOTHING + ROLLBACK_ALL).index(point)
@@ -521,35 +553,3 @@ def test_a_batch_discard_and_rollback_send_one_notification_each(tmp_path: Path,
         assert "bad day" in bodies[1]["summary"]
     finally:
         notify.stop_all()
-
-
-def test_history_rollback_of_a_batch_publish_says_so_and_offers_the_batch(
-    lake: Lakehouse, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # issue 40 item 8: rolling back one table's snapshot that a batch published left the others on the batch
-    import streamlit as st
-    from helpers import app_test, use_env
-
-    before = mains(lake, TABLES)
-    heads = published(lake, [T1, T2], "hx1", 70)
-    (undone,) = batches_taken_off(lake, T1, before[T1])  # the core: which batch publishes a rollback undoes
-    assert undone.published.batch == "hx1" and undone.allowed
-    assert batches_taken_off(lake, T1, heads[T1]) == []  # nothing taken off
-    more = {"WAP_CATALOG_URI": lake.settings.catalog_uri} if lake.settings.catalog_uri else {}
-    use_env(monkeypatch, lake_env(lake.settings, ROOT_, access=True, **more))
-    st.cache_data.clear()
-    at = app_test("pages/history.py")
-    at.selectbox(key=next(s.key for s in at.selectbox if s.label == "Timeline of table")).select(
-        str(T1)
-    ).run()
-    next(b for b in at.button if b.key == f"wf_rb_{before[T1]}").click().run()
-    warned = re.sub(r"`\s*([^`]*?)\s*`", r"\1", "\n".join(str(w.value) for w in at.warning).replace("\\", ""))
-    assert "This undoes the publish of batch hx1, which also published bm.flights" in warned, warned
-    assert "keeps the tag batch-hx1" in warned
-    scope = at.radio(key=f"wf_rollback_scope_{T1}_{before[T1]}")
-    assert scope.value.startswith("The whole batch hx1")  # the batch's own rollback is offered first
-    at.text_input(key="wf_rollback_reason").input("bad day")
-    next(b for b in at.button if b.label == "Roll back" and "FormSubmitter" in str(b.key)).click().run()
-    assert not at.exception, [e.value for e in at.exception]
-    assert mains(lake, TABLES) == before  # every table of the batch back, all or none
-    assert "Rolled back batch hx1" in "\n".join(str(s.value) for s in at.success).replace("\\", "")

@@ -228,5 +228,8 @@ def test_ingest_shows_the_referenced_tables_columns_and_a_schema_refusal_ends_it
             r"demo\.airlines: refused: source does not fit the schema of demo\.airlines \(\d+ problem", label
         ), label
         assert "Reading the source" not in label, label  # the label moved on from the first step
-        expect(page.get_by_text("unexpected column faa")).to_be_visible()
+        # the refusal names every problem on one line (the status, its last step and the error box show it)
+        expect(
+            page.get_by_test_id("stAlertContentError").get_by_text("unexpected column faa")
+        ).to_be_visible()
     assert set(Lakehouse(demo_settings).table(AIRLINES).metadata.refs) == airlines_refs  # nothing written

@@ -288,7 +288,9 @@ def test_history_rollback_of_a_batch_publish_says_so_and_offers_the_batch(
     assert undone.published.batch == "hx1" and undone.allowed
     assert batches_taken_off(lake, T1, heads[T1]) == []  # nothing taken off
     more = {"WAP_CATALOG_URI": lake.settings.catalog_uri} if lake.settings.catalog_uri else {}
-    use_env(monkeypatch, lake_env(lake.settings, ROOT_, access=True, **more))
+    # the console starts its reconcile tick on this lakehouse (a daemon thread that outlives the AppTest): made
+    # to wait a day after its first round, so that it never settles the next tests' deliberately pending intents
+    use_env(monkeypatch, lake_env(lake.settings, ROOT_, access=True, WAP_RECONCILE_SECONDS="86400", **more))
     st.cache_data.clear()
     at = app_test("pages/history.py")
     at.selectbox(key=next(s.key for s in at.selectbox if s.label == "Timeline of table")).select(

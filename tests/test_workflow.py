@@ -281,7 +281,7 @@ def test_rollback_loses_a_race_with_a_publish_cleanly(
 
     def publish_in_between(name: str) -> None:  # a publish lands after rollback read main, before its commit
         real(name)
-        if name == "after_rollback_intent":
+        if name == "after_rollback_batch_intents":
             publish(lh, F, "racer", user=ANN)
 
     monkeypatch.setattr(rb, "fault_point", publish_in_between)
@@ -383,7 +383,7 @@ def test_rollback_killed_at_its_fault_points_is_reconciled(lake: Lakehouse) -> N
         reconcile(lh)  # the next entry point (a CLI start, the console's tick, the next action) reconciles
         return _intent_and_outcome(lh, "rollback")
 
-    i, e = killed_and_reconciled("after_rollback_intent", "killed early", main0)  # nothing moved
+    i, e = killed_and_reconciled("after_rollback_batch_intents", "killed early", main0)  # nothing moved
     assert (i.status, e.intent_id, e.outcome, e.reconciled, e.user, e.reason) == (
         "abandoned",
         i.id,
@@ -392,7 +392,13 @@ def test_rollback_killed_at_its_fault_points_is_reconciled(lake: Lakehouse) -> N
         ROOT_,
         "killed early",
     )
-    i, e = killed_and_reconciled("after_rollback_commit", "killed late", target)
+    for point in (
+        "after_rollback_batch_write",
+        "in_rollback_batch_transaction",
+    ):  # the one path's other points
+        i, e = killed_and_reconciled(point, f"killed at {point}", main0)  # nothing moved
+        assert (i.status, e.outcome, e.reconciled) == ("abandoned", "abandoned", True), (point, e)
+    i, e = killed_and_reconciled("after_rollback_batch_commit", "killed late", target)
     assert (i.status, e.intent_id, e.outcome, e.reconciled, e.snapshot_after, e.reason) == (
         "done",
         i.id,

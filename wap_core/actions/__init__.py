@@ -37,7 +37,6 @@ from wap_core.actions import (
     request_changes,
     revoke_token,
     rollback,
-    rollback_batch,
 )
 from wap_core.actions.spec import ActionSpec, CliCommand, EventSpec, PermissionSpec
 
@@ -53,7 +52,6 @@ REGISTRY: tuple[ActionSpec, ...] = (
     publish_batch.ACTION,
     rebase_batch.ACTION,
     rollback.ACTION,
-    rollback_batch.ACTION,
     reopen.ACTION,
     open_branch.ACTION,
     gc.ACTION,

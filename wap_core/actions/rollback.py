@@ -1,4 +1,5 @@
-"""rollback: move main back to a snapshot in its own history (admin)."""
+"""rollback: move main back to a snapshot in its own history, or every table of a published batch back to its
+main before that publish (admin): one path, one table being a batch of one (:func:`wap_core.workflow.rollback.move_mains_back`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,16 @@ ACTION = ActionSpec(
     outcomes=("rolled_back",),
     permission=common.ADMIN,
     moves_ref=True,
-    faults=("after_rollback_intent", "after_rollback_commit"),  # intent -> main moved back -> outcome
+    # intents (one per table, one transaction) -> every table's new metadata file written -> the pointer swap
+    # (inside the database transaction, then committed) -> the outcome rows (one transaction)
+    faults=(
+        "after_rollback_batch_intents",
+        "after_rollback_batch_write",
+        "in_rollback_batch_transaction",
+        "after_rollback_batch_commit",
+        "before_rollback_batch_outcome",
+    ),
+    pauses=("after_rollback_batch_intents",),  # the race test holds it after its intents
     events=(ROLLED_BACK,),
     function="rollback",
     cli=CliCommand(

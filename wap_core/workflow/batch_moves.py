@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from wap_core import notify
@@ -55,7 +55,14 @@ from wap_core.workflow.batch_audit import BatchAuditResult, audit_batch
 from wap_core.workflow.publish import RebaseResult, replayed_properties
 from wap_core.workflow.reconcile import INTENT_PROPERTY, reconcile, temp_branch_name
 from wap_core.workflow.refmove import BatchMove, Notice, TableMove
-from wap_core.workflow.rollback import RollbackResult, RolledBackBatch, taken_off
+from wap_core.workflow.rollback import (
+    MainBack,
+    RollbackResult,
+    RolledBackBatch,
+    move_mains_back,
+    rollback_move,
+    taken_off,
+)
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -233,41 +240,23 @@ def rollback_batch(
         "published_at": pub.at,
         "published_by": pub.user,
     }
-    move = BatchMove(
-        s,
-        Action.ROLLBACK,
-        name,
-        tuple(
-            TableMove(
-                TableId.parse(t),
-                now[t],
-                before,
-                {"rolled_back": [b.snapshot_id for b in taken.get(t, [])]},
-            )
-            for t, (before, _) in pub.mains.items()
+    # every table back to its main before the publish (a table with none is refused below, as a whole)
+    backs = [
+        MainBack(TableId.parse(t), bases[t], now[t] or after, before or after, tuple(taken.get(t, [])))
+        for t, (before, after) in pub.mains.items()
+    ]
+    move = rollback_move(s, name, backs, reason, details)
+    move = replace(
+        move,
+        tables=tuple(
+            replace(m, before=now[str(m.table)], after=pub.mains[str(m.table)][0]) for m in move.tables
         ),
-        reason,
-        details,
-        ref=MAIN,
-    )
+    )  # the intents expect main as it is now and as it was before the publish (None where it had none)
     if (refusal := _rollback_refusal(name, pub, now, taken)) is not None:
         raise move.refuse(refusal)
-
-    def commit(_: list[Intent]) -> None:  # a MultiTableConflictError (the table that lost) refuses all
-        commit_tables(
-            lh.catalog,
-            [
-                ref_changes(TableId.parse(t), bases[t], expect={MAIN: after}, set_branches={MAIN: before})
-                for t, (before, after) in pub.mains.items()
-                if before is not None
-            ],
-            after_write=lambda: fault_point("after_rollback_batch_write"),
-            in_transaction=lambda: fault_point("in_rollback_batch_transaction"),
-        )
-
     moves = "; ".join(f"{t} main {a} -> {b}" for t, (b, a) in pub.mains.items())
     summary = f"batch {name} rolled back, all {len(pub.mains)} tables in one commit: {moves}: {reason}"[:500]
-    move.run(commit, Outcome.ROLLED_BACK, Notice(notify.Event.ROLLED_BACK, summary, None))
+    move_mains_back(lh, move, backs, Notice(notify.Event.ROLLED_BACK, summary, None))
     results = tuple(
         RollbackResult(t, after, before, reason, tuple(taken[t]))
         for t, (before, after) in pub.mains.items()

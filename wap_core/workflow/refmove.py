@@ -206,6 +206,7 @@ class BatchMove:
     details: JsonObject = field(default_factory=dict)
     ref: str | None = None  # the ref each table's intent moves (and locks), when not the batch's branch: main
     subject: str | None = None  # how messages name the move (a branch, a batch of one): else "batch <branch>"
+    notify_refusal: bool = True  # a refusal before the intents is notified (a one-table rollback's: not)
 
     @property
     def label(self) -> str:
@@ -231,7 +232,12 @@ class BatchMove:
         """Journal ``exc`` as a refusal of every table's move (the session's one refusal path; one notification)."""
         for n, t in enumerate(self.tables):
             self.session.refuse(
-                self.action, exc, table=t.table, branch=self.moved_ref, before=t.before, notify_it=n == 0
+                self.action,
+                exc,
+                table=t.table,
+                branch=self.moved_ref,
+                before=t.before,
+                notify_it=n == 0 and self.notify_refusal,
             )
         return exc
 

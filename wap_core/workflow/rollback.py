@@ -17,9 +17,12 @@ intent/outcome and reconciled after a crash (:mod:`wap_core.workflow.reconcile`)
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
+
+from pyiceberg.table import Table
 
 from wap_core.exceptions import (
     AlreadyReopenedError,
@@ -29,9 +32,11 @@ from wap_core.exceptions import (
     RefusedError,
     ValidationError,
 )
+from wap_core.faults import fault_point
 from wap_core.identifiers import MAIN, TableId, validate_branch
 from wap_core.lake import catalog as cat
-from wap_core.lake.refs import commit_with_retry, create_branch_at, point_main
+from wap_core.lake.multitable import MultiTableConflictError, commit_tables, ref_changes
+from wap_core.lake.refs import create_branch_at
 from wap_core.notify import Event
 from wap_core.security.access import Permission
 from wap_core.session import Session, session_of
@@ -39,12 +44,10 @@ from wap_core.states import Action, Outcome
 from wap_core.store.journal import Intent
 from wap_core.values import JsonObject
 from wap_core.workflow.reconcile import reconciled_table
-from wap_core.workflow.refmove import Moved, Notice, RefMove
+from wap_core.workflow.refmove import BatchMove, Moved, Notice, RefMove, TableMove
 from wap_core.workflow.review import batch_authors
 
 if TYPE_CHECKING:
-    from pyiceberg.table import Table
-
     from wap_core.lakehouse import Lakehouse
 
 log = logging.getLogger(__name__)
@@ -119,7 +122,7 @@ def taken_off(tbl: Table, main_before: int, to_snapshot: int) -> list[RolledBack
 
 
 def _refuse_stale_or_same(
-    move: RefMove, table: TableId, expected_main: int | None, main_before: int, to_snapshot: int
+    move: BatchMove, table: TableId, expected_main: int | None, main_before: int, to_snapshot: int
 ) -> None:
     """Refuse (journaled) a rollback from a main the caller did not see, or to where main already is."""
     if expected_main is not None and expected_main != main_before:
@@ -136,6 +139,75 @@ def _refuse_stale_or_same(
         )
 
 
+@dataclass(frozen=True)
+class MainBack:
+    """One table's part of a rollback: its main from ``before`` back to ``to``, read from ``base``, and the
+    batches that takes off main."""
+
+    table: TableId
+    base: Table
+    before: int
+    to: int
+    taken: tuple[RolledBackBatch, ...] = ()
+
+
+def rollback_move(
+    s: Session,
+    name: str,
+    backs: Sequence[MainBack],
+    reason: str,
+    details: JsonObject,
+    *,
+    subject: str | None = None,
+) -> BatchMove:
+    """The one ref move of a rollback, of one table (``subject``: the table; ``name``: main) or of a batch
+    (``name``: the batch): one ``rollback`` intent per table on main, with the snapshots it takes off. A
+    one-table rollback's refusals are journaled, not notified (as before the one path)."""
+    return BatchMove(
+        s,
+        Action.ROLLBACK,
+        name,
+        tuple(
+            TableMove(b.table, b.before, b.to, {"rolled_back": [x.snapshot_id for x in b.taken]})
+            for b in backs
+        ),
+        reason,
+        details,
+        ref=MAIN,
+        subject=subject,
+        notify_refusal=subject is None,
+    )
+
+
+def move_mains_back(lh: Lakehouse, move: BatchMove, backs: Sequence[MainBack], notice: Notice) -> None:
+    """Run ``move``: every table's main back to its ``to`` in ONE multi-table commit, each required still at
+    its ``before`` (the one path of a rollback, of one table or many). A commit that lost only because
+    another ref of a table moved (main still where it was read) is tried once more on fresh metadata; a
+    main that moved refuses them all (:class:`~wap_core.lake.multitable.MultiTableConflictError`)."""
+
+    def attempt(bases: dict[TableId, Table]) -> None:
+        commit_tables(
+            lh.catalog,
+            [
+                ref_changes(b.table, bases[b.table], expect={MAIN: b.before}, set_branches={MAIN: b.to})
+                for b in backs
+            ],
+            after_write=lambda: fault_point("after_rollback_batch_write"),
+            in_transaction=lambda: fault_point("in_rollback_batch_transaction"),
+        )
+
+    def commit(_: list[Intent]) -> None:
+        try:
+            attempt({b.table: b.base for b in backs})
+        except MultiTableConflictError:
+            fresh = {b.table: lh.table(b.table) for b in backs}
+            if any(cat.ref_snapshot_id(fresh[b.table], MAIN) != b.before for b in backs):
+                raise
+            attempt(fresh)
+
+    move.run(commit, Outcome.ROLLED_BACK, notice)
+
+
 def rollback(
     session: Session | Lakehouse,
     table: TableId,
@@ -145,7 +217,8 @@ def rollback(
     user: str | None = None,
     expected_main: int | None = None,
 ) -> RollbackResult:
-    """Move main back to ``to_snapshot`` (an ancestor of main), metadata only. Admin role.
+    """Move main back to ``to_snapshot`` (an ancestor of main), metadata only. Admin role: the rollback of a
+    batch of one (:func:`move_mains_back`, the path of ``rollback --batch``).
 
     ``expected_main``: the main head the caller saw (the console's timeline); refused when main moved since.
     """
@@ -158,7 +231,8 @@ def rollback(
     main_before = cat.ref_snapshot_id(tbl, MAIN)
     if main_before is None:
         raise NotFoundError(f"table {table} has no main snapshot to roll back")
-    move = _move(s, Action.ROLLBACK, table, MAIN, main_before, to_snapshot, reason)
+    back = MainBack(table, tbl, main_before, to_snapshot)
+    move = rollback_move(s, MAIN, [back], reason, {}, subject=str(table))
     _refuse_stale_or_same(move, table, expected_main, main_before, to_snapshot)
     dropped = taken_off(tbl, main_before, to_snapshot)
     if dropped is None:
@@ -169,29 +243,10 @@ def rollback(
                 "not_ancestor",
             )
         )
-    move = replace(move, details={"rolled_back": [b.snapshot_id for b in dropped]})
-
-    def move_main(t: Table) -> None:
-        point_main(t, to_snapshot)
-
-    def main_unmoved(t: Table) -> bool:  # another branch of the table committed: retry on fresh metadata
-        return cat.ref_snapshot_id(t, MAIN) == main_before
-
-    def commit(_: Intent) -> Moved:
-        try:
-            commit_with_retry(lh.catalog, table, move_main, retry_if=main_unmoved, tbl=tbl)
-        except CommitConflictError as exc:
-            # main moved since the read (a publish or another rollback landed): nothing was rolled back
-            raise ConflictError(
-                f"rollback of {table} lost a race: main changed during the rollback; nothing was rolled back ({exc})"
-            ) from exc
-        return Moved(Outcome.ROLLED_BACK, to_snapshot)
-
-    def notice(_: Moved) -> Notice:
-        summary = f"main rolled back from {main_before} to {to_snapshot}: {reason.strip()}"[:500]
-        return Notice(Event.ROLLED_BACK, summary, to_snapshot, branch=None)
-
-    move.run(commit, notice)
+    back = replace(back, taken=tuple(dropped))
+    move = rollback_move(s, MAIN, [back], reason, {}, subject=str(table))
+    summary = f"main rolled back from {main_before} to {to_snapshot}: {reason.strip()}"[:500]
+    move_mains_back(lh, move, [back], Notice(Event.ROLLED_BACK, summary, to_snapshot))
     return RollbackResult(str(table), main_before, to_snapshot, reason.strip(), tuple(dropped))
 
 

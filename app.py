@@ -60,6 +60,11 @@ if problem is not None or (sign_in and signed_in_user() is None):
 
 @st.fragment(run_every=2)
 def live_spark_status() -> None:
+    """Spark's status every 2 s while it starts. Once it has started (or failed), one run of the whole page
+    draws the plain caption and this fragment's ticks end: a tick every 2 s for the session's life would
+    be a run beside every click of the steward's (a dialog's Enter went unanswered under load in CI)."""
+    if not spark_starter().starting:
+        st.rerun()
     st.caption(spark_status())
 
 

@@ -50,6 +50,7 @@ class SeaweedS3:
     secret_key: str = field(default_factory=lambda: "wapsecret" + secrets.token_hex(12))
     ports: dict[str, int] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
+    _log_from: int = 0  # where the current start's lines begin in the (appended) log
 
     @property
     def endpoint(self) -> str:
@@ -124,6 +125,7 @@ class SeaweedS3:
             "-s3.port.lance=0",  # off (its default port is fixed: two servers would collide)
             f"-s3.config={ids}",
         ]
+        self._log_from = self.log.stat().st_size if self.log.exists() else 0  # this start's part of the log
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
                 cmd, cwd=self.base, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
@@ -143,7 +145,7 @@ class SeaweedS3:
             assert self.proc is not None
             if self.proc.poll() is not None:
                 tail = self.log_tail()
-                if "address already in use" in tail[-1500:]:
+                if "address already in use" in self._this_start_log():  # anywhere: goroutine dumps follow
                     raise _PortTaken(f"weed exited with {self.proc.returncode}:\n{tail}")
                 raise RuntimeError(f"weed exited with {self.proc.returncode}:\n{tail}")
             try:
@@ -176,6 +178,14 @@ class SeaweedS3:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=5)
         self.proc = None
+
+    def _this_start_log(self) -> str:
+        try:
+            with open(self.log, "rb") as f:
+                f.seek(self._log_from)
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
 
     def log_tail(self, n: int = 4000) -> str:
         try:

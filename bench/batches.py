@@ -92,8 +92,7 @@ class Lake:
 
 def bench_publish(lake: Lake, rows: int, repeat: int) -> dict[str, Any]:
     from wap_core.session import session_of
-    from wap_core.workflow.batch_publish import publish_batch
-    from wap_core.workflow.publish import publish
+    from wap_core.workflow.publish import publish, publish_batch
 
     one, four, written = [], [], 0
     for i in range(repeat + 1):

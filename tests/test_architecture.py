@@ -344,3 +344,28 @@ def test_no_streamlit_in_the_core() -> None:
 def test_every_package_says_what_it_is_for(package: str) -> None:
     doc = ast.get_docstring(ast.parse(MODULES[package].read_text()))
     assert doc and len(doc.split()) >= 12, f"{package}: a one-paragraph docstring on what the package is for"
+
+
+# One path for one table or many (issue 38): a branch is a batch of one. The twins that carried a batch's copy
+# of an action are gone, and each action's one module declares one set of fault points for both.
+GONE_TWINS = (
+    "wap_core/actions/publish_batch.py",
+    "wap_core/actions/discard_batch.py",
+    "wap_core/actions/rollback_batch.py",
+    "wap_core/workflow/batch_publish.py",
+    "wap_core/workflow/batch_status.py",
+)
+
+
+@pytest.mark.parametrize("path", GONE_TWINS)
+def test_no_batch_twin_beside_its_one_table_module(path: str) -> None:
+    assert not (ROOT / path).exists(), f"{path} is back: one path per action (a branch is a batch of one)"
+
+
+@pytest.mark.parametrize("action", ["publish", "discard", "rollback"])
+def test_one_table_and_a_batch_share_one_set_of_fault_points(action: str) -> None:
+    from wap_core.actions import ACTIONS
+
+    spec = ACTIONS[action]
+    assert spec.faults and all(f"_{action}_batch_" in f for f in spec.faults), spec.faults
+    assert f"{action}_batch" not in ACTIONS, f"{action}_batch is declared apart"

@@ -37,8 +37,8 @@ from wap_core.states import CheckStatus
 from wap_core.workflow.audit import latest_audit, run_audit
 from wap_core.workflow.batch import batch_of, load_batch
 from wap_core.workflow.batch_audit import audit_batch, stale_tables
-from wap_core.workflow.batch_status import batch_readiness
 from wap_core.workflow.ingest import ingest
+from wap_core.workflow.readiness import batch_readiness
 from wap_core.workflow.review import (
     ReviewState,
     Verdict,

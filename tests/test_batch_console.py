@@ -28,10 +28,10 @@ from streamlit.testing.v1 import AppTest
 from wap_core import Lakehouse, TableId, api
 from wap_core.states import BranchStatus, worst_branch_status
 from wap_core.workflow.batch import load_batch
-from wap_core.workflow.batch_status import batch_rows
 from wap_core.workflow.ingest import ingest
 from wap_core.workflow.publish import publish
 from wap_core.workflow.review import ReviewState
+from wap_core.workflow.status import batch_rows
 
 ORD, ITM = TableId("shop", "orders"), TableId("shop", "items")
 CHECKS = """\

@@ -44,8 +44,8 @@ from wap_core.workflow.batch_moves import (
     rebase_batch,
     rollback_batch,
 )
-from wap_core.workflow.batch_publish import publish_batch
 from wap_core.workflow.discard import discard_batch
+from wap_core.workflow.publish import publish_batch
 from wap_core.workflow.reconcile import reconcile
 
 T1, T2, T3 = (TableId("bm", n) for n in ("airports", "flights", "planes"))

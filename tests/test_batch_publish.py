@@ -48,11 +48,10 @@ from wap_core.states import Action, Outcome, PublishOutcome
 from wap_core.store import batches as store
 from wap_core.workflow.audit import audit_branch
 from wap_core.workflow.batch import join, load_batch
-from wap_core.workflow.batch_publish import publish_batch
-from wap_core.workflow.batch_status import batch_readiness
 from wap_core.workflow.discard import discard_batch
 from wap_core.workflow.ingest import ingest
-from wap_core.workflow.publish import publish
+from wap_core.workflow.publish import publish, publish_batch
+from wap_core.workflow.readiness import batch_readiness
 from wap_core.workflow.reconcile import reconcile
 
 T1, T2, T3, T4 = (TableId("bp", n) for n in ("airports", "flights", "planes", "weather"))

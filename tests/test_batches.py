@@ -20,9 +20,9 @@ from wap_core.lake.multitable import Atomicity
 from wap_core.states import Action, Outcome
 from wap_core.store import batches as store
 from wap_core.workflow.batch import batch_of, load_batch, open_batches
-from wap_core.workflow.batch_status import batch_readiness
 from wap_core.workflow.ingest import ingest
-from wap_core.workflow.publish import publish, publish_readiness
+from wap_core.workflow.publish import publish
+from wap_core.workflow.readiness import batch_readiness, publish_readiness
 
 ORD, ITM = TableId("shop", "orders"), TableId("shop", "items")
 

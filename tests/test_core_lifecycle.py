@@ -18,7 +18,8 @@ from wap_core.lake.catalog import lineage
 from wap_core.workflow.audit import run_audit
 from wap_core.workflow.discard import discard
 from wap_core.workflow.ingest import ingest
-from wap_core.workflow.publish import publish, publish_readiness, rebase
+from wap_core.workflow.publish import publish, rebase
+from wap_core.workflow.readiness import publish_readiness
 
 T = TableId("demo", "people")
 HEADER = ["id", "name", "age"]

@@ -32,7 +32,8 @@ from wap_core.lake.catalog import lineage
 from wap_core.store.journal import _machine, utcnow
 from wap_core.workflow.discard import discard
 from wap_core.workflow.ingest import ingest
-from wap_core.workflow.publish import publish, publish_readiness, rebase
+from wap_core.workflow.publish import publish, rebase
+from wap_core.workflow.readiness import publish_readiness
 from wap_core.workflow.reconcile import reconcile
 from wap_core.workflow.status import list_branches
 
@@ -260,8 +261,33 @@ CASES = [
     *_kills(
         _argv("publish", "demo.people", "ready"),
         _setup_branch("ready", [(3, "cy")]),
-        ("after_publish_intent", "abandoned", False, _untouched("ready"), _after_publish_abandoned, BRANCHES),
-        ("after_publish_commit", "published", True, _published, _after_published, HISTORY),
+        # a branch is a publish's batch of one: the batch path's points (a batch's own: test_batch_publish.py)
+        (
+            "after_publish_batch_intents",
+            "abandoned",
+            False,
+            _untouched("ready"),
+            _after_publish_abandoned,
+            BRANCHES,
+        ),
+        (
+            "after_publish_batch_write",
+            "abandoned",
+            False,
+            _untouched("ready"),
+            _after_publish_abandoned,
+            HISTORY,
+        ),
+        (
+            "in_publish_batch_transaction",
+            "abandoned",
+            False,
+            _untouched("ready"),
+            _after_publish_abandoned,
+            BRANCHES,
+        ),
+        ("after_publish_batch_commit", "published", True, _published, _after_published, HISTORY),
+        ("before_publish_batch_outcome", "published", True, _published, _after_published, BRANCHES),
     ),
     *_kills(
         _argv("rebase", "demo.people", "b"),
@@ -309,7 +335,7 @@ CASES = [
 def test_every_fault_point_has_a_kill_case() -> None:
     # the rollback and reopen points are killed in tests/test_workflow.py
     # (test_rollback_killed_at_its_fault_points_is_reconciled, test_reopen_killed_at_its_fault_points_is_reconciled),
-    # a batch's publish in tests/test_batch_publish.py (test_killed_batch_publish_is_all_or_none_after_reconcile),
+    # a two-table publish also in tests/test_batch_publish.py (test_killed_batch_publish_is_all_or_none_after_reconcile),
     # quarantine in tests/test_quarantine.py (test_kill_at_each_point_then_reconcile), a batch's discard,
     # rollback and rebase in tests/test_batch_moves.py (test_killed_batch_discard_is_all_or_none_after_reconcile,
     # test_killed_batch_rollback_is_all_or_none_after_reconcile, test_killed_batch_rebase_is_all_or_none_after_reconcile),
@@ -319,7 +345,6 @@ def test_every_fault_point_has_a_kill_case() -> None:
         "rollback",
         "reopen",
         "_open_",
-        "publish_batch",
         "quarantine",
         "rebase_batch",
         "replay_mark",
@@ -407,7 +432,7 @@ def test_a_forced_publish_killed_after_its_commit_is_journaled_as_forced_with_it
     assert not ctx["passed"]
     reason = "owner accepts the null name"
     case = Case(
-        "after_publish_commit",
+        "after_publish_batch_commit",
         lambda p: ["publish", "demo.people", "bad", "--force", "--reason", reason],
         lambda lh, p: ctx,
         "forced",

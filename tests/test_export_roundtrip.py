@@ -23,9 +23,8 @@ from helpers import lake_settings
 
 from wap_core import Lakehouse, TableId
 from wap_core.session import session_of
-from wap_core.workflow.batch_publish import publish_batch
 from wap_core.workflow.ingest import ingest
-from wap_core.workflow.publish import publish
+from wap_core.workflow.publish import publish, publish_batch
 from wap_core.workflow.quarantine import quarantine, quarantine_table_id
 from wap_core.workflow.quarantine_view import export_bytes, export_quarantine
 

@@ -24,11 +24,10 @@ from wap_core.lake import catalog as cat
 from wap_core.lake.catalog import file_io_properties
 from wap_core.lake.orphans import orphan_metadata_files, referenced_metadata
 from wap_core.session import Identity, Session
-from wap_core.workflow.batch_publish import publish_batch
 from wap_core.workflow.discard import discard, discard_batch
 from wap_core.workflow.gc import collect_garbage, iceberg_would_remove
 from wap_core.workflow.ingest import ingest
-from wap_core.workflow.publish import publish
+from wap_core.workflow.publish import publish, publish_batch
 
 HEADER = ["id", "name"]
 SUITE = "demo.people:\n  checks:\n    - not_null: [name]\n"

@@ -629,7 +629,7 @@ def test_a_publish_recorded_by_reconciliation_is_notified(tmp_path: Path, receiv
     head = pyiceberg_branch(lh)
     p = subprocess.run(
         [sys.executable, "-m", "wap_core", "publish", "demo.t", "b1", "--force", "--reason", "hotfix"],
-        env=cli_env(lh, WAP_FAULT="after_publish_commit"),
+        env=cli_env(lh, WAP_FAULT="after_publish_batch_commit"),
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -233,7 +233,7 @@ def test_a_publish_killed_after_its_commit_is_published_to_a_waiting_pipeline(la
     env = _env(lake, WAP_USER="etl-bot")
     killed = subprocess.run(
         [sys.executable, "-m", "wap_core", "publish", str(ORD), b.branch],
-        env={**env, "WAP_FAULT": "after_publish_commit"},
+        env={**env, "WAP_FAULT": "after_publish_batch_commit"},
         capture_output=True,
         text=True,
         timeout=300,

@@ -26,9 +26,8 @@ from wap_core.session import session_of
 from wap_core.states import Action, CheckStatus, Outcome
 from wap_core.workflow.audit import latest_audit
 from wap_core.workflow.batch import load_batch
-from wap_core.workflow.batch_publish import publish_batch
 from wap_core.workflow.ingest import ingest
-from wap_core.workflow.publish import publish
+from wap_core.workflow.publish import publish, publish_batch
 from wap_core.workflow.quarantine import quarantine, quarantine_table_id
 from wap_core.workflow.reconcile import reconcile
 from wap_core.workflow.review import authors_of

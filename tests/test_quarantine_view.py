@@ -27,9 +27,8 @@ from wap_core.exceptions import QueryTimeoutError
 from wap_core.session import session_of
 from wap_core.states import CheckStatus
 from wap_core.workflow import quarantine_view
-from wap_core.workflow.batch_publish import publish_batch
 from wap_core.workflow.ingest import ingest
-from wap_core.workflow.publish import publish
+from wap_core.workflow.publish import publish, publish_batch
 from wap_core.workflow.quarantine import quarantine, quarantine_table_id
 from wap_core.workflow.quarantine_view import export_quarantine, quarantine_rows, quarantine_summary
 

@@ -243,7 +243,7 @@ def test_the_loser_held_between_its_read_and_its_intent_is_journaled_refused(
         publish(lh, T, branch, user="pat")
     else:
         t, lost = _held(
-            monkeypatch, "before_publish_intent", 4.0, lambda: publish(loser_lh, T, branch, user="pat")
+            monkeypatch, "before_publish_batch_intents", 4.0, lambda: publish(loser_lh, T, branch, user="pat")
         )
         discard(lh, T, branch, reason="race", user="dan")
     t.join(timeout=60)

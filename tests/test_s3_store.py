@@ -464,7 +464,7 @@ def test_store_down_is_one_line_naming_the_endpoint_and_nothing_half_moved(  # t
     proc = subprocess.Popen(
         [sys.executable, "-m", "wap_core", "publish", str(T), "mid"],
         cwd=ROOT,
-        env=_cli_env(lh, WAP_PAUSE="after_publish_intent=15"),
+        env=_cli_env(lh, WAP_PAUSE="after_publish_batch_intents=15"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -24,7 +24,8 @@ from wap_core.faults import FAULT_EXIT_CODE
 from wap_core.identifiers import MAIN
 from wap_core.lake import catalog as cat
 from wap_core.security.access import parse_access
-from wap_core.workflow.publish import publish, publish_readiness
+from wap_core.workflow.publish import publish
+from wap_core.workflow.readiness import publish_readiness
 from wap_core.workflow.reconcile import reconcile
 from wap_core.workflow.review import policy_for, review_state
 from wap_core.workflow.rollback import rollback

@@ -82,7 +82,7 @@ MAX_SNAPSHOT_AGE_PROPERTY = "history.expire.max-snapshot-age-ms"  # Iceberg's ta
 MIN_SNAPSHOTS_PROPERTY = "history.expire.min-snapshots-to-keep"  # Iceberg's table property
 MAX_REF_AGE_PROPERTY = "history.expire.max-ref-age-ms"  # Iceberg's table property
 TEMP_MARKER = "__rebase_"
-BATCH_TAG_PREFIX = "batch-"  # a batch publish's tag (workflow.batch_publish.batch_tag)
+BATCH_TAG_PREFIX = "batch-"  # a batch publish's tag (workflow.batch.batch_tag)
 DEFAULT_GRACE = timedelta(hours=1)
 _FOREVER_MS = 2**63 - 1
 

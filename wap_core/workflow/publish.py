@@ -1,19 +1,44 @@
-"""Guarded publish (fast-forward), rebase and discard.
+"""Publish: fast-forward main to the audited head of every table of a batch, all or none; a branch is a batch of one.
 
-Publish moves main to the audited branch head and removes the branch in ONE
-metadata commit, with optimistic-concurrency requirements on both refs
-(main must still be at the fork, the branch still at the audited snapshot).
-A concurrent publish or a commit to main in between makes the commit fail;
-nothing is half-applied and no write is lost. No data file is written.
+One path for one table or many (issue 38). ``publish(table, branch)`` reads the branch's readiness
+(:func:`~wap_core.workflow.readiness.publish_readiness`: a branch of a batch that spans tables is refused,
+``in_batch``), ``publish_batch(name)`` every table's (:func:`~wap_core.workflow.readiness.batch_readiness`);
+both run :func:`_publish`, the one ref move of a publish (:class:`~wap_core.workflow.refmove.BatchMove`):
+
+1. one ``publish`` intent per table (expected before = main, after = the branch head), all in ONE journal
+   transaction: one busy branch refuses the whole publish;
+2. every table's fast-forward (main to its audited head, the branch removed; a recorded batch's tables also
+   get the tag ``batch-<name>``) in ONE :func:`~wap_core.lake.multitable.commit_tables`, from the metadata the
+   readiness read, so its compare-and-swap guards everything checked in between (the JDBC catalog: one
+   database transaction of compare-and-swaps; REST: the multi-table endpoint, or the table's own commit for
+   one table);
+3. every outcome (``published``, ``forced``) and the closing of the tables' batch memberships in ONE
+   transaction; one notification.
+
+A pointer that moved since it was read fails the whole commit: nothing moved, every intent is ``refused``
+naming the table that lost (:class:`~wap_core.exceptions.ConflictError`). Only while every main and branch
+is still where the readiness saw it (another ref's commit moved a pointer) is the commit tried again on fresh
+metadata (:data:`~wap_core.lake.refs.RETRY`). When every main already reached its head (a concurrent publish
+of the same branch won), the intents are ``abandoned`` and the result is ``already_published``. A process
+killed in between leaves pending intents that :mod:`wap_core.workflow.reconcile` decides per table from the
+metadata. One set of fault points (``WAP_FAULT``), declared in :mod:`wap_core.actions.publish`; a forced
+publish (:mod:`wap_core.actions.force`) takes the same path.
+
+Rebase (a branch's appended rows replayed onto a main that moved) and :func:`append_and_swap` (the history
+replacement rebase and quarantine share) live here too.
 """
 
 from __future__ import annotations
 
+import logging
+import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from pyiceberg.table import Table
+from sqlalchemy import Connection
 
 from wap_core import notify
 from wap_core.exceptions import (
@@ -27,10 +52,16 @@ from wap_core.faults import fault_point
 from wap_core.identifiers import MAIN, TableId, validate_branch
 from wap_core.lake import catalog as cat
 from wap_core.lake.batch import batch_frame
+from wap_core.lake.multitable import (
+    Atomicity,
+    MultiTableConflictError,
+    atomicity,
+    commit_tables,
+    fast_forward,
+)
 from wap_core.lake.refs import (
+    RETRY,
     commit_conflicts,
-    commit_with_retry,
-    point_main,
     remove_branch_quietly,
     remove_branches,
     with_commit_retry,
@@ -38,18 +69,28 @@ from wap_core.lake.refs import (
 from wap_core.samples import load_sample, sample_json
 from wap_core.security.access import Permission
 from wap_core.session import Session, session_of
-from wap_core.states import Action, BranchStatus, Outcome, PublishOutcome, RebaseOutcome, branch_status
+from wap_core.states import Action, Outcome, PublishOutcome, RebaseOutcome
+from wap_core.store import batches as store
 from wap_core.store.journal import Intent
-from wap_core.workflow.audit import AuditResult, audit_branch, latest_audit
-from wap_core.workflow.batch import Batch, batch_of
-from wap_core.workflow.reconcile import INTENT_PROPERTY, reconciled_table, temp_branch_name, temp_branches_of
-from wap_core.workflow.refmove import Moved, Notice, RefMove
-from wap_core.workflow.review import ReviewStatus, review_state, second_admin_approval
+from wap_core.workflow.audit import AuditResult, audit_branch
+from wap_core.workflow.batch import Batch, batch_of, batch_tag, joined_since, load_batch_tables
+from wap_core.workflow.readiness import BatchReadiness, batch_readiness, publish_readiness, readiness_of_one
+from wap_core.workflow.reconcile import (
+    INTENT_PROPERTY,
+    reconcile,
+    reconciled_table,
+    temp_branch_name,
+    temp_branches_of,
+)
+from wap_core.workflow.refmove import BatchMove, Moved, Notice, RefMove, TableMove, Unneeded
+from wap_core.workflow.review import review_state, second_admin_approval
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from wap_core.lakehouse import Lakehouse
+
+log = logging.getLogger(__name__)
 
 _LINEAGE_SCAN = 1000  # newest main snapshots searched for a published branch
 
@@ -73,6 +114,19 @@ class PublishResult:
 
 
 @dataclass(frozen=True)
+class BatchPublishResult:
+    """The outcome of a batch publish: every table's main move (sorted by table), the batch tag."""
+
+    batch: str
+    outcome: PublishOutcome
+    tables: tuple[PublishResult, ...]
+    tag: str | None
+    atomicity: Atomicity
+    forced: bool = False
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
 class RebaseResult:
     """The outcome of a rebase: the branch's old and new head and fork."""
 
@@ -90,97 +144,16 @@ class RebaseResult:
 
 
 @dataclass(frozen=True)
-class PublishCheck:
-    """Whether a branch may be published now, and if not, why (for the console's disabled button)."""
+class _Target:
+    """One table a publish moves: its main and branch head as read, and the metadata they were read from."""
 
-    allowed: bool
-    code: str  # ok | in_batch | not_audited | stale | audit_failed | main_moved | empty | author_unknown | changes_requested | approvals_missing
-    message: str
-    forceable: bool
-    review: ReviewStatus | None = (
-        None  # the head's review status against the table's policy (None: not reached)
-    )
+    table: TableId
+    main: int | None
+    head: int
+    tbl: Table
 
 
-def publish_readiness(
-    lh: Lakehouse,
-    table: TableId,
-    branch: str,
-    tbl: Table | None = None,
-    *,
-    alone: bool = True,
-    batch: Batch | None = None,
-) -> PublishCheck:
-    """Whether the branch can be published now and, if not, why (metadata and journal only).
-
-    ``alone`` (a one-table publish): a branch of a batch that spans several tables is refused (``in_batch``,
-    not forceable): its tables are published together or not at all (``wap publish --batch``). The batch's
-    own readiness asks with ``alone=False`` and its ``batch`` already loaded (``tbl`` too: no reload).
-    """
-    tbl = tbl if tbl is not None else lh.table(table)
-    cat.require_branch(tbl, table, branch)
-    if alone and (b := batch_of(lh, table, branch)) is not None and len(b.tables) > 1:
-        others = ", ".join(str(t) for t in b.table_ids if t != table)
-        return PublishCheck(
-            False,
-            "in_batch",
-            f"branch {branch} of {table} belongs to batch {b.name} with {others}: its tables are published"
-            f" together or not at all (publish the batch: wap publish --batch {b.name})",
-            False,
-        )
-    lin = cat.lineage(tbl, branch)
-    if lin.published:
-        return PublishCheck(False, "empty", "the branch has no commits since main: nothing to publish", False)
-    if lin.main_moved:
-        return PublishCheck(
-            False,
-            "main_moved",
-            "main moved since this branch forked: rebase the branch, audit it again, then publish",
-            False,
-        )
-    audit = latest_audit(lh, table, branch)
-    status = branch_status(lin.head, audit)
-    if audit is None or status is BranchStatus.NOT_AUDITED:
-        return PublishCheck(False, "not_audited", "the branch has not been audited", True)
-    if status is BranchStatus.STALE:
-        return PublishCheck(
-            False,
-            "stale",
-            f"the branch moved since its last audit (audited snapshot {audit.snapshot_id}, head {lin.head}): audit it again",
-            True,
-        )
-    rs = review_state(lh, table, branch, tbl, batch=batch)
-    if status.blocks_publish:
-        bad = audit.failed_checks
-        also = f"; {rs.message}" if rs.message else ""
-        return PublishCheck(
-            False,
-            "audit_failed",
-            f"the latest audit failed: {', '.join(bad) or 'see the audit'}{also}",
-            True,
-            rs,
-        )
-    # the audit passed on the head: the table's review policy must be satisfied on the same head
-    if rs.policy.author_cannot_approve and not rs.authors:
-        return PublishCheck(
-            False,
-            "author_unknown",
-            f"no author is journaled for {table} {branch} (written by a job that did not open it): four-eyes "
-            f"review cannot tell who wrote it; open it or take it over first: wap branch open {table} --branch {branch}",
-            True,
-            rs,
-        )
-    if rs.changes_requested:
-        return PublishCheck(False, "changes_requested", rs.message, True, rs)
-    if rs.missing:
-        return PublishCheck(False, "approvals_missing", rs.message, True, rs)
-    approved = f"; approved by {', '.join(r.user for r in rs.approvals)}" if rs.approvals else ""
-    return PublishCheck(
-        True, "ok", f"audit {audit.status} at snapshot {audit.snapshot_id}{approved}", False, rs
-    )
-
-
-def _already_published(lh: Lakehouse, table: TableId, branch: str, tbl: Table) -> int | None:
+def _branch_already_published(lh: Lakehouse, table: TableId, branch: str, tbl: Table) -> int | None:
     """The snapshot a previous publish of ``branch`` moved main to, if it is still in main's history.
 
     The journal says so; so does main's lineage, whose ingest snapshots carry ``wap.branch``
@@ -220,25 +193,18 @@ def _record_untracked_publish(lh: Lakehouse, table: TableId, branch: str, snapsh
     )
 
 
-def _forced_or_refused(move: RefMove, ready: PublishCheck, force: bool, tbl: Table) -> bool:
-    """Whether the publish is forced over a refusal (refused, journaled, unless it may be); a forced
-    publish is the admins' call, and a policy may want a second admin's approval of the head."""
-    lh, user, table, branch = move.lh, move.user, move.table, move.branch
-    if not ready.allowed and not (force and ready.forceable):
-        raise move.refuse(RefusedError(f"publish of {table} {branch} refused: {ready.message}", ready.code))
-    if ready.allowed:
-        return False
-    move.session.authorize(Permission.FORCE_PUBLISH, table=table, branch=branch)
-    rs = ready.review if ready.review is not None else review_state(lh, table, branch, tbl)
-    if rs.policy.force_needs_second_admin and second_admin_approval(lh, rs, user) is None:
-        raise move.refuse(
-            RefusedError(
-                f"forced publish of {table} {branch} refused: the policy ({rs.policy.source}) needs an approval of the head "
-                f"from an admin other than {user}",
-                "second_admin_missing",
-            )
-        )
-    return True
+def _batch_already_published(lh: Lakehouse, name: str) -> BatchPublishResult | None:
+    """The batch ``name`` was published before (every membership closed ``published``): say so, move nothing."""
+    closed = [m for m in store.members(lh.journal.engine, name) if m.closed_as == "published"]
+    if not closed or store.open_members(lh.journal.engine, name):
+        return None
+    results = []
+    for table in sorted({m.table for m in closed}):
+        main = cat.ref_snapshot_id(lh.table(TableId.parse(table)), MAIN)
+        results.append(PublishResult(table, name, PublishOutcome.ALREADY_PUBLISHED, main, main))
+    return BatchPublishResult(
+        name, PublishOutcome.ALREADY_PUBLISHED, tuple(results), batch_tag(name), atomicity(lh.catalog)
+    )
 
 
 def publish(
@@ -250,57 +216,210 @@ def publish(
     reason: str | None = None,
     user: str | None = None,
 ) -> PublishResult:
-    """Publish the audited branch head to main (journaled); ``force`` overrides a forceable refusal and needs a reason."""
+    """Publish the audited branch head to main (journaled): the publish of a batch of one. ``force``
+    overrides a forceable refusal and needs a reason."""
     s = session_of(session, user)
-    lh, user = s.lakehouse, s.user
+    lh = s.lakehouse
     validate_branch(branch)
-    if force and not (reason and reason.strip()):
-        raise ValidationError("--force needs a --reason: a forced publish is journaled with its reason")
+    _require_reason(force, reason)
     s.authorize(Permission.PUBLISH, table=table, branch=branch)
     tbl = reconciled_table(lh, table)
     main_before = cat.ref_snapshot_id(tbl, MAIN)
     if branch not in tbl.metadata.refs:
-        if _already_published(lh, table, branch, tbl) is not None:
+        if _branch_already_published(lh, table, branch, tbl) is not None:
             return PublishResult(
                 str(table), branch, PublishOutcome.ALREADY_PUBLISHED, main_before, main_before
             )
         cat.require_branch(tbl, table, branch)  # raises NotFoundError naming the open branches
-    ready = publish_readiness(lh, table, branch, tbl)
     head = tbl.metadata.refs[branch].snapshot_id
-    move = RefMove(s, Action.PUBLISH, table, branch, main_before, head, reason)
-    forced = _forced_or_refused(move, ready, force, tbl)
-    move = replace(move, details={"forced": forced, "refusal_overridden": ready.code if forced else None})
+    ready = readiness_of_one(lh, table, branch, head, publish_readiness(lh, table, branch, tbl))
+    target = _Target(table, main_before, head, tbl)
+    (done,) = _publish(s, branch, (target,), ready, force, reason, batch=batch_of(lh, table, branch))
+    return done
 
-    def move_main(t: Table) -> None:
-        point_main(t, head, remove=branch)
 
-    def unrelated(t: Table) -> bool:  # another branch of the table committed: retry on fresh metadata
-        return cat.ref_snapshot_id(t, MAIN) == main_before and cat.ref_snapshot_id(t, branch) == head
+def publish_batch(
+    session: Session, name: str, *, force: bool = False, reason: str | None = None
+) -> BatchPublishResult:
+    """Publish every table of batch ``name`` (main to its audited head, the branch removed, tag
+    ``batch-<name>``), all or none; ``force`` overrides forceable refusals and needs a reason."""
+    s = session
+    lh = s.lakehouse
+    validate_branch(name)
+    _require_reason(force, reason)
+    for m in store.open_members(lh.journal.engine, name):  # a dead process's intent neither blocks nor hides
+        reconcile(lh, m.table)
+    try:
+        batch, bases = load_batch_tables(lh, name)  # the one load of every table, passed down
+    except NotFoundError:
+        done = _batch_already_published(lh, name)
+        if done is not None:
+            return done
+        raise
+    for t in batch.tables:
+        s.authorize(Permission.PUBLISH, table=t.table, branch=name)
+    ready = batch_readiness(lh, batch, bases)
+    targets = tuple(_Target(t.table, t.main, t.head, bases[str(t.table)]) for t in batch.tables)
+    results = _publish(s, name, targets, ready, force, reason, batch=batch, named=True)
+    return BatchPublishResult(
+        name, results[0].outcome, results, batch_tag(name), ready.atomicity, results[0].forced, reason
+    )
 
-    def commit(_: Intent) -> Moved:
+
+def _require_reason(force: bool, reason: str | None) -> None:
+    if force and not (reason and reason.strip()):
+        raise ValidationError("--force needs a --reason: a forced publish is journaled with its reason")
+
+
+def _forced_or_refused(move: BatchMove, ready: BatchReadiness, force: bool, *, named: bool) -> bool:
+    """Whether the publish is forced over refusals (refused, journaled for every table, unless it may be): a
+    forced publish is the admins' call (FORCE_PUBLISH on every refused table), and a table's policy may want
+    a second admin's approval of its head."""
+    if ready.allowed:
+        return False
+    s = move.session
+    if not (force and ready.forceable):
+        if named:
+            tables = ", ".join(t.table for t in ready.refusals)
+            why = f"publish of batch {move.branch} refused ({tables}): {ready.message}"
+        else:
+            why = f"publish of {move.label} refused: {ready.refusals[0].check.message}"
+        raise move.refuse(RefusedError(why, ready.code))
+    for t in ready.refusals:
+        s.authorize(Permission.FORCE_PUBLISH, table=TableId.parse(t.table), branch=move.branch)
+    for t in ready.refusals:
+        tid = TableId.parse(t.table)
+        rs = t.check.review if t.check.review is not None else review_state(s.lakehouse, tid, move.branch)
+        if rs.policy.force_needs_second_admin and second_admin_approval(s.lakehouse, rs, s.user) is None:
+            whose = f"{t.table}'s policy" if named else "the policy"
+            raise move.refuse(
+                RefusedError(
+                    f"forced publish of {move.label} refused: {whose} ({rs.policy.source}) needs an approval of"
+                    f" the head from an admin other than {s.user}",
+                    "second_admin_missing",
+                )
+            )
+    return True
+
+
+def _reloaded(lh: Lakehouse, branch: str, targets: tuple[_Target, ...]) -> dict[TableId, Table] | None:
+    """Every table's metadata loaded afresh when each main and branch is still where the readiness saw it
+    (another commit of a table, e.g. another branch's ingest, moved its pointer: retry on these); else None."""
+    out = {}
+    for t in targets:
         try:
-            commit_with_retry(lh.catalog, table, move_main, retry_if=unrelated, tbl=tbl)
-        except CommitConflictError as exc:
-            if cat.ref_snapshot_id(lh.table(table), MAIN) == head:
-                why = "main already reached the branch head by another commit"
-                return Moved(Outcome.ABANDONED, None, done=False, details={"why": why})
-            # main or the branch changed under us: nothing was published, nothing is lost (journaled as refused)
-            raise ConflictError(
-                f"publish of {table} {branch} lost a race: main or the branch changed during publish; nothing was published ({exc})"
-            ) from exc
-        return Moved(Outcome.FORCED if forced else Outcome.PUBLISHED, head)
+            tbl = lh.table(t.table)
+        except NotFoundError:  # dropped since: the lost race stands (refused, naming the table)
+            return None
+        if cat.ref_snapshot_id(tbl, MAIN) != t.main or cat.ref_snapshot_id(tbl, branch) != t.head:
+            return None
+        out[t.table] = tbl
+    return out
 
-    def notice(_: Moved) -> Notice:
-        return Notice(
-            notify.Event.PUBLISHED,
-            f"main of {table} moved from snapshot {main_before} to {head}"
-            + (f"; forced over '{ready.message}': {reason}" if forced else f" ({ready.message})"),
-            head,
+
+def _already_there(lh: Lakehouse, targets: tuple[_Target, ...]) -> bool:
+    """True when every table's main is at its head now (another commit published them)."""
+    try:
+        return all(cat.ref_snapshot_id(lh.table(t.table), MAIN) == t.head for t in targets)
+    except NotFoundError:
+        return False
+
+
+def _publish(
+    s: Session,
+    branch: str,
+    targets: tuple[_Target, ...],
+    ready: BatchReadiness,
+    force: bool,
+    reason: str | None,
+    *,
+    batch: Batch | None,
+    named: bool = False,
+) -> tuple[PublishResult, ...]:
+    """The one path: fast-forward every table of ``targets`` to its head, all or none; ``named``: a recorded
+    batch's publish (its tag, journal details and wording); ``batch``: the open batch the tables belong to
+    (a table that joined it since it was read refuses the publish)."""
+    lh = s.lakehouse
+    move = BatchMove(
+        s,
+        Action.PUBLISH,
+        branch,
+        tuple(TableMove(t.table, t.main, t.head) for t in targets),
+        reason,
+        subject=None if named else f"{targets[0].table} {branch}",
+    )
+    forced = _forced_or_refused(move, ready, force, named=named)
+    tag = batch_tag(branch) if named else None
+    details: dict[str, object] = {"forced": forced, "refusal_overridden": ready.code if forced else None}
+    if named:
+        tables = {str(t.table): {"before": t.main, "after": t.head} for t in targets}
+        details = {"batch": branch, "tables": tables, **details, "tag": tag}
+    move = replace(move, details=details)
+
+    def attempt(base: Mapping[TableId, Table]) -> None:
+        commit_tables(
+            lh.catalog,
+            [fast_forward(t.table, base[t.table], to=t.head, branch=branch, tag=tag) for t in targets],
+            after_write=lambda: fault_point("after_publish_batch_write"),
+            in_transaction=lambda: fault_point("in_publish_batch_transaction"),
         )
 
-    if not move.run(commit, notice).done:
-        return PublishResult(str(table), branch, PublishOutcome.ALREADY_PUBLISHED, main_before, head)
-    return PublishResult(str(table), branch, PublishOutcome.PUBLISHED, main_before, head, forced, reason)
+    def commit(_: list[Intent]) -> Unneeded | None:
+        # from the metadata the readiness read: each table's compare-and-swap fails if its pointer moved since.
+        # A MultiTableConflictError (the table that lost) is a lost race, unless every main and branch is still
+        # where the readiness saw it (another ref's commit moved a pointer): then again from fresh metadata.
+        late = joined_since(lh, batch) if batch is not None else []  # read after the intents are committed
+        if late:
+            raise ConflictError(
+                f"{', '.join(late)} joined batch {branch} after its tables were read: publishing would leave"
+                " it behind; audit and publish the batch again"
+            )
+        base: Mapping[TableId, Table] = {t.table: t.tbl for t in targets}
+        for n in range(RETRY.attempts):
+            try:
+                attempt(base)
+                return None
+            except MultiTableConflictError:
+                fresh = _reloaded(lh, branch, targets)
+                if fresh is None or n == RETRY.attempts - 1:
+                    if _already_there(lh, targets):
+                        return Unneeded("main already reached the branch head by another commit")
+                    raise
+                log.info(
+                    "publish of %s: a table's metadata moved on another ref; committing again", move.label
+                )
+                time.sleep(RETRY.delay(n))
+                base = fresh
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def close(conn: Connection) -> None:  # the tables' memberships of the batch (if any) close as published
+        store.close_members(conn, branch, [str(t.table) for t in targets], "published")
+
+    outcome = Outcome.FORCED if forced else Outcome.PUBLISHED
+    if named:
+        moves = "; ".join(f"{t.table} main {t.main} -> {t.head}" for t in targets)
+        why = f"; forced over '{ready.message}': {reason}" if forced else ""
+        summary = (
+            f"batch {branch} published, all {len(targets)} tables in one commit (tag {tag}): {moves}{why}"
+        )
+        notice = Notice(notify.Event.PUBLISHED, summary, None)
+    else:
+        (t,) = targets
+        check = ready.tables[0].check
+        summary = f"main of {t.table} moved from snapshot {t.main} to {t.head}" + (
+            f"; forced over '{check.message}': {reason}" if forced else f" ({check.message})"
+        )
+        notice = Notice(notify.Event.PUBLISHED, summary, t.head)
+    entries = move.run(commit, outcome, notice, also=close)
+    if entries and entries[0].outcome is Outcome.ABANDONED:
+        return tuple(
+            PublishResult(str(t.table), branch, PublishOutcome.ALREADY_PUBLISHED, t.main, t.head)
+            for t in targets
+        )
+    return tuple(
+        PublishResult(str(t.table), branch, PublishOutcome.PUBLISHED, t.main, t.head, forced, reason)
+        for t in targets
+    )
 
 
 def replayed_properties(lin: cat.Lineage) -> dict[str, str]:

@@ -30,7 +30,7 @@ The rule, per pending intent not in flight in this process:
    Otherwise (precondition holds, owner alive or heartbeat fresh) it stays pending: an action
    in flight elsewhere is never declared abandoned prematurely.
 
-A batch publish (:mod:`wap_core.workflow.batch_publish`) announces one publish intent per table (details
+A batch publish (:mod:`wap_core.workflow.publish`) announces one publish intent per table (details
 ``batch``, ``tables``): each is judged as a one-table publish from its own table's metadata (the swap was one
 database transaction on the JDBC catalog, so the tables agree: all landed or none), and a landed one closes
 its table's batch membership (``published``).

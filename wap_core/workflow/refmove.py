@@ -176,6 +176,14 @@ class RefMove:
 
 
 @dataclass(frozen=True)
+class Unneeded:
+    """What a :class:`BatchMove`'s commit step returns when another commit already made its move (a concurrent
+    publish of the same heads): nothing to do, every intent ``abandoned`` with ``why``."""
+
+    why: str
+
+
+@dataclass(frozen=True)
 class TableMove:
     """One table's part of a :class:`BatchMove`: its ref before and after (the intent's expected snapshots)."""
 
@@ -266,14 +274,17 @@ class BatchMove:
 
     def run(
         self,
-        commit: Callable[[list[Intent]], dict[int, int] | None],
+        commit: Callable[[list[Intent]], dict[int, int] | Unneeded | None],
         outcome: Outcome,
         notice: Notice | None,
         *,
         also: Callable[[Connection], object] | None = None,
     ) -> list[JournalEntry]:
         """Announce, commit (``commit`` moves every ref or raises), record ``outcome`` for every table with
-        ``also(conn)`` in the same transaction, notify ``notice`` (None: not notified); the outcome rows."""
+        ``also(conn)`` in the same transaction, notify ``notice`` (None: not notified); the outcome rows.
+
+        A commit step that finds the move already made by another commit returns :class:`Unneeded`: every
+        intent is resolved ``abandoned`` (not done, its ``why`` in the details), nothing is notified."""
         intents = self.begin()
         with ExitStack() as stack:
             for intent in intents:
@@ -283,6 +294,13 @@ class BatchMove:
                 landed = commit(intents) or {}  # intent id -> the snapshot it moved to, when not its expected
             except ConflictError as exc:
                 raise self._lost(intents, exc) from exc
+            if isinstance(landed, Unneeded):
+                return self.lh.journal.resolve_intents(
+                    [(i, None) for i in intents],
+                    outcome=Outcome.ABANDONED,
+                    done=False,
+                    details={"why": landed.why},
+                )
             self._points(f"after_{self.action}_batch_commit")
             self._points(f"before_{self.action}_batch_outcome")
             entries = self.lh.journal.resolve_intents(

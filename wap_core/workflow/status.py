@@ -1,14 +1,21 @@
-"""Branch and table overviews from metadata and the journal only (no Spark)."""
+"""Branch, batch and table overviews from metadata and the journal only (no Spark).
+
+:func:`list_branches` lists every open branch; :func:`batch_rows` is the Branches page's view of the open
+batches (one row per batch: its tables, its worst status, the rows it adds, whether main moved under any
+table, its review, every author), read from the same rows and :func:`~wap_core.workflow.batch.open_batches`.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from wap_core.identifiers import MAIN, TableId
 from wap_core.lake import catalog as cat
-from wap_core.states import BranchStatus, branch_status
+from wap_core.states import BranchStatus, branch_status, worst_branch_status
+from wap_core.workflow.batch import open_batches
 from wap_core.workflow.review import ReviewState, review_states
 
 if TYPE_CHECKING:
@@ -199,4 +206,84 @@ def snapshot_timeline(lh: Lakehouse, table: TableId, ref: str = MAIN) -> list[Ti
                 main_at=_ms_iso(moved),
             )
         )
+    return out
+
+
+# The review of a batch is its worst table's: a request for changes on any table blocks it, then a table
+# still awaiting approvals; approved (where a policy asks for approvals) outranks "none needed".
+_REVIEW_RANK = {
+    ReviewState.CHANGES_REQUESTED: 0,
+    ReviewState.AWAITING: 1,
+    ReviewState.APPROVED: 2,
+    ReviewState.NONE: 3,
+}
+
+
+@dataclass(frozen=True)
+class BatchRow:
+    """One open batch as the Branches page lists it: one row for all its tables.
+
+    ``status`` is the worst of its tables' (:attr:`~wap_core.states.BranchStatus.rank`: incomplete, failed,
+    not audited, stale, warned, passed); ``review`` the worst of its tables' review states (changes
+    requested, awaiting, approved, none); ``approvals`` the fewest counting approvals of a table whose policy
+    asks for them (0 when none asks); ``authors`` everyone who wrote any of its tables, first seen first;
+    ``failed_checks`` as ``table: check``; ``created`` its earliest table's, ``last_audit_at`` its latest
+    audit's; ``branches`` each table's own row (sorted by table).
+    """
+
+    batch: str
+    tables: tuple[str, ...]
+    status: BranchStatus
+    rows_added: int
+    main_moved: bool
+    review: ReviewState
+    approvals: int
+    authors: tuple[str, ...]
+    failed_checks: tuple[str, ...]
+    created: str | None
+    last_audit_at: str | None
+    branches: tuple[BranchInfo, ...]
+
+    def member(self, table: str, branch: str) -> bool:
+        """True when ``table``'s ``branch`` is one of this batch's tables (listed in this row, not on its own)."""
+        return branch == self.batch and table in self.tables
+
+
+def _row(name: str, infos: Sequence[BranchInfo]) -> BatchRow:
+    authors: dict[str, None] = {}
+    for b in infos:
+        authors.update(dict.fromkeys(b.authors))
+    asked = [b.approvals for b in infos if b.review is not ReviewState.NONE]
+    created = [b.created for b in infos if b.created]
+    audited = [b.last_audit_at for b in infos if b.last_audit_at]
+    return BatchRow(
+        batch=name,
+        tables=tuple(b.table for b in infos),
+        status=worst_branch_status(b.status for b in infos),
+        rows_added=sum(b.rows_added for b in infos),
+        main_moved=any(b.main_moved for b in infos),
+        review=min((b.review for b in infos), key=lambda r: _REVIEW_RANK[r]),
+        approvals=min(asked, default=0),
+        authors=tuple(authors),
+        failed_checks=tuple(f"{b.table}: {c}" for b in infos for c in b.failed_checks),
+        created=min(created) if created else None,
+        last_audit_at=max(audited) if audited else None,
+        branches=tuple(infos),
+    )
+
+
+def batch_rows(lh: Lakehouse, branches: Sequence[BranchInfo] | None = None) -> list[BatchRow]:
+    """Every open batch as one row, by name (metadata and the journal only: no Spark).
+
+    ``branches``: :func:`~wap_core.workflow.status.list_branches` already read (else it is read here). A table
+    whose branch closed between the two reads is left out; a batch with no table left is not listed.
+    """
+    infos = {(b.table, b.branch): b for b in (branches if branches is not None else list_branches(lh))}
+    out: list[BatchRow] = []
+    for batch in open_batches(lh):
+        rows = [
+            infos[(str(t.table), batch.name)] for t in batch.tables if (str(t.table), batch.name) in infos
+        ]
+        if rows:
+            out.append(_row(batch.name, rows))
     return out

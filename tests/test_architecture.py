@@ -352,8 +352,10 @@ GONE_TWINS = (
     "wap_core/actions/publish_batch.py",
     "wap_core/actions/discard_batch.py",
     "wap_core/actions/rollback_batch.py",
+    "wap_core/actions/rebase_batch.py",
     "wap_core/workflow/batch_publish.py",
     "wap_core/workflow/batch_status.py",
+    "wap_core/workflow/batch_moves.py",
 )
 
 
@@ -362,7 +364,7 @@ def test_no_batch_twin_beside_its_one_table_module(path: str) -> None:
     assert not (ROOT / path).exists(), f"{path} is back: one path per action (a branch is a batch of one)"
 
 
-@pytest.mark.parametrize("action", ["publish", "discard", "rollback"])
+@pytest.mark.parametrize("action", ["publish", "discard", "rollback", "rebase"])
 def test_one_table_and_a_batch_share_one_set_of_fault_points(action: str) -> None:
     from wap_core.actions import ACTIONS
 

@@ -38,15 +38,11 @@ from wap_core.session import Identity, Session
 from wap_core.states import Action, Outcome, RebaseOutcome
 from wap_core.store import batches as store
 from wap_core.workflow.batch import join
-from wap_core.workflow.batch_moves import (
-    batch_rollback_state,
-    batches_taken_off,
-    rebase_batch,
-    rollback_batch,
-)
 from wap_core.workflow.discard import discard_batch
 from wap_core.workflow.publish import publish_batch
+from wap_core.workflow.rebase import rebase_batch
 from wap_core.workflow.reconcile import reconcile
+from wap_core.workflow.rollback import batch_rollback_state, batches_taken_off, rollback_batch
 
 T1, T2, T3 = (TableId("bm", n) for n in ("airports", "flights", "planes"))
 TABLES = (T1, T2, T3)
@@ -447,8 +443,8 @@ def test_killed_batch_rebase_after_its_replay_is_all_or_none_after_reconcile(
 
 
 def test_every_batch_move_point_has_a_kill_case() -> None:
-    """Every kill point a batch's discard, rollback and rebase declare is killed above (tests/test_durability.py
-    leaves them to this module)."""
+    """Every kill point of a discard, rollback and rebase (one path: a branch is a batch of one) is killed above
+    for a two-table batch (tests/test_durability.py kills them for one table too)."""
     killed = (
         DISCARD_NOTHING + DISCARD_ALL + ROLLBACK_NOTHING + ROLLBACK_ALL + REBASE_POINTS + REBASE_POINTS_SQLITE
     )

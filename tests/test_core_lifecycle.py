@@ -18,8 +18,9 @@ from wap_core.lake.catalog import lineage
 from wap_core.workflow.audit import run_audit
 from wap_core.workflow.discard import discard
 from wap_core.workflow.ingest import ingest
-from wap_core.workflow.publish import publish, rebase
+from wap_core.workflow.publish import publish
 from wap_core.workflow.readiness import publish_readiness
+from wap_core.workflow.rebase import rebase
 
 T = TableId("demo", "people")
 HEADER = ["id", "name", "age"]

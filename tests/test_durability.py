@@ -32,8 +32,9 @@ from wap_core.lake.catalog import lineage
 from wap_core.store.journal import _machine, utcnow
 from wap_core.workflow.discard import discard
 from wap_core.workflow.ingest import ingest
-from wap_core.workflow.publish import publish, rebase
+from wap_core.workflow.publish import publish
 from wap_core.workflow.readiness import publish_readiness
+from wap_core.workflow.rebase import rebase
 from wap_core.workflow.reconcile import reconcile
 from wap_core.workflow.status import list_branches
 
@@ -292,10 +293,41 @@ CASES = [
     *_kills(
         _argv("rebase", "demo.people", "b"),
         _setup_rebase,
-        ("after_rebase_intent", "abandoned", False, _untouched("b"), _after_rebase_abandoned, BRANCHES),
-        ("after_rebase_temp_branch", "abandoned", False, _rebasing(False), _after_rebase_abandoned, HISTORY),
-        ("after_rebase_write", "abandoned", False, _rebasing(True), _after_rebase_abandoned_rerun, BRANCHES),
-        ("after_rebase_swap", "rebased", True, _rebased, _after_rebased, BRANCHES),
+        # a branch is a rebase's batch of one: the batch path's points (a batch's own: test_batch_moves.py)
+        (
+            "after_rebase_batch_intents",
+            "abandoned",
+            False,
+            _untouched("b"),
+            _after_rebase_abandoned,
+            BRANCHES,
+        ),
+        (
+            "after_rebase_batch_temp_branches",
+            "abandoned",
+            False,
+            _rebasing(False),
+            _after_rebase_abandoned,
+            HISTORY,
+        ),
+        (
+            "after_rebase_batch_write",
+            "abandoned",
+            False,
+            _rebasing(True),
+            _after_rebase_abandoned_rerun,
+            BRANCHES,
+        ),
+        (
+            "in_rebase_batch_transaction",
+            "abandoned",
+            False,
+            _rebasing(True),
+            _after_rebase_abandoned,
+            HISTORY,
+        ),
+        ("after_rebase_batch_commit", "rebased", True, _rebased, _after_rebased, BRANCHES),
+        ("before_rebase_batch_outcome", "rebased", True, _rebased, _after_rebased, HISTORY),
     ),
     *_kills(
         _argv("discard", "demo.people", "junk", "--reason", "duplicate ids"),
@@ -336,7 +368,7 @@ def test_every_fault_point_has_a_kill_case() -> None:
     # the rollback and reopen points are killed in tests/test_workflow.py
     # (test_rollback_killed_at_its_fault_points_is_reconciled, test_reopen_killed_at_its_fault_points_is_reconciled),
     # a two-table publish also in tests/test_batch_publish.py (test_killed_batch_publish_is_all_or_none_after_reconcile),
-    # quarantine in tests/test_quarantine.py (test_kill_at_each_point_then_reconcile), a batch's discard,
+    # quarantine in tests/test_quarantine.py (test_kill_at_each_point_then_reconcile), a two-table batch's discard,
     # rollback and rebase in tests/test_batch_moves.py (test_killed_batch_discard_is_all_or_none_after_reconcile,
     # test_killed_batch_rollback_is_all_or_none_after_reconcile, test_killed_batch_rebase_is_all_or_none_after_reconcile),
     # a replay's mark in tests/test_quarantine_replay.py (test_a_replay_killed_at_its_mark_is_reconciled),
@@ -346,7 +378,6 @@ def test_every_fault_point_has_a_kill_case() -> None:
         "reopen",
         "_open_",
         "quarantine",
-        "rebase_batch",
         "replay_mark",
     )
     assert sorted(c.point for c in CASES) == sorted(
@@ -617,7 +648,7 @@ def test_reads_neither_write_nor_notify_and_reconcile_is_the_one_step_that_repai
     (lh.settings.home / "notify.yml").write_text(
         "webhooks:\n  - url: http://127.0.0.1:9/hook\n    events: [refused, discarded, published]\n"
     )
-    run_killed(lh, "after_rebase_temp_branch", "rebase", "demo.people", "b")
+    run_killed(lh, "after_rebase_batch_temp_branches", "rebase", "demo.people", "b")
     fresh = Lakehouse(lh.settings)  # a new process's view
     before, refs_before = _store_rows(fresh), raw_refs(fresh)
     assert [i["status"] for i in before[1]].count("pending") == 1

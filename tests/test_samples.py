@@ -12,7 +12,8 @@ from wap_core.lake.catalog import lineage, summary_get
 from wap_core.samples import BUDGET_CHARS, load_sample, sample_json, trim_rows
 from wap_core.workflow.audit import run_audit
 from wap_core.workflow.ingest import ingest
-from wap_core.workflow.publish import publish, rebase
+from wap_core.workflow.publish import publish
+from wap_core.workflow.rebase import rebase
 
 T = TableId("demo", "wide")
 HEADER = ["id", "name", "age"]

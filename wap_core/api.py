@@ -82,11 +82,6 @@ from wap_core.workflow.batch import load_batch as _load_batch
 from wap_core.workflow.batch import open_batches as _open_batches
 from wap_core.workflow.batch_audit import BatchAuditResult
 from wap_core.workflow.batch_audit import audit_batch as _audit_batch
-from wap_core.workflow.batch_moves import BatchRebaseResult, BatchRollbackResult, BatchRollbackState
-from wap_core.workflow.batch_moves import batch_rollback_state as _batch_rollback_state
-from wap_core.workflow.batch_moves import batches_taken_off as _batches_taken_off
-from wap_core.workflow.batch_moves import rebase_batch as _rebase_batch
-from wap_core.workflow.batch_moves import rollback_batch as _rollback_batch
 from wap_core.workflow.demo import seed_demo as _seed_demo
 from wap_core.workflow.discard import BatchDiscardResult, DiscardResult
 from wap_core.workflow.discard import discard as _discard
@@ -106,10 +101,9 @@ from wap_core.workflow.ingest import ingest as _ingest
 from wap_core.workflow.ingest import target_columns as _target_columns
 from wap_core.workflow.open_branch import OpenedBranch
 from wap_core.workflow.open_branch import open_branch as _open_branch
-from wap_core.workflow.publish import BatchPublishResult, PublishResult, RebaseResult
+from wap_core.workflow.publish import BatchPublishResult, PublishResult
 from wap_core.workflow.publish import publish as _publish
 from wap_core.workflow.publish import publish_batch as _publish_batch
-from wap_core.workflow.publish import rebase as _rebase
 from wap_core.workflow.quarantine import QuarantineResult
 from wap_core.workflow.quarantine import quarantine as _quarantine
 from wap_core.workflow.quarantine_policy import PolicyQuarantine
@@ -123,12 +117,24 @@ from wap_core.workflow.quarantine_view import quarantine_summary as _quarantine_
 from wap_core.workflow.readiness import BatchReadiness, PublishCheck, TableReadiness
 from wap_core.workflow.readiness import batch_readiness as _batch_readiness
 from wap_core.workflow.readiness import publish_readiness as _publish_readiness
+from wap_core.workflow.rebase import BatchRebaseResult, RebaseResult
+from wap_core.workflow.rebase import rebase as _rebase
+from wap_core.workflow.rebase import rebase_batch as _rebase_batch
 from wap_core.workflow.reconcile import Ticker
 from wap_core.workflow.reconcile import reconcile as _reconcile
 from wap_core.workflow.review import BatchReview, Comment, CommentKind, ReviewState, ReviewStatus
-from wap_core.workflow.rollback import ReopenResult, RollbackResult, RolledBackSnapshot
+from wap_core.workflow.rollback import (
+    BatchRollbackResult,
+    BatchRollbackState,
+    ReopenResult,
+    RollbackResult,
+    RolledBackSnapshot,
+)
+from wap_core.workflow.rollback import batch_rollback_state as _batch_rollback_state
+from wap_core.workflow.rollback import batches_taken_off as _batches_taken_off
 from wap_core.workflow.rollback import reopen as _reopen
 from wap_core.workflow.rollback import rollback as _rollback
+from wap_core.workflow.rollback import rollback_batch as _rollback_batch
 from wap_core.workflow.rollback import rolled_back_snapshots as _rolled_back_snapshots
 from wap_core.workflow.status import BRANCH_STATUSES, BatchRow, BranchInfo, TableInfo, TimelineSnapshot
 from wap_core.workflow.status import batch_rows as _batch_rows

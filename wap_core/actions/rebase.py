@@ -1,4 +1,5 @@
-"""rebase: replay a branch's rows onto current main (a temporary branch, then a swap)."""
+"""rebase: replay a branch's rows onto current main, or every table's of a batch, all or none (temporary
+branches, then one swap): one path, a branch being a batch of one (:mod:`wap_core.workflow.rebase`)."""
 
 from __future__ import annotations
 
@@ -20,8 +21,18 @@ ACTION = ActionSpec(
     outcomes=("rebased",),
     permission=REBASE,
     moves_ref=True,
-    # intent -> temp branch at main -> replayed batch on it -> swap -> outcome
-    faults=("after_rebase_intent", "after_rebase_temp_branch", "after_rebase_write", "after_rebase_swap"),
+    # intents (one per table, one transaction) -> temp branches at each main -> the replayed batches appended
+    # (Spark) and every table's new metadata file written -> the swap (inside the database transaction, then
+    # committed) -> the outcome rows (one transaction)
+    faults=(
+        "after_rebase_batch_intents",
+        "after_rebase_batch_temp_branches",
+        "after_rebase_batch_write",
+        "in_rebase_batch_transaction",
+        "after_rebase_batch_commit",
+        "before_rebase_batch_outcome",
+    ),
+    pauses=("after_rebase_batch_intents",),  # the race test holds a rebase after its intents
     function="rebase",
     cli=CliCommand(
         ("rebase",),

@@ -24,15 +24,13 @@ killed in between leaves pending intents that :mod:`wap_core.workflow.reconcile`
 metadata. One set of fault points (``WAP_FAULT``), declared in :mod:`wap_core.actions.publish`; a forced
 publish (:mod:`wap_core.actions.force`) takes the same path.
 
-Rebase (a branch's appended rows replayed onto a main that moved) and :func:`append_and_swap` (the history
-replacement rebase and quarantine share) live here too.
+A rebase (a branch's appended rows replayed onto a main that moved) is :mod:`wap_core.workflow.rebase`.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -42,7 +40,6 @@ from sqlalchemy import Connection
 
 from wap_core import notify
 from wap_core.exceptions import (
-    CommitConflictError,
     ConflictError,
     NotFoundError,
     RefusedError,
@@ -51,7 +48,6 @@ from wap_core.exceptions import (
 from wap_core.faults import fault_point
 from wap_core.identifiers import MAIN, TableId, validate_branch
 from wap_core.lake import catalog as cat
-from wap_core.lake.batch import batch_frame
 from wap_core.lake.multitable import (
     Atomicity,
     MultiTableConflictError,
@@ -61,33 +57,22 @@ from wap_core.lake.multitable import (
 )
 from wap_core.lake.refs import (
     RETRY,
-    commit_conflicts,
-    remove_branch_quietly,
-    remove_branches,
-    with_commit_retry,
 )
-from wap_core.samples import load_sample, sample_json
 from wap_core.security.access import Permission
 from wap_core.session import Session, session_of
-from wap_core.states import Action, Outcome, PublishOutcome, RebaseOutcome
+from wap_core.states import Action, Outcome, PublishOutcome
 from wap_core.store import batches as store
 from wap_core.store.journal import Intent
-from wap_core.workflow.audit import AuditResult, audit_branch
 from wap_core.workflow.batch import Batch, batch_of, batch_tag, joined_since, load_batch_tables
 from wap_core.workflow.readiness import BatchReadiness, batch_readiness, publish_readiness, readiness_of_one
 from wap_core.workflow.reconcile import (
-    INTENT_PROPERTY,
     reconcile,
     reconciled_table,
-    temp_branch_name,
-    temp_branches_of,
 )
-from wap_core.workflow.refmove import BatchMove, Moved, Notice, RefMove, TableMove, Unneeded
+from wap_core.workflow.refmove import BatchMove, Notice, TableMove, Unneeded
 from wap_core.workflow.review import review_state, second_admin_approval
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-
     from wap_core.lakehouse import Lakehouse
 
 log = logging.getLogger(__name__)
@@ -124,23 +109,6 @@ class BatchPublishResult:
     atomicity: Atomicity
     forced: bool = False
     reason: str | None = None
-
-
-@dataclass(frozen=True)
-class RebaseResult:
-    """The outcome of a rebase: the branch's old and new head and fork."""
-
-    table: str
-    branch: str
-    outcome: RebaseOutcome
-    old_head: int
-    new_head: int
-    old_fork: int | None
-    new_fork: int | None
-    rows: int
-    audit: AuditResult | None = (
-        None  # the audit of the new head, part of the rebase (None: up to date, nothing moved)
-    )
 
 
 @dataclass(frozen=True)
@@ -420,137 +388,6 @@ def _publish(
         PublishResult(str(t.table), branch, PublishOutcome.PUBLISHED, t.main, t.head, forced, reason)
         for t in targets
     )
-
-
-def replayed_properties(lin: cat.Lineage) -> dict[str, str]:
-    """The snapshot properties of a branch's batch replayed onto main by a rebase (one table's, or each table's
-    of a batch rebase, :mod:`wap_core.workflow.batch_moves`).
-
-    ``lin`` is the branch's lineage before the rebase. The replayed snapshot keeps its batch's provenance
-    (``wap.source``, ``wap.format``, ``wap.batch-id``, ``wap.branch``, ``wap.user``: the newest of the
-    branch's snapshots that carries each), records the head it replaces (``wap.rebased-from``), and sums the
-    malformed rows of every replayed snapshot (``wap.malformed-rows``, their samples in
-    ``wap.malformed-sample``), so the rebased head's audit and Review read what the ingest recorded.
-    """
-    props: dict[str, str] = {"wap.rebased-from": str(lin.head)}
-    malformed, samples = 0, []
-    for s in lin.new_snapshots:
-        for key in ("wap.source", "wap.format", "wap.batch-id", "wap.branch", "wap.user"):
-            if (val := cat.summary_get(s, key)) is not None:
-                props[key] = val
-        malformed += int(cat.summary_get(s, "wap.malformed-rows") or 0)
-        samples += load_sample(cat.summary_get(s, "wap.malformed-sample"))
-    props["wap.malformed-rows"] = str(malformed)
-    props["wap.malformed-sample"] = sample_json(samples)
-    return props
-
-
-def rebase(
-    session: Session | Lakehouse, table: TableId, branch: str, *, user: str | None = None
-) -> RebaseResult:
-    """Replay the branch's appended rows onto current main, then audit the new head (as ingest does).
-
-    The old branch stays intact until an atomic swap. The audit runs after the swap: a failing audit
-    leaves the branch rebased (its result in ``audit``), never unswapped.
-    """
-    s = session_of(session, user)
-    lh, user = s.lakehouse, s.user
-    validate_branch(branch)
-    s.authorize(Permission.REBASE, table=table, branch=branch)
-    tbl = reconciled_table(lh, table)
-    cat.require_branch(tbl, table, branch)
-    lin = cat.lineage(tbl, branch)
-    if not lin.main_moved:
-        return RebaseResult(
-            str(table), branch, RebaseOutcome.UP_TO_DATE, lin.head, lin.head, lin.fork, lin.fork, 0
-        )
-    ops = [cat.snapshot_operation(s) for s in lin.new_snapshots]
-    move = RefMove(s, Action.REBASE, table, branch, lin.head)
-    if any(op != "append" for op in ops):
-        raise move.refuse(
-            RefusedError(
-                f"rebase of {table} {branch} refused: the branch holds non-append commits ({', '.join(sorted(set(ops)))}); only appended batches can be replayed",
-                "not_append",
-            )
-        )
-    main_head = lin.main_head
-    assert main_head is not None
-    tmp = temp_branch_name(branch, uuid.uuid4().hex[:8])
-    props = replayed_properties(lin)
-    rows = sum(int(cat.summary_get(s, "added-records") or 0) for s in lin.new_snapshots)
-    move = replace(move, details={"tmp": tmp, "old_fork": lin.fork, "new_fork": main_head, "rows": rows})
-
-    def commit(intent: Intent) -> Moved:
-        props[INTENT_PROPERTY] = str(intent.id)
-        t = tbl
-        # temp branches left by crashed rebases of this branch (we hold the branch: none of its rebases is in flight)
-        in_use = {p.details.get("tmp") for p in lh.journal.pending_intents(str(table)) if p.id != intent.id}
-        leftovers = [n for n in temp_branches_of(t, branch) if n not in in_use]
-        if leftovers:
-            remove_branches(lh.catalog, str(table), leftovers)
-            t = lh.table(table)
-        with commit_conflicts():
-            t.manage_snapshots().create_branch(main_head, tmp).commit()
-        fault_point("after_rebase_temp_branch")
-        try:
-            new_head = _replay_and_swap(lh, table, branch, lin, tmp, props)
-        except CommitConflictError as exc:
-            remove_branch_quietly(lh.catalog, table, tmp)
-            raise ConflictError(
-                f"rebase of {table} {branch} lost a race with another change; the branch is unchanged ({exc})"
-            ) from exc
-        except Exception:
-            remove_branch_quietly(lh.catalog, table, tmp)
-            raise
-        fault_point("after_rebase_swap")
-        return Moved(Outcome.REBASED, new_head)
-
-    new_head = move.run(commit).snapshot_after
-    assert new_head is not None
-    # like ingest's, the audit of the replayed batch is part of the rebase (authorized above as REBASE):
-    # the branch's earlier audit is stale now, and publish needs one on the new head
-    audit = audit_branch(lh, table, branch, user=user)
-    return RebaseResult(
-        str(table), branch, RebaseOutcome.REBASED, lin.head, new_head, lin.fork, main_head, rows, audit
-    )
-
-
-def _replay_and_swap(
-    lh: Lakehouse, table: TableId, branch: str, lin: cat.Lineage, tmp: str, props: dict[str, str]
-) -> int:
-    """Append the branch's batch onto the temp branch ``tmp`` (at main), then swap it in as ``branch``; the new head."""
-    batch = batch_frame(lh.spark, lh.spark_name(table), lin)
-    return append_and_swap(lh, table, branch, lin.head, tmp, batch, props, "rebase")
-
-
-def append_and_swap(
-    lh: Lakehouse,
-    table: TableId,
-    branch: str,
-    head: int,
-    tmp: str,
-    rows: DataFrame,
-    props: dict[str, str],
-    action: str,
-) -> int:
-    """Append ``rows`` (with snapshot ``props``) onto the temp branch ``tmp``, then swap ``tmp`` in as
-    ``branch`` in one metadata commit, provided ``branch`` is still at ``head``; the new head.
-
-    The replacement of a branch's history (rebase, quarantine): fault point ``after_<action>_write``
-    between the append and the swap; a branch that moved meanwhile is a :class:`ConflictError`, nothing
-    changed (the caller removes ``tmp``)."""
-    writer = rows.writeTo(lh.spark_name(table, tmp))
-    for k, v in props.items():
-        writer = writer.option(f"snapshot-property.{k}", v)
-    with_commit_retry(writer.append)
-    fault_point(f"after_{action}_write")
-    now = lh.table(table)
-    if cat.ref_snapshot_id(now, branch) != head:
-        raise ConflictError(f"branch {branch} of {table} changed during the {action}; nothing was changed")
-    new_head = now.metadata.refs[tmp].snapshot_id
-    with commit_conflicts():
-        now.manage_snapshots().create_branch(new_head, branch).remove_branch(tmp).commit()
-    return new_head
 
 
 def require_known_table(lh: Lakehouse, table: TableId) -> None:

@@ -51,7 +51,7 @@ from wap_core.store.journal import Intent
 from wap_core.values import JsonObject
 from wap_core.workflow.audit import AuditResult, audit_branch, latest_audit
 from wap_core.workflow.batch import join
-from wap_core.workflow.publish import append_and_swap
+from wap_core.workflow.rebase import append_and_swap
 from wap_core.workflow.reconcile import INTENT_PROPERTY, reconciled_table, temp_branch_name, undo_kept
 from wap_core.workflow.refmove import Moved, RefMove
 from wap_core.workflow.source_lines import LINE, provenance, with_ranks, with_source_lines

@@ -1,4 +1,4 @@
-"""Rollback of main to a snapshot in its own history, and "reopen as branch" of a rolled-back batch.
+"""Rollback of main to a snapshot in its own history, of a published batch, and "reopen as branch" of a rolled-back batch.
 
 Both are metadata-only ref moves (PyIceberg ``manage_snapshots``, like publish), journaled with
 intent/outcome and reconciled after a crash (:mod:`wap_core.workflow.reconcile`).
@@ -6,6 +6,12 @@ intent/outcome and reconciled after a crash (:mod:`wap_core.workflow.reconcile`)
 * :func:`rollback` (admin) moves main back to an ancestor of main. The commit carries PyIceberg's
   requirement that main is still at the snapshot read before (compare-and-swap): a publish landing
   between the read and the commit makes the rollback fail cleanly (ConflictError), nothing moved.
+* :func:`rollback_batch` (admin, ``wap rollback --batch NAME``) moves every table of a PUBLISHED batch back
+  to the main it had before that publish, read from the journal (the newest ``publish`` of the batch: its
+  details list every table's main before and after), all or none. Refused as a whole when any of those mains
+  moved since the publish (``main_moved``, naming the table) or when the batch is already rolled back. Main
+  only: the ``batch-<name>`` tag stays (it records what was published; gc ages it out with its snapshots).
+  Both rollbacks run :func:`move_mains_back`: one path, a table being a batch of one.
 * :func:`reopen` (steward) creates a branch whose head is a snapshot main no longer holds (a
   rolled-back batch). The branch forks from main's old line: when main has moved since the
   rollback, rebase replays the branch's appended batches onto the new main, like any branch.
@@ -24,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyiceberg.table import Table
 
+from wap_core import notify
 from wap_core.exceptions import (
     AlreadyReopenedError,
     CommitConflictError,
@@ -43,7 +50,7 @@ from wap_core.session import Session, session_of
 from wap_core.states import Action, Outcome
 from wap_core.store.journal import Intent
 from wap_core.values import JsonObject
-from wap_core.workflow.reconcile import reconciled_table
+from wap_core.workflow.reconcile import reconcile, reconciled_table
 from wap_core.workflow.refmove import BatchMove, Moved, Notice, RefMove, TableMove
 from wap_core.workflow.review import batch_authors
 
@@ -428,3 +435,199 @@ def reopen(
     move.run(commit)
     lin = cat.lineage(lh.table(table), name)
     return ReopenResult(str(table), name, snapshot_id, lin.fork)
+
+
+# --------------------------------------------------------------------------- rollback
+
+
+@dataclass(frozen=True)
+class BatchRollbackResult:
+    """The outcome of a batch rollback: every table's main moved back (sorted by table)."""
+
+    batch: str
+    tables: tuple[RollbackResult, ...]
+    reason: str
+
+
+@dataclass(frozen=True)
+class PublishedBatch:
+    """A batch's newest publish, from the journal: every table's main before and after it."""
+
+    batch: str
+    at: str
+    user: str
+    mains: dict[str, tuple[int | None, int]]  # table -> (main before the publish, main after it)
+
+
+def published_batch(lh: Lakehouse, name: str) -> PublishedBatch:
+    """The newest publish of batch ``name`` (published or forced), from its journal rows; NotFoundError."""
+    entries = [
+        e
+        for e in lh.journal.history(branch=name, action=Action.PUBLISH, limit=2000)
+        if e.outcome in (Outcome.PUBLISHED, Outcome.FORCED)
+        and e.details.get("batch") == name
+        and isinstance(e.details.get("tables"), dict)
+    ]
+    if not entries:
+        raise NotFoundError(f"batch {name} was never published (no publish of it in the journal)")
+    newest = entries[0]
+    mains: dict[str, tuple[int | None, int]] = {}
+    for table, moved in sorted(newest.details["tables"].items()):
+        before, after = moved.get("before"), moved.get("after")
+        if not isinstance(after, int):
+            raise ValidationError(f"the journal's publish of batch {name} lacks {table}'s head")
+        mains[str(table)] = (before if isinstance(before, int) else None, after)
+    return PublishedBatch(name, newest.at.isoformat(timespec="seconds"), newest.user, mains)
+
+
+def _rollback_refusal(
+    name: str,
+    pub: PublishedBatch,
+    now: dict[str, int | None],
+    taken: dict[str, list[RolledBackBatch]],
+) -> RefusedError | None:
+    """Why the rollback of the published batch ``pub`` is refused with every main at ``now`` (None: it may
+    run): every main already back (``already_there``), a table with no main before the publish
+    (``no_main_before``), a main that moved since the publish (a ConflictError naming the table)."""
+    if all(now[t] == before for t, (before, _) in pub.mains.items()):
+        return RefusedError(
+            f"rollback of batch {name} refused: every main is already where it was before the batch's publish",
+            "already_there",
+        )
+    for t, (before, after) in pub.mains.items():
+        if before is None:
+            return RefusedError(
+                f"rollback of batch {name} refused: {t} had no main before the batch's publish; nothing to go back to",
+                "no_main_before",
+            )
+        if now[t] != after or t not in taken:
+            return ConflictError(
+                f"rollback of batch {name} refused: {t}'s main moved since the batch's publish (expected"
+                f" {after}, now {now[t]}); no table of the batch moved"
+            )
+    return None
+
+
+def _rollback_plan(
+    lh: Lakehouse, pub: PublishedBatch
+) -> tuple[dict[str, Table], dict[str, int | None], dict[str, list[RolledBackBatch]]]:
+    """Every table of the published batch: its metadata, its main now and the snapshots a rollback takes off."""
+    bases = {t: lh.table(TableId.parse(t)) for t in pub.mains}
+    now = {key: cat.ref_snapshot_id(tbl, MAIN) for key, tbl in bases.items()}
+    taken: dict[str, list[RolledBackBatch]] = {}
+    for t, (before, after) in pub.mains.items():
+        if before is not None and now[t] == after:
+            taken[t] = taken_off(bases[t], after, before) or []
+    return bases, now, taken
+
+
+@dataclass(frozen=True)
+class BatchRollbackState:
+    """Whether the published batch may be rolled back now, for the console: what :func:`rollback_batch` would
+    refuse, read without journaling (the rollback itself decides again, authorization included)."""
+
+    published: PublishedBatch
+    mains: tuple[tuple[str, int | None], ...]  # every table's main now, sorted by table
+    allowed: bool
+    code: str | None  # the refusal's reason code (``already_there``, ``no_main_before``, ``conflict``)
+    message: str
+
+    @property
+    def rolled_back(self) -> bool:
+        """Every main is back where it was before the batch's publish."""
+        return self.code == "already_there"
+
+
+def batch_rollback_state(lh: Lakehouse, name: str) -> BatchRollbackState | None:
+    """The newest publish of batch ``name`` and whether it may be rolled back now; None: never published."""
+    validate_branch(name)
+    try:
+        pub = published_batch(lh, name)
+    except NotFoundError:
+        return None
+    _, now, taken = _rollback_plan(lh, pub)
+    refusal = _rollback_refusal(name, pub, now, taken)
+    mains = tuple(sorted(now.items()))
+    if refusal is None:
+        moves = ", ".join(f"{t} {pub.mains[t][1]} -> {pub.mains[t][0]}" for t in sorted(pub.mains))
+        return BatchRollbackState(pub, mains, True, None, f"every main moves back: {moves}")
+    return BatchRollbackState(pub, mains, False, refusal.reason_code, str(refusal))
+
+
+def batches_taken_off(lh: Lakehouse, table: TableId, to_snapshot: int) -> list[BatchRollbackState]:
+    """The batches spanning several tables whose publish moving ``table``'s main back to ``to_snapshot`` would
+    undo on this table alone (newest first), each with whether the batch itself may be rolled back now: what
+    History says before a one-table rollback leaves the batch's other tables where they are."""
+    tbl = lh.table(table)
+    main = cat.ref_snapshot_id(tbl, MAIN)
+    dropped = taken_off(tbl, main, to_snapshot) if main is not None else None
+    if not dropped:
+        return []
+    ids = {d.snapshot_id for d in dropped}
+    names: list[str] = []
+    for e in lh.journal.history(str(table), action=Action.PUBLISH, limit=200):
+        name = e.details.get("batch") if isinstance(e.details, dict) else None
+        tables = e.details.get("tables") if isinstance(e.details, dict) else None
+        if (
+            isinstance(name, str)
+            and isinstance(tables, dict)
+            and len(tables) > 1
+            and e.outcome in (Outcome.PUBLISHED, Outcome.FORCED)
+            and e.snapshot_after in ids
+            and name not in names
+        ):
+            names.append(name)
+    states = [batch_rollback_state(lh, n) for n in names]
+    return [st for st in states if st is not None]
+
+
+def rollback_batch(
+    session: Session | Lakehouse, name: str, *, reason: str, user: str | None = None
+) -> BatchRollbackResult:
+    """Move every table of the published batch ``name`` back to its main before that publish, all or none
+    (admin; a reason is required). Refused as a whole when any of those mains moved since the publish."""
+    s = session_of(session, user)
+    lh = s.lakehouse
+    validate_branch(name)
+    if not (reason and reason.strip()):
+        raise ValidationError("a rollback needs a --reason: it is journaled with its reason")
+    reason = reason.strip()
+    pub = published_batch(lh, name)
+    tables = [TableId.parse(key) for key in pub.mains]
+    for tid in tables:
+        s.authorize(Permission.ADMIN, table=tid, branch=MAIN, action=Action.ROLLBACK)
+    for tid in tables:
+        reconcile(lh, tid)
+    bases, now, taken = _rollback_plan(lh, pub)
+    details: JsonObject = {
+        "batch": name,
+        "tables": {t: {"before": a, "after": b} for t, (b, a) in pub.mains.items()},
+        "published_at": pub.at,
+        "published_by": pub.user,
+    }
+    # every table back to its main before the publish (a table with none is refused below, as a whole)
+    backs = [
+        MainBack(TableId.parse(t), bases[t], now[t] or after, before or after, tuple(taken.get(t, [])))
+        for t, (before, after) in pub.mains.items()
+    ]
+    move = rollback_move(s, name, backs, reason, details)
+    move = replace(
+        move,
+        tables=tuple(
+            replace(m, before=now[str(m.table)], after=pub.mains[str(m.table)][0]) for m in move.tables
+        ),
+    )  # the intents expect main as it is now and as it was before the publish (None where it had none)
+    if (refusal := _rollback_refusal(name, pub, now, taken)) is not None:
+        raise move.refuse(refusal)
+    moves = "; ".join(f"{t} main {a} -> {b}" for t, (b, a) in pub.mains.items())
+    summary = f"batch {name} rolled back, all {len(pub.mains)} tables in one commit: {moves}: {reason}"[:500]
+    move_mains_back(lh, move, backs, Notice(notify.Event.ROLLED_BACK, summary, None))
+    results = tuple(
+        RollbackResult(t, after, before, reason, tuple(taken[t]))
+        for t, (before, after) in pub.mains.items()
+        if before is not None
+    )
+    return BatchRollbackResult(name, results, reason)
+
+
+# --------------------------------------------------------------------------- rebase

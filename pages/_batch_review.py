@@ -235,15 +235,10 @@ def _readiness(ready: BatchReadiness) -> None:
         st.success(f"Ready to publish every table together: {ui.md(ready.message)}")
     else:
         st.warning(f"**Publish is disabled:** {ui.md(ready.message)}")
+    # only this catalog's guarantee, said once: the label, then what it means
     st.info(
-        f"Atomic on this catalog: **{ui.md(ready.atomicity.label)}**",
+        f"Atomic on this catalog: **{ui.md(ready.atomicity.label)}**: {ui.md(ready.atomicity.meaning)}",
         icon=":material/lock:" if ready.atomicity.label == "yes" else ":material/warning:",
-    )
-    st.caption(
-        "yes: every table's main moves in one database transaction, or none does, also across a crash. "
-        "only against failures, not crashes: the catalog commits the tables together and undoes them when one "
-        "fails, but a crash in the middle can leave some tables published (see the README's note on REST "
-        "catalogs)."
     )
 
 

@@ -693,6 +693,16 @@ def number_text(value: object) -> str:
     return str(value)
 
 
+def mean_text(value: object) -> str:
+    """A mean as the console shows it: always two decimals (``1348.33``, ``12.50``, ``3.00``), so the means of
+    a profile read alike down their column; blank for none/NaN."""
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return blank(value)
+    if not math.isfinite(value):
+        return "" if math.isnan(value) else str(value)
+    return f"{value:.2f}"
+
+
 def human_bytes(n: int | float | None) -> str:
     if n is None or (isinstance(n, float) and math.isnan(n)):
         return ""

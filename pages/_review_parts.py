@@ -332,8 +332,8 @@ def ranked(diff: DiffResult) -> list[tuple[ColumnDiff, ColumnChange]]:
 
 
 def profile_table(columns: list[ColumnDiff], changes: dict[str, ColumnChange] | None = None) -> pd.DataFrame:
-    """One row per column; min, max and mean as text the way the console writes values (``1``, ``2400``,
-    ``1348.331``: a whole number never with decimals)."""
+    """One row per column; min and max as text the way the console writes values (``1``, ``2400``,
+    ``1348.331``: a whole number never with decimals), means with two decimals each (``1348.33``, ``3.00``)."""
     rows = []
     for col in columns:
         m, b = col.main, col.batch
@@ -347,8 +347,8 @@ def profile_table(columns: list[ColumnDiff], changes: dict[str, ColumnChange] | 
                 "null % batch": _fmt(b.null_pct),
                 "distinct main": m.distinct if m else None,
                 "distinct batch": b.distinct,
-                "mean main": ui.number_text(m.mean) if m else None,
-                "mean batch": ui.number_text(b.mean),
+                "mean main": ui.mean_text(m.mean) if m else None,
+                "mean batch": ui.mean_text(b.mean),
                 "min main": ui.number_text(m.min) if m else None,
                 "min batch": ui.number_text(b.min),
                 "max main": ui.number_text(m.max) if m else None,

@@ -109,7 +109,8 @@ with ui.wap_errors():
                         "batch:N",
                         sort=labels,
                         title=f"audited branch (oldest → newest, {len(shown)} audit{'s' if len(shown) != 1 else ''})",
-                        axis=alt.Axis(labelAngle=-40, labelLimit=180, labelOverlap=True),
+                        # every column labelled (none dropped for overlap): steep, and cut with an ellipsis
+                        axis=alt.Axis(labelAngle=-60, labelLimit=160, labelOverlap=False),
                     ),
                     y=alt.Y("check:N", sort=checks_order, title=None, axis=alt.Axis(labelLimit=320)),
                     color=alt.Color(
@@ -131,6 +132,10 @@ with ui.wap_errors():
             # an explicit element height: one readable row per check whatever the number of audits (1..100),
             # and room for the branch names under the axis
             st.altair_chart(chart, width="stretch", height=26 * int(long["check"].nunique()) + 200)
+            if any(" · " in label for label in labels):
+                st.caption(
+                    "A branch audited more than once has a column per audit: `branch · 2` is its 2nd audit."
+                )
         else:
             st.caption("No audits recorded for this table yet.")
     other = sorted({r.table for r in record} - set(suites))

@@ -172,7 +172,8 @@ def test_batch_review_shows_each_table_cross_table_checks_first(env: Lakehouse) 
     assert cross < per_table[0]
     shown = _texts([*at.error, *at.warning, *at.success, *at.info, *at.markdown, *at.caption])
     assert f"**{REFS}** (references on order_id) — **failed**" in shown  # the evidence, with its rows
-    assert "Atomic on this catalog: **yes**" in shown
+    assert "Atomic on this catalog: **yes**: every table's main moves in one database transaction" in shown
+    assert "only against failures" not in shown  # this catalog's guarantee only, not both legends as one
     assert any("failing-row sample" in e.label.lower() for e in at.expander)
     ready = api.batch_readiness(api.open_context(env), "wk1")
     assert not ready.allowed and ready.message in _texts(at.warning)

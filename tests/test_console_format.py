@@ -327,6 +327,15 @@ def test_values_read_as_values_and_computed_sql_columns_as_counts() -> None:
         "0.0001",
     ]
     assert ui.number_text(None) == "" and ui.number_text(float("nan")) == "" and ui.number_text("N1") == "N1"
+    # a profile's means read alike down their column: two decimals each
+    assert [ui.mean_text(v) for v in (1348.331, 12.5, 3, 2013.0, None, float("nan"))] == [
+        "1348.33",
+        "12.50",
+        "3.00",
+        "2013.00",
+        "",
+        "",
+    ]
     df = pd.DataFrame({"year": [2013], "total": [594933341], "avg": [1.5], "origin": ["JFK"]})
     config = ui.computed_counts(df, ["year", "origin", "distance"])
     assert set(config) == {"total", "avg"}  # the table's own columns show as stored

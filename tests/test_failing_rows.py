@@ -45,6 +45,10 @@ def test_all_failing_rows_of_each_failing_check_of_the_demo(demo_lakehouse: Lake
     assert nulls.rows["dep_time"].isna().all()
     csv = nulls.csv().decode("utf-8").splitlines()
     assert csv[0].split(",")[:3] == ["year", "month", "day"] and len(csv) == 1 + len(nulls.rows)
+    # an instant (a timestamp column) is written with its zone, as the console shows it in local time
+    assert "time_hour" in nulls.zoned, nulls.zoned
+    at = csv[0].split(",").index("time_hour")
+    assert all(line.split(",")[at].endswith("Z") for line in csv[1:]), csv[1]
     # the cap: the first rows, and the read says more fail
     capped = ex.failing_rows(lh, FLIGHTS, FAILING_BRANCH, by_type["not_null"].name, limit=5)
     assert len(capped.rows) == 5 and capped.truncated

@@ -493,10 +493,34 @@ class FailingRows:
     head: int
     rows: pd.DataFrame
     truncated: bool
+    zoned: tuple[
+        str, ...
+    ] = ()  # the columns of type timestamp (an instant: UTC in ``rows``), not timestamp_ntz
 
     def csv(self) -> bytes:
-        """The rows as CSV (UTF-8, a header row, NULL as an empty field): what the console's download holds."""
-        return str(self.rows.to_csv(index=False)).encode("utf-8")
+        """The rows as CSV (UTF-8, a header row, NULL as an empty field): what the console's download holds.
+        An instant (a ``timestamp`` column) is written with its zone, ISO 8601 in UTC (``2013-01-01T05:17:00Z``),
+        the instant the console shows in local time; a ``timestamp_ntz`` stays zoneless, as stored."""
+        import pandas as pd
+
+        out = self.rows.copy()
+        for c in self.zoned:
+            if c in out.columns and pd.api.types.is_datetime64_any_dtype(out[c]):
+                stamps = pd.to_datetime(out[c])
+                out[c] = [
+                    "" if pd.isna(v) else v.isoformat().replace("+00:00", "Z")
+                    for v in (
+                        stamps.dt.tz_localize("UTC") if stamps.dt.tz is None else stamps.dt.tz_convert("UTC")
+                    )
+                ]
+        return str(out.to_csv(index=False)).encode("utf-8")
+
+
+def _zoned(frame: DataFrame) -> tuple[str, ...]:
+    """The columns of ``frame`` of Spark type ``timestamp`` (instants, read in the session's zone: UTC)."""
+    from pyspark.sql.types import TimestampType
+
+    return tuple(f.name for f in frame.schema.fields if isinstance(f.dataType, TimestampType))
 
 
 @dataclass(frozen=True)
@@ -551,7 +575,7 @@ class FailingRowsRequest:
             raise spark_job_error(exc) from exc
         truncated = len(got) > self.cap
         rows = got.iloc[: self.cap].reset_index(drop=True) if truncated else got
-        return FailingRows(table, self.branch, self.spec.name, lin.head, rows, truncated)
+        return FailingRows(table, self.branch, self.spec.name, lin.head, rows, truncated, _zoned(frame))
 
 
 CHANGED_ROWS = (
@@ -591,6 +615,7 @@ class ChangedRowsRequest:
             self.lineage.head,
             got[cols].head(self.cap),
             len(got) > self.cap,
+            _zoned(frame),
         )
 
 

@@ -70,6 +70,16 @@ class Atomicity(str, Enum):
         """What the console's batch Review says."""
         return "yes" if self is Atomicity.ATOMIC else "only against failures, not crashes"
 
+    @property
+    def meaning(self) -> str:
+        """What :attr:`label` means for a publish on this catalog, one sentence."""
+        if self is Atomicity.ATOMIC:
+            return "every table's main moves in one database transaction, or none does, also across a crash."
+        return (
+            "the catalog commits the tables together and undoes them when one fails, but a crash in the middle "
+            "can leave some tables published (see the README's note on REST catalogs)."
+        )
+
 
 class MultiTableConflictError(CommitConflictError):
     """One table's pointer moved since its metadata was loaded (or a requirement failed): nothing moved."""

@@ -68,7 +68,10 @@ def live_spark_status() -> None:
     st.caption(spark_status())
 
 
-nav = st.navigation(PAGES)
+# Routes only: the sidebar's links are drawn below (sidebar_links). Streamlit's own list is off from the first
+# message on (.streamlit/config.toml, client.showSidebarNavigation = false): before this line runs, it listed
+# every file of pages/ ("common", "review parts", "workflow"...) for seconds on a first load.
+nav = st.navigation(PAGES, position="hidden")
 try:
     lh = lakehouse()
 except WapError as exc:  # a configured file or folder that is not there (WAP_ACCESS...): one line, and stop
@@ -91,7 +94,18 @@ if not can_read.allowed:
         st.logout()
     st.stop()
 
+
+def sidebar_links() -> None:
+    """The console's pages by section, as Streamlit's navigation would list them (the current one marked)."""
+    for section, pages in PAGES.items():
+        st.caption(section)
+        for page in pages:
+            st.page_link(page)
+
+
 with st.sidebar:
+    sidebar_links()
+    st.divider()
     st.markdown("**WAP Console** · Write-Audit-Publish on Iceberg")
     st.caption(f"Catalog {md(lh.settings.catalog_name, code=True)} · {md(lh.settings.masked_catalog_uri)}")
     st.caption(f"Warehouse {md(lh.settings.warehouse_uri)}")

@@ -80,6 +80,8 @@ def _check() -> None:
 ACTIONS: dict[str, ActionSpec] = {a.name: a for a in REGISTRY}
 # the journal words announced as an intent before their Iceberg commit (reconcile judges them)
 INTENT_WORDS: frozenset[str] = frozenset(a.word for a in REGISTRY if a.moves_ref)
+# journal word -> how a landed move closes a batch table's membership (publish: published, discard: discarded)
+CLOSES_MEMBERSHIP: dict[str, str] = {a.word: a.closes_membership for a in REGISTRY if a.closes_membership}
 FAULT_POINTS: tuple[str, ...] = _unique(p for a in REGISTRY for p in a.faults)
 PAUSE_POINTS: tuple[str, ...] = _unique(p for a in REGISTRY for p in a.pauses)
 PERMISSIONS: tuple[PermissionSpec, ...] = _unique([*common.PERMISSIONS, *(a.permission for a in REGISTRY)])
@@ -92,6 +94,7 @@ _check()
 
 __all__ = [
     "ACTIONS",
+    "CLOSES_MEMBERSHIP",
     "COMMANDS",
     "EVENTS",
     "FAULT_POINTS",

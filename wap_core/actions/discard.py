@@ -27,6 +27,7 @@ ACTION = ActionSpec(
     pauses=("before_discard_batch_intents", "after_discard_batch_intents"),
     events=(DISCARDED,),
     function="discard",
+    closes_membership="discarded",
     cli=CliCommand(
         ("discard",),
         "drop an audit branch (main untouched)",

@@ -30,6 +30,7 @@ ACTION = ActionSpec(
     pauses=("before_publish_batch_intents", "after_publish_batch_intents"),
     events=(PUBLISHED,),
     function="publish",
+    closes_membership="published",
     cli=CliCommand(
         ("publish",),
         "fast-forward main to an audited branch",

@@ -75,6 +75,9 @@ class ActionSpec:
     pauses: tuple[str, ...] = ()  # pause points (WAP_PAUSE)
     events: tuple[EventSpec, ...] = ()  # the notifications it sends
     function: str = ""  # the workflow function that runs it (the registry test finds its refusal case)
+    # a landed move of a batch's table closes the table's membership as this (reconcile closes it as the
+    # action would have): "published", "discarded"; "" leaves memberships alone
+    closes_membership: str = ""
 
     def __post_init__(self) -> None:
         if self.moves_ref == bool(self.no_ref):

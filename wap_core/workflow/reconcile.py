@@ -296,10 +296,11 @@ def _decide(lh: Lakehouse, tbl: Table | None, intent: Intent) -> JournalEntry | 
     if v.landed:
         if v.cleanup:
             remove_branches(lh.catalog, intent.table, v.cleanup)
-        closed_as = {Action.PUBLISH: "published", Action.DISCARD: "discarded"}.get(intent.action)
-        if isinstance(batch := intent.details.get("batch"), str) and closed_as is not None:
-            # a batch publish / discard that landed: its membership closes as the actor would have closed it
-            batches.close_members(lh.journal.engine, batch, [intent.table], closed_as)
+        closed_as = actions.CLOSES_MEMBERSHIP.get(intent.action)  # as its declaration says (publish, discard)
+        if closed_as is not None:
+            # a publish / discard that landed (of a batch, or of a branch: a batch of one): the table's
+            # membership of the batch named like its branch, if any, closes as the actor would have closed it
+            batches.close_members(lh.journal.engine, intent.branch, [intent.table], closed_as)
         return lh.journal.resolve_intent(
             intent,
             outcome=v.outcome,

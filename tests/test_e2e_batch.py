@@ -4,8 +4,9 @@ every table and publishes them together.
 A small lakehouse of its own: ``shop.orders`` and ``shop.items`` (``references`` shop.orders.id), both
 published, and the batch ``wk``: a new order and an item of an order already on main (every check passes); orders'
 main moves on meanwhile, so the batch is rebased from its Review, then published, then rolled back.
-Then the demo's own two-table batch (issue 27 item 7): a demo lakehouse of this module's own (seeded once; the
-test publishes), ``batch_2013_02_w3`` published from its batch Review. The console runs with no access file
+Then the README's tour on the demo, in its order (issue 40 item 2): a demo lakehouse of this module's own (seeded
+once; the test publishes every week): the passing week, the two-table batch ``batch_2013_02_w3`` (rebased,
+then published from its batch Review), the failing week (rebased, quarantined, published). The console runs with no access file
 (everyone is admin).
 """
 
@@ -19,7 +20,7 @@ import pytest
 
 from wap_core import Lakehouse, Settings, TableId
 from wap_core.states import Outcome
-from wap_core.workflow.demo import TWO_TABLE_BATCH, seed_demo
+from wap_core.workflow.demo import FAILING_BRANCH, PASSING_BRANCH, TWO_TABLE_BATCH, seed_demo
 from wap_core.workflow.ingest import ingest
 from wap_core.workflow.publish import publish
 
@@ -125,30 +126,79 @@ def test_batch_review_in_the_browser_publishes_every_table(tmp_path: Path, spark
     }
 
 
-def test_the_demo_two_table_batch_publishes_from_its_review(demo_settings: Settings) -> None:
-    """The demo's ``batch_2013_02_w3`` (a week of flights with the four island airports they fly to): its
-    batch Review publishes both tables; both mains moved to their audited heads, the batch tag on each."""
+def test_the_readme_tour_publishes_all_three_demo_weeks_in_its_order(demo_settings: Settings) -> None:
+    """The README's tour, in its order, on the demo (issue 40 item 2): (1) ``audit_2013_02_w1`` published;
+    (2) ``batch_2013_02_w3`` (a week of flights with the four island airports they fly to) rebased, since
+    main moved with (1), and published from its batch Review: both mains move, the batch tag on each;
+    (3) ``audit_2013_02_w2`` rebased (``references`` now passes against the airports on main), its failing
+    rows quarantined, and published as a batch with its quarantine table. Every week reaches main, no
+    workaround."""
+    import re
+
     from playwright.sync_api import expect
 
     name, tables = TWO_TABLE_BATCH, (TableId("demo", "airports"), TableId("demo", "flights"))
+    flights = TableId("demo", "flights")
     lh = Lakehouse(demo_settings)
-    heads = {t: lh.table(t).metadata.refs[name].snapshot_id for t in tables}
     mains = {t: lh.table(t).metadata.refs["main"].snapshot_id for t in tables}
     env = helpers.console_env(**helpers.lake_env(demo_settings, "steward-e2e", WAP_SPARK_EAGER="0"))
-    with helpers.console(env, demo_settings.home / "streamlit.log") as base, helpers.browser_page() as page:
+    with (
+        helpers.console(env, demo_settings.home / "streamlit.log") as base,
+        helpers.browser_page(timeout_ms=300_000) as page,
+    ):
+        # (1) the passing week
+        page.goto(f"{base}/review?table=demo.flights&branch={PASSING_BRANCH}")
+        expect(page.get_by_text("Ready to publish:")).to_be_visible()
+        dialog = helpers.open_dialog(page, page.get_by_role("button", name="Publish", exact=True))
+        dialog.get_by_role("button", name="Confirm").click()
+        expect(page.get_by_text(f"Published demo.flights · {PASSING_BRANCH}")).to_be_visible()
+
+        # (2) the two-table batch: main of demo.flights moved with (1): rebased, then published together
         page.goto(f"{base}/review?batch={name}")
         expect(page.get_by_text(f"Batch {name} · 2 tables: demo.airports, demo.flights")).to_be_visible()
+        page.get_by_role("button", name="Rebase batch").click()
+        expect(
+            page.get_by_text(re.compile(f"Rebased batch {name}: .*audited again: batch passed"))
+        ).to_be_visible()
         expect(page.get_by_text("Ready to publish every table together")).to_be_visible()
-        expect(page.get_by_text("Diff computed on")).to_have_count(2, timeout=300_000)
         dialog = helpers.open_dialog(page, page.get_by_role("button", name="Publish batch"))
         dialog.get_by_role("button", name="Confirm").click()
         expect(page.get_by_text(f"Published batch {name}: every main moved together")).to_be_visible()
-    after = Lakehouse(demo_settings)
-    for t in tables:  # PyIceberg: both mains moved to their audited heads, the branch gone, the batch tag
-        refs = {n: ref.snapshot_id for n, ref in after.table(t).metadata.refs.items()}
-        assert refs["main"] == heads[t] != mains[t], refs
-        assert name not in refs and refs[f"batch-{name}"] == heads[t], refs
-    published = after.journal.history(branch=name, action="publish")
-    assert {(e.table, e.user, e.outcome) for e in published if e.intent_id is not None} == {
-        (str(t), "steward-e2e", Outcome.PUBLISHED) for t in tables
+        after = Lakehouse(demo_settings)
+        for t in tables:  # PyIceberg: both mains moved to the rebased heads, the branch gone, the batch tag
+            refs = {n: ref.snapshot_id for n, ref in after.table(t).metadata.refs.items()}
+            assert refs["main"] != mains[t] and name not in refs and refs[f"batch-{name}"] == refs["main"], (
+                refs
+            )
+
+        # (3) the failing week: rebased, references passes against the airports now on main; the failing rows
+        # quarantined; the batch (the week and its quarantine table) published
+        page.goto(f"{base}/review?table=demo.flights&branch={FAILING_BRANCH}")
+        expect(page.get_by_role("button", name="Rebase", exact=True)).to_be_visible()
+        page.get_by_role("button", name="Rebase", exact=True).click()
+        rebased = page.get_by_text(re.compile(f"Rebased demo.flights {FAILING_BRANCH} onto main"))
+        expect(rebased).to_be_visible()
+        expect(rebased).not_to_contain_text("references")  # the airports are on main now
+        dialog = helpers.open_dialog(
+            page, page.get_by_role("button", name="Quarantine failing rows"), ready="Quarantine"
+        )
+        dialog.get_by_label("Reason").fill("cancelled or unmeasured flights")
+        dialog.get_by_role("button", name="Quarantine", exact=True).click()
+        expect(
+            page.get_by_text(re.compile(r"^Quarantined [\d,]+ of [\d,]+ rows.*audit passed"))
+        ).to_be_visible(timeout=600_000)
+        page.goto(f"{base}/review?batch={FAILING_BRANCH}")
+        expect(page.get_by_text("Ready to publish every table together")).to_be_visible()
+        dialog = helpers.open_dialog(page, page.get_by_role("button", name="Publish batch"))
+        dialog.get_by_role("button", name="Confirm").click()
+        expect(
+            page.get_by_text(f"Published batch {FAILING_BRANCH}: every main moved together")
+        ).to_be_visible()
+    end = Lakehouse(demo_settings)
+    for week in (PASSING_BRANCH, name, FAILING_BRANCH):  # every week published, none left open
+        assert week not in end.table(flights).metadata.refs, week
+        published = end.journal.history(str(flights), branch=week, action="publish")
+        landed = [(e.outcome, e.user) for e in published if e.intent_id is not None]
+        assert landed == [(Outcome.PUBLISHED, "steward-e2e")], (week, landed)
+        "steward-e2e"
     }

@@ -200,5 +200,3 @@ def test_the_readme_tour_publishes_all_three_demo_weeks_in_its_order(demo_settin
         published = end.journal.history(str(flights), branch=week, action="publish")
         landed = [(e.outcome, e.user) for e in published if e.intent_id is not None]
         assert landed == [(Outcome.PUBLISHED, "steward-e2e")], (week, landed)
-        "steward-e2e"
-    }

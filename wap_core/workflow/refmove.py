@@ -1,25 +1,27 @@
 """The one path every ref move takes, in the spirit of PyIceberg's transaction -> ``commit()``.
 
-An action (publish, force publish, discard, rebase, rollback, reopen, ...) validates, authorizes
-and reads its precondition, then declares a :class:`RefMove` (who moves which ref of which table,
-the snapshots its intent expects before and after, its reason and details) and runs it with its
-commit step. Everything else lives here, once:
+An action validates, authorizes and reads its precondition, then declares its move and runs it with its
+commit step. Everything else lives here, once. Publish (forced or not), discard, rebase and rollback move
+a **batch**: a set of (table, branch), a branch being a batch of one (issue 38); they declare a
+:class:`BatchMove` (one :class:`TableMove` per table: its ref before and after):
 
-* the **intent** row, committed before any Iceberg commit; a branch another action holds is a
-  journaled refusal (:meth:`wap_core.session.Session.refuse`, notified unless the declaration says not to);
-* the **fault points** ``after_<action>_intent`` / ``after_<action>_commit`` (the kill tests) and
-  the pause points ``before_<action>_intent`` (the race tests) and ``after_publish_intent`` (the
-  object store stopped in the middle of a publish);
-* the **outcome** row: the commit step's :class:`Moved` (success outcome, or a move that turned out
-  unnecessary); an exception from the step is settled from the metadata
-  (:func:`wap_core.workflow.reconcile.acting`): a lost race (:class:`ConflictError`) is journaled
-  ``refused`` with the reason it lost, never with the winner's outcome;
-* the **notification** of a move that landed (:class:`Notice`), after the outcome row.
+* the **intents**, one per table, committed in ONE journal transaction before any Iceberg commit; a branch
+  another action holds refuses them all, journaled (:meth:`wap_core.session.Session.refuse`, notified unless
+  the declaration says not to);
+* the **fault points** ``after_<action>_batch_intents`` / ``after_<action>_batch_commit`` /
+  ``before_<action>_batch_outcome`` (the kill tests; the commit step has its own between) and the pause
+  points ``before_<action>_batch_intents`` (the race tests) and ``after_publish_batch_intents`` (the object
+  store stopped in the middle of a publish);
+* the **outcome** rows, in ONE transaction: a lost race (:class:`ConflictError`, e.g. a
+  :class:`~wap_core.lake.multitable.MultiTableConflictError` naming the table that lost) is journaled
+  ``refused`` with the reason it lost, never with the winner's outcome; a move another commit already made
+  (:class:`Unneeded`) ``abandoned``; any other exception is settled from the metadata
+  (:func:`wap_core.workflow.reconcile.acting`);
+* ONE **notification** of a move that landed (:class:`Notice`), after the outcome rows.
 
-:class:`BatchMove` is the same path for a batch that spans tables (several tables' refs that land together
-in one multi-table commit): one intent per table, all announced in ONE journal transaction (one busy branch
-refuses them all), the points ``after_<action>_batch_intents`` / ``after_<action>_batch_commit`` /
-``before_<action>_batch_outcome``, every outcome in ONE transaction, ONE notification.
+Actions that move one ref of one table and no batch (ingest, reopen, a job's open, quarantine) declare a
+:class:`RefMove`: the same steps for one intent, with the points ``after_<action>_intent`` /
+``after_<action>_commit`` and ``before_<action>_intent``.
 
 Retries of the Iceberg commit itself are :mod:`wap_core.lake.refs`' one policy, used by the steps.
 """

@@ -358,7 +358,7 @@ def test_a_one_table_publish_racing_a_batch(lake: Lakehouse) -> None:
     )
     assert r.audit.passed
     before = mains(lake)
-    held = _held(lake, "after_publish_intent", str(T4), "solo2")
+    held = _held(lake, "after_publish_batch_intents", str(T4), "solo2")
     _wait_pending(lake, "solo2", 1)
     publish_batch(as_(lake, ANN), "race_d")
     _, err = held.communicate(timeout=300)

@@ -33,9 +33,11 @@ def test_intents_are_announced_and_resolved_only_on_the_ref_move_path() -> None:
     resolve = {f for f, text in src.items() if "resolve_intent(" in text}
     assert announce <= ANNOUNCE, f"intents announced outside RefMove: {sorted(announce - ANNOUNCE)}"
     assert resolve <= RESOLVE, f"intents resolved outside RefMove/reconcile: {sorted(resolve - RESOLVE)}"
-    for module in ("ingest.py", "publish.py", "rollback.py", "gc.py"):
+    for module in ("ingest.py", "publish.py", "rebase.py", "discard.py", "rollback.py", "gc.py"):
         text = src[f"wap_core/workflow/{module}"]
-        assert "RefMove(" in text or "_move(" in text, f"{module} moves refs without RefMove"
+        assert any(m in text for m in ("RefMove(", "BatchMove(", "_move(")), (
+            f"{module} moves refs off the path"
+        )
 
 
 def test_intent_and_commit_fault_points_fire_in_one_place() -> None:

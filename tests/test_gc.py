@@ -303,6 +303,8 @@ def test_gc_removes_a_lost_batch_race_s_metadata_files_and_ages_batch_tags_out( 
         while len([i for i in lh.journal.pending_intents() if i.branch == "b2"]) < 2:
             assert time.monotonic() < deadline
             time.sleep(0.1)
+        time.sleep(1.0)  # b2 has reached its pause point (right after its intents) and sleeps there
+        mp.delenv(PAUSE_ENV)  # the one-table publish takes the same path: it is not held
         publish(lh, b, "solo")
         th.join(120)
     assert len(errors) == 1 and isinstance(errors[0], ConflictError) and "demo.pets lost" in str(errors[0])

@@ -27,9 +27,11 @@ from pyiceberg.table import Table
 from wap_core.exceptions import ConflictError, NotFoundError, RefusedError, ValidationError
 from wap_core.identifiers import MAIN, TableId, validate_branch
 from wap_core.lake import catalog as cat
+from wap_core.security.access import Permission
 from wap_core.session import Session
 from wap_core.states import Action
 from wap_core.store import batches as store
+from wap_core.workflow.reconcile import reconcile
 
 if TYPE_CHECKING:
     from wap_core.lakehouse import Lakehouse
@@ -121,6 +123,20 @@ def load_batch_tables(lh: Lakehouse, name: str) -> tuple[Batch, dict[str, Table]
     batch = _build(lh, name, store.open_members(lh.journal.engine, name), loaded)
     if not batch.tables:
         raise NotFoundError(f"no open batch {name!r}: no table has an open branch of a batch of that name")
+    return batch, loaded
+
+
+def open_batch_for(s: Session, name: str, permission: Permission) -> tuple[Batch, dict[str, Table]]:
+    """The open batch ``name`` for an action on every table of it (publish, discard, rebase): each table's
+    crashed actions reconciled first (a dead process's intent neither blocks a branch nor hides a move that
+    landed), the batch and the metadata each table was read from loaded once (:func:`load_batch_tables`),
+    ``permission`` authorized on every table."""
+    lh = s.lakehouse
+    for m in store.open_members(lh.journal.engine, name):
+        reconcile(lh, m.table)
+    batch, loaded = load_batch_tables(lh, name)
+    for t in batch.tables:
+        s.authorize(permission, table=t.table, branch=name)
     return batch, loaded
 
 

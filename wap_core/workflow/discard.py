@@ -37,8 +37,8 @@ from wap_core.session import Session, session_of
 from wap_core.states import Action, Outcome
 from wap_core.store import batches as store
 from wap_core.store.journal import Intent
-from wap_core.workflow.batch import load_batch
-from wap_core.workflow.reconcile import reconcile, reconciled_table
+from wap_core.workflow.batch import open_batch_for
+from wap_core.workflow.reconcile import reconciled_table
 from wap_core.workflow.refmove import BatchMove, Notice, TableMove
 
 if TYPE_CHECKING:
@@ -88,14 +88,9 @@ def discard(
 def discard_batch(session: Session, name: str, *, reason: str | None = None) -> BatchDiscardResult:
     """Remove every table's branch of batch ``name``, all or none, in one multi-table commit (mains untouched)."""
     s = session
-    lh = s.lakehouse
     validate_branch(name)
-    for m in store.open_members(lh.journal.engine, name):  # a dead process's intent neither blocks nor hides
-        reconcile(lh, m.table)
-    batch = load_batch(lh, name)
-    for t in batch.tables:
-        s.authorize(Permission.DISCARD, table=t.table, branch=name)
-    read = {t.table: (t.head, lh.table(t.table)) for t in batch.tables}
+    batch, loaded = open_batch_for(s, name, Permission.DISCARD)
+    read = {t.table: (t.head, loaded[str(t.table)]) for t in batch.tables}
     return BatchDiscardResult(name, _discard(s, name, read, reason, named=True), reason)
 
 

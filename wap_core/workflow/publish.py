@@ -63,10 +63,9 @@ from wap_core.session import Session, session_of
 from wap_core.states import Action, Outcome, PublishOutcome
 from wap_core.store import batches as store
 from wap_core.store.journal import Intent
-from wap_core.workflow.batch import Batch, batch_of, batch_tag, joined_since, load_batch_tables
+from wap_core.workflow.batch import Batch, batch_of, batch_tag, joined_since, open_batch_for
 from wap_core.workflow.readiness import BatchReadiness, batch_readiness, publish_readiness, readiness_of_one
 from wap_core.workflow.reconcile import (
-    reconcile,
     reconciled_table,
 )
 from wap_core.workflow.refmove import BatchMove, Notice, TableMove, Unneeded
@@ -215,17 +214,13 @@ def publish_batch(
     lh = s.lakehouse
     validate_branch(name)
     _require_reason(force, reason)
-    for m in store.open_members(lh.journal.engine, name):  # a dead process's intent neither blocks nor hides
-        reconcile(lh, m.table)
     try:
-        batch, bases = load_batch_tables(lh, name)  # the one load of every table, passed down
+        batch, bases = open_batch_for(s, name, Permission.PUBLISH)  # the one load of every table, passed down
     except NotFoundError:
         done = _batch_already_published(lh, name)
         if done is not None:
             return done
         raise
-    for t in batch.tables:
-        s.authorize(Permission.PUBLISH, table=t.table, branch=name)
     ready = batch_readiness(lh, batch, bases)
     targets = tuple(_Target(t.table, t.main, t.head, bases[str(t.table)]) for t in batch.tables)
     results = _publish(s, name, targets, ready, force, reason, batch=batch, named=True)

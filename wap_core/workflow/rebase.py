@@ -43,14 +43,12 @@ from wap_core.samples import load_sample, sample_json
 from wap_core.security.access import Permission
 from wap_core.session import Session, session_of
 from wap_core.states import Action, Outcome, RebaseOutcome
-from wap_core.store import batches as store
 from wap_core.store.journal import Intent
 from wap_core.workflow.audit import AuditResult, audit_branch
-from wap_core.workflow.batch import load_batch
+from wap_core.workflow.batch import open_batch_for
 from wap_core.workflow.batch_audit import BatchAuditResult, audit_batch
 from wap_core.workflow.reconcile import (
     INTENT_PROPERTY,
-    reconcile,
     reconciled_table,
     temp_branch_name,
     temp_branches_of,
@@ -143,14 +141,9 @@ def rebase_batch(session: Session | Lakehouse, name: str, *, user: str | None = 
     """Replay every table's branch of batch ``name`` onto its current main (temporary branches), then swap
     them all in, in one multi-table commit; all or none. Then re-audit the batch."""
     s = session_of(session, user)
-    lh = s.lakehouse
     validate_branch(name)
-    for m in store.open_members(lh.journal.engine, name):  # a dead process's intent neither blocks nor hides
-        reconcile(lh, m.table)
-    batch = load_batch(lh, name)
-    for member in batch.tables:
-        s.authorize(Permission.REBASE, table=member.table, branch=name)
-    read = {t: lh.table(t) for t in batch.table_ids}
+    batch, loaded = open_batch_for(s, name, Permission.REBASE)
+    read = {t: loaded[str(t)] for t in batch.table_ids}
     lins = {t: cat.lineage(tbl, name) for t, tbl in read.items()}
     stale = tuple(_Stale(t, lins[t], read[t]) for t in batch.table_ids if lins[t].main_moved)
     if not stale:

@@ -91,10 +91,8 @@ def _not_open(ctx: Context, name: str) -> None:
         return
     if closed:
         return
-    st.warning(
-        f"No open batch {ui.md(repr(name))}: it was published, discarded or never existed "
-        "(no table has an open branch of a batch of that name)."
-    )
+    past = api.history(ctx, branch=name, limit=200)  # what ended it, as the one-branch Review says
+    st.warning(f"No open batch {ui.md(repr(name))}: {wf.how_it_ended(past)}.")
     st.page_link("pages/branches.py", label="Open branches and batches", icon=":material/account_tree:")
 
 

@@ -20,7 +20,7 @@ from wap_core.exceptions import WapError
 from wap_core.identifiers import TableId
 
 if TYPE_CHECKING:
-    from wap_core.api import BatchRow, BranchInfo, TimelineSnapshot
+    from wap_core.api import BatchRow, BranchInfo, JournalEntry, TimelineSnapshot
 
 _DIALOG = "workflow_dialog"
 
@@ -420,3 +420,22 @@ def _reopen(ctx: Context, tid: TableId, snapshot_id: int) -> None:
             f"[review it]({ui.review_url(res.table, res.branch)}), fix it, publish it again."
         ),
     )
+
+
+def how_it_ended(past: Sequence[JournalEntry]) -> str:
+    """What the journal says ended a branch or a batch (``past``: its entries, newest first: the newest publish or
+    discard), or that it never existed."""
+    words = {
+        "published": "published",
+        "forced": "force-published",
+        "discarded": "discarded",
+        "expired": "expired by gc",
+    }
+    for e in past:  # newest first
+        word = words.get(str(e.outcome))
+        if word is not None and str(e.action) in ("publish", "discard"):
+            why = f" ({ui.md(e.reason)})" if e.reason else ""
+            return f"it was {word} by {ui.md(e.user)} on {ui.md(ui.local_time(e.at))}{why}"
+    if past:
+        return "the journal records it, but not its publish or discard (see below)"
+    return "the journal has no record of it: it never existed here (check the name)"

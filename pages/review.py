@@ -21,7 +21,7 @@ from pages import _quarantine_parts as qp
 from pages import _review_parts as rv
 from pages import _workflow as wf
 from wap_core import api
-from wap_core.api import CheckGuide, DiffResult, JournalEntry, Permission
+from wap_core.api import CheckGuide, DiffResult, Permission
 from wap_core.exceptions import ValidationError, WapError
 from wap_core.identifiers import TableId, validate_branch
 
@@ -58,30 +58,12 @@ except WapError as exc:
     st.stop()
 
 
-def _how_it_ended(past: list[JournalEntry]) -> str:
-    """What the journal says ended the branch (its newest publish or discard), or that it never existed."""
-    words = {
-        "published": "published",
-        "forced": "force-published",
-        "discarded": "discarded",
-        "expired": "expired by gc",
-    }
-    for e in past:  # newest first
-        word = words.get(str(e.outcome))
-        if word is not None and str(e.action) in ("publish", "discard"):
-            why = f" ({ui.md(e.reason)})" if e.reason else ""
-            return f"it was {word} by {ui.md(e.user)} on {ui.md(ui.local_time(e.at))}{why}"
-    if past:
-        return "the journal records it, but not its publish or discard (see below)"
-    return "the journal has no record of it: it never existed here (check the name)"
-
-
 st.subheader(f"{ui.md(tid)} · {ui.md(branch)}")
 if branch not in api.branch_names(tbl):
     if ui.take(CLOSED) == (str(tid), branch):
         st.stop()  # this session just published or discarded it: its success message says it all
     past = [e for e in ui.journal(str(tid), limit=200) if e.branch == branch]
-    st.warning(f"Branch {ui.md(repr(branch))} is not open on {ui.md(tid)}: {_how_it_ended(past)}.")
+    st.warning(f"Branch {ui.md(repr(branch))} is not open on {ui.md(tid)}: {wf.how_it_ended(past)}.")
     if past:
         pdf = ui.frame(past, ["at", "user", "action", "outcome", "reason"])
         pdf["reason"] = pdf["reason"].map(ui.blank)

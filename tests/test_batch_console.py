@@ -182,7 +182,9 @@ def test_batch_review_shows_each_table_cross_table_checks_first(env: Lakehouse) 
 
 def test_batch_review_of_no_open_batch_is_one_line(env: Lakehouse) -> None:
     at = app_test("pages/review.py", batch="nope")
-    assert "No open batch 'nope'" in _texts(at.warning)
+    assert "No open batch 'nope': the journal has no record of it: it never existed here" in _texts(
+        at.warning
+    )
     assert [p for p in at.get("page_link") if "branches" in p.label.lower()]
     at = app_test("pages/review.py", batch="<b>x")  # not a name at all: the validation's one line, escaped
     assert "invalid branch name" in _texts(at.error)
@@ -229,6 +231,11 @@ def test_batch_review_discard_needs_a_reason_and_drops_every_branch(env: Lakehou
     assert "Discarded batch wk3 (the orders file was a test)" in _texts(at.success)
     assert not at.warning  # no "no open batch" under this session's own discard
     assert all("wk3" not in refs(env, t) and refs(env, t)["main"] == mains[t] for t in (ORD, ITM))
+    # a later visit: the journal says who discarded it, when and why (not "published, discarded or never existed")
+    again = _texts(app_test("pages/review.py", batch="wk3").warning)
+    assert "No open batch 'wk3': it was discarded by" in again and "the orders file was a test" in again, (
+        again
+    )
 
 
 def test_batch_review_publish_moves_every_main(env: Lakehouse) -> None:

@@ -150,7 +150,18 @@ def _verdict(parts: list[_Part]) -> None:
     names = ", ".join(f"**{ui.md(p.table)}**" for p in bad)
     icon = ui.STATUS_MATERIAL[worst]
     n = f"{len(bad)} of {len(parts)} tables"
-    if worst is BranchStatus.PASSED:
+    # audits that passed on their own heads but read another table of the batch at an older head: not green
+    stale = [
+        p for p in parts if p.check.code == "stale" and p.status in (BranchStatus.PASSED, BranchStatus.WARNED)
+    ]
+    if stale:
+        st.warning(
+            f"**Audits to run again — {len(stale)} of {len(parts)} tables:** "
+            + ", ".join(f"**{ui.md(p.table)}**" for p in stale)
+            + ": their checks read another table of the batch at an older head (**Re-run audit**)",
+            icon=":material/update:",
+        )
+    elif worst is BranchStatus.PASSED:
         st.success(f"**Every table's audit passed** ({len(parts)} tables).", icon=icon)
     elif worst is BranchStatus.WARNED:
         st.warning(f"**Audits passed with warnings** on {n}: {names}", icon=icon)

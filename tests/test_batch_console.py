@@ -346,3 +346,24 @@ def test_batch_review_rerun_audit_reaudits_the_table_that_moved(
     assert env.journal.latest_audit(str(ORD), "wk1") == before  # shop.orders' audit stands
     _button(at, "Re-run audit").click().run()  # nothing stale now: one line says so
     assert "Nothing to re-run in batch wk1" in _texts(at.info)
+
+
+def test_a_passed_audit_that_read_an_older_head_of_another_table_is_not_green(env: Lakehouse) -> None:
+    """Issue 40 item 12: shop.items' audit passed, reading shop.orders at the batch's head of then; shop.orders'
+    branch moved since (audited alone). The verdict says which audit to run again, never a green "every
+    table's audit passed" beside "Publish is disabled: ... audit the batch again"."""
+    assert ingest(env, ORD, [_orders(env, "o9", [(9, "ivy")])], batch="wk9", user=SAM).audit.passed
+    assert ingest(env, ITM, [_items(env, "i9", [(19, 9)])], batch="wk9", user=SAM).audit.passed
+    orders = env.table(ORD)
+    orders.append(
+        pa.Table.from_pylist([{"id": 90, "name": "jo"}], schema=orders.schema().as_arrow()), branch="wk9"
+    )
+    ctx = api.open_context(env)
+    assert api.run_audit(ctx, ORD, "wk9").passed  # shop.orders alone: shop.items read its older head
+    ready = api.batch_readiness(ctx, "wk9")
+    assert not ready.allowed and ready.code == "stale", ready
+    at = app_test("pages/review.py", batch="wk9")
+    assert not at.exception, [e.value for e in at.exception]
+    assert not [s for s in _texts(at.success).split("\n") if "Every table's audit passed" in s]
+    assert "Audits to run again — 1 of 2 tables:** **shop.items**" in _texts(at.warning)
+    api.discard_batch(ctx, "wk9", reason="a test batch")

@@ -144,7 +144,18 @@ do_rebase = meta.main_moved and ra.button(
     a4, "Rebase", can[Permission.REBASE], icon=":material/merge:", help="Replay this batch onto current main"
 )
 can.locks(rebase=meta.main_moved)
-if not ready.allowed:
+if not ready.allowed and ready.code == "in_batch":  # the way is the batch's Review, not a CLI line
+    st.warning(
+        f"**Publish is disabled:** {ui.md(tid)} · {ui.md(branch)} is published with the other tables of batch "
+        f"{ui.md(branch)}, all or none: from the batch's Review."
+    )
+    st.page_link(
+        "pages/review.py",
+        label=f"Publish batch {ui.md(branch)} from its Review",
+        icon=":material/rate_review:",
+        query_params={"batch": branch},
+    )
+elif not ready.allowed:
     st.warning(f"**Publish is disabled:** {ui.md(ready.message)}")
     if ready.forceable and can.force_publish(
         expander="Force publish (admins only, journaled with your reason)",

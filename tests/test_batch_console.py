@@ -367,3 +367,14 @@ def test_a_passed_audit_that_read_an_older_head_of_another_table_is_not_green(en
     assert not [s for s in _texts(at.success).split("\n") if "Every table's audit passed" in s]
     assert "Audits to run again — 1 of 2 tables:** **shop.items**" in _texts(at.warning)
     api.discard_batch(ctx, "wk9", reason="a test batch")
+
+
+def test_a_table_s_review_inside_a_batch_leads_to_the_batch_s_review(env: Lakehouse) -> None:
+    """Issue 40 item 12: the one-table Review of a batch's table says Publish is the batch's, with a link to
+    the batch's Review, not a CLI line (``wap publish --batch``)."""
+    at = app_test("pages/review.py", table=str(ORD), branch="wk1")
+    assert not at.exception, [e.value for e in at.exception]
+    warn = _texts(at.warning)
+    assert "shop.orders · wk1 is published with the other tables of batch wk1, all or none" in warn, warn
+    assert "wap publish --batch" not in warn
+    assert [p for p in at.get("page_link") if "Publish batch wk1 from its Review" in p.label]

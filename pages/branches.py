@@ -46,13 +46,13 @@ with ui.wap_errors():
     if not shown and not shown_batches:
         st.info("No open branch matches." if rows else "No open audit branches: ingest a batch to open one.")
     else:
-        columns = [
+        columns = [  # main moved beside the status: a passed branch whose main moved needs a rebase first
             "table",
             "branch",
             "status",
+            "main_moved",
             "failed_checks",
             "rows_added",
-            "main_moved",
             "created",
             "last_audit_at",
         ]
@@ -82,7 +82,11 @@ with ui.wap_errors():
         df = pd.concat([batch_df, branch_df], ignore_index=True) if shown_batches else branch_df
         df.insert(3, "batch", [True] * len(shown_batches) + [False] * len(shown))
         wf.add_review_columns(df, [*shown_batches, *shown])  # review state and approvals on the head(s)
-        df["status"] = df["status"].map(ui.status_badge)
+        df["status"] = [
+            # not green while main moved: publishing needs a rebase (and its audit) first
+            ui.status_badge(v) + (" · rebase first" if moved and v in ("passed", "warned") else "")
+            for v, moved in zip(df["status"], df["main_moved"], strict=True)
+        ]
         df = ui.times_for_display(df, "created", "last_audit_at")
         df["failed_checks"] = df["failed_checks"].map(lambda xs: ", ".join(xs) if xs else "")
         ui.grid(

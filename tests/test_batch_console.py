@@ -378,3 +378,13 @@ def test_a_table_s_review_inside_a_batch_leads_to_the_batch_s_review(env: Lakeho
     assert "shop.orders · wk1 is published with the other tables of batch wk1, all or none" in warn, warn
     assert "wap publish --batch" not in warn
     assert [p for p in at.get("page_link") if "Publish batch wk1 from its Review" in p.label]
+
+
+def test_branches_says_a_passed_branch_whose_main_moved_needs_a_rebase(env: Lakehouse) -> None:
+    """Issue 40 item 12: ``solo`` passed, then batch wk2 moved shop.orders' main: Branches does not show it
+    green ("passed") with "main moved" off-screen; the status says to rebase first, main moved beside it."""
+    at = app_test("pages/branches.py")
+    df = at.dataframe[0].value.data if hasattr(at.dataframe[0].value, "data") else at.dataframe[0].value
+    solo = df[df["branch"] == "solo"].iloc[0]
+    assert (solo["status"], bool(solo["main_moved"])) == ("✔ passed · rebase first", True)
+    assert list(df.columns).index("main_moved") == list(df.columns).index("status") + 1

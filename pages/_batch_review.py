@@ -130,7 +130,7 @@ def render(ctx: Context, name_q: str) -> None:
     )
     _verdict(parts)
     _cross_table(name, parts)
-    _readiness(ready)
+    _readiness(ready, ui.may(ctx, Permission.PUBLISH).allowed)
     _actions(ctx, name, ready, parts)
     _review(ctx, batch)
     for p in parts:
@@ -237,11 +237,17 @@ def _cross_table(name: str, parts: list[_Part]) -> None:
             )
 
 
-def _readiness(ready: BatchReadiness) -> None:
-    """Every table's publish check, the batch's message, and what a publish guarantees on this catalog."""
+def _readiness(ready: BatchReadiness, may_publish: bool) -> None:
+    """Every table's publish check, the batch's message, and what a publish guarantees on this catalog (no
+    green "ready" for who may not publish)."""
     st.markdown("#### Publish the batch")
-    if ready.allowed:
+    if ready.allowed and may_publish:
         st.success(f"Ready to publish every table together: {ui.md(ready.message)}")
+    elif ready.allowed:
+        st.info(
+            f"Publishable by an approver, every table together: {ui.md(ready.message)}",
+            icon=":material/lock:",
+        )
     else:
         st.warning(f"**Publish is disabled:** {ui.md(ready.message)}")
     # only this catalog's guarantee, said once: the label, then what it means

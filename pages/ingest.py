@@ -120,7 +120,9 @@ with st.form("ingest"):
     server_path = ""
     if source_kind == "Upload a file":
         upload = st.file_uploader(
-            "File (CSV, Parquet or JSON)", type=["csv", "parquet", "pq", "json", "jsonl", "ndjson"]
+            "File (CSV, Parquet or JSON)",
+            type=["csv", "parquet", "pq", "json", "jsonl", "ndjson"],
+            disabled=not may_ingest.allowed,  # a viewer has nothing to upload (the core refuses anyway)
         )
     else:
         server_path = st.text_input(

@@ -164,8 +164,10 @@ elif not ready.allowed:
         help="Publish over the audit, with a reason",
     ):
         _open("publish", force=True)
-else:
+elif can[Permission.PUBLISH].allowed:
     st.success(f"Ready to publish: {ui.md(ready.message)}")
+else:  # the branch may be published, not by who looks at it: no green "ready" beside a locked button
+    st.info(f"Publishable by an approver: {ui.md(ready.message)}", icon=":material/lock:")
 
 if rerun_audit:
     try:

@@ -13,6 +13,7 @@ from wap_core.cli.output import (
     EXIT_OK,
     EXIT_REFUSED,
     json_default,
+    n_rows,
     print_audit,
     print_audit_err,
     print_batch_review,
@@ -125,7 +126,7 @@ def _ingest(args: argparse.Namespace, ctx: Context) -> int:
     else:
         print(res.branch)
         print(
-            f"wrote {res.rows_written} rows to {res.table} branch {res.branch}"
+            f"wrote {n_rows(res.rows_written)} to {res.table} branch {res.branch}"
             + (f" ({res.malformed_rows} malformed rows kept out)" if res.malformed_rows else ""),
             file=sys.stderr,
         )
@@ -286,7 +287,7 @@ def _quarantine(args: argparse.Namespace, ctx: Context) -> int:
     q = api.quarantine(ctx, TableId.parse(args.table), args.branch, checks=args.check, reason=args.reason)
     per = ", ".join(f"{name} {n}" for name, n in q.checks.items())
     line = (
-        f"quarantined {q.quarantined} of {q.rows_before} rows of {q.table} {q.branch} into {q.quarantine_table} "
+        f"quarantined {q.quarantined} of {n_rows(q.rows_before)} of {q.table} {q.branch} into {q.quarantine_table} "
         f"({per}); head {q.old_head} -> {q.new_head}"
     )
     if q.audit is not None:

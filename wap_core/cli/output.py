@@ -57,6 +57,11 @@ class _Printable(io.TextIOBase):
         return str(getattr(self._stream, "encoding", None) or "utf-8")
 
 
+def n_rows(n: int) -> str:
+    """A row count as people write it: ``1 row``, ``2 rows`` (the CLI's lines; ``--json`` keeps the number)."""
+    return f"{n} row" + ("" if n == 1 else "s")
+
+
 @contextmanager
 def printable_streams() -> Iterator[None]:
     """While the block runs, ``sys.stdout`` and ``sys.stderr`` print no control character but tab and line
@@ -119,7 +124,7 @@ _MARKS = {
 def print_audit(res: Any) -> None:
     """An audit's verdict and one line per check."""
     print(
-        f"audit of {res.table} {res.branch} at snapshot {res.snapshot_id}: {res.status.upper()} ({res.rows_checked} rows)"
+        f"audit of {res.table} {res.branch} at snapshot {res.snapshot_id}: {res.status.upper()} ({n_rows(res.rows_checked)})"
     )
     for c in res.checks:
         mark = _MARKS.get(c.status, str(c.status))

@@ -12,6 +12,7 @@ from wap_core.analysis.diff import SchemaChange, rank_changes
 from wap_core.analysis.keyed_diff import CellChange, ChangedRow
 from wap_core.cli.output import format_cell as _cell
 from wap_core.cli.output import json_default as _json_default
+from wap_core.cli.output import n_rows as _cli_rows
 from wap_core.values import to_jsonable
 from wap_core.workflow.status import TableInfo
 
@@ -37,6 +38,11 @@ def test_times_blanks_and_details() -> None:
         == "rows: 5 · files: a.csv, b.csv"
     )
     assert ui.details_text({}) == ""
+
+
+def test_row_counts_read_as_people_write_them() -> None:
+    assert [_cli_rows(n) for n in (0, 1, 2)] == ["0 rows", "1 row", "2 rows"]  # the CLI: "wrote 1 row"
+    assert [ui.n_rows(n) for n in (1, 2000)] == ["1 row", "2,000 rows"]  # the console
 
 
 def test_cli_cells_and_json() -> None:

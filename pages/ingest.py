@@ -173,6 +173,17 @@ STEPS = {
 }
 
 
+def _as_shown(text: str, job: dict[str, Any]) -> str:
+    """``text`` (Markdown) naming an uploaded file by the name the steward gave it, never by the server's path
+    under the uploads folder (where the console saved it)."""
+    source, shown = str(job["source"]), str(job.get("shown") or job["source"])
+    if source == shown:
+        return text
+    for server, name in ((ui.md(source), ui.md(shown)), (source, shown)):
+        text = text.replace(server, name)
+    return text
+
+
 def _run(job: dict[str, Any]) -> None:
     """Ingest with live steps (reading → writing → auditing, with row counts as they become known)."""
     tid = TableId.parse(str(job["table"]))
@@ -180,7 +191,7 @@ def _run(job: dict[str, Any]) -> None:
         return
     try:
         with st.status(f"Ingesting into {ui.md(tid)}…", expanded=True) as status:
-            st.write(f"Source: {ui.md(job['source'], code=True)}")
+            st.write(f"Source: {ui.md(job.get('shown') or job['source'], code=True)}")
 
             def progress(step: str, rows: int | None) -> None:
                 text = STEPS.get(step, step).format(rows=ui.n_rows(rows))
@@ -202,7 +213,7 @@ def _run(job: dict[str, Any]) -> None:
                 )
             except WapError as exc:
                 # the status box ends on the refusal (one line); the error below lists every problem
-                refusal = ui.md(first_line(mask_secrets(str(exc))).rstrip(":"))
+                refusal = _as_shown(ui.md(first_line(mask_secrets(str(exc))).rstrip(":")), job)
                 st.write(f"✘ Refused: {refusal}")
                 status.update(label=f"{ui.md(tid)}: refused: {refusal}", state="error", expanded=True)
                 raise
@@ -211,7 +222,7 @@ def _run(job: dict[str, Any]) -> None:
                 state="complete" if result.audit.passed else "error",
             )
     except WapError as exc:
-        ui.show_error(exc)
+        st.error(_as_shown(ui.error_text(exc), job))  # as ui.show_error, the upload by its own name
         return
     ui.writes_done()
     failed = result.audit.failed_checks
@@ -262,14 +273,17 @@ if submitted:
                 )
             # each upload in its own batch folder: two uploads of the same name never overwrite each other
             source = str(api.save_upload(ctx, upload.name, upload.getvalue()))
+            shown = upload.name
         else:
             if not server_path.strip():
                 raise ValidationError("give a server-side path, or switch to uploading a file")
             typed = server_path.strip()  # an s3a:// URL stays as typed (a Path would fold its '//')
             source = typed if is_url(typed) else str(Path(typed).expanduser())
+            shown = source
         job: dict[str, object] = {
             "table": str(tid),
             "source": source,
+            "shown": shown,  # what the page calls the source: an upload's own name, not its server path
             "branch": branch,
             "batch": batch,
             "fmt": None if fmt == "auto" else fmt,

@@ -232,4 +232,7 @@ def test_ingest_shows_the_referenced_tables_columns_and_a_schema_refusal_ends_it
         expect(
             page.get_by_test_id("stAlertContentError").get_by_text("unexpected column faa")
         ).to_be_visible()
+        # the upload is named as the steward named it, never by where the console saved it (issue 40 item 13)
+        expect(status).to_contain_text("Source: airports.csv")
+        assert "/uploads/" not in page.inner_text("body")
     assert set(Lakehouse(demo_settings).table(AIRLINES).metadata.refs) == airlines_refs  # nothing written

@@ -492,6 +492,10 @@ def test_console_review_buttons_follow_the_role(console: Lakehouse, role: str) -
     assert b["Publish"].disabled  # the audit failed, whoever you are
     at = _app(user, "pages/review.py", table="demo.people", branch="good")
     assert _buttons(at)["Publish"].disabled == (rank < RANK["approver"])
+    # no green "Ready to publish" beside a locked button (issue 40 item 12)
+    ready = "Ready to publish:" in _texts(at.success)
+    assert ready == (rank >= RANK["approver"]), _texts([*at.success, *at.info])
+    assert ("Publishable by an approver:" in _texts(at.info)) == (rank < RANK["approver"])
     if rank < RANK["approver"]:
         assert (
             _plain(_buttons(at)["Publish"].help) == f"{user} ({role}) may not publish: approver role needed"

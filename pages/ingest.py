@@ -10,8 +10,8 @@ template CSV (its header row) are shown before anything is uploaded.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import streamlit as st
 
@@ -173,10 +173,32 @@ STEPS = {
 }
 
 
-def _as_shown(text: str, job: dict[str, Any]) -> str:
+@dataclass(frozen=True)
+class _Job:
+    """One ingest the page runs: its table, its source (a server path, or where an upload was saved), what the
+    page calls the source (an upload's own name), the branch or batch, the format (None: by extension)."""
+
+    table: str
+    source: str
+    shown: str
+    branch: str | None
+    batch: str | None
+    fmt: str | None
+    create: bool
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """A job held for the steward's word: its source was ingested into the table before (``duplicate``)."""
+
+    job: _Job
+    duplicate: Duplicate
+
+
+def _as_shown(text: str, job: _Job) -> str:
     """``text`` (Markdown) naming an uploaded file by the name the steward gave it, never by the server's path
     under the uploads folder (where the console saved it)."""
-    source, shown = str(job["source"]), str(job.get("shown") or job["source"])
+    source, shown = job.source, job.shown
     if source == shown:
         return text
     for server, name in ((ui.md(source), ui.md(shown)), (source, shown)):
@@ -184,14 +206,14 @@ def _as_shown(text: str, job: dict[str, Any]) -> str:
     return text
 
 
-def _run(job: dict[str, Any]) -> None:
+def _run(job: _Job) -> None:
     """Ingest with live steps (reading → writing → auditing, with row counts as they become known)."""
-    tid = TableId.parse(str(job["table"]))
+    tid = TableId.parse(job.table)
     if not ui.wait_for_spark(ctx):
         return
     try:
         with st.status(f"Ingesting into {ui.md(tid)}…", expanded=True) as status:
-            st.write(f"Source: {ui.md(job.get('shown') or job['source'], code=True)}")
+            st.write(f"Source: {ui.md(job.shown, code=True)}")
 
             def progress(step: str, rows: int | None) -> None:
                 text = STEPS.get(step, step).format(rows=ui.n_rows(rows))
@@ -203,11 +225,11 @@ def _run(job: dict[str, Any]) -> None:
                 result = api.ingest(
                     ctx,
                     tid,
-                    [str(job["source"])],
-                    branch=job["branch"],
-                    batch=job.get("batch"),
-                    fmt=job["fmt"],
-                    create=bool(job["create"]),
+                    [job.source],
+                    branch=job.branch,
+                    batch=job.batch,
+                    fmt=job.fmt,
+                    create=job.create,
                     source_policy=SourcePolicy.CONFINED,
                     progress=progress,
                 )
@@ -280,15 +302,7 @@ if submitted:
             typed = server_path.strip()  # an s3a:// URL stays as typed (a Path would fold its '//')
             source = typed if is_url(typed) else str(Path(typed).expanduser())
             shown = source
-        job: dict[str, object] = {
-            "table": str(tid),
-            "source": source,
-            "shown": shown,  # what the page calls the source: an upload's own name, not its server path
-            "branch": branch,
-            "batch": batch,
-            "fmt": None if fmt == "auto" else fmt,
-            "create": create,
-        }
+        job = _Job(str(tid), source, shown, branch, batch, None if fmt == "auto" else fmt, create)
         duplicate = None
         if (
             not create and Path(source).is_file()
@@ -297,7 +311,7 @@ if submitted:
         if duplicate is None:
             _run(job)
         else:
-            st.session_state[PENDING] = {**job, "duplicate": duplicate}
+            st.session_state[PENDING] = _Pending(job, duplicate)
     except WapError as exc:
         ui.show_error(exc)
 
@@ -307,9 +321,9 @@ anyway = st.session_state.pop(CONFIRMED, None)
 if anyway:
     _run(anyway)
 
-pending = st.session_state.get(PENDING)
+pending: _Pending | None = st.session_state.get(PENDING)
 if pending:
-    dup: Duplicate = pending["duplicate"]
+    dup = pending.duplicate
     where = f"branch **{ui.md(dup.branch)}**" if dup.branch else "main"
     state = "already published to main" if dup.on_main else "on an open branch"
     st.warning(
@@ -328,7 +342,7 @@ if pending:
     d1, d2 = st.columns(2)
     if d1.button("Ingest anyway", icon=":material/warning:", disabled=not may_ingest.allowed):
         st.session_state.pop(PENDING, None)
-        st.session_state[CONFIRMED] = {k: v for k, v in pending.items() if k != "duplicate"}
+        st.session_state[CONFIRMED] = pending.job
         st.rerun()
     elif d2.button("Cancel"):
         st.session_state.pop(PENDING, None)

@@ -45,6 +45,9 @@ from wap_core.values import to_jsonable
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
+    from streamlit.elements.lib.column_types import ColumnConfig
+
+    ColumnConfigs = dict[str, ColumnConfig]  # a grid's column_config: column name -> its configuration
 
 T = TypeVar("T")
 
@@ -521,17 +524,17 @@ COUNT_FORMAT = "%,d"
 NULL_TEXT = ""
 
 
-def count_column(label: str, **kw: Any) -> Any:
+def count_column(label: str, **kw: Any) -> ColumnConfig:
     """A grid column of counts (rows, records, files, snapshots): ``1,100,000``, sortable as a number."""
     return st.column_config.NumberColumn(label, format=COUNT_FORMAT, **kw)
 
 
-def computed_counts(df: pd.DataFrame, table_columns: Sequence[str]) -> dict[str, Any]:
+def computed_counts(df: pd.DataFrame, table_columns: Sequence[str]) -> ColumnConfigs:
     """Grid columns for a SQL result: every numeric column the query computed (a ``count(*)``, a ``sum``:
     a name that is no column of the table) with thousands separators (``594,933,341``), as the metrics.
     The table's own columns show as stored (a ``year`` stays ``2013``)."""
     own = set(table_columns)
-    config: dict[str, Any] = {}
+    config: ColumnConfigs = {}
     for c in df.columns:
         if c in own or _is_id_key(c) or pd.api.types.is_bool_dtype(df[c]):
             continue

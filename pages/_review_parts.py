@@ -190,14 +190,14 @@ def sample_order(columns: list[str], failing: list[str], key: list[str]) -> list
     return first + [c for c in columns if c not in first and c != "__check"]
 
 
-def sample_frame(c: CheckResult, key: list[str]) -> tuple[pd.DataFrame, dict[str, Any]]:
+def sample_frame(c: CheckResult, key: list[str]) -> tuple[pd.DataFrame, ui.ColumnConfigs]:
     """A failing-row sample with the failing columns first and pinned, so they are never cut off."""
     df = pd.DataFrame(c.sample)
     order = sample_order(list(df.columns), failing_columns(c, list(df.columns)), key)
     df = ui.texts_for_ids(df[order])
     failing = failing_columns(c, order)
     pinned = {x for x in order if x in failing or x in PROBLEM_COLUMNS}
-    config: dict[str, Any] = {col: st.column_config.Column(col, pinned=True) for col in pinned}
+    config: ui.ColumnConfigs = {col: st.column_config.Column(col, pinned=True) for col in pinned}
     return df, config
 
 
@@ -214,7 +214,7 @@ def _observed(value: Any) -> str:
     return str(value)
 
 
-def _check_row(c: CheckResult) -> dict[str, Any]:
+def _check_row(c: CheckResult) -> dict[str, object]:
     return {
         "status": ui.status_badge(c.status),
         "check": c.name,
@@ -691,7 +691,7 @@ def keyed_section(
             st.caption("No changed rows.")
 
 
-def _sample_rows(rows: Sequence[JsonObject], key_config: dict[str, Any], none: str) -> None:
+def _sample_rows(rows: Sequence[JsonObject], key_config: ui.ColumnConfigs, none: str) -> None:
     """Sample rows as they are, the key pinned; ``none`` when there are none."""
     if rows:
         ui.grid(

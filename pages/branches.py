@@ -46,13 +46,14 @@ with ui.wap_errors():
     if not shown and not shown_batches:
         st.info("No open branch matches." if rows else "No open audit branches: ingest a batch to open one.")
     else:
-        columns = [  # main moved beside the status: a passed branch whose main moved needs a rebase first
+        columns = [  # main moved beside the status (a passed branch whose main moved needs a rebase first),
+            # the counts before the wide failed-checks column: all on screen at 1440 px
             "table",
             "branch",
             "status",
             "main_moved",
-            "failed_checks",
             "rows_added",
+            "failed_checks",
             "created",
             "last_audit_at",
         ]

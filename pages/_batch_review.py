@@ -377,7 +377,7 @@ def _rebased(res: BatchRebaseResult) -> tuple[str, str]:
             f"Batch {ui.md(res.batch)} is already on every table's current main: nothing to rebase.",
         )
     tables = ", ".join(
-        f"{ui.md(t.table)} ({t.rows:,} rows replayed)"
+        f"{ui.md(t.table)} ({ui.n_rows(t.rows)} replayed)"
         if t.outcome is RebaseOutcome.REBASED
         else f"{ui.md(t.table)} (up to date)"
         for t in res.tables
@@ -447,7 +447,7 @@ def _discarded(res: BatchDiscardResult, parts: list[_Part]) -> str:
 
 @ui.dialog("Publish the batch", on_dismiss=_close)
 def _publish_dialog(ctx: Context, name: str, ready: BatchReadiness, parts: list[_Part], force: bool) -> None:
-    tables = ", ".join(f"{ui.md(p.table, code=True)} ({p.meta.rows_added:,} rows added)" for p in parts)
+    tables = ", ".join(f"{ui.md(p.table, code=True)} ({ui.n_rows(p.meta.rows_added)} added)" for p in parts)
     reason = wf.publish_reason(
         force,
         key="batch_",

@@ -189,7 +189,7 @@ if do_rebase:
             rb = api.rebase(ctx, tid, branch)  # the rebase audits the new head (as ingest does)
             s.update(label=f"Rebase: {ui.md(rb.outcome)}", state="complete")
         ui.writes_done()
-        done = f"Rebased {ui.md(tid)} {ui.md(branch)} onto main ({rb.rows:,} rows replayed)"
+        done = f"Rebased {ui.md(tid)} {ui.md(branch)} onto main ({ui.n_rows(rb.rows)} replayed)"
         if rb.audit is None:
             ui.flash("info", f"{ui.md(tid)} · {ui.md(branch)} is already on current main: nothing to rebase.")
         elif rb.audit.passed:
@@ -221,7 +221,7 @@ def publish_dialog(force: bool) -> None:
         force,
         key="",
         forced=f"Force publish {ui.md(tid)} · {ui.md(branch)}: {ui.md(ready.message)}",
-        plain=f"Fast-forward **main** of {ui.md(tid, code=True)} to branch {ui.md(branch, code=True)} ({meta.rows_added:,} rows added).",
+        plain=f"Fast-forward **main** of {ui.md(tid, code=True)} to branch {ui.md(branch, code=True)} ({ui.n_rows(meta.rows_added)} added).",
         placeholder="Why is publishing despite the audit acceptable?",
         cancel=_close,
     )

@@ -84,7 +84,7 @@ def test_batch_review_in_the_browser_publishes_every_table(tmp_path: Path, spark
         helpers.page_idle(page)
         page.get_by_role("button", name="Rebase batch").click()
         expect(
-            page.get_by_text("Rebased batch wk: shop.items (up to date), shop.orders (1 rows replayed)")
+            page.get_by_text("Rebased batch wk: shop.items (up to date), shop.orders (1 row replayed)")
         ).to_be_visible(timeout=300_000)
         expect(page.get_by_text("Ready to publish every table together")).to_be_visible()
         heads = {t: Lakehouse(settings).table(t).metadata.refs["wk"].snapshot_id for t in (ORD, ITM)}

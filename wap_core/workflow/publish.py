@@ -327,6 +327,8 @@ def _publish(
             in_transaction=lambda: fault_point("in_publish_batch_transaction"),
         )
 
+    unneeded: list[Unneeded] = []  # what the commit step found, whoever resolves the intents
+
     def commit(_: list[Intent]) -> Unneeded | None:
         # from the metadata the readiness read: each table's compare-and-swap fails if its pointer moved since.
         # A MultiTableConflictError (the table that lost) is a lost race, unless every main and branch is still
@@ -346,7 +348,8 @@ def _publish(
                 fresh = _reloaded(lh, branch, targets)
                 if fresh is None or n == RETRY.attempts - 1:
                     if _already_there(lh, targets):
-                        return Unneeded("main already reached the branch head by another commit")
+                        unneeded.append(Unneeded("main already reached the branch head by another commit"))
+                        return unneeded[0]
                     raise
                 log.info(
                     "publish of %s: a table's metadata moved on another ref; committing again", move.label
@@ -373,8 +376,8 @@ def _publish(
             f"; forced over '{check.message}': {reason}" if forced else f" ({check.message})"
         )
         notice = Notice(notify.Event.PUBLISHED, summary, t.head)
-    entries = move.run(commit, outcome, notice, also=close)
-    if entries and entries[0].outcome is Outcome.ABANDONED:
+    move.run(commit, outcome, notice, also=close)
+    if unneeded:  # (not read off the outcome rows: a reconcile tick may have resolved the intents first)
         return tuple(
             PublishResult(str(t.table), branch, PublishOutcome.ALREADY_PUBLISHED, t.main, t.head)
             for t in targets
